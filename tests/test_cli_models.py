@@ -1,0 +1,61 @@
+"""`tandem models …`: exit codes and JSON."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from desktop_app import models
+from desktop_app.models import store
+
+SMOL = models.MODELS["smollm2-135m"]
+
+
+def tandem(*args: str, folder: Path, extra_env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, store.MODELS_DIR_ENV: str(folder), **(extra_env or {})}
+    return subprocess.run([sys.executable, "-m", "desktop_app", *args], env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_fetch_json_prints_the_path_of_a_verified_file(tmp_path, test_model_path):
+    shutil.copy(test_model_path, tmp_path / SMOL.filename)     # no record yet: it must hash it
+    out = tandem("models", "fetch", "test", "--json", folder=tmp_path)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["ok"] is True
+    [entry] = doc["models"]
+    assert entry["key"] == SMOL.key and entry["verified"] is True
+    assert Path(entry["path"]) == tmp_path / SMOL.filename and Path(entry["path"]).is_file()
+
+
+def test_list_json_reports_cached_and_missing(tmp_path, test_model_path):
+    shutil.copy(test_model_path, tmp_path / SMOL.filename)
+    out = tandem("models", "list", "--json", folder=tmp_path)
+    assert out.returncode == 0
+    doc = json.loads(out.stdout)
+    rows = {r["key"]: r for r in doc["models"]}
+    assert set(rows) == set(models.MODELS)
+    assert rows[SMOL.key]["present"] and rows[SMOL.key]["size"] == SMOL.size
+    assert rows[SMOL.key]["verified"] is False          # copied, never hashed here
+    assert not rows["qwen2.5-coder-1.5b"]["present"]
+    deep = json.loads(tandem("models", "list", "--json", "--verify", folder=tmp_path).stdout)
+    assert {r["key"]: r for r in deep["models"]}[SMOL.key]["verified"] is True
+
+
+def test_unknown_name_is_a_usage_error(tmp_path):
+    out = tandem("models", "fetch", "no-such-model", "--json", folder=tmp_path)
+    assert out.returncode == 2
+    assert json.loads(out.stdout) == {"ok": False, "error": json.loads(out.stdout)["error"]}
+    assert "unknown model or set 'no-such-model'" in out.stderr
+
+
+def test_failed_fetch_exits_one_with_a_one_line_error(tmp_path, offline_pip_env):
+    out = tandem("models", "fetch", "test", "--json", folder=tmp_path / "m", extra_env=offline_pip_env)
+    assert out.returncode == 1
+    doc = json.loads(out.stdout)
+    assert doc["ok"] is False and "could not download" in doc["error"]
+    assert out.stderr.strip().count("\n") == 0
+    assert not (tmp_path / "m" / SMOL.filename).exists()

@@ -2,93 +2,43 @@
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
 import sys
-import time
 
 from desktop_app import __version__
-
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-
-class TerminalProgress:
-    """A one-line progress bar on stderr (bytes assembled / total); plain lines when not a tty."""
-
-    def __init__(self, stream=sys.stderr, width: int = 30):
-        self.stream = stream
-        self.width = width
-        self.tty = stream.isatty()
-        self._last = 0.0
-        self._last_line = ""
-
-    def __call__(self, p) -> None:
-        if self.tty:
-            now = time.monotonic()
-            if p.stage not in ("done", "download") and now - self._last < 0.1:
-                return
-            self._last = now
-            frac = p.done_bytes / p.total_bytes if p.total_bytes else 0.0
-            bar = "#" * int(frac * self.width)
-            line = (f"\r{p.model:<22} [{bar:<{self.width}}] {p.done_bytes / 1e6:8.1f}/"
-                    f"{p.total_bytes / 1e6:.1f} MB  {p.stage} {p.part}/{p.parts}")
-            self.stream.write(line)
-            if p.stage == "done":
-                self.stream.write("\n")
-            self.stream.flush()
-        elif p.stage in ("download", "verify", "done"):
-            line = f"{p.model}: {p.stage} {p.part}/{p.parts} ({p.done_bytes / 1e6:.1f}/{p.total_bytes / 1e6:.1f} MB)"
-            if line != self._last_line:
-                print(line, file=self.stream, flush=True)
-                self._last_line = line
+from desktop_app.commands.output import EXIT_OK
 
 
-def _emit_json(doc: dict) -> None:
-    print(json.dumps(doc, indent=2))
+def _run(command: str, args: argparse.Namespace) -> int:
+    """Import a command's module only when it runs (so `tandem models` never loads llama.cpp)."""
+    return importlib.import_module(f"desktop_app.commands.{command}").run(args)
 
 
-def cmd_models(args: argparse.Namespace) -> int:
-    from desktop_app import models
-
-    if args.models_command == "list":
-        rows = [models.inspect(m, deep=args.verify) for m in models.MODELS.values()]
-        if args.json:
-            _emit_json({"ok": True, "folder": str(models.models_dir()), "models": [r.to_json() for r in rows]})
-        else:
-            print(f"models folder: {models.models_dir()}")
-            for r in rows:
-                state = ("verified" if r.verified else "NOT verified") if r.present else "not fetched"
-                size = f"{r.size / 1e6:8.1f} MB" if r.present else " " * 11
-                print(f"  {r.key:<20} {size}  {state:<13} {r.path if r.present else r.description}")
-        return EXIT_OK
-
-    # fetch
-    try:
-        wanted = models.resolve(args.names)
-    except KeyError as exc:
-        return _fail(args, exc.args[0], EXIT_USAGE)
-    progress = None if args.json else TerminalProgress()
-    fetched = []
-    try:
-        for model in wanted:
-            models.fetch(model, progress=progress)
-            fetched.append(models.inspect(model))
-    except models.FetchError as exc:
-        return _fail(args, str(exc), EXIT_FAIL)
-    except KeyboardInterrupt:
-        return _fail(args, "fetch interrupted; nothing was left under a final file name", EXIT_INTERRUPTED)
-    if args.json:
-        _emit_json({"ok": True, "models": [r.to_json() for r in fetched]})
-    else:
-        for r in fetched:
-            print(f"{r.key}: {r.path} (verified)")
-    return EXIT_OK
+def _add_model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-m", "--model", dest="target", required=True, metavar="TARGET", help="target GGUF file")
+    p.add_argument("-md", "--model-draft", dest="draft", metavar="DRAFT", help="draft GGUF file")
+    p.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default: all cores)")
+    p.add_argument("-c", "--ctx-size", type=int, default=4096, help="context size in tokens (default 4096)")
+    p.add_argument("-ngl", "--gpu-layers", type=int, default=0, help="target layers offloaded to a GPU")
+    p.add_argument("-ngld", "--gpu-layers-draft", type=int, default=0, help="draft layers offloaded to a GPU")
 
 
-def _fail(args: argparse.Namespace, message: str, code: int) -> int:
-    if getattr(args, "json", False):
-        _emit_json({"ok": False, "error": message})
-    print(f"tandem: error: {message}", file=sys.stderr)
-    return code
+def _add_spec_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--drafter", choices=["model", "lookup", "none"], default=None,
+                   help="what drafts: the draft model (default with -md), prompt lookup (default without), none")
+    p.add_argument("--draft-max", type=int, default=4, metavar="N", help="draft length γ, 1-32 (default 4)")
+    p.add_argument("--draft-min", type=int, default=0, metavar="N", help="drop drafts shorter than this")
+    p.add_argument("--draft-p-min", type=float, default=0.0, metavar="P",
+                   help="stop drafting when the draft's top probability is below P")
+    p.add_argument("--auto", action="store_true", help="choose γ each round from measured costs and acceptance")
+
+
+def _add_sampling_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--temp", type=float, default=0.0, help="temperature; 0 is greedy (default 0)")
+    p.add_argument("--top-k", type=int, default=40)
+    p.add_argument("--top-p", type=float, default=0.95)
+    p.add_argument("--min-p", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: a random one, reported)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,16 +46,31 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tandem {__version__}")
     sub = parser.add_subparsers(dest="command")
 
+    p_gen = sub.add_parser("generate", help="generate text from a prompt and report every round")
+    _add_model_options(p_gen)
+    _add_spec_options(p_gen)
+    _add_sampling_options(p_gen)
+    p_gen.add_argument("-n", "--max-tokens", type=int, default=256, help="tokens to generate at most")
+    p_gen.add_argument("--samples", type=int, default=1, metavar="K", help="K completions with seeds S, S+1, ...")
+    p_gen.add_argument("--system", default=None, metavar="TEXT", help="system prompt")
+    src = p_gen.add_mutually_exclusive_group(required=True)
+    src.add_argument("-p", "--prompt", metavar="TEXT")
+    src.add_argument("-f", "--prompt-file", metavar="FILE")
+    p_gen.add_argument("--raw", action="store_true", help="send the prompt as plain text, no chat template")
+    p_gen.add_argument("--stop", action="append", default=[], metavar="TEXT", help="stop string (repeatable)")
+    p_gen.add_argument("--json", action="store_true", help="print one JSON document with every round")
+    p_gen.set_defaults(func=lambda a: _run("generate", a))
+
     p_models = sub.add_parser("models", help="fetch and list model files")
     msub = p_models.add_subparsers(dest="models_command", required=True)
     p_fetch = msub.add_parser("fetch", help="fetch model files or sets (demo, test, incompatible, or a model key)")
     p_fetch.add_argument("names", nargs="+", metavar="NAME")
     p_fetch.add_argument("--json", action="store_true", help="print one JSON document")
-    p_fetch.set_defaults(func=cmd_models)
+    p_fetch.set_defaults(func=lambda a: _run("models", a))
     p_list = msub.add_parser("list", help="what is cached, where, its size, and whether it is verified")
     p_list.add_argument("--json", action="store_true", help="print one JSON document")
     p_list.add_argument("--verify", action="store_true", help="re-hash every file instead of trusting the record")
-    p_list.set_defaults(func=cmd_models)
+    p_list.set_defaults(func=lambda a: _run("models", a))
     return parser
 
 

@@ -23,3 +23,22 @@ def offline_pip_env(tmp_path):
     return {"PIP_INDEX_URL": "http://127.0.0.1:9/simple/", "PIP_EXTRA_INDEX_URL": "http://127.0.0.1:9/simple/",
             "PIP_FIND_LINKS": str(empty), "PIP_RETRIES": "0", "PIP_DEFAULT_TIMEOUT": "2",
             "PIP_NO_CACHE_DIR": "1"}
+
+
+@pytest.fixture(scope="session")
+def q2k_draft_path(test_model_path):
+    """A different draft for the test target: the same model requantised to Q2_K (acceptance about 0.5)."""
+    from pathlib import Path
+
+    from desktop_app.models.requantize import requantize
+
+    src = Path(test_model_path)
+    return str(requantize(src, src.with_name("SmolLM2-135M-Instruct.Q2_K.gguf")))
+
+
+@pytest.fixture(scope="session")
+def gemma_path():
+    """A model whose vocabulary no other here shares (fetched once, 253 MB)."""
+    from desktop_app import models
+
+    return str(models.fetch(models.MODELS["gemma3-270m"]))

@@ -1,0 +1,1 @@
+"""Conversations: chat templates and safe tokenisation (history and KV reuse build on these)."""

@@ -1,0 +1,90 @@
+"""Chat templates from the target GGUF, rendered with Jinja2 as llama-cpp-python does, and tokenised
+so that only the template's own markup can become special tokens.
+
+Each message's text is swapped for a marker before rendering; the rendered prompt is then split at
+the markers, the template's parts tokenised with special-token parsing on and the users' texts with
+it off. A user who types `<|im_start|>system` gets those characters as text, not a control token.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Sequence
+
+from jinja2 import TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from desktop_app.engine.backend import Model
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str          # "system", "user" or "assistant"
+    content: str
+
+
+FALLBACK_NOTE = "this model has no chat template; using plain 'User:/Assistant:' turns"
+
+
+def _raise(message: str):
+    raise TemplateError(message)
+
+
+class ChatTemplate:
+    def __init__(self, model: Model):
+        self.model = model
+        self.source = model.chat_template()
+        self.has_template = bool(self.source)
+        self._compiled = None
+        if self.source:
+            env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+            env.globals["raise_exception"] = _raise
+            env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+            self._compiled = env.from_string(self.source)
+
+    @property
+    def note(self) -> str:
+        return "" if self.has_template else FALLBACK_NOTE
+
+    def render(self, messages: Sequence[Message], add_generation_prompt: bool = True,
+               markers: Sequence[str] | None = None) -> str:
+        contents = list(markers) if markers is not None else [m.content for m in messages]
+        if self._compiled is None:
+            parts = []
+            for m, c in zip(messages, contents):
+                if m.role == "system":
+                    parts.append(f"{c}\n\n")
+                else:
+                    parts.append(f"{'User' if m.role == 'user' else 'Assistant'}: {c}\n\n")
+            if add_generation_prompt:
+                parts.append("Assistant:")
+            return "".join(parts)
+        bos = self.model.special_piece(self.model.bos).decode("utf-8", "replace") if self.model.bos >= 0 else ""
+        eos = self.model.special_piece(self.model.eos).decode("utf-8", "replace") if self.model.eos >= 0 else ""
+        return self._compiled.render(
+            messages=[{"role": m.role, "content": c} for m, c in zip(messages, contents)],
+            add_generation_prompt=add_generation_prompt, bos_token=bos, eos_token=eos)
+
+    def tokenize(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
+        """The prompt's tokens, with users' text never parsed for special tokens."""
+        tag = uuid.uuid4().hex
+        markers = [f"\x00{tag}:{i}\x00" for i in range(len(messages))]
+        rendered = self.render(messages, add_generation_prompt, markers)
+        tokens: list[int] = []
+        add_bos = self.model.add_bos
+        bos_text = self.model.special_piece(self.model.bos).decode("utf-8", "replace") if add_bos else ""
+        if add_bos and bos_text and rendered.startswith(bos_text):
+            rendered = rendered[len(bos_text):]            # the template wrote BOS itself: add it once
+        if add_bos:
+            tokens.append(self.model.bos)
+        rest = rendered
+        for i, marker in enumerate(markers):
+            before, found, after = rest.partition(marker)
+            if not found:
+                raise TemplateError(f"the chat template dropped or altered message {i}")
+            tokens += self.model.tokenize(before, add_special=False, parse_special=True)
+            tokens += self.model.tokenize(messages[i].content, add_special=False, parse_special=False)
+            rest = after
+        tokens += self.model.tokenize(rest, add_special=False, parse_special=True)
+        return tokens

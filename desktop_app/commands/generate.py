@@ -1,0 +1,122 @@
+"""`tandem generate`: one prompt, K samples, every round reported (as text, or as one JSON document)."""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+
+from desktop_app.commands.output import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, emit_json, fail
+
+ANSI = {"accepted": "\x1b[32m", "correction": "\x1b[31m", "bonus": "\x1b[34m", "plain": ""}
+RESET = "\x1b[0m"
+
+
+def _settings(args):
+    from desktop_app.engine import SamplingParams, SpecSettings
+
+    drafter = args.drafter or ("model" if args.draft else "lookup")
+    if drafter == "model" and not args.draft:
+        raise ValueError("--drafter model needs a draft model (-md DRAFT)")
+    spec = SpecSettings(enabled=drafter != "none", drafter=drafter, draft_max=args.draft_max,
+                        draft_min=args.draft_min, draft_p_min=args.draft_p_min, auto=args.auto)
+    if args.samples < 1:
+        raise ValueError("--samples must be at least 1")
+    if args.max_tokens < 1:
+        raise ValueError("-n must be at least 1")
+    seed = args.seed if args.seed is not None else random.randrange(2**31)
+    sampling = SamplingParams(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, seed=seed)
+    return spec, sampling
+
+
+def _prompt_tokens(pair, args) -> list[int]:
+    from desktop_app.chat.template import ChatTemplate, Message
+
+    text = args.prompt
+    if args.prompt_file is not None:
+        with open(args.prompt_file, encoding="utf-8") as fh:
+            text = fh.read()
+    if args.raw:
+        prefix = (args.system + "\n\n") if args.system else ""
+        return pair.target.tokenize(prefix + text, add_special=True, parse_special=False)
+    template = ChatTemplate(pair.target)
+    if template.note and not args.json:
+        print(f"note: {template.note}", file=sys.stderr)
+    messages = ([Message("system", args.system)] if args.system else []) + [Message("user", text)]
+    return template.tokenize(messages)
+
+
+def run(args: argparse.Namespace) -> int:
+    from desktop_app.engine import (Controls, FinishEvent, IncompatiblePair, LoadOptions, ModelLoadError, ModelPair,
+                                    RoundEvent, TokenEvent)
+    from desktop_app.engine.sampling import SamplingParams
+
+    try:
+        spec, sampling = _settings(args)
+    except ValueError as exc:
+        return fail(args, str(exc), EXIT_USAGE)
+    threads = args.threads or max(1, os.cpu_count() or 1)
+    target_opts = LoadOptions(n_gpu_layers=args.gpu_layers, n_threads=threads, n_ctx=args.ctx_size)
+    draft_opts = LoadOptions(n_gpu_layers=args.gpu_layers_draft, n_threads=threads, n_ctx=args.ctx_size)
+    try:
+        pair = ModelPair.load(args.target, args.draft, target_opts, draft_opts)
+    except (ModelLoadError, IncompatiblePair) as exc:
+        return fail(args, str(exc), EXIT_FAIL)
+    color = sys.stdout.isatty() and not args.json
+    samples = []
+    try:
+        with pair:
+            try:
+                prompt = _prompt_tokens(pair, args)
+            except (OSError, UnicodeDecodeError) as exc:
+                return fail(args, f"cannot read the prompt: {exc}", EXIT_USAGE)
+            for k in range(args.samples):
+                params = SamplingParams(sampling.temperature, sampling.top_k, sampling.top_p, sampling.min_p,
+                                        sampling.seed + k)
+                rounds, finish = [], None
+                for event in pair.generate(prompt, params, Controls(spec), args.max_tokens, args.stop):
+                    if isinstance(event, RoundEvent):
+                        rounds.append(event)
+                    elif isinstance(event, TokenEvent):
+                        if not args.json:
+                            code = ANSI[event.kind.value] if color else ""
+                            sys.stdout.write(f"{code}{event.text}{RESET if code else ''}")
+                            sys.stdout.flush()
+                    elif isinstance(event, FinishEvent):
+                        finish = event
+                samples.append((params.seed, rounds, finish))
+                if not args.json:
+                    sys.stdout.write(finish.tail + "\n")
+                    _print_stats(finish, k, args.samples)
+    except KeyboardInterrupt:
+        return fail(args, "interrupted", EXIT_INTERRUPTED)
+    if args.json:
+        emit_json({"ok": True, "target": args.target, "draft": args.draft, "prompt_tokens": len(prompt),
+                   "settings": {"drafter": spec.drafter if spec.enabled else "none", "draft_max": spec.draft_max,
+                                "draft_min": spec.draft_min, "draft_p_min": spec.draft_p_min, "auto": spec.auto,
+                                "temp": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,
+                                "min_p": sampling.min_p},
+                   "samples": [{"seed": seed, "text": f.text, "tokens": list(f.tokens),
+                                "rounds": [r.to_json() for r in rounds], "stats": f.stats.to_json()}
+                               for seed, rounds, f in samples]})
+    return EXIT_OK
+
+
+def _print_stats(finish, k: int, n: int) -> None:
+    s = finish.stats
+    head = f"[sample {k + 1}/{n}] " if n > 1 else ""
+    parts = [f"{s.n_tokens} tokens, {s.tokens_per_s:.1f} tok/s, first token {s.ttft_s * 1000:.0f} ms",
+             f"stop: {s.stop_reason}"]
+    if s.n_drafted:
+        parts.append(f"accepted {s.n_accepted}/{s.n_drafted} drafted ({100 * s.acceptance_rate:.0f} %), "
+                     f"α {s.alpha:.2f}, {s.mean_accepted:.2f} kept per round")
+        split = f"draft {s.t_draft_s:.2f} s / verify {s.t_verify_s:.2f} s"
+        if s.c is not None:
+            split += f", c = {s.c:.2f}"
+        parts.append(split)
+        if s.predicted_speedup_measured is not None:
+            parts.append(f"predicted speed-up {s.predicted_speedup_measured:.2f}x with measured verify costs"
+                         + (f" ({s.predicted_speedup:.2f}x by the flat-cost formula)" if s.predicted_speedup else ""))
+    if finish.message:
+        parts.append(finish.message)
+    print(head + "; ".join(parts), file=sys.stderr)

@@ -1,0 +1,77 @@
+"""`tandem models fetch|list`."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from desktop_app.commands.output import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, emit_json, fail
+
+
+class TerminalProgress:
+    """A one-line progress bar on stderr (bytes assembled / total); plain lines when not a tty."""
+
+    def __init__(self, stream=sys.stderr, width: int = 30):
+        self.stream = stream
+        self.width = width
+        self.tty = stream.isatty()
+        self._last = 0.0
+        self._last_line = ""
+
+    def __call__(self, p) -> None:
+        if self.tty:
+            now = time.monotonic()
+            if p.stage not in ("done", "download") and now - self._last < 0.1:
+                return
+            self._last = now
+            frac = p.done_bytes / p.total_bytes if p.total_bytes else 0.0
+            bar = "#" * int(frac * self.width)
+            line = (f"\r{p.model:<22} [{bar:<{self.width}}] {p.done_bytes / 1e6:8.1f}/"
+                    f"{p.total_bytes / 1e6:.1f} MB  {p.stage} {p.part}/{p.parts}")
+            self.stream.write(line)
+            if p.stage == "done":
+                self.stream.write("\n")
+            self.stream.flush()
+        elif p.stage in ("download", "verify", "done"):
+            line = f"{p.model}: {p.stage} {p.part}/{p.parts} ({p.done_bytes / 1e6:.1f}/{p.total_bytes / 1e6:.1f} MB)"
+            if line != self._last_line:
+                print(line, file=self.stream, flush=True)
+                self._last_line = line
+
+
+def run(args: argparse.Namespace) -> int:
+    from desktop_app import models
+
+    if args.models_command == "list":
+        rows = [models.inspect(m, deep=args.verify) for m in models.MODELS.values()]
+        if args.json:
+            emit_json({"ok": True, "folder": str(models.models_dir()), "models": [r.to_json() for r in rows]})
+        else:
+            print(f"models folder: {models.models_dir()}")
+            for r in rows:
+                state = ("verified" if r.verified else "NOT verified") if r.present else "not fetched"
+                size = f"{r.size / 1e6:8.1f} MB" if r.present else " " * 11
+                print(f"  {r.key:<20} {size}  {state:<13} {r.path if r.present else r.description}")
+        return EXIT_OK
+
+    # fetch
+    try:
+        wanted = models.resolve(args.names)
+    except KeyError as exc:
+        return fail(args, exc.args[0], EXIT_USAGE)
+    progress = None if args.json else TerminalProgress()
+    fetched = []
+    try:
+        for model in wanted:
+            models.fetch(model, progress=progress)
+            fetched.append(models.inspect(model))
+    except models.FetchError as exc:
+        return fail(args, str(exc), EXIT_FAIL)
+    except KeyboardInterrupt:
+        return fail(args, "fetch interrupted; nothing was left under a final file name", EXIT_INTERRUPTED)
+    if args.json:
+        emit_json({"ok": True, "models": [r.to_json() for r in fetched]})
+    else:
+        for r in fetched:
+            print(f"{r.key}: {r.path} (verified)")
+    return EXIT_OK

@@ -1,0 +1,125 @@
+"""Measured costs and acceptance, and the choice of γ in auto mode.
+
+Expected tokens from one round that drafts γ tokens, each kept with probability α until the first
+rejection, plus the target's own token: E(α, γ) = (1 - α^(γ+1)) / (1 - α).
+A round costs γ draft steps plus one verify pass over γ+1 tokens; on a CPU a verify pass over
+γ+1 tokens costs far more than one single-token pass, so we use the measured cost of each batch size
+rather than assume it is flat. Auto mode picks the γ with the best E / cost, and drafts nothing when
+no γ is predicted to beat plain decoding.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+EMA = 0.2                   # weight of a new timing measurement
+ALPHA_DECAY = 0.9           # weight of past rounds in the acceptance estimate
+ALPHA_PRIOR = (1.2, 0.8)    # pseudo-counts (accepted, rejected): a prior α of 0.6
+WIN_MARGIN = 1.02           # a γ must be predicted 2 % faster than plain to be used
+REPROBE_EVERY = 24          # plain rounds in a row before one speculative round re-measures α
+
+
+def expected_tokens(alpha: float, gamma: int) -> float:
+    """Tokens one round yields on average: accepted drafts plus the target's token."""
+    if alpha >= 1.0:
+        return gamma + 1.0
+    return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
+
+
+def formula_speedup(alpha: float, gamma: float, c: float) -> float:
+    """The paper's speed-up estimate: E(α, γ) / (1 + γc), verify cost taken as one target pass."""
+    g = max(0, round(gamma))
+    return expected_tokens(alpha, g) / (1.0 + gamma * c)
+
+
+@dataclass
+class AcceptanceEstimate:
+    accepted: float = ALPHA_PRIOR[0]
+    rejected: float = ALPHA_PRIOR[1]
+    rounds: int = 0
+
+    def record(self, n_accepted: int, n_drafted: int) -> None:
+        self.accepted = ALPHA_DECAY * self.accepted + n_accepted
+        self.rejected = ALPHA_DECAY * self.rejected + (1 if n_accepted < n_drafted else 0)
+        self.rounds += 1
+
+    @property
+    def alpha(self) -> float:
+        return self.accepted / (self.accepted + self.rejected)
+
+
+@dataclass
+class CostModel:
+    """Running measurements for one loaded pair (kept across generations)."""
+
+    verify_s: dict[int, float] = field(default_factory=dict)     # batch size -> seconds per pass
+    draft_step_s: dict[str, float] = field(default_factory=dict)  # drafter -> seconds per drafted token
+    acceptance: dict[str, AcceptanceEstimate] = field(default_factory=dict)
+    plain_streak: int = 0
+
+    # -- recording
+    def record_verify(self, batch: int, seconds: float) -> None:
+        old = self.verify_s.get(batch)
+        self.verify_s[batch] = seconds if old is None else (1 - EMA) * old + EMA * seconds
+
+    def record_draft(self, drafter: str, n_tokens: int, seconds: float) -> None:
+        if n_tokens <= 0:
+            return
+        per = seconds / n_tokens
+        old = self.draft_step_s.get(drafter)
+        self.draft_step_s[drafter] = per if old is None else (1 - EMA) * old + EMA * per
+
+    def record_round(self, drafter: str, n_drafted: int, n_accepted: int) -> None:
+        if n_drafted > 0:
+            self.acceptance.setdefault(drafter, AcceptanceEstimate()).record(n_accepted, n_drafted)
+            self.plain_streak = 0
+        else:
+            self.plain_streak += 1
+
+    # -- reading
+    def alpha(self, drafter: str) -> float:
+        return self.acceptance.get(drafter, AcceptanceEstimate()).alpha
+
+    def verify_cost(self, batch: int) -> float | None:
+        """Seconds for a verify pass over `batch` tokens: measured, else interpolated linearly between
+        measured sizes (extrapolated from the two largest), else None."""
+        if batch in self.verify_s:
+            return self.verify_s[batch]
+        sizes = sorted(self.verify_s)
+        if len(sizes) < 2:
+            return None
+        lower = [s for s in sizes if s < batch]
+        upper = [s for s in sizes if s > batch]
+        if lower and upper:
+            a, b = lower[-1], upper[0]
+        else:
+            a, b = (sizes[-2], sizes[-1]) if not upper else (sizes[0], sizes[1])
+        ta, tb = self.verify_s[a], self.verify_s[b]
+        return max(ta, ta + (tb - ta) * (batch - a) / (b - a)) if batch > a else ta
+
+    def round_rate(self, drafter: str, gamma: int) -> float | None:
+        """Predicted tokens per second of rounds drafting γ tokens (γ = 0: plain decoding)."""
+        verify = self.verify_cost(gamma + 1)
+        if verify is None:
+            return None
+        step = self.draft_step_s.get(drafter, 0.0) if gamma else 0.0
+        return expected_tokens(self.alpha(drafter), gamma) / (gamma * step + verify)
+
+    def choose_gamma(self, drafter: str, gamma_max: int) -> int:
+        """The draft length for the next round in auto mode (0: decode plainly)."""
+        if gamma_max <= 0:
+            return 0
+        if 1 not in self.verify_s:
+            return 0                                   # measure a plain step first
+        probes = sorted({g for g in (1, 2, 4, 8, 16, gamma_max) if g <= gamma_max})
+        for g in probes:                               # measure each probe size once
+            if g + 1 not in self.verify_s or (drafter != "lookup" and drafter not in self.draft_step_s):
+                return g
+        plain = self.round_rate(drafter, 0)
+        best_g, best_rate = 0, plain * WIN_MARGIN
+        for g in range(1, gamma_max + 1):
+            rate = self.round_rate(drafter, g)
+            if rate is not None and rate > best_rate:
+                best_g, best_rate = g, rate
+        if best_g == 0 and self.plain_streak >= REPROBE_EVERY:
+            return 1                                   # re-measure α now and then
+        return best_g

@@ -1,0 +1,168 @@
+"""The decoding loop: draft γ tokens, verify them in one target batch, accept by the exact rule,
+roll back what was rejected, and yield what happened.
+
+Invariant at the start of every round: the target's KV cache holds every token but the last one;
+the verify batch is [last token, x_1, ..., x_γ], with logits read at all γ+1 positions and nowhere
+else. Logit i is the target's distribution p_i for the token after x_i (x_0 = the last token), so
+p_0..p_{γ-1} judge the drafts and p_γ gives the bonus token.
+"""
+from __future__ import annotations
+
+import time
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from desktop_app.engine import backend, rejection
+from desktop_app.engine.costs import CostModel
+from desktop_app.engine.drafters import ModelDrafter, NoDrafter, PromptLookupDrafter, Proposal
+from desktop_app.engine.events import FinishEvent, RoundEvent, StopReason, TokenEvent, TokenKind
+from desktop_app.engine.metrics import StatsRecorder
+from desktop_app.engine.sampling import SamplingParams, process, softmax_prob
+from desktop_app.engine.settings import Controls
+from desktop_app.engine.text import TextStream
+
+Event = RoundEvent | TokenEvent | FinishEvent
+
+
+class SpeculativeDecoder:
+    """Runs generations on a loaded target context and optional draft context."""
+
+    def __init__(self, target_ctx: backend.Context, draft_ctx: backend.Context | None = None):
+        self.target_ctx = target_ctx
+        self.model = target_ctx.model
+        self.drafters = {"none": NoDrafter(), "lookup": PromptLookupDrafter()}
+        if draft_ctx is not None:
+            self.drafters["model"] = ModelDrafter(draft_ctx)
+        self.costs = CostModel()
+
+    @property
+    def has_draft_model(self) -> bool:
+        return "model" in self.drafters
+
+    def _drafter(self, controls: Controls):
+        s = controls.settings
+        if not s.speculating:
+            return self.drafters["none"]
+        return self.drafters.get(s.drafter, self.drafters["none"])
+
+    def generate(self, prompt: Sequence[int], sampling: SamplingParams, controls: Controls | None = None,
+                 max_tokens: int = 256, stop: Sequence[str] = ()) -> Iterator[Event]:
+        """Continue `prompt` (token ids, template already applied). Yields RoundEvent, then the round's
+        TokenEvents, ..., and one FinishEvent last, whatever the reason for stopping."""
+        controls = controls or Controls()
+        t_start = time.perf_counter()
+        ctx = self.target_ctx
+        model = self.model
+        tokens = list(prompt)
+        reply: list[int] = []
+        stream = TextStream(stop)
+        rng = np.random.default_rng(sampling.seed)
+        if not tokens:
+            raise ValueError("the prompt is empty")
+
+        def finish(reason: StopReason, message: str = "") -> FinishEvent:
+            tail = stream.finish()
+            t_end = time.perf_counter()
+            stats = recorder.finish(len(reply), t_end - t_start, t_prompt, (t_first or t_end) - t_start,
+                                    reason.value, self.costs)
+            return FinishEvent(stream.text, tuple(reply), stats, reason, message, tail)
+
+        # Prompt: evaluate all but the last token, reusing whatever prefix the cache already holds.
+        t_first = None
+        if len(tokens) > ctx.n_ctx:
+            recorder = StatsRecorder(len(tokens), 0)
+            t_prompt = time.perf_counter() - t_start
+            yield finish(StopReason.CONTEXT_FULL, f"the prompt has {len(tokens)} tokens but the context holds "
+                                                  f"{ctx.n_ctx}; shorten the conversation or raise the context size")
+            return
+        evaluated = ctx.sync(tokens[:-1], logits="none")
+        recorder = StatsRecorder(len(tokens), evaluated + 1)
+        t_prompt = time.perf_counter() - t_start
+
+        n_round = 0
+        while True:
+            if controls.cancelled:
+                yield finish(StopReason.CANCELLED)
+                return
+            t_round = time.perf_counter()
+            settings = controls.settings
+            drafter = self._drafter(controls)
+            room = ctx.n_ctx - len(tokens)             # the verify batch needs 1 + γ slots after n-1 tokens
+            if room < 0:
+                yield finish(StopReason.CONTEXT_FULL, f"the context of {ctx.n_ctx} tokens is full")
+                return
+            gamma_max = min(settings.draft_max, room, max_tokens - len(reply) - 1)
+            if drafter.name == "none" or gamma_max <= 0:
+                gamma = 0
+            elif settings.auto:
+                gamma = self.costs.choose_gamma(drafter.name, gamma_max)
+            else:
+                gamma = gamma_max
+
+            # Draft.
+            proposal = Proposal()
+            if gamma > 0:
+                proposal = drafter.draft(tokens, gamma, sampling, rng, settings.draft_p_min)
+                if len(proposal.tokens) < max(1, settings.draft_min):
+                    proposal = Proposal(n_steps=proposal.n_steps, t_s=proposal.t_s)
+            drafted = proposal.tokens
+            t_draft = time.perf_counter() - t_round
+
+            # Verify all drafts in one target pass.
+            t_v = time.perf_counter()
+            ctx.truncate(len(tokens) - 1)
+            try:
+                ctx.eval([tokens[-1], *drafted], logits="all")
+            except backend.ContextFullError as exc:
+                yield finish(StopReason.CONTEXT_FULL, str(exc))
+                return
+            k = len(drafted)
+            views = [ctx.logits(i) for i in range(k + 1)]
+            target_top = [int(np.argmax(v)) for v in views]
+            if sampling.greedy:
+                verdict = rejection.accept_greedy(drafted, target_top)
+                p_shown = [softmax_prob(views[i], x)[0] for i, x in enumerate(drafted)]
+            else:
+                p = [process(v, sampling) for v in views]
+                verdict = rejection.accept_sampled(drafted, proposal.q, p, rng)
+                p_shown = [p[i].prob(x) for i, x in enumerate(drafted)]
+            n_acc = verdict.n_accepted
+            # Roll back what was rejected: the target keeps the last token and the accepted drafts.
+            ctx.truncate(len(tokens) + n_acc)
+            drafter.rollback(len(tokens) + n_acc)
+            t_verify = time.perf_counter() - t_v
+
+            emitted = [*drafted[:n_acc], verdict.next_token]
+            last_kind = TokenKind.CORRECTION if verdict.corrected else (TokenKind.BONUS if k else TokenKind.PLAIN)
+            kinds = [TokenKind.ACCEPTED] * n_acc + [last_kind]
+            self.costs.record_verify(k + 1, t_verify)
+            self.costs.record_draft(drafter.name, k, t_draft)
+            self.costs.record_round(drafter.name, k, n_acc)
+
+            event = RoundEvent(
+                index=n_round, drafter=drafter.name if k else "none", drafted=tuple(drafted),
+                drafted_text=tuple(model.special_piece(x).decode("utf-8", errors="replace") for x in drafted),
+                q=tuple(proposal.q_token), p=tuple(p_shown), accepted=n_acc, emitted=tuple(emitted),
+                kinds=tuple(kinds), target_top=tuple(target_top), t_draft_s=t_draft, t_verify_s=t_verify,
+                t_round_s=time.perf_counter() - t_round, n_past=len(tokens))
+            recorder.add_round(event, proposal.n_steps)
+            n_round += 1
+            yield event
+
+            for token, kind in zip(emitted, kinds):
+                if model.is_eog(token):
+                    yield finish(StopReason.EOS)
+                    return
+                tokens.append(token)
+                reply.append(token)
+                text = stream.push(model.piece(token))
+                if t_first is None:
+                    t_first = time.perf_counter()
+                yield TokenEvent(token, text, kind, len(reply) - 1)
+                if stream.stopped:
+                    yield finish(StopReason.STOP_STRING)
+                    return
+                if len(reply) >= max_tokens:
+                    yield finish(StopReason.MAX_TOKENS)
+                    return

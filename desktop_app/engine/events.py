@@ -1,0 +1,107 @@
+"""What the decoding loop yields: plain dataclasses, one per round, one per token, one at the end.
+
+A consumer (the CLI, the Qt worker, a test) needs nothing else to show or record a generation.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+
+
+class TokenKind(str, Enum):
+    ACCEPTED = "accepted"        # a drafted token the target kept
+    CORRECTION = "correction"    # the target's token in place of the first rejected draft
+    BONUS = "bonus"              # the target's extra token after every draft was kept
+    PLAIN = "plain"              # a round with nothing drafted: ordinary decoding
+
+
+class StopReason(str, Enum):
+    EOS = "eos"                  # an end-of-generation token
+    STOP_STRING = "stop_string"
+    MAX_TOKENS = "max_tokens"
+    CANCELLED = "cancelled"
+    CONTEXT_FULL = "context_full"
+
+
+@dataclass(frozen=True)
+class RoundEvent:
+    """One draft-and-verify round (or one plain step when nothing was drafted)."""
+
+    index: int
+    drafter: str                      # "model", "lookup" or "none"
+    drafted: tuple[int, ...]          # the proposal x_1..x_γ
+    drafted_text: tuple[str, ...]
+    q: tuple[float, ...]              # the draft's probability of each x_i (1.0 for a copied token)
+    p: tuple[float, ...]              # the target's probability of each x_i
+    accepted: int                     # how many of the drafted tokens were kept
+    emitted: tuple[int, ...]          # tokens this round added to the text, in order
+    kinds: tuple[TokenKind, ...]
+    target_top: tuple[int, ...]       # the target's argmax at each verified position (len γ+1)
+    t_draft_s: float
+    t_verify_s: float
+    t_round_s: float
+    n_past: int                       # tokens in the context before the round
+
+    @property
+    def gamma(self) -> int:
+        return len(self.drafted)
+
+    def to_json(self) -> dict:
+        return {"drafted": list(self.drafted), "accepted": self.accepted, "emitted": list(self.emitted),
+                "kinds": [k.value for k in self.kinds], "drafted_text": list(self.drafted_text),
+                "q": [round(x, 6) for x in self.q], "p": [round(x, 6) for x in self.p],
+                "t_draft_s": round(self.t_draft_s, 6), "t_verify_s": round(self.t_verify_s, 6)}
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """One emitted token, with the text it adds (possibly empty: UTF-8 split across tokens, or held back
+    because it may begin a stop string)."""
+
+    token: int
+    text: str
+    kind: TokenKind
+    index: int                        # position in the reply, from 0
+
+
+@dataclass
+class GenerationStats:
+    n_tokens: int = 0                 # tokens in the reply
+    n_prompt_tokens: int = 0
+    n_prompt_evaluated: int = 0       # prompt tokens actually evaluated (the rest came from the cache)
+    t_total_s: float = 0.0
+    tokens_per_s: float = 0.0         # reply tokens / decoding time (prompt evaluation excluded)
+    ttft_s: float = 0.0               # time to first token
+    n_rounds: int = 0
+    n_drafted: int = 0
+    n_accepted: int = 0
+    acceptance_rate: float | None = None   # accepted / drafted (as llama.cpp prints it)
+    alpha: float | None = None        # per-token acceptance probability: accepted / (accepted + rejections)
+    mean_accepted: float | None = None     # accepted tokens per round that drafted
+    mean_drafted: float | None = None      # γ actually used, per round that drafted
+    position_acceptance: list[float] = field(default_factory=list)  # P(x_i kept | x_i drafted), i = 1..
+    t_draft_s: float = 0.0
+    t_verify_s: float = 0.0
+    t_other_s: float = 0.0
+    t_draft_step_s: float | None = None    # mean time of one draft step
+    t_target_step_s: float | None = None   # mean time of one single-token target pass
+    c: float | None = None            # draft step cost relative to a single target pass
+    predicted_speedup: float | None = None          # (1-α^(γ+1)) / ((1-α)(1+γc)), the paper's formula
+    predicted_speedup_measured: float | None = None  # same, with the measured cost of verify batches
+    stop_reason: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FinishEvent:
+    """The end of a generation: the text, the tokens, and the statistics."""
+
+    text: str
+    tokens: tuple[int, ...]
+    stats: GenerationStats
+    stop_reason: StopReason
+    message: str = ""                 # a sentence for the user when the stop needs explaining
+    tail: str = ""                    # text held back from the token events (a possible stop-string
+                                      # start, an unfinished UTF-8 sequence) and released at the end

@@ -1,0 +1,102 @@
+"""Loading GGUF models with a clear reason when it fails, progress, and cancellation."""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from typing import Callable
+
+from desktop_app.engine import backend
+
+GGUF_MAGIC = b"GGUF"
+
+
+class ModelLoadError(RuntimeError):
+    """A model could not be loaded. `str()` names the file and the reason."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{os.path.basename(path)}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class LoadCancelled(ModelLoadError):
+    def __init__(self, path: str):
+        super().__init__(path, "loading cancelled")
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How one model is loaded and run."""
+
+    n_gpu_layers: int = 0
+    n_threads: int = max(1, os.cpu_count() or 1)
+    n_ctx: int = 4096
+    n_batch: int = 512
+
+
+def check_gguf_header(path: str) -> None:
+    """Refuse, before llama.cpp sees it, anything that is not a readable GGUF file."""
+    if not os.path.exists(path):
+        raise ModelLoadError(path, "file not found")
+    if not os.path.isfile(path):
+        raise ModelLoadError(path, "not a file")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+    except OSError as exc:
+        raise ModelLoadError(path, f"cannot be read ({exc.strerror})") from None
+    if len(head) < 8 or head[:4] != GGUF_MAGIC:
+        raise ModelLoadError(path, "not a GGUF file (it does not start with the GGUF signature)")
+    version = struct.unpack("<I", head[4:8])[0]
+    if version not in (2, 3):
+        raise ModelLoadError(path, f"unsupported GGUF version {version}")
+
+
+def _classify(errors: list[str]) -> str:
+    text = " ".join(errors).lower()
+    if "unknown model architecture" in text:
+        for line in errors:
+            if "unknown model architecture" in line.lower():
+                return "unsupported architecture (" + line.split("architecture", 1)[1].strip(" :") + ")"
+    if "out of memory" in text or "failed to allocate" in text or "unable to allocate" in text:
+        return "out of memory while loading"
+    if "truncat" in text or "not within the file bounds" in text or "failed to read" in text \
+            or "unexpectedly reached end of file" in text or "tensor data" in text:
+        return "file is truncated or damaged"
+    if errors:
+        return errors[-1]
+    return "llama.cpp could not load it"
+
+
+def load_model(path: str, options: LoadOptions = LoadOptions(), vocab_only: bool = False,
+               progress: Callable[[float], None] | None = None,
+               cancel: Callable[[], bool] | None = None) -> backend.Model:
+    """Load a GGUF model. Raises ModelLoadError (naming file and reason) or LoadCancelled."""
+    path = os.fspath(path)
+    check_gguf_header(path)
+    backend.clear_log()
+
+    def on_progress(fraction: float) -> bool:
+        if progress is not None:
+            progress(fraction)
+        return not (cancel and cancel())
+
+    if cancel and cancel():
+        raise LoadCancelled(path)
+    try:
+        ptr = backend.load_model_ptr(path, options.n_gpu_layers, vocab_only, on_progress)
+    except MemoryError:
+        raise ModelLoadError(path, "out of memory while loading") from None
+    if not ptr:
+        if cancel and cancel():
+            raise LoadCancelled(path)
+        raise ModelLoadError(path, _classify(backend.recent_errors()))
+    return backend.Model(ptr, path, vocab_only)
+
+
+def open_context(model: backend.Model, options: LoadOptions) -> backend.Context:
+    try:
+        return backend.Context(model, options.n_ctx, options.n_threads, options.n_batch)
+    except backend.BackendError as exc:
+        raise ModelLoadError(model.path, str(exc)) from None

@@ -1,0 +1,76 @@
+"""Accumulating a generation's rounds into GenerationStats."""
+from __future__ import annotations
+
+from desktop_app.engine.costs import CostModel, expected_tokens, formula_speedup
+from desktop_app.engine.events import GenerationStats, RoundEvent
+
+
+class StatsRecorder:
+    def __init__(self, n_prompt_tokens: int, n_prompt_evaluated: int):
+        self.stats = GenerationStats(n_prompt_tokens=n_prompt_tokens, n_prompt_evaluated=n_prompt_evaluated)
+        self._drafted_at: list[int] = []      # rounds that drafted at least i+1 tokens
+        self._kept_at: list[int] = []         # ... in which token i+1 was kept
+        self._draft_steps = 0
+        self._plain_rounds = 0
+        self._plain_verify_s = 0.0
+        self._rejections = 0
+        self._draft_rounds = 0
+
+    def add_round(self, r: RoundEvent, n_draft_steps: int) -> None:
+        s = self.stats
+        s.n_rounds += 1
+        s.t_draft_s += r.t_draft_s
+        s.t_verify_s += r.t_verify_s
+        s.t_other_s += max(0.0, r.t_round_s - r.t_draft_s - r.t_verify_s)
+        if r.gamma:
+            self._draft_rounds += 1
+            s.n_drafted += r.gamma
+            s.n_accepted += r.accepted
+            self._draft_steps += n_draft_steps
+            if r.accepted < r.gamma:
+                self._rejections += 1
+            while len(self._drafted_at) < r.gamma:
+                self._drafted_at.append(0)
+                self._kept_at.append(0)
+            for i in range(r.gamma):
+                self._drafted_at[i] += 1
+                self._kept_at[i] += i < r.accepted
+        else:
+            self._plain_rounds += 1
+            self._plain_verify_s += r.t_verify_s
+
+    def finish(self, n_tokens: int, t_total_s: float, t_prompt_s: float, ttft_s: float,
+               stop_reason: str, costs: CostModel) -> GenerationStats:
+        s = self.stats
+        s.n_tokens = n_tokens
+        s.t_total_s = t_total_s
+        s.ttft_s = ttft_s
+        decode_s = t_total_s - t_prompt_s
+        s.tokens_per_s = n_tokens / decode_s if decode_s > 0 else 0.0
+        s.stop_reason = stop_reason
+        if s.n_drafted:
+            s.acceptance_rate = s.n_accepted / s.n_drafted
+            s.alpha = s.n_accepted / (s.n_accepted + self._rejections) if s.n_accepted + self._rejections else None
+            s.mean_accepted = s.n_accepted / self._draft_rounds
+            s.mean_drafted = s.n_drafted / self._draft_rounds
+            s.position_acceptance = [k / d for k, d in zip(self._kept_at, self._drafted_at)]
+        if self._draft_steps:
+            s.t_draft_step_s = s.t_draft_s / self._draft_steps
+        if self._plain_rounds:
+            s.t_target_step_s = self._plain_verify_s / self._plain_rounds
+        elif 1 in costs.verify_s:
+            s.t_target_step_s = costs.verify_s[1]          # measured earlier with this pair
+        if s.t_draft_step_s is not None and s.t_target_step_s:
+            s.c = s.t_draft_step_s / s.t_target_step_s
+        elif s.n_drafted and not self._draft_steps:
+            s.c = 0.0                                       # copied drafts cost no model pass
+        if s.alpha is not None and s.mean_drafted:
+            gamma = s.mean_drafted
+            if s.c is not None:
+                s.predicted_speedup = formula_speedup(s.alpha, gamma, s.c)
+            g = max(1, round(gamma))
+            verify = costs.verify_cost(g + 1)
+            if verify and s.t_target_step_s:
+                step = s.t_draft_step_s or 0.0
+                s.predicted_speedup_measured = (expected_tokens(s.alpha, g) / (g * step + verify)) * s.t_target_step_s
+        return s

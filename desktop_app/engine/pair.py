@@ -1,0 +1,86 @@
+"""A loaded target model, an optional draft model, their contexts, and the decoder that drives them."""
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+from desktop_app.engine import backend
+from desktop_app.engine.compat import IncompatiblePair, compare_vocabularies
+from desktop_app.engine.decoding import SpeculativeDecoder
+from desktop_app.engine.loading import LoadCancelled, LoadOptions, check_gguf_header, load_model, open_context
+
+LoadProgress = Callable[[str, float], None]     # (what is loading, overall fraction 0..1)
+
+
+class ModelPair:
+    def __init__(self, target: backend.Model, target_ctx: backend.Context,
+                 draft: backend.Model | None = None, draft_ctx: backend.Context | None = None):
+        self.target = target
+        self.target_ctx = target_ctx
+        self.draft = draft
+        self.draft_ctx = draft_ctx
+        self.decoder = SpeculativeDecoder(target_ctx, draft_ctx)
+
+    @classmethod
+    def load(cls, target_path: str, draft_path: str | None = None,
+             target_options: LoadOptions = LoadOptions(), draft_options: LoadOptions | None = None,
+             progress: LoadProgress | None = None, cancel: Callable[[], bool] | None = None) -> "ModelPair":
+        """Load a target and an optional draft. The pair's compatibility is checked on vocabularies
+        alone before any weights are read. Raises ModelLoadError, IncompatiblePair or LoadCancelled."""
+        target_path = os.fspath(target_path)
+        check_gguf_header(target_path)
+        if draft_path is not None:
+            draft_path = os.fspath(draft_path)
+            check_gguf_header(draft_path)
+            tv = load_model(target_path, vocab_only=True)
+            dv = load_model(draft_path, vocab_only=True)
+            try:
+                verdict = compare_vocabularies(tv, dv)
+            finally:
+                tv.close()
+                dv.close()
+            if not verdict.ok:
+                raise IncompatiblePair(f"{os.path.basename(draft_path)} cannot draft for "
+                                       f"{os.path.basename(target_path)}: {verdict.reason}")
+        draft_options = draft_options or target_options
+        sizes = [os.path.getsize(target_path), os.path.getsize(draft_path) if draft_path else 0]
+        total = float(sum(sizes)) or 1.0
+
+        def reporter(name: str, offset: float, weight: float):
+            if progress is None:
+                return None
+            return lambda f: progress(name, (offset + f * weight) / total)
+
+        target = load_model(target_path, target_options, progress=reporter("target", 0, sizes[0]), cancel=cancel)
+        draft = target_ctx = draft_ctx = None
+        try:
+            if draft_path is not None:
+                draft = load_model(draft_path, draft_options, progress=reporter("draft", sizes[0], sizes[1]),
+                                   cancel=cancel)
+            if cancel and cancel():
+                raise LoadCancelled(draft_path or target_path)
+            target_ctx = open_context(target, target_options)
+            if draft is not None:
+                draft_ctx = open_context(draft, draft_options)
+        except BaseException:
+            for obj in (draft_ctx, target_ctx, draft, target):
+                if obj is not None:
+                    obj.close()
+            raise
+        if progress:
+            progress("ready", 1.0)
+        return cls(target, target_ctx, draft, draft_ctx)
+
+    def generate(self, *args, **kwargs):
+        return self.decoder.generate(*args, **kwargs)
+
+    def close(self) -> None:
+        for obj in (self.draft_ctx, self.target_ctx, self.draft, self.target):
+            if obj is not None:
+                obj.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,58 @@
+"""Speculation controls. The loop reads them again every round, so they change without a reload."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, replace
+
+DRAFT_MAX_LIMIT = 32
+DRAFTERS = ("model", "lookup", "none")
+
+
+@dataclass(frozen=True)
+class SpecSettings:
+    enabled: bool = True
+    drafter: str = "model"        # "model", "lookup" or "none"
+    draft_max: int = 4            # γ, or the ceiling of γ in auto mode
+    draft_min: int = 0            # a draft shorter than this is dropped (plain step instead)
+    draft_p_min: float = 0.0      # stop drafting when the draft's top probability falls below this
+    auto: bool = False            # pick γ each round for the best expected tokens per second
+
+    def __post_init__(self):
+        if self.drafter not in DRAFTERS:
+            raise ValueError(f"drafter must be one of {', '.join(DRAFTERS)}, not {self.drafter!r}")
+        if not 1 <= self.draft_max <= DRAFT_MAX_LIMIT:
+            raise ValueError(f"draft max must be between 1 and {DRAFT_MAX_LIMIT}, not {self.draft_max}")
+        if not 0 <= self.draft_min <= self.draft_max:
+            raise ValueError(f"draft min must be between 0 and draft max ({self.draft_max}), not {self.draft_min}")
+        if not 0.0 <= self.draft_p_min < 1.0:
+            raise ValueError(f"draft p-min must be in [0, 1), not {self.draft_p_min}")
+
+    @property
+    def speculating(self) -> bool:
+        return self.enabled and self.drafter != "none"
+
+
+class Controls:
+    """Holds the current SpecSettings and the cancel flag; safe to change from another thread."""
+
+    def __init__(self, settings: SpecSettings | None = None):
+        self._settings = settings or SpecSettings()
+        self._cancel = threading.Event()
+
+    @property
+    def settings(self) -> SpecSettings:
+        return self._settings
+
+    def update(self, **changes) -> SpecSettings:
+        self._settings = replace(self._settings, **changes)   # validated by __post_init__
+        return self._settings
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def reset_cancel(self) -> None:
+        self._cancel.clear()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()

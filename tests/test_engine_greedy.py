@@ -1,0 +1,154 @@
+"""Greedy speculative decoding on the real test model: exact up to batch rounding, with rollback."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from desktop_app.engine import GREEDY, LoadOptions, ModelPair, StopReason, TokenKind
+from desktop_app.engine.backend import Context
+
+from engine_helpers import max_batch_deviation, prompt_tokens, run
+
+PROMPTS = [
+    None,   # the code prompt
+    "<|im_start|>user\nList five facts about the Moon.<|im_end|>\n<|im_start|>assistant\n",
+    "<|im_start|>user\nRepeat exactly: the cat sat on the mat, the dog lay on the rug, the bird flew over "
+    "the house.<|im_end|>\n<|im_start|>assistant\n",
+]
+
+
+@pytest.fixture(scope="module")
+def pair(test_model_path, q2k_draft_path):
+    with ModelPair.load(test_model_path, q2k_draft_path, LoadOptions(n_ctx=1024, n_threads=2)) as p:
+        yield p
+
+
+@pytest.fixture(scope="module")
+def deviation(pair):
+    return max_batch_deviation(pair.target)
+
+
+def replay_argmax(model, prompt, rounds):
+    """Re-run the engine's batches in a fresh context from the emitted tokens alone: each round's
+    verify batch is [last token, drafts...] after everything before it. Returns, per round, the
+    argmax at each verified position."""
+    ctx = Context(model, 1024, 2)
+    tokens = list(prompt)
+    ctx.eval(tokens[:-1], logits="none")
+    out = []
+    for r in rounds:
+        assert r.n_past == len(tokens)
+        ctx.truncate(len(tokens) - 1)
+        ctx.eval([tokens[-1], *r.drafted], logits="all")
+        out.append([int(np.argmax(ctx.logits(i))) for i in range(r.gamma + 1)])
+        tokens += r.emitted
+    ctx.close()
+    return out
+
+
+@pytest.mark.parametrize("which", range(len(PROMPTS)))
+def test_every_emitted_token_is_the_verifying_batch_argmax(pair, which):
+    prompt = prompt_tokens(pair.target, *( [PROMPTS[which]] if PROMPTS[which] else []))
+    pair.target_ctx.clear()
+    pair.draft_ctx.clear()
+    rounds, _, finish = run(pair, prompt, GREEDY, max_tokens=80, drafter="model", draft_max=4)
+    assert sum(r.gamma for r in rounds) >= 8
+    if which == 0:   # the long answer exercises both outcomes
+        assert any(r.accepted < r.gamma for r in rounds), "the Q2_K draft should be rejected sometimes"
+        assert any(r.accepted == r.gamma > 0 for r in rounds)
+    replayed = replay_argmax(pair.target, prompt, rounds)
+    for r, tops in zip(rounds, replayed):
+        assert list(r.target_top) == tops
+        assert list(r.emitted) == tops[:len(r.emitted)]            # kept drafts and the correction/bonus
+        assert list(r.drafted[:r.accepted]) == tops[:r.accepted]
+        if r.accepted < r.gamma:
+            assert r.drafted[r.accepted] != tops[r.accepted]
+            assert r.kinds[-1] == TokenKind.CORRECTION
+        elif r.gamma:
+            assert r.kinds[-1] == TokenKind.BONUS
+    assert sum(len(r.emitted) for r in rounds) >= len(finish.tokens)
+
+
+@pytest.mark.parametrize("which", range(len(PROMPTS)))
+def test_speculative_equals_plain_greedy_up_to_batch_rounding(pair, deviation, which):
+    """Plain and speculative greedy may part only where the plain run's top-2 logit gap is within
+    what batching can move: |gap| <= 2 * the largest batched-vs-single logit difference measured on
+    this machine (a flip needs both logits to move towards each other). On a batch-invariant CPU
+    build that bound is 0 and the outputs must be identical."""
+    prompt = prompt_tokens(pair.target, *([PROMPTS[which]] if PROMPTS[which] else []))
+    _, _, plain = run(pair, prompt, GREEDY, max_tokens=80, enabled=False)
+    _, _, spec = run(pair, prompt, GREEDY, max_tokens=80, drafter="model", draft_max=4)
+    if plain.tokens == spec.tokens:
+        assert plain.text == spec.text
+        return
+    first = next(i for i, (a, b) in enumerate(zip(plain.tokens, spec.tokens)) if a != b)
+    ctx = Context(pair.target, 1024, 2)
+    ctx.eval(prompt[:-1], logits="none")                 # exactly as plain decoding evaluates
+    for t in [prompt[-1], *plain.tokens[:first]]:
+        ctx.eval([t], logits="last")
+    top2 = np.sort(ctx.logits(-1))[-2:]
+    ctx.close()
+    assert top2[1] - top2[0] <= 2 * deviation + 1e-6, (
+        f"outputs differ at token {first} where the plain top-2 gap is {top2[1] - top2[0]:.4f}, "
+        f"more than batching can explain (max deviation {deviation:.4f})")
+
+
+def test_rollback_leaves_exactly_the_accepted_tokens(pair, deviation):
+    prompt = prompt_tokens(pair.target)
+    rounds, _, finish = run(pair, prompt, GREEDY, max_tokens=120, drafter="model", draft_max=6)
+    rejections = sum(r.accepted < r.gamma for r in rounds)
+    assert rejections >= 5
+    text = list(prompt) + list(finish.tokens)
+    # The target holds everything but the last token; llama.cpp's own cache agrees.
+    assert pair.target_ctx.tokens == text[:len(pair.target_ctx.tokens)]
+    assert len(pair.target_ctx.tokens) == len(text) - 1
+    assert pair.target_ctx.pos_max() == len(text) - 2
+    assert pair.draft_ctx.tokens == text[:len(pair.draft_ctx.tokens)]
+    assert pair.draft_ctx.pos_max() == len(pair.draft_ctx.tokens) - 1
+    # Continuing gives the logits of a fresh evaluation of the same text. The fresh context takes the
+    # prompt in one batch as the engine did (the target all but its last token, the draft all of it)
+    # and the rest token by token: large batches round differently, batches of up to 17 tokens
+    # differ by at most `deviation`.
+    for ctx, model, head in ((pair.target_ctx, pair.target, len(prompt) - 1),
+                             (pair.draft_ctx, pair.draft, len(prompt))):
+        ctx.sync(text, logits="last")
+        continued = ctx.logits(-1).copy()
+        fresh = Context(model, 1024, 2)
+        fresh.eval(text[:head], logits="none")
+        for t in text[head:]:
+            fresh.eval([t], logits="last")
+        assert np.abs(fresh.logits(-1) - continued).max() <= 2 * deviation + 1e-4
+        fresh.close()
+
+
+def test_self_draft_accepts_nearly_everything(test_model_path):
+    with ModelPair.load(test_model_path, test_model_path, LoadOptions(n_ctx=512, n_threads=2)) as p:
+        rounds, _, finish = run(p, prompt_tokens(p.target), GREEDY, max_tokens=60, drafter="model", draft_max=5)
+        assert finish.stats.acceptance_rate >= 0.95
+        assert finish.stats.mean_accepted > 4
+
+
+def test_prompt_lookup_accepts_copied_text(pair):
+    prompt = prompt_tokens(pair.target, PROMPTS[2])
+    rounds, _, finish = run(pair, prompt, GREEDY, max_tokens=40, drafter="lookup", draft_max=8)
+    lookup = [r for r in rounds if r.drafter == "lookup"]
+    assert lookup and sum(r.accepted for r in lookup) >= 8
+    assert all(q == 1.0 for r in lookup for q in r.q)
+    _, _, plain = run(pair, prompt, GREEDY, max_tokens=40, enabled=False)
+    assert plain.tokens == finish.tokens
+
+
+def test_round_bookkeeping_adds_up(pair):
+    rounds, tokens, finish = run(pair, prompt_tokens(pair.target), GREEDY, max_tokens=50, drafter="model")
+    emitted = [t for r in rounds for t in r.emitted]
+    assert emitted[:len(finish.tokens)] == list(finish.tokens)
+    assert [t.token for t in tokens] == list(finish.tokens)
+    assert "".join(t.text for t in tokens) + finish.tail == finish.text
+    for r in rounds:
+        kinds = list(r.kinds)
+        assert kinds.count(TokenKind.ACCEPTED) == r.accepted <= r.gamma
+        assert len(kinds) == len(r.emitted) == r.accepted + 1
+        assert len(r.q) == len(r.p) == r.gamma == len(r.drafted_text)
+    s = finish.stats
+    assert s.n_drafted == sum(r.gamma for r in rounds) and s.n_accepted == sum(r.accepted for r in rounds)
+    assert finish.stop_reason in (StopReason.MAX_TOKENS, StopReason.EOS)

@@ -1,0 +1,76 @@
+"""Prompt lookup (longest earlier match) and the cost model behind auto γ."""
+import numpy as np
+
+from desktop_app.engine.costs import CostModel, expected_tokens, formula_speedup
+from desktop_app.engine.drafters import PromptLookupDrafter
+from desktop_app.engine.sampling import GREEDY
+
+
+def test_lookup_copies_what_followed_the_longest_match():
+    d = PromptLookupDrafter(ngram_min=2)
+    #          0  1  2  3  4  5  6  7  8  9 10 11 12
+    context = [1, 2, 3, 9, 9, 7, 2, 3, 4, 5, 6, 1, 2, 3]
+    pos, length = d.find(context)
+    assert (pos, length) == (3, 3)                      # [1, 2, 3] at 0..2 beats [2, 3] at 6..7
+    proposal = d.draft(context, 4, GREEDY, np.random.default_rng(0))
+    assert proposal.tokens == [9, 9, 7, 2] and proposal.q == [None] * 4 and proposal.q_token == [1.0] * 4
+
+
+def test_lookup_prefers_the_latest_of_equal_matches_and_handles_growth_and_edits():
+    d = PromptLookupDrafter(ngram_min=2)
+    context = [5, 6, 1, 5, 6, 2, 0, 5, 6]
+    assert d.find(context)[0] == 5                      # [5, 6] at 3..4 is later than at 0..1
+    assert d.draft(context + [2, 0, 5], 3, GREEDY, None).tokens == [6, 2, 0]
+    assert d.draft([4, 4, 4], 2, GREEDY, None).tokens == [4]   # context replaced: index rebuilt
+    assert d.draft([1, 2, 3], 2, GREEDY, None).tokens == []
+
+
+def test_expected_tokens_formula():
+    assert expected_tokens(0.0, 4) == 1.0
+    assert expected_tokens(1.0, 4) == 5.0
+    assert abs(expected_tokens(0.5, 2) - 1.75) < 1e-12
+    assert abs(formula_speedup(0.8, 4, 0.1) - expected_tokens(0.8, 4) / 1.4) < 1e-12
+
+
+def _costs(verify_ms: dict, draft_ms: float, alpha_rounds: list[tuple[int, int]]) -> CostModel:
+    c = CostModel()
+    for k, ms in verify_ms.items():
+        c.record_verify(k, ms / 1000)
+    c.record_draft("model", 1, draft_ms / 1000)
+    for acc, drafted in alpha_rounds:
+        c.record_round("model", drafted, acc)
+    return c
+
+
+def test_auto_drafts_nothing_when_no_gamma_beats_plain():
+    # This machine's Qwen pair: 27 ms a target step, 17 ms a draft step, verify cost by batch size.
+    verify = {1: 27, 2: 52, 3: 69, 5: 103, 9: 148, 17: 196}
+    c = _costs(verify, 17, [(4, 4)] * 30)              # every draft kept
+    assert c.choose_gamma("model", 16) == 0
+    assert c.round_rate("model", 4) < c.round_rate("model", 0)
+
+
+def test_auto_drafts_when_drafting_is_cheap_and_verify_flat():
+    verify = {1: 30, 2: 31, 3: 32, 5: 34, 9: 38, 17: 46}
+    c = _costs(verify, 2, [(8, 8)] * 30)
+    g = c.choose_gamma("model", 16)
+    assert g >= 4
+    c_low = _costs(verify, 2, [(0, 4)] * 30)          # nothing is ever kept
+    assert c_low.choose_gamma("model", 16) == 0
+
+
+def test_auto_measures_before_it_trusts():
+    c = CostModel()
+    assert c.choose_gamma("model", 8) == 0              # first a plain step, to know a target pass
+    c.record_verify(1, 0.03)
+    assert c.choose_gamma("model", 8) == 1              # then one round at each probe size
+    c.record_verify(2, 0.05)
+    c.record_draft("model", 1, 0.01)
+    assert c.choose_gamma("model", 8) == 2
+
+
+def test_verify_cost_interpolates_between_measured_sizes():
+    c = _costs({1: 10, 5: 50, 9: 70}, 1, [])
+    assert abs(c.verify_cost(3) - 0.030) < 1e-9
+    assert abs(c.verify_cost(7) - 0.060) < 1e-9
+    assert abs(c.verify_cost(13) - 0.090) < 1e-9       # extrapolated from the two largest

@@ -1,0 +1,32 @@
+"""UTF-8 safe streaming and stop strings that span token boundaries."""
+from desktop_app.engine.text import TextStream
+
+
+def test_multibyte_characters_split_across_tokens():
+    data = "héllo 😀 world".encode()
+    stream = TextStream()
+    pieces = [stream.push(data[i:i + 1]) for i in range(len(data))]
+    assert "".join(pieces) + stream.finish() == "héllo 😀 world"
+    assert all("\ufffd" not in p for p in pieces)
+
+
+def test_stop_string_across_tokens_cuts_the_text_before_it():
+    stream = TextStream(["</end>"])
+    out = [stream.push(p) for p in [b"Hello ", b"wor", b"ld </e", b"nd> more"]]
+    assert stream.stopped and stream.text == "Hello world "
+    assert "".join(out) == "Hello world "
+
+
+def test_possible_stop_prefix_is_held_back_then_released():
+    stream = TextStream(["STOP"])
+    assert stream.push(b"abc ST") == "abc "
+    assert stream.push(b"ART") == "START"
+    assert not stream.stopped
+    assert stream.push(b" ST") == " "
+    assert stream.finish() == "ST"
+
+
+def test_earliest_of_several_stop_strings_wins():
+    stream = TextStream(["bb", "a"])
+    stream.push(b"xxbbya")
+    assert stream.text == "xx"

@@ -61,3 +61,26 @@ def chi2_gof(counts: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -
     stat = float(((obs - exp) ** 2 / exp).sum())
     df = len(obs) - 1
     return stat, df, chi2_sf(stat, df)
+
+
+def chi2_two_sample(a: dict, b: dict, min_expected: float = 5.0) -> tuple[float, int, float]:
+    """Do two samples of categories (category -> count) come from the same law? (2 x K table)."""
+    na, nb = sum(a.values()), sum(b.values())
+    cats = sorted(set(a) | set(b), key=lambda c: -(a.get(c, 0) + b.get(c, 0)))
+    rows, rest = [], [0, 0]
+    for c in cats:
+        ca, cb = a.get(c, 0), b.get(c, 0)
+        if (ca + cb) * min(na, nb) / (na + nb) >= min_expected:
+            rows.append((ca, cb))
+        else:
+            rest[0] += ca
+            rest[1] += cb
+    if sum(rest):
+        rows.append(tuple(rest))
+    stat = 0.0
+    for ca, cb in rows:
+        total = ca + cb
+        ea, eb = total * na / (na + nb), total * nb / (na + nb)
+        stat += (ca - ea) ** 2 / ea + (cb - eb) ** 2 / eb
+    df = len(rows) - 1
+    return stat, df, chi2_sf(stat, df) if df > 0 else 1.0

@@ -1,0 +1,75 @@
+"""`tandem generate`: JSON whose per-round data adds up, samples and seeds, exit codes."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def tandem(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "desktop_app", *args], capture_output=True, text=True, timeout=600)
+
+
+def check_rounds_add_up(sample: dict) -> None:
+    emitted = []
+    for r in sample["rounds"]:
+        kinds = r["kinds"]
+        assert kinds.count("accepted") == r["accepted"] <= len(r["drafted"])
+        assert kinds.count("accepted") + kinds.count("correction") + kinds.count("bonus") \
+            + kinds.count("plain") == len(r["emitted"]) == r["accepted"] + 1
+        assert r["emitted"][:r["accepted"]] == r["drafted"][:r["accepted"]]
+        assert r["t_draft_s"] >= 0 and r["t_verify_s"] > 0
+        emitted += r["emitted"]
+    assert emitted[:len(sample["tokens"])] == sample["tokens"]
+    stats = sample["stats"]
+    assert stats["n_tokens"] == len(sample["tokens"])
+    assert stats["n_drafted"] == sum(len(r["drafted"]) for r in sample["rounds"])
+    assert stats["n_accepted"] == sum(r["accepted"] for r in sample["rounds"])
+
+
+def test_generate_json_with_a_draft_model(test_model_path, q2k_draft_path):
+    out = tandem("generate", "-m", test_model_path, "-md", q2k_draft_path, "-p", "Write a Python hello world.",
+                 "-n", "40", "--draft-max", "5", "--json", "-c", "512")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["ok"] and doc["settings"]["drafter"] == "model" and doc["settings"]["draft_max"] == 5
+    [sample] = doc["samples"]
+    check_rounds_add_up(sample)
+    assert sample["stats"]["n_drafted"] > 0 and 0 <= sample["stats"]["acceptance_rate"] <= 1
+    assert sample["text"]
+
+
+def test_generate_samples_use_consecutive_seeds(test_model_path, q2k_draft_path, tmp_path):
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("Once upon a time", encoding="utf-8")
+    args = ["generate", "-m", test_model_path, "-md", q2k_draft_path, "-f", str(prompt), "--raw",
+            "--temp", "1", "-n", "12", "--json", "-c", "512"]
+    many = json.loads(tandem(*args, "--seed", "7", "--samples", "3").stdout)
+    assert [s["seed"] for s in many["samples"]] == [7, 8, 9]
+    for s in many["samples"]:
+        check_rounds_add_up(s)
+    one = json.loads(tandem(*args, "--seed", "8").stdout)
+    assert one["samples"][0]["tokens"] == many["samples"][1]["tokens"]
+
+
+def test_generate_plain_text_output_and_lookup_default(test_model_path):
+    out = tandem("generate", "-m", test_model_path, "-p", "Say hello.", "-n", "8", "-c", "512")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip()
+    assert "tokens" in out.stderr and "tok/s" in out.stderr
+
+
+def test_generate_exit_codes(test_model_path, gemma_path, tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a model at all")
+    out = tandem("generate", "-m", str(bad), "-p", "hi", "--json")
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["error"] == "bad.gguf: not a GGUF file (it does not start with the GGUF signature)"
+    out = tandem("generate", "-m", test_model_path, "-md", gemma_path, "-p", "hi")
+    assert out.returncode == 1 and "cannot draft for" in out.stderr and "vocabulary types differ" in out.stderr
+    out = tandem("generate", "-m", test_model_path, "--drafter", "model", "-p", "hi")
+    assert out.returncode == 2 and "needs a draft model" in out.stderr
+    out = tandem("generate", "-m", test_model_path, "--draft-max", "40", "-p", "hi")
+    assert out.returncode == 2 and "draft max" in out.stderr
+    out = tandem("generate", "-m", test_model_path)
+    assert out.returncode == 2                       # no prompt: argparse usage error

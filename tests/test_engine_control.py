@@ -1,0 +1,182 @@
+"""Refusals and stops on the real test model: bad files, incompatible pairs, cancel, stop strings,
+a full context, and settings changed between rounds."""
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+
+import pytest
+
+from desktop_app.engine import (GREEDY, Controls, FinishEvent, IncompatiblePair, LoadOptions, ModelLoadError, ModelPair,
+                                RoundEvent, SpecSettings, StopReason, TokenEvent, check_pair)
+from desktop_app.engine.loading import LoadCancelled, load_model
+
+from engine_helpers import prompt_tokens, run
+
+
+@pytest.fixture(scope="module")
+def pair(test_model_path, q2k_draft_path):
+    with ModelPair.load(test_model_path, q2k_draft_path, LoadOptions(n_ctx=1024, n_threads=2)) as p:
+        yield p
+
+
+def test_incompatible_pair_is_refused_naming_the_difference(test_model_path, gemma_path):
+    verdict = check_pair(test_model_path, gemma_path)
+    assert not verdict.ok and "vocabulary types differ (target BPE, draft SPM)" in verdict.reason
+    with pytest.raises(IncompatiblePair, match="cannot draft for SmolLM2.*vocabulary types differ"):
+        ModelPair.load(test_model_path, gemma_path)
+
+
+def test_compatible_pairs_pass(test_model_path, q2k_draft_path):
+    assert check_pair(test_model_path, q2k_draft_path).ok
+    assert check_pair(test_model_path, test_model_path).ok
+
+
+def test_broken_files_are_refused_with_file_and_reason(tmp_path, test_model_path):
+    text = tmp_path / "notes.gguf"
+    text.write_text("this is not a model")
+    with pytest.raises(ModelLoadError, match=r"notes.gguf: not a GGUF file"):
+        ModelPair.load(str(text))
+    with pytest.raises(ModelLoadError, match=r"missing.gguf: file not found"):
+        ModelPair.load(str(tmp_path / "missing.gguf"))
+    truncated = tmp_path / "truncated.gguf"
+    with open(test_model_path, "rb") as src, open(truncated, "wb") as dst:
+        dst.write(src.read(20_000_000))
+    with pytest.raises(ModelLoadError, match=r"truncated.gguf: file is truncated or damaged"):
+        ModelPair.load(str(truncated))
+    # a broken draft is refused too, before any weights are loaded
+    with pytest.raises(ModelLoadError, match=r"notes.gguf: not a GGUF file"):
+        ModelPair.load(test_model_path, str(text))
+
+
+def test_loading_reports_progress_and_can_be_cancelled(test_model_path, q2k_draft_path):
+    seen = []
+    with ModelPair.load(test_model_path, q2k_draft_path, LoadOptions(n_ctx=256),
+                        progress=lambda what, f: seen.append((what, f))) as p:
+        assert p.draft is not None
+    fractions = [f for _, f in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert {"target", "draft", "ready"} <= {w for w, _ in seen}
+    calls = []
+
+    def cancel():
+        calls.append(1)
+        return len(calls) > 3
+
+    with pytest.raises(LoadCancelled):
+        load_model(test_model_path, cancel=cancel)
+
+
+def test_cancel_is_honoured_within_one_round(pair):
+    controls = Controls(SpecSettings(drafter="model", draft_max=4))
+    rounds_after_cancel = 0
+    finish = None
+    for ev in pair.generate(prompt_tokens(pair.target), GREEDY, controls, max_tokens=500):
+        if isinstance(ev, RoundEvent):
+            if controls.cancelled:
+                rounds_after_cancel += 1
+            if ev.index == 3:
+                controls.cancel()
+        elif isinstance(ev, FinishEvent):
+            finish = ev
+    assert finish.stop_reason == StopReason.CANCELLED
+    assert rounds_after_cancel == 0
+    assert 4 <= len(finish.tokens) <= 4 * 5
+
+
+def test_cancel_from_another_thread(pair):
+    controls = Controls(SpecSettings(drafter="model", draft_max=4))
+    events = []
+    timer = threading.Timer(0.3, controls.cancel)
+    timer.start()
+    t0 = time.monotonic()
+    for ev in pair.generate(prompt_tokens(pair.target), GREEDY, controls, max_tokens=2000):
+        events.append((time.monotonic(), ev))
+    timer.join()
+    finish = events[-1][1]
+    assert finish.stop_reason == StopReason.CANCELLED
+    after = [ev for t, ev in events if t > t0 + 0.3 and isinstance(ev, RoundEvent)]
+    assert len(after) <= 1
+
+
+def test_stop_string_spanning_tokens(pair):
+    prompt = prompt_tokens(pair.target)
+    _, tokens, full = run(pair, prompt, GREEDY, max_tokens=60, drafter="model")
+    # a stop string that starts inside one token's text and ends inside a later one
+    starts = [sum(len(t.text) for t in tokens[:i]) for i in range(len(tokens) + 1)]
+    i = next(k for k in range(5, len(tokens) - 3) if len(tokens[k].text) >= 2 and len(tokens[k + 2].text) >= 2)
+    begin, end = starts[i] + 1, starts[i + 2] + 1
+    stop = full.text[begin:end]
+    assert full.text.find(stop) == begin
+    _, streamed, cut = run(pair, prompt, GREEDY, max_tokens=60, stop=[stop], drafter="model")
+    assert cut.stop_reason == StopReason.STOP_STRING
+    assert cut.text == full.text[:begin]
+    assert "".join(t.text for t in streamed) + cut.tail == cut.text
+    assert stop not in "".join(t.text for t in streamed)
+
+
+def test_full_context_stops_with_a_reason(test_model_path, q2k_draft_path):
+    with ModelPair.load(test_model_path, q2k_draft_path, LoadOptions(n_ctx=256, n_threads=2)) as small:
+        n_ctx = small.target_ctx.n_ctx                  # llama.cpp may round the size up
+        words = " ".join(f"item{i}" for i in range(400))
+        long_prompt = small.target.tokenize(
+            f"<|im_start|>user\nCount on from this list and never stop: {words}", add_special=True, parse_special=True)
+        prompt = long_prompt[:n_ctx - 24]               # room for about 24 tokens
+        _, _, finish = run(small, prompt, GREEDY, max_tokens=500, drafter="model", draft_max=8)
+        assert finish.stop_reason == StopReason.CONTEXT_FULL
+        assert f"the context of {n_ctx} tokens is full" in finish.message
+        assert len(prompt) + len(finish.tokens) == n_ctx + 1    # every slot used; the last token needs none
+        too_long = long_prompt[:n_ctx + 10]
+        _, _, refused = run(small, too_long, GREEDY, max_tokens=10)
+        assert refused.stop_reason == StopReason.CONTEXT_FULL and refused.tokens == ()
+        assert f"the prompt has {len(too_long)} tokens but the context holds {n_ctx}" in refused.message
+        # the pair is still usable afterwards
+        _, _, again = run(small, prompt[:20], GREEDY, max_tokens=5)
+        assert len(again.tokens) >= 1
+
+
+def test_settings_change_between_rounds(pair):
+    controls = Controls(SpecSettings(drafter="model", draft_max=2))
+    gammas = []
+    for ev in pair.generate(prompt_tokens(pair.target), GREEDY, controls, max_tokens=80):
+        if isinstance(ev, RoundEvent):
+            gammas.append((ev.drafter, ev.gamma))
+            if ev.index == 3:
+                controls.update(draft_max=6)
+            if ev.index == 7:
+                controls.update(enabled=False)
+    assert all(g <= 2 for _, g in gammas[:4])
+    assert any(g > 2 for _, g in gammas[4:8])
+    assert all(d == "none" and g == 0 for d, g in gammas[8:])
+
+
+def test_draft_p_min_and_draft_min(pair):
+    prompt = prompt_tokens(pair.target)
+    rounds, _, _ = run(pair, prompt, GREEDY, max_tokens=60, drafter="model", draft_max=8, draft_p_min=0.9)
+    assert all(all(q >= 0.9 for q in r.q) for r in rounds)
+    assert any(0 < r.gamma < 8 for r in rounds)
+    rounds, _, _ = run(pair, prompt, GREEDY, max_tokens=60, drafter="model", draft_max=8, draft_p_min=0.9,
+                       draft_min=3)
+    assert all(r.gamma == 0 or r.gamma >= 3 for r in rounds)
+
+
+def test_auto_mode_runs_and_drafts_within_bounds(pair):
+    rounds, _, finish = run(pair, prompt_tokens(pair.target), GREEDY, max_tokens=80, drafter="model",
+                            draft_max=8, auto=True)
+    assert all(0 <= r.gamma <= 8 for r in rounds)
+    assert rounds[0].gamma == 0 or 1 in pair.decoder.costs.verify_s
+    assert len(finish.tokens) == 80 or finish.stop_reason == StopReason.EOS
+
+
+def test_invalid_settings_are_refused():
+    with pytest.raises(ValueError, match="draft max"):
+        SpecSettings(draft_max=0)
+    with pytest.raises(ValueError, match="draft max"):
+        SpecSettings(draft_max=33)
+    with pytest.raises(ValueError, match="drafter"):
+        SpecSettings(drafter="magic")
+    controls = Controls()
+    with pytest.raises(ValueError):
+        controls.update(draft_min=9)
+    assert controls.settings == SpecSettings()

@@ -50,6 +50,19 @@ def test_broken_files_are_refused_with_file_and_reason(tmp_path, test_model_path
         ModelPair.load(test_model_path, str(text))
 
 
+def test_unknown_architecture_is_named(tmp_path, test_model_path):
+    """The test model with its general.architecture value rewritten to one llama.cpp does not know."""
+    data = bytearray(open(test_model_path, "rb").read())
+    key = data.find(b"general.architecture")
+    value = key + len(b"general.architecture") + 4 + 8        # after the type (u32) and length (u64)
+    assert data[value:value + 5] == b"llama"
+    data[value:value + 5] = b"zlama"
+    odd = tmp_path / "odd.gguf"
+    odd.write_bytes(bytes(data))
+    with pytest.raises(ModelLoadError, match=r"odd.gguf: unsupported architecture \('?zlama'?\)"):
+        ModelPair.load(str(odd))
+
+
 def test_loading_reports_progress_and_can_be_cancelled(test_model_path, q2k_draft_path):
     seen = []
     with ModelPair.load(test_model_path, q2k_draft_path, LoadOptions(n_ctx=256),

@@ -15,8 +15,8 @@ def _run(command: str, args: argparse.Namespace) -> int:
 
 
 def _add_model_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-m", "--model", dest="target", required=True, metavar="TARGET", help="target GGUF file")
-    p.add_argument("-md", "--model-draft", dest="draft", metavar="DRAFT", help="draft GGUF file")
+    p.add_argument("-m", "--model", dest="target", required=True, metavar="TARGET", help="target GGUF file, or a catalogue key (tandem models list)")
+    p.add_argument("-md", "--model-draft", dest="draft", metavar="DRAFT", help="draft GGUF file, or a catalogue key")
     p.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default: all cores)")
     p.add_argument("-c", "--ctx-size", type=int, default=4096, help="context size in tokens (default 4096)")
     p.add_argument("-ngl", "--gpu-layers", type=int, default=0, help="target layers offloaded to a GPU")

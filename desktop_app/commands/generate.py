@@ -49,6 +49,8 @@ def _prompt_tokens(pair, args) -> list[int]:
 def run(args: argparse.Namespace) -> int:
     from desktop_app.engine import (Controls, FinishEvent, IncompatiblePair, LoadOptions, ModelLoadError, ModelPair,
                                     RoundEvent, TokenEvent)
+    from desktop_app import models
+    from desktop_app.commands.models import TerminalProgress
     from desktop_app.engine.sampling import SamplingParams
 
     try:
@@ -59,8 +61,12 @@ def run(args: argparse.Namespace) -> int:
     target_opts = LoadOptions(n_gpu_layers=args.gpu_layers, n_threads=threads, n_ctx=args.ctx_size)
     draft_opts = LoadOptions(n_gpu_layers=args.gpu_layers_draft, n_threads=threads, n_ctx=args.ctx_size)
     try:
+        progress = None if args.json else TerminalProgress()
+        args.target = models.path_for(args.target, progress)
+        if args.draft:
+            args.draft = models.path_for(args.draft, progress)
         pair = ModelPair.load(args.target, args.draft, target_opts, draft_opts)
-    except (ModelLoadError, IncompatiblePair) as exc:
+    except (ModelLoadError, IncompatiblePair, models.FetchError) as exc:
         return fail(args, str(exc), EXIT_FAIL)
     color = sys.stdout.isatty() and not args.json
     samples = []

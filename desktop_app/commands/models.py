@@ -17,8 +17,12 @@ class TerminalProgress:
         self.tty = stream.isatty()
         self._last = 0.0
         self._last_line = ""
+        self._worked_on: set[str] = set()
 
     def __call__(self, p) -> None:
+        if p.stage == "done" and p.model not in self._worked_on:
+            return                      # a verified file already there: nothing to show
+        self._worked_on.add(p.model)
         if self.tty:
             now = time.monotonic()
             if p.stage not in ("done", "download") and now - self._last < 0.1:

@@ -42,3 +42,11 @@ def gemma_path():
     from desktop_app import models
 
     return str(models.fetch(models.MODELS["gemma3-270m"]))
+
+
+@pytest.fixture(scope="session")
+def qwen_draft_path():
+    """The demo pair's small Qwen model (491 MB, fetched once): a second real chat template."""
+    from desktop_app import models
+
+    return str(models.fetch(models.MODELS["qwen2.5-coder-0.5b"]))

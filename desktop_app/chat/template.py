@@ -20,8 +20,10 @@ from desktop_app.engine.backend import Model
 
 @dataclass(frozen=True)
 class Message:
-    role: str          # "system", "user" or "assistant"
+    role: str                          # "system", "user" or "assistant"
     content: str
+    tokens: tuple[int, ...] | None = None   # a reply's exact generated tokens, used instead of re-tokenising
+                                            # its text so the KV cache of the previous turn stays valid
 
 
 FALLBACK_NOTE = "this model has no chat template; using plain 'User:/Assistant:' turns"
@@ -84,7 +86,10 @@ class ChatTemplate:
             if not found:
                 raise TemplateError(f"the chat template dropped or altered message {i}")
             tokens += self.model.tokenize(before, add_special=False, parse_special=True)
-            tokens += self.model.tokenize(messages[i].content, add_special=False, parse_special=False)
+            if messages[i].tokens is not None:
+                tokens += messages[i].tokens
+            else:
+                tokens += self.model.tokenize(messages[i].content, add_special=False, parse_special=False)
             rest = after
         tokens += self.model.tokenize(rest, add_special=False, parse_special=True)
         return tokens

@@ -43,6 +43,9 @@ class Controls:
     def settings(self) -> SpecSettings:
         return self._settings
 
+    def set(self, settings: SpecSettings) -> None:
+        self._settings = settings
+
     def update(self, **changes) -> SpecSettings:
         self._settings = replace(self._settings, **changes)   # validated by __post_init__
         return self._settings

@@ -1,0 +1,282 @@
+"""Conversation history in SQLite under the user data dir.
+
+WAL mode and foreign keys on; the schema version lives in `PRAGMA user_version` and `MIGRATIONS`
+brings any older file up to date. A reply is written while it streams (status "streaming"); a
+process that dies mid-reply leaves that row behind, and the next open marks it "interrupted", so
+the partial text is kept and shown as incomplete. A file that is not a readable database is moved
+aside (never deleted) and a fresh one started, with a notice for the user.
+"""
+from __future__ import annotations
+
+import array
+import json
+import os
+import sqlite3
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from platformdirs import user_data_dir
+
+from desktop_app import APP_NAME
+
+HISTORY_DIR_ENV = "TANDEM_DATA_DIR"
+
+MIGRATIONS: list[str] = [
+    # 1: conversations and messages
+    """
+    CREATE TABLE conversations (
+        id INTEGER PRIMARY KEY,
+        title TEXT NOT NULL,
+        system_prompt TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        first_turn INTEGER NOT NULL DEFAULT 0   -- messages before this index are left out of the prompt
+    );
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+        content TEXT NOT NULL,
+        status TEXT NOT NULL DEFAULT 'done',    -- done, streaming, interrupted, cancelled, error
+        token_ids BLOB,                          -- an assistant reply's exact tokens (int32), for KV reuse
+        settings TEXT,                           -- JSON: models, sampling, speculation settings
+        stats TEXT,                              -- JSON: GenerationStats
+        rounds BLOB,                             -- zlib-compressed JSON round log
+        created_at REAL NOT NULL,
+        UNIQUE (conversation_id, position)
+    );
+    CREATE INDEX messages_by_conversation ON messages(conversation_id, position);
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def default_path() -> Path:
+    override = os.environ.get(HISTORY_DIR_ENV)
+    folder = Path(override) if override else Path(user_data_dir(APP_NAME, appauthor=False))
+    return folder / "history.db"
+
+
+@dataclass
+class StoredMessage:
+    id: int
+    conversation_id: int
+    position: int
+    role: str
+    content: str
+    status: str = "done"
+    token_ids: list[int] | None = None
+    settings: dict | None = None
+    stats: dict | None = None
+    rounds: list | None = None
+    created_at: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "done"
+
+
+@dataclass
+class ConversationInfo:
+    id: int
+    title: str
+    system_prompt: str
+    created_at: float
+    updated_at: float
+    first_turn: int = 0
+    messages: list[StoredMessage] = field(default_factory=list)
+
+
+def pack_tokens(tokens: Iterable[int] | None) -> bytes | None:
+    return None if tokens is None else array.array("i", tokens).tobytes()
+
+
+def unpack_tokens(blob: bytes | None) -> list[int] | None:
+    if blob is None:
+        return None
+    a = array.array("i")
+    a.frombytes(blob)
+    return a.tolist()
+
+
+def pack_rounds(rounds: list | None) -> bytes | None:
+    return None if rounds is None else zlib.compress(json.dumps(rounds, separators=(",", ":")).encode())
+
+
+def unpack_rounds(blob: bytes | None) -> list | None:
+    return None if blob is None else json.loads(zlib.decompress(blob))
+
+
+class HistoryStore:
+    def __init__(self, path: Path | str | None = None):
+        self.path = Path(path) if path else default_path()
+        self.notice = ""                        # set when the file had to be replaced
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = self._open()
+        except sqlite3.DatabaseError as exc:
+            aside = self.path.with_name(f"{self.path.name}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}")
+            for suffix in ("", "-wal", "-shm"):
+                src = Path(str(self.path) + suffix)
+                if src.exists():
+                    os.replace(src, Path(str(aside) + suffix))
+            self.notice = (f"The conversation history could not be read ({exc}); it was moved to "
+                           f"{aside.name} and a new history was started.")
+            self._db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            db.execute("PRAGMA synchronous=NORMAL")
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise sqlite3.DatabaseError(f"history written by a newer Tandem (schema {version})")
+            for number in range(version, SCHEMA_VERSION):
+                db.execute("BEGIN")
+                for statement in _statements(MIGRATIONS[number]):
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version={number + 1}")
+                db.execute("COMMIT")
+            db.execute("UPDATE messages SET status='interrupted' WHERE status='streaming'")
+            db.execute("SELECT count(*) FROM conversations").fetchone()
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return db
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- conversations
+    def create_conversation(self, title: str = "New conversation", system_prompt: str = "") -> int:
+        now = time.time()
+        cur = self._db.execute("INSERT INTO conversations (title, system_prompt, created_at, updated_at) "
+                               "VALUES (?, ?, ?, ?)", (title, system_prompt, now, now))
+        return int(cur.lastrowid)
+
+    def list_conversations(self) -> list[ConversationInfo]:
+        rows = self._db.execute("SELECT id, title, system_prompt, created_at, updated_at, first_turn "
+                                "FROM conversations ORDER BY updated_at DESC, id DESC").fetchall()
+        return [ConversationInfo(*r) for r in rows]
+
+    def conversation(self, conversation_id: int) -> ConversationInfo:
+        row = self._db.execute("SELECT id, title, system_prompt, created_at, updated_at, first_turn "
+                               "FROM conversations WHERE id=?", (conversation_id,)).fetchone()
+        if row is None:
+            raise KeyError(f"no conversation {conversation_id}")
+        info = ConversationInfo(*row)
+        info.messages = self.messages(conversation_id)
+        return info
+
+    def rename(self, conversation_id: int, title: str) -> None:
+        self._db.execute("UPDATE conversations SET title=?, updated_at=? WHERE id=?", (title, time.time(), conversation_id))
+
+    def set_system_prompt(self, conversation_id: int, system_prompt: str) -> None:
+        self._db.execute("UPDATE conversations SET system_prompt=?, updated_at=? WHERE id=?",
+                         (system_prompt, time.time(), conversation_id))
+
+    def set_first_turn(self, conversation_id: int, first_turn: int) -> None:
+        self._db.execute("UPDATE conversations SET first_turn=? WHERE id=?", (first_turn, conversation_id))
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        self._db.execute("DELETE FROM conversations WHERE id=?", (conversation_id,))
+
+    def search(self, text: str) -> list[ConversationInfo]:
+        """Conversations whose title or any message contains `text` (case-insensitive)."""
+        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        rows = self._db.execute(
+            "SELECT DISTINCT c.id, c.title, c.system_prompt, c.created_at, c.updated_at, c.first_turn "
+            "FROM conversations c LEFT JOIN messages m ON m.conversation_id = c.id "
+            "WHERE c.title LIKE ? ESCAPE '\\' OR m.content LIKE ? ESCAPE '\\' "
+            "ORDER BY c.updated_at DESC", (pattern, pattern)).fetchall()
+        return [ConversationInfo(*r) for r in rows]
+
+    # -- messages
+    def messages(self, conversation_id: int) -> list[StoredMessage]:
+        rows = self._db.execute(
+            "SELECT id, conversation_id, position, role, content, status, token_ids, settings, stats, rounds, "
+            "created_at FROM messages WHERE conversation_id=? ORDER BY position", (conversation_id,)).fetchall()
+        return [StoredMessage(r[0], r[1], r[2], r[3], r[4], r[5], unpack_tokens(r[6]),
+                              json.loads(r[7]) if r[7] else None, json.loads(r[8]) if r[8] else None,
+                              unpack_rounds(r[9]), r[10]) for r in rows]
+
+    def add_message(self, conversation_id: int, role: str, content: str, status: str = "done",
+                    token_ids: list[int] | None = None, settings: dict | None = None) -> StoredMessage:
+        now = time.time()
+        position = self._db.execute("SELECT coalesce(max(position) + 1, 0) FROM messages WHERE conversation_id=?",
+                                    (conversation_id,)).fetchone()[0]
+        cur = self._db.execute(
+            "INSERT INTO messages (conversation_id, position, role, content, status, token_ids, settings, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (conversation_id, position, role, content, status, pack_tokens(token_ids),
+             json.dumps(settings) if settings is not None else None, now))
+        self._db.execute("UPDATE conversations SET updated_at=? WHERE id=?", (now, conversation_id))
+        return StoredMessage(int(cur.lastrowid), conversation_id, position, role, content, status, token_ids,
+                             settings, None, None, now)
+
+    def update_message(self, message_id: int, **fields) -> None:
+        """Set the given fields of a message (content, status, token_ids, stats, rounds); None clears one."""
+        encode = {"content": lambda v: v, "status": lambda v: v, "token_ids": pack_tokens,
+                  "stats": lambda v: None if v is None else json.dumps(v), "rounds": pack_rounds}
+        unknown = set(fields) - set(encode)
+        if unknown:
+            raise TypeError(f"unknown message fields: {', '.join(sorted(unknown))}")
+        if fields:
+            sets = ", ".join(f"{column}=?" for column in fields)
+            values = [encode[column](value) for column, value in fields.items()]
+            self._db.execute(f"UPDATE messages SET {sets} WHERE id=?", (*values, message_id))
+
+    def delete_messages_from(self, conversation_id: int, position: int) -> None:
+        """Delete the message at `position` and everything after it (for edit and regenerate)."""
+        self._db.execute("DELETE FROM messages WHERE conversation_id=? AND position>=?", (conversation_id, position))
+
+    # -- export and import
+    def export_json(self, conversation_id: int) -> dict:
+        c = self.conversation(conversation_id)
+        return {"format": "tandem-conversation", "version": 1, "title": c.title, "system_prompt": c.system_prompt,
+                "created_at": c.created_at, "updated_at": c.updated_at,
+                "messages": [{"role": m.role, "content": m.content, "status": m.status, "token_ids": m.token_ids,
+                              "settings": m.settings, "stats": m.stats, "rounds": m.rounds,
+                              "created_at": m.created_at} for m in c.messages]}
+
+    def import_json(self, doc: dict) -> int:
+        if doc.get("format") != "tandem-conversation":
+            raise ValueError("not a Tandem conversation export")
+        cid = self.create_conversation(doc["title"], doc.get("system_prompt", ""))
+        for m in doc["messages"]:
+            stored = self.add_message(cid, m["role"], m["content"], m.get("status", "done"), m.get("token_ids"),
+                                      m.get("settings"))
+            self.update_message(stored.id, stats=m.get("stats"), rounds=m.get("rounds"))
+            self._db.execute("UPDATE messages SET created_at=? WHERE id=?",
+                             (m.get("created_at", stored.created_at), stored.id))
+        self._db.execute("UPDATE conversations SET created_at=?, updated_at=? WHERE id=?",
+                         (doc.get("created_at", time.time()), doc.get("updated_at", time.time()), cid))
+        return cid
+
+    def export_markdown(self, conversation_id: int) -> str:
+        c = self.conversation(conversation_id)
+        lines = [f"# {c.title}", ""]
+        if c.system_prompt:
+            lines += ["**System**", "", c.system_prompt, ""]
+        for m in c.messages:
+            head = "**You**" if m.role == "user" else "**Assistant**"
+            if m.role == "assistant" and not m.complete:
+                head += f" _({m.status})_"
+            lines += [head, "", m.content, ""]
+            if m.stats and m.stats.get("n_tokens"):
+                s = m.stats
+                extra = f"{s['n_tokens']} tokens, {s.get('tokens_per_s', 0):.1f} tok/s"
+                if s.get("acceptance_rate") is not None:
+                    extra += f", {100 * s['acceptance_rate']:.0f} % of drafted tokens accepted"
+                lines += [f"_{extra}_", ""]
+        return "\n".join(lines).rstrip() + "\n"
+
+
+def _statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip() and not s.strip().startswith("--")]

@@ -1,0 +1,174 @@
+"""A chat session: one loaded model pair running the turns of stored conversations.
+
+Prompts are rebuilt from the stored conversation every turn; the engine's contexts then evaluate
+only what follows the longest prefix they already hold, so turn N costs only its new tokens, and an
+edit or a regenerate re-evaluates from the first differing token. Replies keep their exact generated
+tokens so that re-tokenising their text cannot break that prefix.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Iterator
+
+from desktop_app.chat.history import ConversationInfo, HistoryStore
+from desktop_app.chat.template import ChatTemplate, Message
+from desktop_app.engine import (Controls, FinishEvent, ModelPair, RoundEvent, SamplingParams, SpecSettings,
+                                StopReason, TokenEvent)
+
+FLUSH_INTERVAL_S = 1.0          # a streaming reply reaches the database at least this often
+DEFAULT_TITLE = "New conversation"
+TITLE_LENGTH = 48
+
+
+class ContextOverflow(RuntimeError):
+    """The conversation no longer fits in the context. `can_drop_turns` tells whether leaving out the
+    oldest turns (the system prompt is always kept) would make room; otherwise only a new
+    conversation or a shorter message will do."""
+
+    def __init__(self, n_prompt: int, n_ctx: int, reserve: int, can_drop_turns: bool):
+        self.n_prompt, self.n_ctx, self.reserve, self.can_drop_turns = n_prompt, n_ctx, reserve, can_drop_turns
+        choices = ("leave out the oldest turns (the system prompt stays) or start a new conversation"
+                   if can_drop_turns else "start a new conversation or shorten the message")
+        super().__init__(f"This conversation needs {n_prompt} tokens plus {reserve} for the reply, but the "
+                         f"context holds {n_ctx}: {choices}.")
+
+
+@dataclass
+class GenerationOptions:
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    spec: SpecSettings = field(default_factory=SpecSettings)
+    max_tokens: int = 1024
+    stop: tuple[str, ...] = ()
+
+
+def compact_round(r: RoundEvent) -> dict:
+    """A round as stored in the history (short keys; the whole log is compressed)."""
+    return {"s": r.drafter, "d": list(r.drafted), "a": r.accepted, "e": list(r.emitted),
+            "k": "".join(k.value[0] for k in r.kinds), "q": [round(x, 4) for x in r.q],
+            "p": [round(x, 4) for x in r.p], "td": round(r.t_draft_s, 5), "tv": round(r.t_verify_s, 5)}
+
+
+class ChatSession:
+    def __init__(self, pair: ModelPair, store: HistoryStore, flush_interval_s: float = FLUSH_INTERVAL_S):
+        self.pair = pair
+        self.store = store
+        self.template = ChatTemplate(pair.target)
+        self.controls = Controls()
+        self.flush_interval_s = flush_interval_s
+
+    @property
+    def n_ctx(self) -> int:
+        return self.pair.target_ctx.n_ctx
+
+    # -- prompts
+    def prompt_tokens(self, conversation: ConversationInfo) -> list[int]:
+        messages = [Message("system", conversation.system_prompt)] if conversation.system_prompt else []
+        for m in conversation.messages[conversation.first_turn:]:
+            tokens = tuple(m.token_ids) if (m.role == "assistant" and m.token_ids is not None) else None
+            messages.append(Message(m.role, m.content, tokens))
+        return self.template.tokenize(messages)
+
+    def _reserve(self, options: GenerationOptions) -> int:
+        return min(options.max_tokens, max(16, self.n_ctx // 8))
+
+    def fits(self, conversation: ConversationInfo, options: GenerationOptions) -> bool:
+        return len(self.prompt_tokens(conversation)) + self._reserve(options) <= self.n_ctx
+
+    def drop_oldest_turns(self, conversation_id: int, options: GenerationOptions = GenerationOptions()) -> int:
+        """Leave whole turns out of the prompt, oldest first, until the conversation fits (they stay in the
+        history). Returns the index of the first message kept; raises ContextOverflow if even the last
+        user message alone does not fit."""
+        conversation = self.store.conversation(conversation_id)
+        starts = [i for i, m in enumerate(conversation.messages) if m.role == "user" and i >= conversation.first_turn]
+        for start in starts:
+            conversation.first_turn = start
+            if self.fits(conversation, options):
+                self.store.set_first_turn(conversation_id, start)
+                return start
+        raise ContextOverflow(len(self.prompt_tokens(conversation)), self.n_ctx, self._reserve(options), False)
+
+    # -- turns
+    def send(self, conversation_id: int, text: str, options: GenerationOptions) -> Iterator:
+        """Add the user's message and stream the reply (engine events)."""
+        conversation = self.store.conversation(conversation_id)
+        if conversation.title == DEFAULT_TITLE and not conversation.messages:
+            self.store.rename(conversation_id, _title_from(text))
+        self.store.add_message(conversation_id, "user", text)
+        return self.reply(conversation_id, options)
+
+    def regenerate(self, conversation_id: int, options: GenerationOptions) -> Iterator:
+        """Replace the last reply with a new one."""
+        messages = self.store.messages(conversation_id)
+        if not messages or messages[-1].role != "assistant":
+            raise ValueError("there is no reply to regenerate")
+        self.store.delete_messages_from(conversation_id, messages[-1].position)
+        return self.reply(conversation_id, options)
+
+    def edit_last_user_message(self, conversation_id: int, text: str, options: GenerationOptions) -> Iterator:
+        """Change the last user message, drop what followed it, and answer again."""
+        messages = self.store.messages(conversation_id)
+        users = [m for m in messages if m.role == "user"]
+        if not users:
+            raise ValueError("there is no message to edit")
+        last = users[-1]
+        self.store.delete_messages_from(conversation_id, last.position)
+        self.store.add_message(conversation_id, "user", text)
+        return self.reply(conversation_id, options)
+
+    def reply(self, conversation_id: int, options: GenerationOptions) -> Iterator:
+        """Generate the assistant's reply to the conversation as stored, writing it as it streams."""
+        conversation = self.store.conversation(conversation_id)
+        prompt = self.prompt_tokens(conversation)
+        reserve = self._reserve(options)
+        if len(prompt) + reserve > self.n_ctx:
+            can_drop = sum(1 for m in conversation.messages[conversation.first_turn:] if m.role == "user") > 1
+            raise ContextOverflow(len(prompt), self.n_ctx, reserve, can_drop)
+        return self._stream(conversation_id, prompt, options)
+
+    def _stream(self, conversation_id: int, prompt: list[int], options: GenerationOptions) -> Iterator:
+        self.controls.reset_cancel()
+        self.controls.set(options.spec)
+        settings = {"target": os.path.basename(self.pair.target.path),
+                    "draft": os.path.basename(self.pair.draft.path) if self.pair.draft else None,
+                    "sampling": asdict(options.sampling), "spec": asdict(options.spec),
+                    "max_tokens": options.max_tokens}
+        message = self.store.add_message(conversation_id, "assistant", "", status="streaming", token_ids=[],
+                                         settings=settings)
+        text, tokens, rounds = "", [], []
+        last_flush = time.monotonic()
+        finished = False
+        try:
+            for event in self.pair.generate(prompt, options.sampling, self.controls, options.max_tokens,
+                                            options.stop):
+                if isinstance(event, TokenEvent):
+                    text += event.text
+                    tokens.append(event.token)
+                    if time.monotonic() - last_flush >= self.flush_interval_s:
+                        self.store.update_message(message.id, content=text, token_ids=tokens)
+                        last_flush = time.monotonic()
+                elif isinstance(event, RoundEvent):
+                    rounds.append(compact_round(event))
+                elif isinstance(event, FinishEvent):
+                    status = "cancelled" if event.stop_reason == StopReason.CANCELLED else "done"
+                    # after a stop string the last tokens hold text that was cut: re-tokenise next turn
+                    keep_tokens = event.stop_reason != StopReason.STOP_STRING
+                    self.store.update_message(message.id, content=event.text, status=status,
+                                              token_ids=list(event.tokens) if keep_tokens else None,
+                                              stats=event.stats.to_json(), rounds=rounds)
+                    finished = True
+                yield event
+        except GeneratorExit:          # the consumer walked away: keep what was streamed
+            if not finished:
+                self.store.update_message(message.id, content=text, status="cancelled", token_ids=tokens,
+                                          rounds=rounds)
+            raise
+        except Exception:
+            self.store.update_message(message.id, content=text, status="error", token_ids=tokens, rounds=rounds)
+            raise
+
+
+def _title_from(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= TITLE_LENGTH else line[:TITLE_LENGTH - 1].rstrip() + "…"

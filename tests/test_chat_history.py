@@ -1,0 +1,135 @@
+"""The SQLite history and the settings file: durable, searchable, exportable, and never fatal."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from desktop_app.chat.history import SCHEMA_VERSION, HistoryStore
+from desktop_app.chat.settings_file import DEFAULTS, SettingsFile
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = HistoryStore(tmp_path / "history.db")
+    yield s
+    s.close()
+
+
+def _fill(store) -> int:
+    cid = store.create_conversation("Primes", "Be brief.")
+    store.add_message(cid, "user", "Is 7 prime?")
+    reply = store.add_message(cid, "assistant", "", status="streaming", token_ids=[], settings={"spec": {"draft_max": 4}})
+    store.update_message(reply.id, content="Yes, **7** is prime.", status="done", token_ids=[10, 20, 30],
+                         stats={"n_tokens": 3, "tokens_per_s": 12.5, "acceptance_rate": 0.5},
+                         rounds=[{"d": [10, 21], "a": 1, "e": [10, 20], "k": "ac"}])
+    return cid
+
+
+def test_schema_pragmas_and_version(store):
+    db = sqlite3.connect(store.path)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert store._db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+
+
+def test_messages_round_trip_with_tokens_stats_and_rounds(store):
+    cid = _fill(store)
+    [user, reply] = store.messages(cid)
+    assert (user.role, user.content, user.position) == ("user", "Is 7 prime?", 0)
+    assert reply.token_ids == [10, 20, 30] and reply.stats["tokens_per_s"] == 12.5
+    assert reply.rounds == [{"d": [10, 21], "a": 1, "e": [10, 20], "k": "ac"}]
+    assert reply.settings == {"spec": {"draft_max": 4}} and reply.complete
+
+
+def test_rename_delete_search(store):
+    cid = _fill(store)
+    other = store.create_conversation("Weather")
+    store.add_message(other, "user", "Will it rain_today? 100%")
+    store.rename(cid, "Prime numbers")
+    assert store.conversation(cid).title == "Prime numbers"
+    assert [c.id for c in store.search("PRIME")] == [cid]
+    assert [c.id for c in store.search("rain_t")] == [other]
+    assert [c.id for c in store.search("100%")] == [other]
+    assert [c.id for c in store.search("_")] == [other]            # "_" is a character, not a wildcard
+    store.delete_conversation(cid)
+    assert [c.id for c in store.list_conversations()] == [other]
+    assert store._db.execute("SELECT count(*) FROM messages WHERE conversation_id=?", (cid,)).fetchone()[0] == 0
+
+
+def test_export_json_round_trips_and_markdown(store, tmp_path):
+    cid = _fill(store)
+    doc = store.export_json(cid)
+    text = json.dumps(doc)
+    other = HistoryStore(tmp_path / "other.db")
+    new_id = other.import_json(json.loads(text))
+    again = other.export_json(new_id)
+    assert again == doc
+    md = store.export_markdown(cid)
+    assert md.startswith("# Primes\n") and "**System**\n\nBe brief." in md
+    assert "**You**\n\nIs 7 prime?" in md and "**Assistant**\n\nYes, **7** is prime." in md
+    assert "3 tokens, 12.5 tok/s, 50 % of drafted tokens accepted" in md
+    with pytest.raises(ValueError):
+        other.import_json({"format": "something else"})
+    other.close()
+
+
+def test_streaming_rows_left_by_a_dead_process_become_interrupted(tmp_path):
+    store = HistoryStore(tmp_path / "h.db")
+    cid = store.create_conversation()
+    msg = store.add_message(cid, "assistant", "partial text", status="streaming")
+    store._db.close()                                  # as if the process died: no final write
+    reopened = HistoryStore(tmp_path / "h.db")
+    [m] = reopened.messages(cid)
+    assert m.id == msg.id and m.content == "partial text" and m.status == "interrupted" and not m.complete
+    assert "interrupted" in reopened.export_markdown(cid)
+
+
+def test_corrupt_database_is_set_aside_with_a_notice(tmp_path):
+    path = tmp_path / "history.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    store = HistoryStore(path)
+    assert "could not be read" in store.notice and "moved to history.db.unreadable-" in store.notice
+    assert store.list_conversations() == []
+    store.create_conversation("works")
+    kept = list(tmp_path.glob("history.db.unreadable-*"))
+    assert len(kept) == 1 and kept[0].read_bytes().startswith(b"this is not sqlite")
+
+
+def test_migration_from_an_empty_older_file(tmp_path):
+    path = tmp_path / "old.db"
+    sqlite3.connect(path).execute("PRAGMA user_version=0").connection.close()
+    store = HistoryStore(path)
+    assert store.notice == ""
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_settings_defaults_save_and_reload(tmp_path):
+    path = tmp_path / "cfg" / "settings.json"
+    s = SettingsFile(path)
+    assert s.data == DEFAULTS and s.notice == ""
+    s.remember_pair("/m/target.gguf", "/m/draft.gguf")
+    s.remember_pair("/m/other.gguf", None)
+    s.remember_pair("/m/target.gguf", "/m/draft.gguf")
+    s["generation"]["draft_max"] = 6
+    s.save()
+    again = SettingsFile(path)
+    assert again["last_target"] == "/m/target.gguf"
+    assert again["recent_pairs"] == [{"target": "/m/target.gguf", "draft": "/m/draft.gguf"},
+                                     {"target": "/m/other.gguf", "draft": None}]
+    assert again["generation"]["draft_max"] == 6
+    assert [p.name for p in path.parent.iterdir()] == ["settings.json"]     # no temporary files left
+
+
+def test_corrupt_settings_are_backed_up_and_defaults_used(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text('{"generation": {"draft_max": 7}, "last_target": ')    # cut off mid-write
+    s = SettingsFile(path)
+    assert s.data == DEFAULTS
+    assert "damaged" in s.notice and "settings.json.corrupt-" in s.notice
+    assert len(list(tmp_path.glob("settings.json.corrupt-*"))) == 1
+    path.write_text('{"generation": {"draft_max": "many", "top_k": 5}, "unknown": 1}')
+    s = SettingsFile(path)                                # wrong types are ignored, known values kept
+    assert s["generation"]["draft_max"] == DEFAULTS["generation"]["draft_max"]
+    assert s["generation"]["top_k"] == 5 and "unknown" not in s.data

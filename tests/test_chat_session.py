@@ -1,0 +1,224 @@
+"""Multi-turn chat on the real test pair: KV reuse, regenerate, edit, context limits, streaming writes."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from desktop_app.chat.history import HistoryStore
+from desktop_app.chat.session import ChatSession, ContextOverflow, GenerationOptions
+from desktop_app.engine import GREEDY, FinishEvent, LoadOptions, ModelPair, RoundEvent, SpecSettings, StopReason
+
+OPTIONS = GenerationOptions(sampling=GREEDY, spec=SpecSettings(drafter="model", draft_max=4), max_tokens=24)
+
+
+@pytest.fixture(scope="module")
+def pair(test_model_path, q2k_draft_path):
+    with ModelPair.load(test_model_path, q2k_draft_path, LoadOptions(n_ctx=2048, n_threads=2)) as p:
+        yield p
+
+
+@pytest.fixture
+def session(pair, tmp_path):
+    store = HistoryStore(tmp_path / "history.db")
+    yield ChatSession(pair, store, flush_interval_s=0.0)
+    store.close()
+
+
+class Counted:
+    """Evaluated-token counts of both contexts at the moment the first round happened."""
+
+    def __init__(self, pair):
+        self.pair = pair
+        self.before = (pair.target_ctx.n_evaluated, pair.draft_ctx.n_evaluated)
+        self.at_first_round = None
+        self.first_round = None
+        self.finish = None
+
+    def run(self, events):
+        for ev in events:
+            if isinstance(ev, RoundEvent) and self.first_round is None:
+                self.first_round = ev
+                self.at_first_round = (self.pair.target_ctx.n_evaluated - self.before[0],
+                                       self.pair.draft_ctx.n_evaluated - self.before[1])
+            elif isinstance(ev, FinishEvent):
+                self.finish = ev
+        return self
+
+    def prompt_evaluated(self) -> tuple[int, int]:
+        """Prompt tokens each model evaluated before its first round's own work: the target's verify
+        batch (1 + γ) and the draft's γ - 1 extra steps are subtracted."""
+        g = self.first_round.gamma
+        return self.at_first_round[0] - (1 + g), self.at_first_round[1] - max(0, g - 1)
+
+
+def test_each_turn_evaluates_only_its_new_tokens(session, pair):
+    """Turn N's prompt starts with turn N-1's prompt and reply, token for token, and both models
+    evaluate only what comes after (the draft perhaps also the reply's last token, which it never saw)."""
+    cid = session.store.create_conversation(system_prompt="You are a helpful assistant.")
+    first = Counted(pair).run(session.send(cid, "What is the capital of France?", OPTIONS))
+    assert first.finish.text
+    assert session.store.conversation(cid).title == "What is the capital of France?"
+    for turn, question in enumerate(["And of Italy?", "And of Spain? Answer in one word.", "Thanks!"], start=2):
+        conv = session.store.conversation(cid)
+        reply_tokens = conv.messages[-1].token_ids
+        before = session.prompt_tokens(_without_last_reply(conv)) + reply_tokens
+        counted = Counted(pair).run(session.send(cid, question, OPTIONS))
+        prompt = session.prompt_tokens(_without_last_reply(session.store.conversation(cid)))
+        assert prompt[:len(before)] == before, f"turn {turn}: the previous turn's tokens changed"
+        new = len(prompt) - len(before)
+        target_new, draft_new = counted.prompt_evaluated()
+        # (a reply that ended on an end-of-turn token the draft had guessed may leave that token and the
+        # template's next one in the caches already, so the count can be a little below `new`)
+        assert 1 <= target_new <= new, f"turn {turn}: target evaluated {target_new}, {new} are new"
+        assert 1 <= draft_new <= new + 1, f"turn {turn}: draft evaluated {draft_new}, {new} are new"
+        assert counted.finish.stats.n_prompt_evaluated == target_new + 1
+
+
+def _without_last_reply(conv):
+    conv.messages = conv.messages[:-1]
+    return conv
+
+
+def test_regenerate_reevaluates_nothing_of_the_prompt(session, pair):
+    cid = session.store.create_conversation()
+    Counted(pair).run(session.send(cid, "Name a colour.", OPTIONS))
+    before = session.store.messages(cid)
+    counted = Counted(pair).run(session.regenerate(cid, GenerationOptions(
+        sampling=GREEDY, spec=SpecSettings(enabled=False), max_tokens=24)))
+    after = session.store.messages(cid)
+    assert len(after) == len(before) and after[-1].created_at > before[-1].created_at
+    assert counted.finish.stats.n_prompt_evaluated == 1        # only the last prompt token, in the verify batch
+    assert after[-1].content == before[-1].content             # greedy: the same reply again
+
+
+def test_edit_reevaluates_from_the_first_differing_token(session, pair):
+    cid = session.store.create_conversation(system_prompt="Answer briefly.")
+    Counted(pair).run(session.send(cid, "What is two plus two?", OPTIONS))
+    Counted(pair).run(session.send(cid, "What is three plus three?", OPTIONS))
+    conv = session.store.conversation(cid)
+    old_prompt = session.prompt_tokens(_without_last_reply(conv))
+    counted = Counted(pair).run(session.edit_last_user_message(cid, "What is three times three?", OPTIONS))
+    conv = session.store.conversation(cid)
+    assert [m.content for m in conv.messages if m.role == "user"] == ["What is two plus two?",
+                                                                      "What is three times three?"]
+    new_prompt = session.prompt_tokens(_without_last_reply(conv))
+    common = next(i for i, (a, b) in enumerate(zip(old_prompt, new_prompt)) if a != b)
+    assert counted.finish.stats.n_prompt_evaluated == len(new_prompt) - common
+
+
+def test_switching_conversations_reuses_the_shared_prefix(session, pair):
+    a = session.store.create_conversation(system_prompt="You answer in French.")
+    b = session.store.create_conversation(system_prompt="You answer in French.")
+    Counted(pair).run(session.send(a, "Hello!", OPTIONS))
+    counted = Counted(pair).run(session.send(b, "Good morning!", OPTIONS))
+    prompt_b = session.prompt_tokens(_without_last_reply(session.store.conversation(b)))
+    prompt_a = session.prompt_tokens(_without_last_reply(session.store.conversation(a)))
+    common = next(i for i, (x, y) in enumerate(zip(prompt_a, prompt_b)) if x != y)
+    assert common > 5
+    assert counted.finish.stats.n_prompt_evaluated == len(prompt_b) - common
+
+
+def test_full_conversation_offers_to_drop_old_turns(test_model_path, tmp_path):
+    with ModelPair.load(test_model_path, None, LoadOptions(n_ctx=512, n_threads=2)) as small:
+        store = HistoryStore(tmp_path / "h.db")
+        chat = ChatSession(small, store)
+        options = GenerationOptions(sampling=GREEDY, spec=SpecSettings(enabled=False), max_tokens=40)
+        cid = store.create_conversation(system_prompt="SYSTEM-RULES")
+        for i in range(12):                                   # long turns, written directly
+            store.add_message(cid, "user", f"Question {i}: " + "tell me more " * 12)
+            store.add_message(cid, "assistant", f"Answer {i}: " + "here is more " * 12)
+        store.add_message(cid, "user", "Last question?")
+        with pytest.raises(ContextOverflow) as info:
+            list(chat.reply(cid, options))
+        assert info.value.can_drop_turns and "leave out the oldest turns" in str(info.value)
+        assert len(store.messages(cid)) == 25                  # nothing lost, nothing half-written
+        first = chat.drop_oldest_turns(cid, options)
+        assert first > 0 and store.messages(cid)[first].role == "user"
+        events = list(chat.reply(cid, options))
+        assert isinstance(events[-1], FinishEvent) and events[-1].stop_reason != StopReason.CONTEXT_FULL
+        prompt_text = small.target.detokenize(chat.prompt_tokens(store.conversation(cid)))
+        assert "SYSTEM-RULES" in prompt_text and "Question 0:" not in prompt_text
+        assert len(store.messages(cid)) == 26                  # the history keeps every turn
+        # one message longer than the context: only a new conversation or a shorter message helps
+        huge = store.create_conversation()
+        store.add_message(huge, "user", "word " * 700)
+        with pytest.raises(ContextOverflow) as info:
+            list(chat.reply(huge, options))
+        assert not info.value.can_drop_turns and "start a new conversation" in str(info.value)
+        store.close()
+
+
+def test_cancelled_reply_is_kept_and_marked(session):
+    cid = session.store.create_conversation()
+    events = session.send(cid, "Write a long story about a dragon.", GenerationOptions(
+        sampling=GREEDY, spec=SpecSettings(drafter="model"), max_tokens=400))
+    for ev in events:
+        if isinstance(ev, RoundEvent) and ev.index == 4:
+            session.controls.cancel()
+        if isinstance(ev, FinishEvent):
+            assert ev.stop_reason == StopReason.CANCELLED
+    reply = session.store.messages(cid)[-1]
+    assert reply.status == "cancelled" and reply.content and reply.stats["stop_reason"] == "cancelled"
+    assert len(reply.rounds) == 5
+
+
+def test_walking_away_from_the_stream_keeps_the_partial_reply(session):
+    cid = session.store.create_conversation()
+    events = session.send(cid, "Write a long story about a dragon.", GenerationOptions(
+        sampling=GREEDY, spec=SpecSettings(enabled=False), max_tokens=400))
+    for i, _ in enumerate(events):
+        if i == 20:
+            break
+    events.close()
+    reply = session.store.messages(cid)[-1]
+    assert reply.status == "cancelled" and reply.content and len(reply.token_ids) >= 5
+
+
+KILLED_CHILD = textwrap.dedent("""
+    import sys
+    from desktop_app.chat.history import HistoryStore
+    from desktop_app.chat.session import ChatSession, GenerationOptions
+    from desktop_app.engine import GREEDY, LoadOptions, ModelPair, SpecSettings
+    pair = ModelPair.load(sys.argv[1], None, LoadOptions(n_ctx=2048, n_threads=1))
+    store = HistoryStore(sys.argv[2])
+    chat = ChatSession(pair, store, flush_interval_s=0.05)
+    cid = store.create_conversation()
+    options = GenerationOptions(sampling=GREEDY, spec=SpecSettings(enabled=False), max_tokens=1500)
+    for _ in chat.send(cid, "Write a very long story about a dragon, at least two thousand words.", options):
+        pass
+""")
+
+
+def test_killed_process_leaves_the_partial_reply(test_model_path, tmp_path):
+    db = tmp_path / "history.db"
+    child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, test_model_path, str(db)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and child.poll() is None:
+            if db.exists():
+                try:
+                    store = HistoryStore(db)
+                    rows = store._db.execute("SELECT length(content) FROM messages WHERE role='assistant'").fetchall()
+                    store.close()
+                except Exception:
+                    rows = []
+                if rows and rows[0][0] and rows[0][0] > 40:
+                    break
+            time.sleep(0.05)
+        assert child.poll() is None, child.stderr.read().decode()
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.wait()
+    store = HistoryStore(db)
+    [conversation] = store.list_conversations()
+    reply = store.messages(conversation.id)[-1]
+    assert reply.role == "assistant" and len(reply.content) > 40
+    assert reply.status == "interrupted" and not reply.complete
+    store.close()

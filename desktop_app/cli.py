@@ -6,7 +6,6 @@ import importlib
 import sys
 
 from desktop_app import __version__
-from desktop_app.commands.output import EXIT_OK
 
 
 def _run(command: str, args: argparse.Namespace) -> int:
@@ -41,10 +40,25 @@ def _add_sampling_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=None, help="random seed (default: a random one, reported)")
 
 
+def _add_gui_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--demo", action="store_true", help="open with the demo pair (fetched on first run)")
+    p.add_argument("-m", "--model", dest="target", metavar="TARGET", help="target GGUF file or catalogue key")
+    p.add_argument("-md", "--model-draft", dest="draft", metavar="DRAFT", help="draft GGUF file or catalogue key")
+    p.add_argument("--prompt", help=argparse.SUPPRESS)        # with --screenshot: for docs and tests
+    p.add_argument("--screenshot", metavar="PNG", help="send --prompt once loaded, save a screenshot after "
+                                                           "the reply, and quit")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tandem", description="Local chat sped up by speculative decoding.")
+    parser = argparse.ArgumentParser(prog="tandem", description="Local chat sped up by speculative decoding. "
+                                                                "Without a command, opens the window.")
     parser.add_argument("--version", action="version", version=f"tandem {__version__}")
+    _add_gui_options(parser)
     sub = parser.add_subparsers(dest="command")
+
+    p_gui = sub.add_parser("gui", help="open the window (the default)")
+    _add_gui_options(p_gui)
+    p_gui.set_defaults(func=lambda a: _run("gui", a))
 
     p_gen = sub.add_parser("generate", help="generate text from a prompt and report every round")
     _add_model_options(p_gen)
@@ -78,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.print_help()
-        return EXIT_OK
+        return _run("gui", args)
     return args.func(args)
 
 

@@ -45,8 +45,9 @@ class GenerationOptions:
 
 def compact_round(r: RoundEvent) -> dict:
     """A round as stored in the history (short keys; the whole log is compressed)."""
-    return {"s": r.drafter, "d": list(r.drafted), "a": r.accepted, "e": list(r.emitted),
-            "k": "".join(k.value[0] for k in r.kinds), "q": [round(x, 4) for x in r.q],
+    return {"s": r.drafter, "d": list(r.drafted), "dt": list(r.drafted_text), "a": r.accepted,
+            "e": list(r.emitted), "et": r.emitted_text[-1], "k": "".join(k.value[0] for k in r.kinds),
+            "q": [round(x, 4) for x in r.q],
             "p": [round(x, 4) for x in r.p], "td": round(r.t_draft_s, 5), "tv": round(r.t_verify_s, 5)}
 
 

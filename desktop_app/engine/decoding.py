@@ -95,6 +95,9 @@ class SpeculativeDecoder:
             gamma_max = min(settings.draft_max, room, max_tokens - len(reply) - 1)
             if drafter.name == "none" or gamma_max <= 0:
                 gamma = 0
+            elif 1 not in self.costs.verify_s:
+                gamma = 0           # the pair's first round ever is plain: it measures a target pass,
+                                    # the yardstick for c and for every predicted speed-up
             elif settings.auto:
                 gamma = self.costs.choose_gamma(drafter.name, gamma_max)
             else:
@@ -140,10 +143,12 @@ class SpeculativeDecoder:
             self.costs.record_draft(drafter.name, k, t_draft)
             self.costs.record_round(drafter.name, k, n_acc)
 
+            drafted_text = tuple(model.special_piece(x).decode("utf-8", errors="replace") for x in drafted)
             event = RoundEvent(
                 index=n_round, drafter=drafter.name if k else "none", drafted=tuple(drafted),
-                drafted_text=tuple(model.special_piece(x).decode("utf-8", errors="replace") for x in drafted),
-                q=tuple(proposal.q_token), p=tuple(p_shown), accepted=n_acc, emitted=tuple(emitted),
+                drafted_text=drafted_text, q=tuple(proposal.q_token), p=tuple(p_shown), accepted=n_acc,
+                emitted=tuple(emitted),
+                emitted_text=drafted_text[:n_acc] + (model.special_piece(emitted[-1]).decode("utf-8", "replace"),),
                 kinds=tuple(kinds), target_top=tuple(target_top), t_draft_s=t_draft, t_verify_s=t_verify,
                 t_round_s=time.perf_counter() - t_round, n_past=len(tokens))
             recorder.add_round(event, proposal.n_steps)

@@ -35,6 +35,7 @@ class RoundEvent:
     p: tuple[float, ...]              # the target's probability of each x_i
     accepted: int                     # how many of the drafted tokens were kept
     emitted: tuple[int, ...]          # tokens this round added to the text, in order
+    emitted_text: tuple[str, ...]
     kinds: tuple[TokenKind, ...]
     target_top: tuple[int, ...]       # the target's argmax at each verified position (len γ+1)
     t_draft_s: float
@@ -49,6 +50,7 @@ class RoundEvent:
     def to_json(self) -> dict:
         return {"drafted": list(self.drafted), "accepted": self.accepted, "emitted": list(self.emitted),
                 "kinds": [k.value for k in self.kinds], "drafted_text": list(self.drafted_text),
+                "emitted_text": list(self.emitted_text),
                 "q": [round(x, 6) for x in self.q], "p": [round(x, 6) for x in self.p],
                 "t_draft_s": round(self.t_draft_s, 6), "t_verify_s": round(self.t_verify_s, 6)}
 

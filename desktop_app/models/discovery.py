@@ -1,0 +1,51 @@
+"""Finding GGUF files where people keep them: our own cache, LM Studio, the Hugging Face hub cache,
+llama.cpp's cache, and folders the user adds."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable
+
+from desktop_app.models.store import models_dir
+
+MAX_DEPTH = 6
+
+
+def usual_folders() -> list[Path]:
+    home = Path.home()
+    folders = [
+        models_dir(),
+        home / ".lmstudio" / "models",
+        home / ".cache" / "lm-studio" / "models",
+        Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", home / ".cache" / "huggingface")) / "hub"),
+        Path(os.environ.get("LLAMA_CACHE", home / ".cache" / "llama.cpp")),
+    ]
+    return folders
+
+
+def find_gguf_files(extra_folders: Iterable[str | Path] = ()) -> list[Path]:
+    """GGUF files under the usual folders and the extra ones, newest first, without duplicates
+    (hub caches link the same blob from several names: the resolved file is listed once)."""
+    seen: set[Path] = set()
+    found: list[tuple[float, Path]] = []
+    for folder in [*usual_folders(), *map(Path, extra_folders)]:
+        if not folder.is_dir():
+            continue
+        base_depth = len(folder.parts)
+        for root, dirs, files in os.walk(folder, followlinks=False):
+            if len(Path(root).parts) - base_depth >= MAX_DEPTH:
+                dirs[:] = []
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            for name in files:
+                if not name.lower().endswith(".gguf") or name.startswith("."):
+                    continue
+                path = Path(root) / name
+                try:
+                    real = path.resolve()
+                    mtime = real.stat().st_mtime
+                except OSError:
+                    continue
+                if real not in seen:
+                    seen.add(real)
+                    found.append((mtime, path))
+    return [p for _, p in sorted(found, key=lambda t: -t[0])]

@@ -1,0 +1,83 @@
+"""Starting the window: `tandem`, `tandem gui [-m TARGET] [-md DRAFT]`, `tandem --demo`."""
+from __future__ import annotations
+
+import os
+import sys
+
+from PySide6.QtCore import QObject, QTimer, Slot
+from PySide6.QtGui import QGuiApplication, QIcon
+from PySide6.QtWidgets import QApplication
+
+from desktop_app import models
+from desktop_app.ui.main_window import MainWindow
+
+DESKTOP_ID = "io.github.tandem_desktop.Tandem"
+ICON = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                    "resources", "icons", "tandem.svg")
+
+
+def _model_arg(value: str | None) -> str | None:
+    """A catalogue key already fetched becomes its path; anything else is taken as a path."""
+    if value and value in models.MODELS and not os.path.exists(value):
+        cached = models.inspect(models.MODELS[value])
+        return cached.path if cached.present else value
+    return value
+
+
+def start(window: MainWindow, demo: bool = False, target: str | None = None, draft: str | None = None) -> None:
+    """Load what the command line asked for, else the pair used last, else show the first-run page."""
+    if demo:
+        window.load_demo()
+    elif target:
+        window.load_pair(_model_arg(target), _model_arg(draft))
+    elif window.settings["last_target"] and os.path.exists(window.settings["last_target"]):
+        last_draft = window.settings["last_draft"]
+        window.load_pair(window.settings["last_target"], last_draft if last_draft and os.path.exists(last_draft) else None)
+
+
+class _ScriptedRun(QObject):
+    """Send `prompt` once the models are loaded; when the reply is done, save a screenshot and quit.
+    A QObject on the UI thread, so the worker's signals reach it queued."""
+
+    def __init__(self, window: MainWindow, prompt: str, screenshot: str):
+        super().__init__(window)
+        self.window, self.prompt, self.screenshot = window, prompt, screenshot
+        window.worker.loaded.connect(self.on_loaded)
+        window.worker.finished.connect(self.on_finished)
+        window.worker.loadFailed.connect(self.on_failed)
+
+    @Slot(object)
+    def on_loaded(self, _info) -> None:
+        self.window.submit(self.prompt)
+
+    @Slot(int, object)
+    def on_finished(self, _cid, _event) -> None:
+        QTimer.singleShot(600, self.shoot)
+
+    @Slot(str)
+    def on_failed(self, message: str) -> None:
+        print(f"tandem: error: {message}", file=sys.stderr)
+        self.window.close()
+
+    def shoot(self) -> None:
+        if QGuiApplication.platformName() == "xcb":       # a real X server: grab the screen as shown
+            pixmap = QGuiApplication.primaryScreen().grabWindow(0)
+        else:
+            pixmap = self.window.grab()
+        pixmap.save(self.screenshot)
+        self.window.close()
+
+
+def run(args) -> int:
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("Tandem")
+    app.setDesktopFileName(DESKTOP_ID)
+    app.setStyle("Fusion")                       # Qt 6's Fusion follows the system's light or dark scheme
+    if os.path.exists(ICON):
+        app.setWindowIcon(QIcon(ICON))
+    window = MainWindow()
+    if getattr(args, "screenshot", None):
+        _ScriptedRun(window, args.prompt or "Write a Python function that reverses a string.", args.screenshot)
+    window.show()
+    QTimer.singleShot(0, lambda: start(window, args.demo, args.target, args.draft))
+    return app.exec()

@@ -1,0 +1,78 @@
+"""The sidebar: conversations, newest first, with search, new, rename and delete."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QHBoxLayout, QInputDialog, QLineEdit, QListWidget, QListWidgetItem, QMessageBox,
+                               QPushButton, QVBoxLayout, QWidget)
+
+from desktop_app.chat.history import ConversationInfo
+
+
+class ConversationList(QWidget):
+    selected = Signal(int)
+    newRequested = Signal()
+    renamed = Signal(int, str)
+    deleted = Signal(int)
+    searchChanged = Signal(str)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search conversations (Ctrl+F)")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(self.searchChanged)
+        layout.addWidget(self.search)
+        self.list = QListWidget()
+        self.list.setObjectName("conversationList")
+        self.list.currentItemChanged.connect(self._current_changed)
+        layout.addWidget(self.list, 1)
+        row = QHBoxLayout()
+        self.new_button = QPushButton("New")
+        self.new_button.setToolTip("New conversation (Ctrl+N)")
+        self.new_button.clicked.connect(self.newRequested)
+        rename = QPushButton("Rename")
+        rename.setToolTip("Rename (F2)")
+        rename.clicked.connect(self.rename_current)
+        delete = QPushButton("Delete")
+        delete.clicked.connect(self.delete_current)
+        for b in (self.new_button, rename, delete):
+            row.addWidget(b)
+        layout.addLayout(row)
+
+    def set_conversations(self, conversations: list[ConversationInfo], current: int | None) -> None:
+        self.list.blockSignals(True)
+        self.list.clear()
+        for c in conversations:
+            item = QListWidgetItem(c.title)
+            item.setData(Qt.UserRole, c.id)
+            item.setToolTip(c.title)
+            self.list.addItem(item)
+            if c.id == current:
+                self.list.setCurrentItem(item)
+        self.list.blockSignals(False)
+
+    def current_id(self) -> int | None:
+        item = self.list.currentItem()
+        return None if item is None else int(item.data(Qt.UserRole))
+
+    def _current_changed(self, item, _previous) -> None:
+        if item is not None:
+            self.selected.emit(int(item.data(Qt.UserRole)))
+
+    def rename_current(self) -> None:
+        item = self.list.currentItem()
+        if item is None:
+            return
+        title, ok = QInputDialog.getText(self, "Rename conversation", "Title:", text=item.text())
+        if ok and title.strip():
+            self.renamed.emit(int(item.data(Qt.UserRole)), title.strip())
+
+    def delete_current(self) -> None:
+        item = self.list.currentItem()
+        if item is None:
+            return
+        answer = QMessageBox.question(self, "Delete conversation", f"Delete “{item.text()}” and all its messages?")
+        if answer == QMessageBox.Yes:
+            self.deleted.emit(int(item.data(Qt.UserRole)))

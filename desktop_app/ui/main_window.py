@@ -1,0 +1,540 @@
+"""The main window: conversations on the left, the chat in the middle, speculation and settings on
+the right. All model work goes through the one EngineWorker on its own thread."""
+from __future__ import annotations
+
+import os
+
+from PySide6.QtCore import QByteArray, Qt, QThread, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QMainWindow, QProgressBar, QPushButton, QSplitter,
+                               QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
+
+from desktop_app import models
+from desktop_app.chat.history import HistoryStore
+from desktop_app.chat.session import DEFAULT_TITLE, GenerationOptions
+from desktop_app.chat.settings_file import SettingsFile
+from desktop_app.engine import FinishEvent, StopReason, TokenEvent
+from desktop_app.models.discovery import find_gguf_files
+from desktop_app.ui.chat_view import ChatView
+from desktop_app.ui.composer import Composer
+from desktop_app.ui.conversation_list import ConversationList
+from desktop_app.ui.model_bar import ModelBar
+from desktop_app.ui.settings_panel import SettingsPanel, load_options
+from desktop_app.ui.spec_panel import SpecPanel
+from desktop_app.ui.worker import EngineWorker, GenerateRequest, LoadedPair, LoadRequest
+
+FINISH_STATUS = {StopReason.CANCELLED: "cancelled"}
+
+
+class Banner(QFrame):
+    """A message across the top of the chat, with up to two actions."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("banner")
+        self.setFrameShape(QFrame.StyledPanel)
+        row = QHBoxLayout(self)
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        row.addWidget(self.label, 1)
+        self.buttons = [QPushButton(), QPushButton()]
+        for b in self.buttons:
+            row.addWidget(b)
+        close = QPushButton("Dismiss")
+        close.clicked.connect(self.hide)
+        row.addWidget(close)
+        self.hide()
+
+    def show_message(self, text: str, actions: list[tuple[str, object]] = ()) -> None:
+        self.label.setText(text)
+        for i, button in enumerate(self.buttons):
+            try:
+                button.clicked.disconnect()
+            except (RuntimeError, TypeError):
+                pass
+            if i < len(actions):
+                label, callback = actions[i]
+                button.setText(label)
+                button.clicked.connect(lambda _=False, cb=callback: (self.hide(), cb()))
+                button.show()
+            else:
+                button.hide()
+        self.show()
+
+
+class FirstRun(QWidget):
+    """Shown while no model is loaded: fetch the demo pair, or pick files."""
+
+    fetchRequested = Signal()
+    pickRequested = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.addStretch(1)
+        title = QLabel("<h2>Welcome to Tandem</h2>")
+        title.setAlignment(Qt.AlignCenter)
+        text = QLabel("Tandem chats with a model on this machine and speeds it up with a small draft model, "
+                      "showing every round. Start with the demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft, "
+                      "1.6 GB, fetched once — or choose GGUF files you already have.")
+        text.setWordWrap(True)
+        text.setAlignment(Qt.AlignCenter)
+        row = QHBoxLayout()
+        self.fetch_button = QPushButton("Fetch the demo pair")
+        self.fetch_button.setObjectName("fetchDemo")
+        self.fetch_button.clicked.connect(self.fetchRequested)
+        pick = QPushButton("Choose GGUF files…")
+        pick.clicked.connect(self.pickRequested)
+        row.addStretch(1)
+        row.addWidget(self.fetch_button)
+        row.addWidget(pick)
+        row.addStretch(1)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.hide()
+        for w in (title, text):
+            layout.addWidget(w)
+        layout.addLayout(row)
+        layout.addWidget(self.progress)
+        layout.addStretch(2)
+
+
+class MainWindow(QMainWindow):
+    requestLoad = Signal(object)
+    requestGenerate = Signal(object)
+    requestFetch = Signal()
+    requestDrop = Signal(int, object)
+    requestShutdown = Signal()
+
+    def __init__(self, history_path: str | None = None, settings_path: str | None = None):
+        super().__init__()
+        self.setWindowTitle("Tandem")
+        self.settings = SettingsFile(settings_path)
+        self.store = HistoryStore(history_path)
+        self.current_id: int | None = None
+        self.generating_id: int | None = None
+        self.live_text = ""
+        self.loaded: LoadedPair | None = None
+        self.busy = False
+        self.editing = False
+        self._closing = False
+
+        # the worker and its thread
+        self.thread = QThread(self)
+        self.thread.setObjectName("engine")
+        self.worker = EngineWorker(str(self.store.path))
+        self.worker.moveToThread(self.thread)
+        self.requestLoad.connect(self.worker.load)
+        self.requestGenerate.connect(self.worker.generate)
+        self.requestFetch.connect(self.worker.fetch_demo)
+        self.requestDrop.connect(self.worker.drop_oldest_turns)
+        self.requestShutdown.connect(self.worker.shutdown, Qt.BlockingQueuedConnection)
+        w = self.worker
+        # every slot below is a method of this window, so Qt queues the calls onto the UI thread
+        w.loadProgress.connect(self._on_load_progress)
+        w.loaded.connect(self._on_loaded)
+        w.loadFailed.connect(self._on_load_failed)
+        w.fetchProgress.connect(self._on_fetch_progress)
+        w.fetched.connect(self._on_fetched)
+        w.fetchFailed.connect(self._on_fetch_failed)
+        w.generationStarted.connect(self._on_generation_started)
+        w.token.connect(self._on_token)
+        w.round.connect(self._on_round)
+        w.finished.connect(self._on_finished)
+        w.generationFailed.connect(self._on_generation_failed)
+        w.contextOverflow.connect(self._on_overflow)
+        w.busyChanged.connect(self._on_busy)
+        self.thread.start()
+
+        self._build()
+        self._actions()
+        self._restore_layout()
+        self.refresh_models()
+        self.refresh_conversations()
+        notices = [n for n in (self.settings.notice, self.store.notice) if n]
+        if notices:
+            self.banner.show_message(" ".join(notices))
+
+    # -- construction
+    def _build(self) -> None:
+        self.sidebar = ConversationList()
+        self.sidebar.selected.connect(self.open_conversation)
+        self.sidebar.newRequested.connect(self.new_conversation)
+        self.sidebar.renamed.connect(self._rename)
+        self.sidebar.deleted.connect(self._delete)
+        self.sidebar.searchChanged.connect(lambda _t: self.refresh_conversations())
+
+        self.model_bar = ModelBar()
+        self.model_bar.loadRequested.connect(self.load_pair)
+        self.model_bar.demoRequested.connect(self.load_demo)
+        self.model_bar.cancelRequested.connect(self.worker.cancel)
+        self.banner = Banner()
+        self.first_run = FirstRun()
+        self.first_run.fetchRequested.connect(self.load_demo)
+        self.first_run.pickRequested.connect(self.model_bar.browse_target)
+        self.chat = ChatView()
+        self.chat.setObjectName("chatView")
+        self.chat.showRounds.connect(self._show_rounds)
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.first_run)
+        self.stack.addWidget(self.chat)
+
+        self.composer = Composer()
+        self.composer.setObjectName("composer")
+        self.composer.submitted.connect(self.submit)
+        self.send_button = QPushButton("Send")
+        self.send_button.setObjectName("sendButton")
+        self.send_button.clicked.connect(self._send_or_stop)
+        self.regenerate_button = QPushButton("Regenerate")
+        self.regenerate_button.setObjectName("regenerateButton")
+        self.regenerate_button.clicked.connect(self.regenerate)
+        self.edit_button = QPushButton("Edit last")
+        self.edit_button.clicked.connect(self.edit_last)
+        buttons = QVBoxLayout()
+        for b in (self.send_button, self.regenerate_button, self.edit_button):
+            buttons.addWidget(b)
+        composer_row = QHBoxLayout()
+        composer_row.addWidget(self.composer, 1)
+        composer_row.addLayout(buttons)
+
+        center = QWidget()
+        v = QVBoxLayout(center)
+        v.setContentsMargins(0, 0, 0, 0)
+        v.addWidget(self.model_bar)
+        v.addWidget(self.banner)
+        v.addWidget(self.stack, 1)
+        v.addLayout(composer_row)
+
+        self.spec_panel = SpecPanel()
+        self.settings_panel = SettingsPanel(self.settings["generation"], self.settings["loading"])
+        self.settings_panel.specChanged.connect(self._on_spec_changed)
+        self.settings_panel.reloadRequested.connect(self._reload_with)
+        self.settings_panel.systemPromptEdited.connect(self._system_prompt_edited)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.spec_panel, "Speculation")
+        self.tabs.addTab(self.settings_panel, "Settings")
+
+        self.splitter = QSplitter(Qt.Horizontal)
+        self.splitter.addWidget(self.sidebar)
+        self.splitter.addWidget(center)
+        self.splitter.addWidget(self.tabs)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([220, 700, 380])
+        self.setCentralWidget(self.splitter)
+        self.resize(1320, 820)
+        self._update_buttons()
+
+    def _actions(self) -> None:
+        for text, keys, slot in (
+                ("New conversation", QKeySequence.New, self.new_conversation),
+                ("Search", QKeySequence.Find, lambda: self.sidebar.search.setFocus()),
+                ("Stop", Qt.Key_Escape, self.stop),
+                ("Regenerate", "Ctrl+R", self.regenerate),
+                ("Edit last message", "Ctrl+E", self.edit_last),
+                ("Copy last reply", "Ctrl+Shift+C", self.copy_last_reply),
+                ("Focus composer", "Ctrl+L", lambda: self.composer.setFocus()),
+                ("Open target model", QKeySequence.Open, self.model_bar.browse_target),
+                ("Rename conversation", "F2", self.sidebar.rename_current),
+                ("Quit", QKeySequence.Quit, self.close)):
+            action = QAction(text, self)
+            action.setShortcut(QKeySequence(keys))
+            action.triggered.connect(slot)
+            self.addAction(action)
+
+    def _restore_layout(self) -> None:
+        window = self.settings["window"]
+        if window.get("geometry"):
+            self.restoreGeometry(QByteArray.fromBase64(window["geometry"].encode()))
+        if window.get("splitter"):
+            self.splitter.restoreState(QByteArray.fromBase64(window["splitter"].encode()))
+
+    # -- models
+    def refresh_models(self) -> None:
+        demo = [models.inspect(m) for m in models.resolve(["demo"])]
+        files = [str(p) for p in find_gguf_files(self.settings["model_folders"])]
+        self.model_bar.set_choices(files, self.settings["recent_pairs"], all(d.verified for d in demo))
+        self.model_bar.select(self.settings["last_target"], self.settings["last_draft"])
+        self.stack.setCurrentWidget(self.chat if self.loaded else self.first_run)
+
+    def load_pair(self, target: str, draft: str | None) -> None:
+        t_opts, d_opts = load_options(self.settings_panel.loading())
+        self.model_bar.select(target, draft)
+        self.model_bar.show_progress("Loading", 0.0)
+        self.requestLoad.emit(LoadRequest(target, draft, t_opts, d_opts))
+
+    def _on_load_progress(self, what: str, fraction: float) -> None:
+        self.model_bar.show_progress(f"Loading {what}", fraction)
+
+    def load_demo(self) -> None:
+        demo = models.resolve(["demo"])
+        if all(models.inspect(m).verified for m in demo):
+            self.load_pair(*(str(models.model_path(m)) for m in demo))
+            return
+        self.first_run.fetch_button.setEnabled(False)
+        self.first_run.progress.show()
+        self.model_bar.show_progress("Fetching the demo pair", 0.0)
+        self.requestFetch.emit()
+
+    def _on_fetch_progress(self, p) -> None:
+        total = sum(m.size for m in models.resolve(["demo"]))
+        offset = 0 if p.model == models.resolve(["demo"])[0].key else models.resolve(["demo"])[0].size
+        fraction = (offset + p.done_bytes) / total
+        self.first_run.progress.setValue(int(1000 * fraction))
+        self.model_bar.show_progress(f"Fetching {p.model}", fraction)
+
+    def _on_fetched(self, target: str, draft: str) -> None:
+        self.first_run.progress.hide()
+        self.first_run.fetch_button.setEnabled(True)
+        self.load_pair(target, draft)
+
+    def _on_fetch_failed(self, message: str) -> None:
+        self.first_run.progress.hide()
+        self.first_run.fetch_button.setEnabled(True)
+        self.model_bar.show_error(f"Fetching the demo pair failed: {message}")
+
+    def _on_loaded(self, info: LoadedPair) -> None:
+        self.loaded = info
+        self.settings.remember_pair(info.target, info.draft)
+        self.settings.save()
+        names = os.path.basename(info.target) + (f" + {os.path.basename(info.draft)}" if info.draft else "")
+        self.model_bar.show_loaded(f"Loaded {names} (context {info.n_ctx} tokens)."
+                                   + (f" Note: {info.template_note}." if info.template_note else ""))
+        self.settings_panel.template_note.setText(info.template_note)
+        self.setWindowTitle(f"Tandem — {names}")
+        self.refresh_models()
+        self.stack.setCurrentWidget(self.chat)
+        self._update_buttons()
+
+    def _on_load_failed(self, message: str) -> None:
+        still = (f" Still using {os.path.basename(self.loaded.target)}"
+                 + (f" + {os.path.basename(self.loaded.draft)}" if self.loaded.draft else "") + "."
+                 ) if self.loaded else ""
+        self.model_bar.show_error(f"Could not load: {message}.{still}")
+        if self.loaded:
+            self.model_bar.select(self.loaded.target, self.loaded.draft)
+
+    def _reload_with(self, loading: dict) -> None:
+        self.settings.data["loading"] = loading
+        self.settings.save()
+        if self.loaded:
+            self.load_pair(self.loaded.target, self.loaded.draft)
+
+    # -- conversations
+    def refresh_conversations(self) -> None:
+        query = self.sidebar.search.text().strip()
+        conversations = self.store.search(query) if query else self.store.list_conversations()
+        self.sidebar.set_conversations(conversations, self.current_id)
+
+    def new_conversation(self) -> None:
+        self.current_id = self.store.create_conversation(DEFAULT_TITLE, self.settings["generation"]["system_prompt"])
+        self.sidebar.search.clear()
+        self.refresh_conversations()
+        self.open_conversation(self.current_id)
+        self.composer.setFocus()
+
+    def open_conversation(self, conversation_id: int) -> None:
+        self.current_id = conversation_id
+        self.chat.clear()
+        try:
+            conversation = self.store.conversation(conversation_id)
+        except KeyError:
+            self.current_id = None
+            self._update_buttons()
+            return
+        self.settings_panel.system_prompt.blockSignals(True)
+        self.settings_panel.system_prompt.setPlainText(conversation.system_prompt)
+        self.settings_panel.system_prompt.blockSignals(False)
+        messages = conversation.messages
+        live = self.generating_id == conversation_id
+        if live and messages and messages[-1].role == "assistant":
+            messages = messages[:-1]
+        for m in messages:
+            self.chat.add_message(m.role, m.content, m.status, m.id, bool(m.rounds))
+        if live:
+            self.chat.begin_reply().set_text(self.live_text)
+        if self.stack.currentWidget() is not self.chat and self.loaded:
+            self.stack.setCurrentWidget(self.chat)
+        self._update_buttons()
+
+    def _rename(self, conversation_id: int, title: str) -> None:
+        self.store.rename(conversation_id, title)
+        self.refresh_conversations()
+
+    def _delete(self, conversation_id: int) -> None:
+        if conversation_id == self.generating_id:
+            self.banner.show_message("Stop the reply before deleting this conversation.")
+            return
+        self.store.delete_conversation(conversation_id)
+        if conversation_id == self.current_id:
+            self.current_id = None
+            self.chat.clear()
+        self.refresh_conversations()
+        self._update_buttons()
+
+    def _system_prompt_edited(self, text: str) -> None:
+        if self.current_id is not None:
+            self.store.set_system_prompt(self.current_id, text)
+
+    def _show_rounds(self, message_id: int) -> None:
+        if self.current_id is None:
+            return
+        for m in self.store.messages(self.current_id):
+            if m.id == message_id:
+                self.spec_panel.show_stored(m.rounds, m.stats)
+                self.tabs.setCurrentWidget(self.spec_panel)
+
+    # -- generation
+    def _options(self) -> GenerationOptions:
+        has_draft = bool(self.loaded and self.loaded.draft)
+        return self.settings_panel.options(has_draft)
+
+    def submit(self, text: str) -> None:
+        if self.busy or not self.loaded:
+            if not self.loaded:
+                self.banner.show_message("Load a model first: fetch the demo pair or choose a GGUF file.")
+            return
+        if self.current_id is None:
+            self.new_conversation()
+        kind = "edit" if self.editing else "send"
+        self.editing = False
+        self.composer.clear()
+        if kind == "edit":                      # the edited message replaces the last one and what followed
+            users = [i for i, w in enumerate(self.chat.messages) if w.role == "user"]
+            self.chat.truncate(users[-1] if users else len(self.chat.messages))
+            self.banner.hide()
+        self.chat.add_message("user", text)
+        self._start(GenerateRequest(kind, self.current_id, text, self._options()))
+
+    def _start(self, request: GenerateRequest) -> None:
+        self.generating_id = request.conversation_id
+        self.live_text = ""
+        self.busy = True
+        self._update_buttons()
+        self.requestGenerate.emit(request)
+
+    def regenerate(self) -> None:
+        if self.busy or self.current_id is None or not self.loaded:
+            return
+        messages = self.store.messages(self.current_id)
+        if not messages or messages[-1].role != "assistant":
+            return
+        self.chat.truncate(len(self.chat.messages) - 1)
+        self._start(GenerateRequest("regenerate", self.current_id, "", self._options()))
+
+    def edit_last(self) -> None:
+        if self.busy or self.current_id is None:
+            return
+        users = [m for m in self.store.messages(self.current_id) if m.role == "user"]
+        if users:
+            self.editing = True
+            self.composer.setPlainText(users[-1].content)
+            self.composer.setFocus()
+            self.banner.show_message("Editing your last message: Enter resends it and replaces what followed.",
+                                     [("Cancel edit", self._cancel_edit)])
+
+    def _cancel_edit(self) -> None:
+        self.editing = False
+        self.composer.clear()
+
+    def stop(self) -> None:
+        if self.busy:
+            self.worker.cancel()
+
+    def _send_or_stop(self) -> None:
+        if self.busy:
+            self.stop()
+        else:
+            text = self.composer.toPlainText().strip()
+            if text:
+                self.submit(text)
+
+    def copy_last_reply(self) -> None:
+        replies = [m for m in self.chat.messages if m.role == "assistant"]
+        if replies:
+            replies[-1].copy()
+
+    def _on_spec_changed(self, generation: dict) -> None:
+        self.settings.data["generation"].update(generation)
+        if self.busy and self.loaded:
+            self.worker.update_spec(self.settings_panel.spec(bool(self.loaded.draft)))
+
+    def _on_generation_started(self, conversation_id: int) -> None:
+        self.refresh_conversations()          # a first message names the conversation
+        if conversation_id == self.current_id:
+            self.chat.begin_reply()
+        self.spec_panel.begin()
+
+    def _on_token(self, event: TokenEvent) -> None:
+        self.live_text += event.text
+        self.spec_panel.add_token()
+        if self.generating_id == self.current_id:
+            self.chat.append_text(event.text)
+
+    def _on_round(self, event) -> None:
+        self.spec_panel.add_round(event)
+
+    def _on_finished(self, conversation_id: int, event: FinishEvent) -> None:
+        self.spec_panel.finish(event.stats)
+        if conversation_id == self.current_id:
+            stored = self.store.messages(conversation_id)
+            last = stored[-1] if stored else None
+            self.chat.end_reply(event.text, FINISH_STATUS.get(event.stop_reason, "done"),
+                                last.id if last else None, bool(last and last.rounds))
+        if event.message:
+            self.banner.show_message(event.message)
+        self.generating_id = None
+        self.live_text = ""
+
+    def _on_generation_failed(self, conversation_id: int, message: str) -> None:
+        self.generating_id = None
+        self.banner.show_message(message)
+        if conversation_id == self.current_id:
+            self.open_conversation(conversation_id)
+
+    def _on_overflow(self, conversation_id: int, message: str, can_drop: bool) -> None:
+        self.generating_id = None
+        actions = [("New conversation", self.new_conversation)]
+        if can_drop:
+            actions.insert(0, ("Leave out oldest turns",
+                               lambda: self._drop_and_retry(conversation_id)))
+        self.banner.show_message(message, actions)
+        if conversation_id == self.current_id:
+            self.open_conversation(conversation_id)
+
+    def _drop_and_retry(self, conversation_id: int) -> None:
+        self.generating_id = conversation_id
+        self.busy = True
+        self._update_buttons()
+        self.requestDrop.emit(conversation_id, self._options())
+
+    def _on_busy(self, busy: bool) -> None:
+        self.busy = busy
+        self._update_buttons()
+
+    def _update_buttons(self) -> None:
+        ready = self.loaded is not None
+        self.send_button.setText("Stop" if self.busy and self.generating_id is not None else "Send")
+        self.send_button.setEnabled(ready)
+        self.regenerate_button.setEnabled(ready and not self.busy and self.current_id is not None)
+        self.edit_button.setEnabled(ready and not self.busy and self.current_id is not None)
+
+    # -- closing
+    def closeEvent(self, event) -> None:
+        if self._closing:
+            event.accept()
+            return
+        self._closing = True
+        self.settings.data["window"] = {"geometry": bytes(self.saveGeometry().toBase64()).decode(),
+                                        "splitter": bytes(self.splitter.saveState().toBase64()).decode()}
+        self.settings.data["generation"].update(self.settings_panel.generation())
+        self.settings.data["loading"] = self.settings_panel.loading()
+        try:
+            self.settings.save()
+        except OSError:
+            pass
+        self.worker.cancel()                 # a running reply stops within one round and is saved
+        self.requestShutdown.emit()          # waits until the worker has finished and freed the models
+        self.thread.quit()
+        self.thread.wait()
+        self.store.close()
+        event.accept()

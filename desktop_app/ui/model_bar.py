@@ -1,0 +1,186 @@
+"""Choosing and loading the target and draft models."""
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QGridLayout, QHBoxLayout, QLabel, QMenu, QProgressBar,
+                               QPushButton, QToolButton, QWidget)
+
+from desktop_app.models.gguf_info import GGUFError, read_info
+
+NO_DRAFT = "(no draft model)"
+
+
+@lru_cache(maxsize=64)
+def _summary(path: str, mtime: float) -> str:
+    try:
+        return read_info(path).summary()
+    except (GGUFError, OSError) as exc:
+        return f"cannot read: {exc}"
+
+
+def describe(path: str | None) -> str:
+    if not path:
+        return ""
+    try:
+        return _summary(path, os.path.getmtime(path))
+    except OSError:
+        return "file not found"
+
+
+class ModelBar(QWidget):
+    loadRequested = Signal(str, object)     # target path, draft path or None
+    demoRequested = Signal()
+    cancelRequested = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        grid = QGridLayout(self)
+        grid.setContentsMargins(8, 6, 8, 6)
+        self.target = QComboBox()
+        self.target.setObjectName("targetCombo")
+        self.target.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.target.setMinimumContentsLength(24)
+        self.draft = QComboBox()
+        self.draft.setObjectName("draftCombo")
+        self.draft.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.draft.setMinimumContentsLength(24)
+        browse_t = QPushButton("…")
+        browse_t.setToolTip("Choose a target GGUF file (Ctrl+O)")
+        browse_t.clicked.connect(lambda: self._browse(self.target))
+        browse_d = QPushButton("…")
+        browse_d.setToolTip("Choose a draft GGUF file")
+        browse_d.clicked.connect(lambda: self._browse(self.draft))
+        self.recent = QToolButton()
+        self.recent.setText("Pairs")
+        self.recent.setPopupMode(QToolButton.InstantPopup)
+        self.recent_menu = QMenu(self)
+        self.recent.setMenu(self.recent_menu)
+        self.load_button = QPushButton("Load")
+        self.load_button.setObjectName("loadButton")
+        self.load_button.clicked.connect(self._request_load)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.cancelRequested)
+        self.cancel_button.hide()
+        grid.addWidget(QLabel("Target"), 0, 0)
+        grid.addWidget(self.target, 0, 1)
+        grid.addWidget(browse_t, 0, 2)
+        grid.addWidget(QLabel("Draft"), 0, 3)
+        grid.addWidget(self.draft, 0, 4)
+        grid.addWidget(browse_d, 0, 5)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.recent)
+        buttons.addWidget(self.load_button)
+        buttons.addWidget(self.cancel_button)
+        grid.addLayout(buttons, 0, 6)
+        self.info = QLabel()
+        self.info.setObjectName("modelInfo")
+        self.info.setWordWrap(True)
+        self.info.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        grid.addWidget(self.info, 1, 0, 1, 7)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.hide()
+        grid.addWidget(self.progress, 2, 0, 1, 7)
+        self.status = QLabel("No model loaded.")
+        self.status.setObjectName("modelStatus")
+        self.status.setWordWrap(True)
+        grid.addWidget(self.status, 3, 0, 1, 7)
+        grid.setColumnStretch(1, 1)
+        grid.setColumnStretch(4, 1)
+        self.target.currentIndexChanged.connect(self._update_info)
+        self.draft.currentIndexChanged.connect(self._update_info)
+        self.draft.addItem(NO_DRAFT, None)
+
+    # -- choices
+    def set_choices(self, files: list[str], recent_pairs: list[dict], demo_available: bool) -> None:
+        current_t, current_d = self.target_path(), self.draft_path()
+        self.target.blockSignals(True)
+        self.draft.blockSignals(True)
+        self.target.clear()
+        self.draft.clear()
+        self.draft.addItem(NO_DRAFT, None)
+        for path in files:
+            label = os.path.basename(path)
+            self.target.addItem(label, path)
+            self.draft.addItem(label, path)
+            self.target.setItemData(self.target.count() - 1, path, Qt.ToolTipRole)
+        self.target.blockSignals(False)
+        self.draft.blockSignals(False)
+        self.select(current_t, current_d)
+        self.recent_menu.clear()
+        demo = self.recent_menu.addAction("Demo pair: Qwen2.5-Coder 1.5B + 0.5B"
+                                          + ("" if demo_available else " (fetch 1.6 GB)"))
+        demo.triggered.connect(self.demoRequested)
+        if recent_pairs:
+            self.recent_menu.addSeparator()
+        for pair in recent_pairs:
+            t, d = pair.get("target"), pair.get("draft")
+            action = self.recent_menu.addAction(os.path.basename(t) + (f" + {os.path.basename(d)}" if d else ""))
+            action.triggered.connect(lambda _=False, t=t, d=d: self.loadRequested.emit(t, d))
+
+    def _ensure(self, combo: QComboBox, path: str) -> int:
+        index = combo.findData(path)
+        if index < 0:
+            combo.addItem(os.path.basename(path), path)
+            index = combo.count() - 1
+        return index
+
+    def select(self, target: str | None, draft: str | None) -> None:
+        if target:
+            self.target.setCurrentIndex(self._ensure(self.target, target))
+        self.draft.setCurrentIndex(self._ensure(self.draft, draft) if draft else 0)
+        self._update_info()
+
+    def target_path(self) -> str | None:
+        return self.target.currentData()
+
+    def draft_path(self) -> str | None:
+        return self.draft.currentData()
+
+    def _browse(self, combo: QComboBox) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a GGUF model", os.path.expanduser("~"),
+                                              "GGUF models (*.gguf);;All files (*)")
+        if path:
+            combo.setCurrentIndex(self._ensure(combo, path))
+
+    def browse_target(self) -> None:
+        self._browse(self.target)
+
+    def _update_info(self) -> None:
+        t, d = self.target_path(), self.draft_path()
+        lines = []
+        if t:
+            lines.append(f"<b>Target</b>: {describe(t)}")
+        if d:
+            lines.append(f"<b>Draft</b>: {describe(d)}")
+        self.info.setText("<br>".join(lines))
+
+    def _request_load(self) -> None:
+        if self.target_path():
+            self.loadRequested.emit(self.target_path(), self.draft_path())
+
+    # -- progress and outcome
+    def show_progress(self, text: str, fraction: float) -> None:
+        self.progress.show()
+        self.cancel_button.show()
+        self.load_button.setEnabled(False)
+        self.progress.setValue(int(1000 * fraction))
+        self.progress.setFormat(f"{text} %p%")
+
+    def hide_progress(self) -> None:
+        self.progress.hide()
+        self.cancel_button.hide()
+        self.load_button.setEnabled(True)
+
+    def show_loaded(self, text: str) -> None:
+        self.hide_progress()
+        self.status.setStyleSheet("")
+        self.status.setText(text)
+
+    def show_error(self, text: str) -> None:
+        self.hide_progress()
+        self.status.setStyleSheet("color: #c0392b;")
+        self.status.setText(text)

@@ -1,0 +1,161 @@
+"""Generation settings. Sampling and speculation apply to the next reply (speculation even to the
+running one, from its next round); context size, threads and GPU layers reload the models."""
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QLabel, QPlainTextEdit,
+                               QPushButton, QSpinBox, QVBoxLayout, QWidget)
+
+from desktop_app.chat.session import GenerationOptions
+from desktop_app.engine import SamplingParams, SpecSettings
+from desktop_app.engine.loading import LoadOptions
+from desktop_app.engine.settings import DRAFT_MAX_LIMIT
+
+DRAFTERS = [("Draft model", "model"), ("Prompt lookup", "lookup")]
+
+
+def _spin(lo, hi, value, step=1, decimals=None):
+    w = QDoubleSpinBox() if decimals is not None else QSpinBox()
+    if decimals is not None:
+        w.setDecimals(decimals)
+    w.setRange(lo, hi)
+    w.setSingleStep(step)
+    w.setValue(value)
+    return w
+
+
+class SettingsPanel(QWidget):
+    specChanged = Signal(object)           # SpecSettings
+    reloadRequested = Signal(object)       # dict of loading settings
+    systemPromptEdited = Signal(str)
+
+    def __init__(self, generation: dict, loading: dict, parent=None):
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        spec_box = QGroupBox("Speculation")
+        form = QFormLayout(spec_box)
+        self.speculation = QCheckBox("Speculate")
+        self.speculation.setObjectName("speculationToggle")
+        self.drafter = QComboBox()
+        for label, key in DRAFTERS:
+            self.drafter.addItem(label, key)
+        self.draft_max = _spin(1, DRAFT_MAX_LIMIT, 4)
+        self.draft_max.setObjectName("draftMax")
+        self.auto = QCheckBox("Auto: choose the length each round")
+        self.draft_min = _spin(0, DRAFT_MAX_LIMIT, 0)
+        self.p_min = _spin(0.0, 0.99, 0.0, 0.05, 2)
+        form.addRow(self.speculation)
+        form.addRow("Drafter", self.drafter)
+        form.addRow("Draft length", self.draft_max)
+        form.addRow(self.auto)
+        form.addRow("Draft min", self.draft_min)
+        form.addRow("Draft p-min", self.p_min)
+        layout.addWidget(spec_box)
+
+        sampling_box = QGroupBox("Sampling")
+        form = QFormLayout(sampling_box)
+        self.temperature = _spin(0.0, 2.0, 0.7, 0.05, 2)
+        self.temperature.setToolTip("0 is greedy")
+        self.top_k = _spin(0, 1000, 40)
+        self.top_p = _spin(0.0, 1.0, 0.95, 0.05, 2)
+        self.min_p = _spin(0.0, 1.0, 0.05, 0.01, 2)
+        self.seed = _spin(-1, 2**31 - 1, -1)
+        self.seed.setSpecialValueText("random")
+        self.max_tokens = _spin(1, 32768, 1024, 64)
+        for label, w in (("Temperature", self.temperature), ("Top-k", self.top_k), ("Top-p", self.top_p),
+                         ("Min-p", self.min_p), ("Seed", self.seed), ("Max tokens", self.max_tokens)):
+            form.addRow(label, w)
+        layout.addWidget(sampling_box)
+
+        system_box = QGroupBox("System prompt (this conversation)")
+        v = QVBoxLayout(system_box)
+        self.system_prompt = QPlainTextEdit()
+        self.system_prompt.setMaximumHeight(90)
+        self.system_prompt.textChanged.connect(lambda: self.systemPromptEdited.emit(self.system_prompt.toPlainText()))
+        v.addWidget(self.system_prompt)
+        layout.addWidget(system_box)
+
+        load_box = QGroupBox("Loading (reloads the models)")
+        form = QFormLayout(load_box)
+        self.n_ctx = _spin(256, 131072, 4096, 512)
+        self.n_threads = _spin(0, 256, 0)
+        self.n_threads.setSpecialValueText("all cores")
+        self.ngl = _spin(0, 999, 0)
+        self.ngld = _spin(0, 999, 0)
+        form.addRow("Context size", self.n_ctx)
+        form.addRow("Threads", self.n_threads)
+        form.addRow("GPU layers (target)", self.ngl)
+        form.addRow("GPU layers (draft)", self.ngld)
+        apply_button = QPushButton("Apply and reload")
+        apply_button.clicked.connect(lambda: self.reloadRequested.emit(self.loading()))
+        form.addRow(apply_button)
+        layout.addWidget(load_box)
+        self.template_note = QLabel()
+        self.template_note.setWordWrap(True)
+        layout.addWidget(self.template_note)
+        layout.addStretch(1)
+
+        self.set_generation(generation)
+        self.set_loading(loading)
+        for w in (self.speculation, self.auto):
+            w.toggled.connect(self._spec_changed)
+        for w in (self.draft_max, self.draft_min, self.p_min):
+            w.valueChanged.connect(self._spec_changed)
+        self.drafter.currentIndexChanged.connect(self._spec_changed)
+
+    def set_generation(self, g: dict) -> None:
+        self.speculation.setChecked(bool(g.get("speculation", True)))
+        self.drafter.setCurrentIndex(max(0, self.drafter.findData(g.get("drafter", "model"))))
+        self.draft_max.setValue(int(g.get("draft_max", 4)))
+        self.auto.setChecked(bool(g.get("auto", False)))
+        self.draft_min.setValue(int(g.get("draft_min", 0)))
+        self.p_min.setValue(float(g.get("draft_p_min", 0.0)))
+        self.temperature.setValue(float(g.get("temperature", 0.7)))
+        self.top_k.setValue(int(g.get("top_k", 40)))
+        self.top_p.setValue(float(g.get("top_p", 0.95)))
+        self.min_p.setValue(float(g.get("min_p", 0.05)))
+        seed = g.get("seed")
+        self.seed.setValue(-1 if seed is None else int(seed))
+        self.max_tokens.setValue(int(g.get("max_tokens", 1024)))
+
+    def set_loading(self, d: dict) -> None:
+        self.n_ctx.setValue(int(d.get("n_ctx", 4096)))
+        self.n_threads.setValue(int(d.get("n_threads", 0)))
+        self.ngl.setValue(int(d.get("n_gpu_layers", 0)))
+        self.ngld.setValue(int(d.get("n_gpu_layers_draft", 0)))
+
+    def generation(self) -> dict:
+        seed = self.seed.value()
+        return {"speculation": self.speculation.isChecked(), "drafter": self.drafter.currentData(),
+                "draft_max": self.draft_max.value(), "draft_min": min(self.draft_min.value(), self.draft_max.value()),
+                "draft_p_min": self.p_min.value(), "auto": self.auto.isChecked(),
+                "temperature": self.temperature.value(), "top_k": self.top_k.value(), "top_p": self.top_p.value(),
+                "min_p": self.min_p.value(), "seed": None if seed < 0 else seed,
+                "max_tokens": self.max_tokens.value()}
+
+    def loading(self) -> dict:
+        return {"n_ctx": self.n_ctx.value(), "n_threads": self.n_threads.value(), "n_gpu_layers": self.ngl.value(),
+                "n_gpu_layers_draft": self.ngld.value()}
+
+    def spec(self, has_draft_model: bool) -> SpecSettings:
+        g = self.generation()
+        drafter = g["drafter"] if (g["drafter"] != "model" or has_draft_model) else "lookup"
+        return SpecSettings(enabled=g["speculation"], drafter=drafter, draft_max=g["draft_max"],
+                            draft_min=g["draft_min"], draft_p_min=g["draft_p_min"], auto=g["auto"])
+
+    def options(self, has_draft_model: bool) -> GenerationOptions:
+        g = self.generation()
+        sampling = SamplingParams(temperature=g["temperature"], top_k=g["top_k"], top_p=g["top_p"],
+                                  min_p=g["min_p"], seed=g["seed"])
+        return GenerationOptions(sampling=sampling, spec=self.spec(has_draft_model), max_tokens=g["max_tokens"])
+
+    def _spec_changed(self, *_):
+        self.specChanged.emit(self.generation())
+
+
+def load_options(d: dict) -> tuple[LoadOptions, LoadOptions]:
+    import os
+
+    threads = d.get("n_threads") or max(1, os.cpu_count() or 1)
+    return (LoadOptions(n_gpu_layers=d.get("n_gpu_layers", 0), n_threads=threads, n_ctx=d.get("n_ctx", 4096)),
+            LoadOptions(n_gpu_layers=d.get("n_gpu_layers_draft", 0), n_threads=threads, n_ctx=d.get("n_ctx", 4096)))

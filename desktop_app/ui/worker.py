@@ -1,0 +1,190 @@
+"""The one worker that runs the engine off the UI thread.
+
+It lives on a QThread; the window asks for work through queued signals (load, generate, fetch) and
+gets every engine event back as a signal. `cancel()` is the one method called directly from the UI
+thread: it only sets a flag the decoding loop reads every round.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import traceback
+from dataclasses import dataclass
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from desktop_app import models
+from desktop_app.chat.history import HistoryStore
+from desktop_app.chat.session import ChatSession, ContextOverflow, GenerationOptions
+from desktop_app.engine import (FinishEvent, IncompatiblePair, LoadCancelled, LoadOptions, ModelLoadError, ModelPair,
+                                RoundEvent, TokenEvent)
+from desktop_app.models.gguf_info import GGUFError, read_info
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    target: str
+    draft: str | None
+    target_options: LoadOptions
+    draft_options: LoadOptions
+
+
+@dataclass(frozen=True)
+class LoadedPair:
+    target: str
+    draft: str | None
+    target_summary: str
+    draft_summary: str
+    template_note: str
+    n_ctx: int
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    kind: str                      # "send", "regenerate", "edit", "reply"
+    conversation_id: int
+    text: str
+    options: GenerationOptions
+
+
+class EngineWorker(QObject):
+    loadProgress = Signal(str, float)
+    loaded = Signal(object)                 # LoadedPair
+    loadFailed = Signal(str)
+    fetchProgress = Signal(object)          # models.FetchProgress
+    fetched = Signal(str, str)              # target path, draft path
+    fetchFailed = Signal(str)
+    generationStarted = Signal(int)         # conversation id
+    token = Signal(object)                  # TokenEvent
+    round = Signal(object)                  # RoundEvent
+    finished = Signal(int, object)          # conversation id, FinishEvent
+    generationFailed = Signal(int, str)     # conversation id, message
+    contextOverflow = Signal(int, str, bool)  # conversation id, message, whether dropping turns helps
+    busyChanged = Signal(bool)
+
+    def __init__(self, history_path: str | None = None):
+        super().__init__()
+        self._history_path = history_path
+        self._store: HistoryStore | None = None
+        self.pair: ModelPair | None = None
+        self.session: ChatSession | None = None
+        self._cancel_load = threading.Event()
+        self._fetch_cancel = threading.Event()
+
+    # -- called from the UI thread (thread-safe)
+    def cancel(self) -> None:
+        """Stop the running generation within one round, and any load or fetch in progress."""
+        if self.session is not None:
+            self.session.controls.cancel()
+        self._cancel_load.set()
+        self._fetch_cancel.set()
+
+    def update_spec(self, spec) -> None:
+        """New speculation settings take effect from the next round of the running generation."""
+        if self.session is not None:
+            self.session.controls.set(spec)
+
+    # -- slots, run on the worker thread
+    def _history(self) -> HistoryStore:
+        if self._store is None:
+            self._store = HistoryStore(self._history_path)
+        return self._store
+
+    @Slot(object)
+    def load(self, request: LoadRequest) -> None:
+        self._cancel_load.clear()
+        self.busyChanged.emit(True)
+        try:
+            summaries = []
+            for path in (request.target, request.draft):
+                try:
+                    summaries.append(read_info(path).summary() if path else "")
+                except (GGUFError, OSError):
+                    summaries.append("")
+            pair = ModelPair.load(request.target, request.draft, request.target_options, request.draft_options,
+                                  progress=lambda what, f: self.loadProgress.emit(what, f),
+                                  cancel=self._cancel_load.is_set)
+        except (ModelLoadError, IncompatiblePair) as exc:
+            self.loadFailed.emit("Loading was cancelled; the previous models are still loaded."
+                                 if isinstance(exc, LoadCancelled) else str(exc))
+            return
+        except Exception as exc:  # anything else llama.cpp or the OS throws at us: report, stay up
+            self.loadFailed.emit(f"{os.path.basename(request.target)}: {exc}")
+            traceback.print_exc()
+            return
+        finally:
+            self.busyChanged.emit(False)
+        old = self.pair
+        self.pair = pair
+        self.session = ChatSession(pair, self._history())
+        if old is not None:
+            old.close()
+        self.loaded.emit(LoadedPair(request.target, request.draft, summaries[0], summaries[1],
+                                    self.session.template.note, pair.target_ctx.n_ctx))
+
+    @Slot()
+    def fetch_demo(self) -> None:
+        self._fetch_cancel.clear()
+        self.busyChanged.emit(True)
+        try:
+            paths = [str(models.fetch(m, progress=self.fetchProgress.emit, cancel=self._fetch_cancel.is_set))
+                     for m in models.resolve(["demo"])]
+        except models.FetchError as exc:
+            self.fetchFailed.emit(str(exc))
+            return
+        finally:
+            self.busyChanged.emit(False)
+        self.fetched.emit(paths[0], paths[1])
+
+    @Slot(object)
+    def generate(self, request: GenerateRequest) -> None:
+        cid = request.conversation_id
+        if self.session is None:
+            self.generationFailed.emit(cid, "No model is loaded yet.")
+            return
+        self.busyChanged.emit(True)
+        try:
+            session = self.session
+            start = {"send": lambda: session.send(cid, request.text, request.options),
+                     "regenerate": lambda: session.regenerate(cid, request.options),
+                     "edit": lambda: session.edit_last_user_message(cid, request.text, request.options),
+                     "reply": lambda: session.reply(cid, request.options)}[request.kind]
+            events = start()
+            self.generationStarted.emit(cid)
+            for event in events:
+                if isinstance(event, TokenEvent):
+                    self.token.emit(event)
+                elif isinstance(event, RoundEvent):
+                    self.round.emit(event)
+                elif isinstance(event, FinishEvent):
+                    self.finished.emit(cid, event)
+        except ContextOverflow as exc:
+            self.contextOverflow.emit(cid, str(exc), exc.can_drop_turns)
+        except Exception as exc:
+            traceback.print_exc()
+            self.generationFailed.emit(cid, f"The reply failed: {exc}. The conversation is saved.")
+        finally:
+            self.busyChanged.emit(False)
+
+    @Slot(int, object)
+    def drop_oldest_turns(self, conversation_id: int, options: GenerationOptions) -> None:
+        """Make the conversation fit, then answer its last message."""
+        if self.session is None:
+            return
+        try:
+            self.session.drop_oldest_turns(conversation_id, options)
+        except ContextOverflow as exc:
+            self.contextOverflow.emit(conversation_id, str(exc), False)
+            return
+        self.generate(GenerateRequest("reply", conversation_id, "", options))
+
+    @Slot()
+    def shutdown(self) -> None:
+        """Free the models and the database connection (on the worker thread, before it stops)."""
+        if self.pair is not None:
+            self.pair.close()
+            self.pair = None
+            self.session = None
+        if self._store is not None:
+            self._store.close()
+            self._store = None

@@ -36,6 +36,30 @@ class SpeculativeDecoder:
             self.drafters["model"] = ModelDrafter(draft_ctx)
         self.costs = CostModel()
 
+    def calibrate(self, steps: int = 5) -> None:
+        """Time single-token passes of the target (and draft) once, after loading: the yardstick for c,
+        for every predicted speed-up and for auto mode. The median of `steps` warm passes is kept."""
+        contexts = [("target", self.target_ctx)]
+        if "model" in self.drafters:
+            contexts.append(("model", self.drafters["model"].ctx))
+        for name, ctx in contexts:
+            ctx.clear()
+            start = ctx.model.bos if ctx.model.bos >= 0 else 0
+            ctx.eval([start], logits="last")                    # warm-up, not timed
+            times = []
+            for _ in range(min(steps, ctx.n_ctx - 1)):
+                token = int(np.argmax(ctx.logits(-1)))
+                t0 = time.perf_counter()
+                ctx.eval([token], logits="last")
+                int(np.argmax(ctx.logits(-1)))
+                times.append(time.perf_counter() - t0)
+            ctx.clear()
+            median = float(np.median(times)) if times else 0.0
+            if name == "target":
+                self.costs.verify_s[1] = median
+            else:
+                self.costs.draft_step_s["model"] = median
+
     @property
     def has_draft_model(self) -> bool:
         return "model" in self.drafters
@@ -95,9 +119,6 @@ class SpeculativeDecoder:
             gamma_max = min(settings.draft_max, room, max_tokens - len(reply) - 1)
             if drafter.name == "none" or gamma_max <= 0:
                 gamma = 0
-            elif 1 not in self.costs.verify_s:
-                gamma = 0           # the pair's first round ever is plain: it measures a target pass,
-                                    # the yardstick for c and for every predicted speed-up
             elif settings.auto:
                 gamma = self.costs.choose_gamma(drafter.name, gamma_max)
             else:

@@ -67,9 +67,11 @@ class ModelPair:
                 if obj is not None:
                     obj.close()
             raise
+        pair = cls(target, target_ctx, draft, draft_ctx)
+        pair.decoder.calibrate()
         if progress:
             progress("ready", 1.0)
-        return cls(target, target_ctx, draft, draft_ctx)
+        return pair
 
     def generate(self, *args, **kwargs):
         return self.decoder.generate(*args, **kwargs)

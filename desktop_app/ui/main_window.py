@@ -38,7 +38,9 @@ class Banner(QFrame):
         self.label.setWordWrap(True)
         row.addWidget(self.label, 1)
         self.buttons = [QPushButton(), QPushButton()]
-        for b in self.buttons:
+        self._callbacks = [None, None]
+        for i, b in enumerate(self.buttons):
+            b.clicked.connect(lambda _=False, i=i: self._clicked(i))
             row.addWidget(b)
         close = QPushButton("Dismiss")
         close.clicked.connect(self.hide)
@@ -48,18 +50,20 @@ class Banner(QFrame):
     def show_message(self, text: str, actions: list[tuple[str, object]] = ()) -> None:
         self.label.setText(text)
         for i, button in enumerate(self.buttons):
-            try:
-                button.clicked.disconnect()
-            except (RuntimeError, TypeError):
-                pass
             if i < len(actions):
-                label, callback = actions[i]
-                button.setText(label)
-                button.clicked.connect(lambda _=False, cb=callback: (self.hide(), cb()))
+                button.setText(actions[i][0])
+                self._callbacks[i] = actions[i][1]
                 button.show()
             else:
+                self._callbacks[i] = None
                 button.hide()
         self.show()
+
+    def _clicked(self, i: int) -> None:
+        callback = self._callbacks[i]
+        self.hide()
+        if callback is not None:
+            callback()
 
 
 class FirstRun(QWidget):
@@ -183,6 +187,7 @@ class MainWindow(QMainWindow):
         self.composer.setObjectName("composer")
         self.composer.submitted.connect(self.submit)
         self.send_button = QPushButton("Send")
+        self.send_button.setToolTip("Send (Enter) / Stop (Esc)")
         self.send_button.setObjectName("sendButton")
         self.send_button.clicked.connect(self._send_or_stop)
         self.regenerate_button = QPushButton("Regenerate")
@@ -219,9 +224,9 @@ class MainWindow(QMainWindow):
         self.splitter.addWidget(center)
         self.splitter.addWidget(self.tabs)
         self.splitter.setStretchFactor(1, 1)
-        self.splitter.setSizes([220, 700, 380])
+        self.splitter.setSizes([210, 640, 420])
         self.setCentralWidget(self.splitter)
-        self.resize(1320, 820)
+        self.resize(1280, 800)
         self._update_buttons()
 
     def _actions(self) -> None:
@@ -283,6 +288,8 @@ class MainWindow(QMainWindow):
         self.model_bar.show_progress(f"Fetching {p.model}", fraction)
 
     def _on_fetched(self, target: str, draft: str) -> None:
+        if self._closing:          # already-queued worker signals after close
+            return
         self.first_run.progress.hide()
         self.first_run.fetch_button.setEnabled(True)
         self.load_pair(target, draft)
@@ -293,6 +300,8 @@ class MainWindow(QMainWindow):
         self.model_bar.show_error(f"Fetching the demo pair failed: {message}")
 
     def _on_loaded(self, info: LoadedPair) -> None:
+        if self._closing:          # already-queued worker signals after close
+            return
         self.loaded = info
         self.settings.remember_pair(info.target, info.draft)
         self.settings.save()
@@ -306,6 +315,8 @@ class MainWindow(QMainWindow):
         self._update_buttons()
 
     def _on_load_failed(self, message: str) -> None:
+        if self._closing:          # already-queued worker signals after close
+            return
         still = (f" Still using {os.path.basename(self.loaded.target)}"
                  + (f" + {os.path.basename(self.loaded.draft)}" if self.loaded.draft else "") + "."
                  ) if self.loaded else ""
@@ -389,9 +400,12 @@ class MainWindow(QMainWindow):
         return self.settings_panel.options(has_draft)
 
     def submit(self, text: str) -> None:
-        if self.busy or not self.loaded:
-            if not self.loaded:
-                self.banner.show_message("Load a model first: fetch the demo pair or choose a GGUF file.")
+        if not self.loaded:
+            self.banner.show_message("Load a model first: fetch the demo pair or choose a GGUF file.")
+            return
+        if self.busy:
+            if self.generating_id is None:
+                self.banner.show_message("The models are loading; send your message when they are ready.")
             return
         if self.current_id is None:
             self.new_conversation()
@@ -459,21 +473,29 @@ class MainWindow(QMainWindow):
             self.worker.update_spec(self.settings_panel.spec(bool(self.loaded.draft)))
 
     def _on_generation_started(self, conversation_id: int) -> None:
+        if self._closing:          # already-queued worker signals after close
+            return
         self.refresh_conversations()          # a first message names the conversation
         if conversation_id == self.current_id:
             self.chat.begin_reply()
         self.spec_panel.begin()
 
     def _on_token(self, event: TokenEvent) -> None:
+        if self._closing:          # already-queued worker signals after close
+            return
         self.live_text += event.text
         self.spec_panel.add_token()
         if self.generating_id == self.current_id:
             self.chat.append_text(event.text)
 
     def _on_round(self, event) -> None:
+        if self._closing:          # already-queued worker signals after close
+            return
         self.spec_panel.add_round(event)
 
     def _on_finished(self, conversation_id: int, event: FinishEvent) -> None:
+        if self._closing:          # already-queued worker signals after close
+            return
         self.spec_panel.finish(event.stats)
         if conversation_id == self.current_id:
             stored = self.store.messages(conversation_id)
@@ -486,12 +508,16 @@ class MainWindow(QMainWindow):
         self.live_text = ""
 
     def _on_generation_failed(self, conversation_id: int, message: str) -> None:
+        if self._closing:          # already-queued worker signals after close
+            return
         self.generating_id = None
         self.banner.show_message(message)
         if conversation_id == self.current_id:
             self.open_conversation(conversation_id)
 
     def _on_overflow(self, conversation_id: int, message: str, can_drop: bool) -> None:
+        if self._closing:          # already-queued worker signals after close
+            return
         self.generating_id = None
         actions = [("New conversation", self.new_conversation)]
         if can_drop:
@@ -508,6 +534,8 @@ class MainWindow(QMainWindow):
         self.requestDrop.emit(conversation_id, self._options())
 
     def _on_busy(self, busy: bool) -> None:
+        if self._closing:          # already-queued worker signals after close
+            return
         self.busy = busy
         self._update_buttons()
 
@@ -532,6 +560,7 @@ class MainWindow(QMainWindow):
             self.settings.save()
         except OSError:
             pass
+        self.worker.blockSignals(True)       # nothing more for this window
         self.worker.cancel()                 # a running reply stops within one round and is saved
         self.requestShutdown.emit()          # waits until the worker has finished and freed the models
         self.thread.quit()

@@ -76,6 +76,7 @@ class SpecPanel(QWidget):
             grid.addWidget(QLabel(title), i // 2, 2 * (i % 2))
             value = QLabel("–")
             value.setObjectName(f"stat_{key}")
+            value.setWordWrap(True)
             self.labels[key] = value
             grid.addWidget(value, i // 2, 2 * (i % 2) + 1)
         layout.addWidget(stats_box)
@@ -163,7 +164,7 @@ class SpecPanel(QWidget):
             L["split"].setText(f"{s.t_draft_s:.2f} s / {s.t_verify_s:.2f} s")
             L["c"].setText(f"{s.c:.2f}" if s.c is not None else "–")
             if s.predicted_speedup_measured is not None:
-                L["predicted"].setText(f"{s.predicted_speedup_measured:.2f}× (formula {s.predicted_speedup:.2f}×)"
+                L["predicted"].setText(f"{s.predicted_speedup_measured:.2f}× (flat-cost formula: {s.predicted_speedup:.2f}×)"
                                        if s.predicted_speedup is not None else f"{s.predicted_speedup_measured:.2f}×")
         else:
             for key in ("accepted", "alpha", "per_round", "split", "c", "predicted"):

@@ -1,0 +1,241 @@
+"""The chat window end to end (pytest-qt, offscreen) on the real test pair."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from PySide6.QtCore import QElapsedTimer, Qt, QTimer
+
+from desktop_app.chat.history import HistoryStore
+from desktop_app.ui.main_window import MainWindow
+
+LONG_PROMPT = "Write a long story about a dragon who learns to code. Make it at least five paragraphs."
+TIMEOUT_MS = 120_000
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    w = MainWindow(str(tmp_path / "history.db"), str(tmp_path / "settings.json"))
+    qtbot.addWidget(w)
+    w.show()
+    yield w
+    if not w._closing:
+        w.close()
+
+
+# Worker signals are waited for through the window's state, not qtbot.waitSignal: the worker emits
+# them on its own thread, where waitSignal's timer must not be stopped.
+
+def load(qtbot, window, target, draft):
+    window.load_pair(target, draft)
+    qtbot.waitUntil(lambda: window.loaded is not None and window.loaded.target == target and not window.busy,
+                    timeout=TIMEOUT_MS)
+
+
+def load_fails(qtbot, window, target, draft):
+    before = window.model_bar.status.text()
+    window.load_pair(target, draft)
+    qtbot.waitUntil(lambda: window.model_bar.status.text() != before and not window.busy, timeout=TIMEOUT_MS)
+
+
+def wait_idle(qtbot, window):
+    qtbot.waitUntil(lambda: window.generating_id is None and not window.busy, timeout=TIMEOUT_MS)
+
+
+def type_and_send(qtbot, window, text):
+    window.composer.setFocus()
+    window.composer.setPlainText(text)
+    qtbot.keyClick(window.composer, Qt.Key_Return)
+
+
+def stored(window, cid=None):
+    store = HistoryStore(window.store.path)
+    try:
+        return store.messages(cid if cid is not None else window.current_id)
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def loaded(qtbot, window, test_model_path, q2k_draft_path):
+    load(qtbot, window, test_model_path, q2k_draft_path)
+    window.settings_panel.temperature.setValue(0.0)
+    window.settings_panel.max_tokens.setValue(48)
+    return window
+
+
+def test_first_run_page_without_models(window):
+    assert window.stack.currentWidget() is window.first_run
+    assert window.first_run.fetch_button.isEnabled()
+    assert not window.send_button.isEnabled() or window.loaded is None
+
+
+def test_send_streams_a_reply_into_the_view_and_the_database(qtbot, loaded):
+    w = loaded
+    assert w.stack.currentWidget() is w.chat
+    tokens = []
+    w.worker.token.connect(tokens.append)         # runs on the worker thread; a list append is safe
+    type_and_send(qtbot, w, "Write a Python function that adds two numbers.")
+    assert w.composer.toPlainText() == ""                      # Enter sent it
+    wait_idle(qtbot, w)
+    assert len(tokens) > 5
+    roles = [m.role for m in w.chat.messages]
+    assert roles == ["user", "assistant"]
+    reply_view = w.chat.messages[-1].text
+    db = stored(w)
+    assert [m.role for m in db] == ["user", "assistant"] and db[-1].complete
+    assert db[-1].content == reply_view and len(reply_view) > 10
+    assert "".join(t.text for t in tokens) in reply_view or reply_view.startswith("".join(t.text for t in tokens)[:10])
+    assert db[-1].rounds and db[-1].stats["n_tokens"] == len(tokens)
+    assert w.sidebar.list.count() == 1 and w.sidebar.list.item(0).text().startswith("Write a Python function")
+    # the speculation panel saw the rounds
+    assert "tok/s" in w.spec_panel.labels["speed"].text()
+    assert w.spec_panel.rounds_view.toPlainText().count("#") >= 3
+
+
+def test_shift_enter_makes_a_new_line(qtbot, loaded):
+    loaded.composer.setFocus()
+    qtbot.keyClicks(loaded.composer, "line one")
+    qtbot.keyClick(loaded.composer, Qt.Key_Return, Qt.ShiftModifier)
+    qtbot.keyClicks(loaded.composer, "line two")
+    assert loaded.composer.toPlainText() == "line one\nline two"
+    assert loaded.generating_id is None
+
+
+def test_stop_mid_reply_keeps_the_partial_text(qtbot, loaded):
+    w = loaded
+    w.settings_panel.max_tokens.setValue(2000)
+    type_and_send(qtbot, w, LONG_PROMPT)
+    qtbot.waitUntil(lambda: len(w.live_text) > 40, timeout=TIMEOUT_MS)
+    assert w.send_button.text() == "Stop"
+    qtbot.mouseClick(w.send_button, Qt.LeftButton)
+    wait_idle(qtbot, w)
+    db = stored(w)
+    assert db[-1].status == "cancelled" and len(db[-1].content) > 40
+    assert len(db[-1].token_ids) < 2000
+    assert "stopped" in w.chat.messages[-1].status.text()
+
+
+def test_regenerate_replaces_the_last_reply(qtbot, loaded):
+    w = loaded
+    type_and_send(qtbot, w, "Name three colours.")
+    wait_idle(qtbot, w)
+    first = stored(w)[-1]
+    w.settings_panel.temperature.setValue(1.0)
+    w.settings_panel.seed.setValue(1234)
+    qtbot.mouseClick(w.regenerate_button, Qt.LeftButton)
+    wait_idle(qtbot, w)
+    db = stored(w)
+    assert [m.role for m in db] == ["user", "assistant"]
+    assert db[-1].created_at > first.created_at and db[-1].settings["sampling"]["seed"] == 1234
+    assert [m.role for m in w.chat.messages] == ["user", "assistant"]
+    assert w.chat.messages[-1].text == db[-1].content
+
+
+def test_edit_last_message_and_resend(qtbot, loaded):
+    w = loaded
+    type_and_send(qtbot, w, "What is 2 + 2?")
+    wait_idle(qtbot, w)
+    w.edit_last()
+    assert w.composer.toPlainText() == "What is 2 + 2?"
+    w.composer.setPlainText("What is 3 + 3?")
+    qtbot.keyClick(w.composer, Qt.Key_Return)
+    wait_idle(qtbot, w)
+    db = stored(w)
+    assert [(m.role, m.content if m.role == "user" else "") for m in db] == [("user", "What is 3 + 3?"),
+                                                                             ("assistant", "")]
+    assert [m.text for m in w.chat.messages if m.role == "user"] == ["What is 3 + 3?"]
+
+
+def test_switch_conversations(qtbot, loaded):
+    w = loaded
+    type_and_send(qtbot, w, "Tell me about cats.")
+    wait_idle(qtbot, w)
+    first = w.current_id
+    w.new_conversation()
+    assert w.chat.messages == []
+    type_and_send(qtbot, w, "Tell me about dogs.")
+    wait_idle(qtbot, w)
+    second = w.current_id
+    assert first != second and w.sidebar.list.count() == 2
+    for i in range(w.sidebar.list.count()):                    # click the first conversation in the sidebar
+        if w.sidebar.list.item(i).data(Qt.UserRole) == first:
+            w.sidebar.list.setCurrentRow(i)
+    assert w.current_id == first
+    assert w.chat.messages[0].text == "Tell me about cats."
+    w.sidebar.search.setText("dogs")
+    assert w.sidebar.list.count() == 1
+
+
+def test_incompatible_pair_is_explained_and_the_old_pair_keeps_working(qtbot, loaded, test_model_path, gemma_path):
+    w = loaded
+    load_fails(qtbot, w, test_model_path, gemma_path)
+    assert "cannot draft for" in w.model_bar.status.text() and "vocabulary types differ" in w.model_bar.status.text()
+    assert "Still using SmolLM2-135M-Instruct.Q4_1.gguf + SmolLM2-135M-Instruct.Q2_K.gguf" in w.model_bar.status.text()
+    assert w.model_bar.draft_path().endswith("Q2_K.gguf")          # the bar shows the pair in use again
+    type_and_send(qtbot, w, "Say hello.")
+    wait_idle(qtbot, w)
+    assert stored(w)[-1].role == "assistant" and stored(w)[-1].complete
+
+
+def test_broken_file_is_explained(qtbot, loaded, tmp_path):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\x00" * 64)
+    load_fails(qtbot, loaded, str(bad), None)
+    assert "broken.gguf" in loaded.model_bar.status.text()
+    assert loaded.loaded is not None
+
+
+def test_ui_stays_responsive_while_generating(qtbot, loaded):
+    """The event loop's worst delay while a reply streams: a 10 ms timer must never be late by 50 ms."""
+    w = loaded
+    w.settings_panel.max_tokens.setValue(200)
+    lateness = []
+    clock = QElapsedTimer()
+    clock.start()
+    last = [clock.elapsed()]
+
+    def tick():
+        now = clock.elapsed()
+        lateness.append(now - last[0] - 10)
+        last[0] = now
+
+    timer = QTimer()
+    timer.setInterval(10)
+    timer.timeout.connect(tick)
+    type_and_send(qtbot, w, LONG_PROMPT)
+    qtbot.waitUntil(lambda: w.generating_id is not None and len(w.live_text) > 0, timeout=TIMEOUT_MS)
+    last[0] = clock.elapsed()
+    timer.start()
+    wait_idle(qtbot, w)
+    timer.stop()
+    assert len(lateness) > 50
+    assert max(lateness) < 50, f"the UI thread stalled for {max(lateness)} ms"
+
+
+def test_close_during_generation_saves_the_partial_reply(qtbot, loaded):
+    w = loaded
+    w.settings_panel.max_tokens.setValue(2000)
+    type_and_send(qtbot, w, LONG_PROMPT)
+    qtbot.waitUntil(lambda: len(w.live_text) > 20, timeout=TIMEOUT_MS)
+    cid = w.current_id
+    started = time.monotonic()
+    w.close()
+    assert time.monotonic() - started < 10
+    assert not w.thread.isRunning()
+    db = stored(w, cid)
+    assert db[-1].role == "assistant" and db[-1].status == "cancelled" and len(db[-1].content) > 20
+
+
+def test_damaged_history_and_settings_still_start_with_a_notice(qtbot, tmp_path):
+    (tmp_path / "history.db").write_bytes(b"garbage" * 500)
+    (tmp_path / "settings.json").write_text("{not json")
+    w = MainWindow(str(tmp_path / "history.db"), str(tmp_path / "settings.json"))
+    qtbot.addWidget(w)
+    w.show()
+    assert w.banner.isVisible()
+    assert "settings file was damaged" in w.banner.label.text()
+    assert "history could not be read" in w.banner.label.text()
+    w.new_conversation()
+    assert w.sidebar.list.count() == 1
+    w.close()

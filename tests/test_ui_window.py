@@ -239,3 +239,63 @@ def test_damaged_history_and_settings_still_start_with_a_notice(qtbot, tmp_path)
     w.new_conversation()
     assert w.sidebar.list.count() == 1
     w.close()
+
+
+def test_scrolled_up_view_keeps_its_place_while_streaming(qtbot, loaded):
+    w = loaded
+    cid = w.store.create_conversation("Long")
+    for i in range(6):                          # enough earlier text to scroll
+        w.store.add_message(cid, "user", f"Question {i}")
+        w.store.add_message(cid, "assistant", "\n\n".join(f"Paragraph {j} of answer {i}." for j in range(8)))
+    w.refresh_conversations()
+    w.open_conversation(cid)
+    bar = w.chat.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 200, timeout=10_000)
+    w.settings_panel.max_tokens.setValue(400)
+    type_and_send(qtbot, w, LONG_PROMPT)
+    qtbot.waitUntil(lambda: len(w.live_text) > 10, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: bar.value() == bar.maximum(), timeout=10_000)   # following the reply
+    bar.setValue(50)                            # the user scrolls up to read
+    assert not w.chat.following
+    qtbot.waitUntil(lambda: len(w.live_text) > 300 or w.generating_id is None, timeout=TIMEOUT_MS)
+    qtbot.wait(100)
+    assert bar.value() == 50
+    w.stop()
+    wait_idle(qtbot, w)
+    bar.setValue(bar.maximum())                 # back at the bottom: following again
+    assert w.chat.following
+
+
+def test_the_last_pair_is_loaded_again(qtbot, tmp_path, test_model_path, q2k_draft_path):
+    from desktop_app.ui.app import start
+
+    first = MainWindow(str(tmp_path / "h.db"), str(tmp_path / "s.json"))
+    qtbot.addWidget(first)
+    load(qtbot, first, test_model_path, q2k_draft_path)
+    first.close()
+    again = MainWindow(str(tmp_path / "h.db"), str(tmp_path / "s.json"))
+    qtbot.addWidget(again)
+    start(again)
+    qtbot.waitUntil(lambda: again.loaded is not None and not again.busy, timeout=TIMEOUT_MS)
+    assert (again.loaded.target, again.loaded.draft) == (test_model_path, q2k_draft_path)
+    assert again.settings["recent_pairs"][0] == {"target": test_model_path, "draft": q2k_draft_path}
+    again.close()
+
+
+def test_full_context_offers_choices_in_the_window(qtbot, loaded):
+    w = loaded
+    w.settings_panel.max_tokens.setValue(40)
+    cid = w.store.create_conversation("Long", "SYSTEM")
+    for i in range(60):
+        w.store.add_message(cid, "user", f"Question {i}: " + "tell me more " * 20)
+        w.store.add_message(cid, "assistant", f"Answer {i}: " + "here is more " * 20)
+    w.refresh_conversations()
+    w.open_conversation(cid)
+    type_and_send(qtbot, w, "And finally?")
+    qtbot.waitUntil(lambda: w.banner.isVisible() and "context holds" in w.banner.label.text(), timeout=TIMEOUT_MS)
+    assert w.banner.buttons[0].text() == "Leave out oldest turns"
+    qtbot.waitUntil(lambda: not w.busy, timeout=TIMEOUT_MS)
+    qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)
+    wait_idle(qtbot, w)
+    db = stored(w, cid)
+    assert db[-1].role == "assistant" and db[-1].complete and len(db) == 122

@@ -172,6 +172,7 @@ class MainWindow(QMainWindow):
         self.model_bar.loadRequested.connect(self.load_pair)
         self.model_bar.demoRequested.connect(self.load_demo)
         self.model_bar.cancelRequested.connect(self.worker.cancel)
+        self.model_bar.folderAdded.connect(self.add_model_folder)
         self.banner = Banner()
         self.first_run = FirstRun()
         self.first_run.fetchRequested.connect(self.load_demo)
@@ -260,6 +261,12 @@ class MainWindow(QMainWindow):
         self.model_bar.set_choices(files, self.settings["recent_pairs"], all(d.verified for d in demo))
         self.model_bar.select(self.settings["last_target"], self.settings["last_draft"])
         self.stack.setCurrentWidget(self.chat if self.loaded else self.first_run)
+
+    def add_model_folder(self, folder: str) -> None:
+        if folder not in self.settings["model_folders"]:
+            self.settings["model_folders"].append(folder)
+            self.settings.save()
+        self.refresh_models()
 
     def load_pair(self, target: str, draft: str | None) -> None:
         t_opts, d_opts = load_options(self.settings_panel.loading())

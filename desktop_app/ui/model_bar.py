@@ -33,6 +33,7 @@ def describe(path: str | None) -> str:
 class ModelBar(QWidget):
     loadRequested = Signal(str, object)     # target path, draft path or None
     demoRequested = Signal()
+    folderAdded = Signal(str)
     cancelRequested = Signal()
 
     def __init__(self, parent=None):
@@ -116,6 +117,7 @@ class ModelBar(QWidget):
         demo = self.recent_menu.addAction("Demo pair: Qwen2.5-Coder 1.5B + 0.5B"
                                           + ("" if demo_available else " (fetch 1.6 GB)"))
         demo.triggered.connect(self.demoRequested)
+        self.recent_menu.addAction("Add a models folder…").triggered.connect(self._add_folder)
         if recent_pairs:
             self.recent_menu.addSeparator()
         for pair in recent_pairs:
@@ -147,6 +149,11 @@ class ModelBar(QWidget):
                                               "GGUF models (*.gguf);;All files (*)")
         if path:
             combo.setCurrentIndex(self._ensure(combo, path))
+
+    def _add_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Add a folder with GGUF models", os.path.expanduser("~"))
+        if folder:
+            self.folderAdded.emit(folder)
 
     def browse_target(self) -> None:
         self._browse(self.target)

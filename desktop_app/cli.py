@@ -75,6 +75,27 @@ def build_parser() -> argparse.ArgumentParser:
     p_gen.add_argument("--json", action="store_true", help="print one JSON document with every round")
     p_gen.set_defaults(func=lambda a: _run("generate", a))
 
+    p_bench = sub.add_parser("bench", help="measure plain against speculative decoding, interleaved")
+    p_bench.add_argument("-m", "--model", dest="target", required=True, metavar="TARGET",
+                         help="target GGUF file or catalogue key")
+    p_bench.add_argument("-md", "--model-draft", dest="draft", metavar="DRAFT", help="draft GGUF file or catalogue key")
+    p_bench.add_argument("--prompts", default="builtin", metavar="FILE|builtin",
+                         help="a .json list or a text file with prompts separated by '---' lines (default: builtin)")
+    p_bench.add_argument("--drafter", default="model,lookup", metavar="LIST", help="model, lookup (default both)")
+    p_bench.add_argument("--draft-max", default="2,4,8", metavar="LIST", help="draft lengths (default 2,4,8)")
+    p_bench.add_argument("--auto", action="store_true", help="also run auto mode (up to the largest draft length)")
+    p_bench.add_argument("--temp", default="0", metavar="LIST", help="temperatures (default 0: greedy)")
+    p_bench.add_argument("-n", "--n-tokens", type=int, default=128, help="tokens per run (default 128)")
+    p_bench.add_argument("--repeat", type=int, default=3, help="repeats of every run (default 3)")
+    p_bench.add_argument("--seed", type=int, default=0)
+    p_bench.add_argument("-t", "--threads", type=int, default=None)
+    p_bench.add_argument("-c", "--ctx-size", type=int, default=4096)
+    p_bench.add_argument("--json", metavar="OUT", help="write every run and the summary as JSON")
+    p_bench.add_argument("--markdown", metavar="OUT", help="write the summary table as Markdown")
+    p_bench.add_argument("--plot", metavar="OUT.png", help="draw speed-up against draft length")
+    p_bench.add_argument("-q", "--quiet", action="store_true", help="no per-run progress lines")
+    p_bench.set_defaults(func=lambda a: _run("bench", a))
+
     p_models = sub.add_parser("models", help="fetch and list model files")
     msub = p_models.add_subparsers(dest="models_command", required=True)
     p_fetch = msub.add_parser("fetch", help="fetch model files or sets (demo, test, incompatible, or a model key)")

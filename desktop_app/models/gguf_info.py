@@ -33,6 +33,14 @@ class GGUFInfo:
     context_length: int | None
     vocab_size: int | None
     has_chat_template: bool
+    n_layer: int = 0
+    n_head_kv: int = 0
+    key_length: int = 0
+    value_length: int = 0
+
+    def kv_cache_bytes(self, n_ctx: int, bytes_per_value: int = 2) -> int:
+        """Size of an F16 KV cache of n_ctx tokens (what llama.cpp allocates by default)."""
+        return n_ctx * self.n_layer * self.n_head_kv * (self.key_length + self.value_length) * bytes_per_value
 
     def summary(self) -> str:
         parts = [self.name, _human_params(self.n_params) + " parameters", self.quantization,
@@ -121,6 +129,9 @@ def read_info(path: str | os.PathLike) -> GGUFInfo:
             n_params += count
     arch = str(meta.get("general.architecture", "unknown"))
     ftype = meta.get("general.file_type")
+    n_head = int(meta.get(f"{arch}.attention.head_count", 0) or 0)
+    n_head_kv = int(meta.get(f"{arch}.attention.head_count_kv", n_head) or 0)
+    head_dim = int(meta.get(f"{arch}.embedding_length", 0) or 0) // n_head if n_head else 0
     return GGUFInfo(
         path=path, file_size=os.path.getsize(path),
         name=str(meta.get("general.name") or os.path.splitext(os.path.basename(path))[0]),
@@ -128,4 +139,7 @@ def read_info(path: str | os.PathLike) -> GGUFInfo:
         quantization=FILE_TYPES.get(ftype, f"type {ftype}") if ftype is not None else "unknown",
         n_params=n_params, context_length=meta.get(f"{arch}.context_length"),
         vocab_size=meta.get("tokenizer.ggml.tokens"),
-        has_chat_template="tokenizer.chat_template" in meta)
+        has_chat_template="tokenizer.chat_template" in meta,
+        n_layer=int(meta.get(f"{arch}.block_count", 0) or 0), n_head_kv=n_head_kv,
+        key_length=int(meta.get(f"{arch}.attention.key_length", head_dim) or 0),
+        value_length=int(meta.get(f"{arch}.attention.value_length", head_dim) or 0))

@@ -1,0 +1,101 @@
+"""Turning benchmark runs into per-setting medians and speed-up ratios, and writing them out."""
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass
+
+from desktop_app.bench.runner import BenchSetting, RunResult
+
+
+@dataclass
+class Row:
+    prompt: str
+    setting: str
+    drafter: str
+    draft_max: int
+    auto: bool
+    temperature: float
+    runs: int
+    tokens_per_s: float
+    ttft_s: float
+    alpha: float | None
+    acceptance_rate: float | None
+    mean_accepted: float | None
+    draft_s: float
+    verify_s: float
+    c: float | None
+    speedup: float | None             # median over repeats of (this run / the plain run of the same repeat)
+    speedup_min: float | None
+    speedup_max: float | None
+    predicted_speedup: float | None   # the paper's formula with the measured α and c (flat verify cost)
+    predicted_speedup_measured: float | None  # with the measured cost of each verify batch size
+
+
+def _median(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return float(statistics.median(values)) if values else None
+
+
+def speedup_ratios(runs: list[RunResult], plain: list[RunResult]) -> list[float]:
+    """Each run against the plain run of the same repeat (they ran back to back)."""
+    base = {r.repeat: r.tokens_per_s for r in plain}
+    return [r.tokens_per_s / base[r.repeat] for r in runs if base.get(r.repeat)]
+
+
+def summarize(results: list[RunResult], settings: list[BenchSetting]) -> list[Row]:
+    rows = []
+    prompts = list(dict.fromkeys(r.prompt for r in results))
+    for prompt in prompts:
+        for s in settings:
+            runs = [r for r in results if r.prompt == prompt and r.setting == s.name]
+            if not runs:
+                continue
+            plain_name = BenchSetting("none", temperature=s.temperature).name
+            plain = [r for r in results if r.prompt == prompt and r.setting == plain_name]
+            ratios = speedup_ratios(runs, plain)
+            rows.append(Row(
+                prompt, s.name, s.drafter, s.draft_max, s.auto, s.temperature, len(runs),
+                _median(r.tokens_per_s for r in runs), _median(r.ttft_s for r in runs),
+                _median(r.alpha for r in runs), _median(r.acceptance_rate for r in runs),
+                _median(r.mean_accepted for r in runs), _median(r.t_draft_s for r in runs),
+                _median(r.t_verify_s for r in runs), _median(r.c for r in runs),
+                _median(ratios), min(ratios) if ratios else None, max(ratios) if ratios else None,
+                _median(r.predicted_speedup for r in runs), _median(r.predicted_speedup_measured for r in runs)))
+    return rows
+
+
+def _fmt(v, spec=".2f", none="–") -> str:
+    return none if v is None else format(v, spec)
+
+
+def to_markdown(rows: list[Row], meta: dict) -> str:
+    lines = [f"# Tandem bench: {meta.get('target_name', '')}"
+             + (f" + {meta['draft_name']}" if meta.get("draft_name") else ""), ""]
+    lines.append(f"`{meta.get('command', '')}`")
+    lines.append("")
+    lines.append(f"{meta.get('repeats')} repeats × {meta.get('n_tokens')} tokens, {meta.get('threads')} threads, "
+                 f"context {meta.get('n_ctx')}; runs interleaved (plain and each setting back to back). "
+                 f"Speed-up: median of each run over the plain run of the same repeat, with min–max.")
+    mem = meta.get("memory")
+    if mem:
+        lines.append("")
+        lines.append(f"Memory: resident {mem['rss_loaded_mb']:.0f} MB after loading, peak {mem['rss_peak_mb']:.0f} MB; "
+                     f"model files {mem['model_files_mb']:.0f} MB + KV caches {mem['kv_caches_mb']:.0f} MB = "
+                     f"{mem['budget_base_mb']:.0f} MB (peak − that = {mem['overhead_mb']:+.0f} MB).")
+    lines += ["", "| prompt | setting | tok/s | TTFT ms | α | kept/drafted | kept/round | draft s | verify s | c | "
+                  "speed-up (min–max) | predicted (flat / measured cost) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        speed = "1 (baseline)" if r.drafter == "none" else (
+            f"{_fmt(r.speedup)} ({_fmt(r.speedup_min)}–{_fmt(r.speedup_max)})" if r.speedup is not None else "–")
+        predicted = "" if r.drafter == "none" else f"{_fmt(r.predicted_speedup)} / {_fmt(r.predicted_speedup_measured)}"
+        lines.append(f"| {r.prompt} | {r.setting} | {r.tokens_per_s:.1f} | {1000 * r.ttft_s:.0f} | {_fmt(r.alpha)} | "
+                     f"{_fmt(r.acceptance_rate, '.0%')} | {_fmt(r.mean_accepted)} | {r.draft_s:.2f} | {r.verify_s:.2f} | "
+                     f"{_fmt(r.c)} | {speed} | {predicted} |")
+    return "\n".join(lines) + "\n"
+
+
+def to_json(rows: list[Row], results: list[RunResult], meta: dict) -> str:
+    return json.dumps({"meta": meta, "summary": [asdict(r) for r in rows],
+                       "runs": [r.to_json() for r in results]}, indent=2)

@@ -1,0 +1,119 @@
+"""Running benchmark settings interleaved (plain, A, B, plain, A, B, ...) so machine drift cancels."""
+from __future__ import annotations
+
+import resource
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+from desktop_app.chat.template import ChatTemplate, Message
+from desktop_app.engine import Controls, FinishEvent, ModelPair, SamplingParams, SpecSettings
+from desktop_app.bench.prompts import BenchPrompt
+
+
+@dataclass(frozen=True)
+class BenchSetting:
+    drafter: str            # "none" (plain), "model" or "lookup"
+    draft_max: int = 0
+    auto: bool = False
+    temperature: float = 0.0
+
+    @property
+    def name(self) -> str:
+        if self.drafter == "none":
+            base = "plain"
+        else:
+            base = f"{self.drafter} auto≤{self.draft_max}" if self.auto else f"{self.drafter} γ={self.draft_max}"
+        return base if self.temperature == 0 else f"{base} T={self.temperature:g}"
+
+    @property
+    def is_plain(self) -> bool:
+        return self.drafter == "none"
+
+    def spec(self) -> SpecSettings:
+        if self.is_plain:
+            return SpecSettings(enabled=False, drafter="none")
+        return SpecSettings(enabled=True, drafter=self.drafter, draft_max=self.draft_max, auto=self.auto)
+
+
+@dataclass
+class RunResult:
+    prompt: str
+    setting: str
+    repeat: int
+    n_tokens: int
+    tokens_per_s: float
+    ttft_s: float
+    alpha: float | None
+    acceptance_rate: float | None
+    mean_accepted: float | None
+    mean_drafted: float | None
+    t_draft_s: float
+    t_verify_s: float
+    c: float | None
+    predicted_speedup: float | None
+    predicted_speedup_measured: float | None
+    stop_reason: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def make_settings(drafters: list[str], draft_maxes: list[int], temps: list[float], auto: bool,
+                  has_draft_model: bool) -> list[BenchSetting]:
+    """Plain first for each temperature, then every drafter × draft length (and auto, if asked)."""
+    out: list[BenchSetting] = []
+    for temp in temps:
+        out.append(BenchSetting("none", temperature=temp))
+        for drafter in drafters:
+            if drafter == "model" and not has_draft_model:
+                continue
+            for g in draft_maxes:
+                out.append(BenchSetting(drafter, g, False, temp))
+            if auto:
+                out.append(BenchSetting(drafter, max(draft_maxes), True, temp))
+    return out
+
+
+def interleaved_order(prompts: list[str], settings: list[str], repeats: int) -> list[tuple[int, str, str]]:
+    """(repeat, prompt, setting) in run order: each repeat runs every prompt, and each prompt every
+    setting back to back, so a plain run and the speculative runs it is compared with sit together."""
+    return [(r, p, s) for r in range(repeats) for p in prompts for s in settings]
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def current_rss_bytes() -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchSetting], n_tokens: int,
+              repeats: int, seed: int = 0, log: Callable[[str], None] = lambda _m: None) -> list[RunResult]:
+    template = ChatTemplate(pair.target)
+    tokens = {p.name: template.tokenize([Message("user", p.text)]) for p in prompts}
+    by_name = {s.name: s for s in settings}
+    results = []
+    order = interleaved_order([p.name for p in prompts], [s.name for s in settings], repeats)
+    for i, (r, prompt, name) in enumerate(order):
+        setting = by_name[name]
+        pair.target_ctx.clear()                       # every run evaluates its prompt afresh
+        if pair.draft_ctx is not None:
+            pair.draft_ctx.clear()
+        sampling = SamplingParams(temperature=setting.temperature, seed=seed + r)
+        finish = None
+        for event in pair.generate(tokens[prompt], sampling, Controls(setting.spec()), n_tokens):
+            if isinstance(event, FinishEvent):
+                finish = event
+        s = finish.stats
+        results.append(RunResult(prompt, name, r, s.n_tokens, s.tokens_per_s, s.ttft_s, s.alpha, s.acceptance_rate,
+                                 s.mean_accepted, s.mean_drafted, s.t_draft_s, s.t_verify_s, s.c,
+                                 s.predicted_speedup, s.predicted_speedup_measured, s.stop_reason))
+        log(f"[{i + 1}/{len(order)}] repeat {r + 1} {prompt:<8} {name:<18} {s.tokens_per_s:6.1f} tok/s"
+            + (f"  α {s.alpha:.2f}" if s.alpha is not None else ""))
+    return results

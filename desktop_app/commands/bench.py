@@ -1,0 +1,77 @@
+"""`tandem bench`: plain and speculative settings, interleaved, with medians and speed-up ratios."""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+
+from desktop_app.commands.output import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, fail
+
+
+def _list(text: str, cast):
+    return [cast(x) for x in text.split(",") if x.strip()]
+
+
+def run(args: argparse.Namespace) -> int:
+    from desktop_app import models
+    from desktop_app.bench.plot import plot_speedups
+    from desktop_app.bench.prompts import load_prompts
+    from desktop_app.bench.report import summarize, to_json, to_markdown
+    from desktop_app.bench.runner import current_rss_bytes, make_settings, peak_rss_bytes, run_bench
+    from desktop_app.engine import IncompatiblePair, LoadOptions, ModelLoadError, ModelPair
+    from desktop_app.models.gguf_info import read_info
+
+    try:
+        drafters = _list(args.drafter, str)
+        draft_maxes = _list(args.draft_max, int)
+        temps = _list(args.temp, float)
+        prompts = load_prompts(args.prompts)
+        if any(d not in ("model", "lookup") for d in drafters):
+            raise ValueError("--drafter takes model and/or lookup")
+        if any(not 1 <= g <= 32 for g in draft_maxes):
+            raise ValueError("--draft-max values must be between 1 and 32")
+        if not prompts:
+            raise ValueError("no prompts")
+    except (ValueError, OSError) as exc:
+        return fail(args, str(exc), EXIT_USAGE)
+    threads = args.threads or max(1, os.cpu_count() or 1)
+    target = models.path_for(args.target)
+    draft = models.path_for(args.draft) if args.draft else None
+    opts = LoadOptions(n_threads=threads, n_ctx=args.ctx_size)
+    try:
+        pair = ModelPair.load(target, draft, opts, opts)
+    except (ModelLoadError, IncompatiblePair) as exc:
+        return fail(args, str(exc), EXIT_FAIL)
+    settings = make_settings(drafters, draft_maxes, temps, args.auto, draft is not None)
+    rss_loaded = current_rss_bytes()
+    log = (lambda m: print(m, file=sys.stderr, flush=True)) if not args.quiet else (lambda m: None)
+    try:
+        with pair:
+            results = run_bench(pair, prompts, settings, args.n_tokens, args.repeat, args.seed, log)
+            n_ctx = pair.target_ctx.n_ctx
+    except KeyboardInterrupt:
+        return fail(args, "interrupted", EXIT_INTERRUPTED)
+    infos = [read_info(p) for p in (target, draft) if p]
+    files = sum(i.file_size for i in infos)
+    kv = sum(i.kv_cache_bytes(n_ctx) for i in infos)
+    peak = peak_rss_bytes()
+    meta = {"command": "tandem " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+            "target": target, "draft": draft, "target_name": os.path.basename(target),
+            "draft_name": os.path.basename(draft) if draft else None, "threads": threads, "n_ctx": n_ctx,
+            "n_tokens": args.n_tokens, "repeats": args.repeat, "prompts": [p.name for p in prompts],
+            "memory": {"rss_loaded_mb": rss_loaded / 1e6, "rss_peak_mb": peak / 1e6, "model_files_mb": files / 1e6,
+                       "kv_caches_mb": kv / 1e6, "budget_base_mb": (files + kv) / 1e6,
+                       "overhead_mb": (peak - files - kv) / 1e6}}
+    rows = summarize(results, settings)
+    markdown = to_markdown(rows, meta)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            fh.write(to_json(rows, results, meta))
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as fh:
+            fh.write(markdown)
+    if args.plot:
+        plot_speedups(rows, args.plot, f"{meta['target_name']}" + (f" + {meta['draft_name']}" if draft else ""))
+    print(markdown)
+    return EXIT_OK

@@ -1,0 +1,94 @@
+"""The benchmark's arithmetic and plumbing (medians, ratios, interleaving, outputs); no timing is asserted."""
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+
+import pytest
+from PySide6.QtGui import QImage
+
+from desktop_app.bench.prompts import BUILTIN, load_prompts
+from desktop_app.bench.report import summarize, speedup_ratios, to_markdown
+from desktop_app.bench.runner import BenchSetting, RunResult, interleaved_order, make_settings
+
+
+def result(prompt, setting, repeat, tok_s, alpha=None):
+    return RunResult(prompt, setting, repeat, 10, tok_s, 0.1, alpha, alpha, None, None, 0.0, 1.0, None, None, None,
+                     "max_tokens")
+
+
+def test_settings_put_plain_first_for_each_temperature():
+    s = make_settings(["model", "lookup"], [2, 4], [0.0, 1.0], auto=True, has_draft_model=True)
+    names = [x.name for x in s]
+    assert names[:6] == ["plain", "model γ=2", "model γ=4", "model auto≤4", "lookup γ=2", "lookup γ=4"]
+    assert names[7] == "plain T=1" and len(names) == 14
+    assert [x.name for x in make_settings(["model", "lookup"], [3], [0.0], False, False)] == ["plain", "lookup γ=3"]
+
+
+def test_runs_are_interleaved():
+    order = interleaved_order(["a", "b"], ["plain", "x", "y"], 2)
+    assert order[:6] == [(0, "a", "plain"), (0, "a", "x"), (0, "a", "y"), (0, "b", "plain"), (0, "b", "x"),
+                         (0, "b", "y")]
+    assert order[6:9] == [(1, "a", "plain"), (1, "a", "x"), (1, "a", "y")]
+    assert len(order) == 12
+
+
+def test_speedups_compare_runs_of_the_same_repeat():
+    plain = [result("a", "plain", 0, 10.0), result("a", "plain", 1, 20.0)]
+    spec = [result("a", "x", 0, 15.0), result("a", "x", 1, 20.0)]
+    assert speedup_ratios(spec, plain) == [1.5, 1.0]
+
+
+def test_summary_medians_and_ratio_ranges():
+    settings = [BenchSetting("none"), BenchSetting("lookup", 4)]
+    runs = [result("a", "plain", r, t) for r, t in enumerate([10.0, 12.0, 8.0])] + \
+           [result("a", "lookup γ=4", r, t, a) for r, (t, a) in enumerate([[15.0, 0.5], [12.0, 0.7], [16.0, 0.6]])]
+    plain_row, spec_row = summarize(runs, settings)
+    assert plain_row.tokens_per_s == 10.0 and plain_row.speedup == 1.0
+    assert spec_row.tokens_per_s == 15.0 and spec_row.alpha == 0.6
+    assert spec_row.speedup == statistics.median([1.5, 1.0, 2.0]) == 1.5
+    assert (spec_row.speedup_min, spec_row.speedup_max) == (1.0, 2.0)
+    md = to_markdown([plain_row, spec_row], {"repeats": 3, "n_tokens": 10})
+    assert "| a | lookup γ=4 | 15.0 |" in md and "1.50 (1.00–2.00)" in md
+
+
+def test_prompt_files(tmp_path):
+    assert [p.name for p in load_prompts("builtin")] == ["code", "edit", "summary", "story"]
+    j = tmp_path / "p.json"
+    j.write_text(json.dumps(["first", {"name": "two", "prompt": "second"}]))
+    assert [(p.name, p.text) for p in load_prompts(str(j))] == [("p1", "first"), ("two", "second")]
+    t = tmp_path / "p.txt"
+    t.write_text("one\nline\n---\ntwo\n")
+    assert [p.text for p in load_prompts(str(t))] == ["one\nline", "two"]
+    assert "```python" in BUILTIN[1].text                     # the edit prompt carries code to copy
+
+
+def test_bench_command_end_to_end(tmp_path, test_model_path):
+    prompts = tmp_path / "p.json"
+    prompts.write_text(json.dumps([{"name": "copy", "prompt": "Repeat exactly: one two three four five six."},
+                                   {"name": "free", "prompt": "Say something."}]))
+    out = subprocess.run([sys.executable, "-m", "desktop_app", "bench", "-m", test_model_path, "--prompts", str(prompts),
+                          "--drafter", "lookup", "--draft-max", "2,3", "-n", "8", "--repeat", "2", "-c", "512", "-q",
+                          "--json", str(tmp_path / "b.json"), "--markdown", str(tmp_path / "b.md"),
+                          "--plot", str(tmp_path / "b.png")], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    doc = json.loads((tmp_path / "b.json").read_text())
+    runs = doc["runs"]
+    assert [(r["repeat"], r["prompt"], r["setting"]) for r in runs] == interleaved_order(
+        ["copy", "free"], ["plain", "lookup γ=2", "lookup γ=3"], 2)
+    for row in doc["summary"]:
+        mine = [r for r in runs if r["prompt"] == row["prompt"] and r["setting"] == row["setting"]]
+        plain = {r["repeat"]: r["tokens_per_s"] for r in runs if r["prompt"] == row["prompt"] and r["setting"] == "plain"}
+        assert row["tokens_per_s"] == pytest.approx(statistics.median(r["tokens_per_s"] for r in mine))
+        ratios = [r["tokens_per_s"] / plain[r["repeat"]] for r in mine]
+        assert row["speedup"] == pytest.approx(statistics.median(ratios))
+        assert row["speedup_min"] == pytest.approx(min(ratios)) and row["speedup_max"] == pytest.approx(max(ratios))
+    mem = doc["meta"]["memory"]
+    assert mem["model_files_mb"] == pytest.approx(98.362432) and mem["kv_caches_mb"] > 0
+    assert mem["rss_peak_mb"] >= mem["rss_loaded_mb"] > 0
+    md = (tmp_path / "b.md").read_text()
+    assert md.count("\n| copy |") == 3 and "Memory: resident" in md
+    image = QImage(str(tmp_path / "b.png"))
+    assert image.width() == 1100 and image.height() == 650

@@ -13,14 +13,15 @@ def test_lookup_copies_what_followed_the_longest_match():
     pos, length = d.find(context)
     assert (pos, length) == (3, 3)                      # [1, 2, 3] at 0..2 beats [2, 3] at 6..7
     proposal = d.draft(context, 4, GREEDY, np.random.default_rng(0))
-    assert proposal.tokens == [9, 9, 7, 2] and proposal.q == [None] * 4 and proposal.q_token == [1.0] * 4
+    # without measured costs the draft is as long as the match (3), within the ceiling (4)
+    assert proposal.tokens == [9, 9, 7] and proposal.q == [None] * 3 and proposal.q_token == [1.0] * 3
 
 
 def test_lookup_prefers_the_latest_of_equal_matches_and_handles_growth_and_edits():
     d = PromptLookupDrafter(ngram_min=2)
     context = [5, 6, 1, 5, 6, 2, 0, 5, 6]
     assert d.find(context)[0] == 5                      # [5, 6] at 3..4 is later than at 0..1
-    assert d.draft(context + [2, 0, 5], 3, GREEDY, None).tokens == [6, 2, 0]
+    assert d.draft(context + [2, 0, 5], 3, GREEDY, None).tokens == [6, 2, 0]     # a 5-token match, ceiling 3
     assert d.draft([4, 4, 4], 2, GREEDY, None).tokens == [4]   # context replaced: index rebuilt
     assert d.draft([1, 2, 3], 2, GREEDY, None).tokens == []
 
@@ -59,14 +60,44 @@ def test_auto_drafts_when_drafting_is_cheap_and_verify_flat():
     assert c_low.choose_gamma("model", 16) == 0
 
 
-def test_auto_measures_before_it_trusts():
+def test_auto_predicts_only_from_measured_costs():
     c = CostModel()
-    assert c.choose_gamma("model", 8) == 0              # first a plain step, to know a target pass
+    assert c.choose_gamma("model", 8) == 0              # nothing measured: decode plainly
     c.record_verify(1, 0.03)
-    assert c.choose_gamma("model", 8) == 1              # then one round at each probe size
-    c.record_verify(2, 0.05)
-    c.record_draft("model", 1, 0.01)
-    assert c.choose_gamma("model", 8) == 2
+    assert c.choose_gamma("model", 8) == 0              # no verify batch measured yet
+    c.record_verify(2, 0.031)
+    c.record_verify(3, 0.032)
+    c.record_draft("model", 1, 0.001)
+    assert c.choose_gamma("model", 8) >= 1              # cheap drafts, flat verify: draft (extrapolated)
+
+
+def test_auto_reprobes_after_a_long_plain_streak():
+    verify = {1: 27, 2: 52, 3: 69, 5: 103}
+    c = _costs(verify, 17, [(0, 4)] * 10)
+    for _ in range(23):
+        assert c.choose_gamma("model", 4) == 0
+        c.record_round("model", 0, 0)
+    c.record_round("model", 0, 0)
+    assert c.choose_gamma("model", 4) == 1
+
+
+def test_lookup_draft_length_follows_match_acceptance_and_verify_cost():
+    from desktop_app.engine.drafters import match_bucket
+
+    flat = _costs({1: 30, 2: 31, 3: 32, 5: 34, 9: 38, 17: 46}, 0, [])
+    d = PromptLookupDrafter(flat)
+    assert d.draft_length(20, 12) == 12                   # long match, cheap checks: take it all
+    steep = _costs({1: 27, 2: 52, 3: 69, 5: 103, 9: 148, 17: 196}, 0, [])
+    d = PromptLookupDrafter(steep)
+    for _ in range(20):                                   # short matches keep failing here
+        d.last_match_len = 2
+        d.observe(3, 0)
+    assert d.draft_length(2, 8) == 0                      # not worth a verify batch
+    for _ in range(20):                                   # long matches are always right
+        d.last_match_len = 20
+        d.observe(8, 8)
+    assert d.draft_length(20, 16) >= 8
+    assert match_bucket(3) == 0 and match_bucket(4) == 1 and match_bucket(15) == 2 and match_bucket(40) == 3
 
 
 def test_verify_cost_interpolates_between_measured_sizes():

@@ -37,6 +37,13 @@ class AcceptanceEstimate:
     rejected: float = ALPHA_PRIOR[1]
     rounds: int = 0
 
+    def __post_init__(self):
+        self.prior = (self.accepted, self.rejected)
+
+    def pull_towards_prior(self, weight: float) -> None:
+        self.accepted = (1 - weight) * self.accepted + weight * self.prior[0]
+        self.rejected = (1 - weight) * self.rejected + weight * self.prior[1]
+
     def record(self, n_accepted: int, n_drafted: int) -> None:
         self.accepted = ALPHA_DECAY * self.accepted + n_accepted
         self.rejected = ALPHA_DECAY * self.rejected + (1 if n_accepted < n_drafted else 0)
@@ -104,22 +111,29 @@ class CostModel:
         step = self.draft_step_s.get(drafter, 0.0) if gamma else 0.0
         return expected_tokens(self.alpha(drafter), gamma) / (gamma * step + verify)
 
+    def best_gamma(self, alpha: float, gamma_max: int, step_s: float) -> int:
+        """The γ in 1..gamma_max with the best predicted tokens per second for acceptance α and a draft
+        step of step_s seconds, or 0 when none is predicted to beat plain decoding by WIN_MARGIN (or
+        the costs needed to predict are not measured yet)."""
+        verify_1 = self.verify_cost(1)
+        if verify_1 is None:
+            return 0
+        best_g, best_rate = 0, WIN_MARGIN / verify_1
+        for g in range(1, gamma_max + 1):
+            verify = self.verify_cost(g + 1)
+            if verify is None:
+                continue
+            rate = expected_tokens(alpha, g) / (g * step_s + verify)
+            if rate > best_rate:
+                best_g, best_rate = g, rate
+        return best_g
+
     def choose_gamma(self, drafter: str, gamma_max: int) -> int:
-        """The draft length for the next round in auto mode (0: decode plainly)."""
+        """The draft length for the next round in auto mode (0: decode plainly). Every REPROBE_EVERY
+        plain rounds in a row, one round drafts a single token to keep α up to date."""
         if gamma_max <= 0:
             return 0
-        if 1 not in self.verify_s:
-            return 0                                   # measure a plain step first
-        probes = sorted({g for g in (1, 2, 4, 8, 16, gamma_max) if g <= gamma_max})
-        for g in probes:                               # measure each probe size once
-            if g + 1 not in self.verify_s or (drafter != "lookup" and drafter not in self.draft_step_s):
-                return g
-        plain = self.round_rate(drafter, 0)
-        best_g, best_rate = 0, plain * WIN_MARGIN
-        for g in range(1, gamma_max + 1):
-            rate = self.round_rate(drafter, g)
-            if rate is not None and rate > best_rate:
-                best_g, best_rate = g, rate
-        if best_g == 0 and self.plain_streak >= REPROBE_EVERY:
-            return 1                                   # re-measure α now and then
-        return best_g
+        g = self.best_gamma(self.alpha(drafter), gamma_max, self.draft_step_s.get(drafter, 0.0))
+        if g == 0 and self.plain_streak >= REPROBE_EVERY and self.verify_cost(2) is not None:
+            return 1
+        return g

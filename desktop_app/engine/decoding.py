@@ -31,14 +31,17 @@ class SpeculativeDecoder:
     def __init__(self, target_ctx: backend.Context, draft_ctx: backend.Context | None = None):
         self.target_ctx = target_ctx
         self.model = target_ctx.model
-        self.drafters = {"none": NoDrafter(), "lookup": PromptLookupDrafter()}
+        self.costs = CostModel()
+        self.drafters = {"none": NoDrafter(), "lookup": PromptLookupDrafter(self.costs)}
         if draft_ctx is not None:
             self.drafters["model"] = ModelDrafter(draft_ctx)
-        self.costs = CostModel()
 
-    def calibrate(self, steps: int = 5) -> None:
-        """Time single-token passes of the target (and draft) once, after loading: the yardstick for c,
-        for every predicted speed-up and for auto mode. The median of `steps` warm passes is kept."""
+    def calibrate(self, steps: int = 5, verify_sizes: tuple[int, ...] = (2, 3, 5, 9, 17)) -> None:
+        """Time the passes every prediction rests on, once, after loading: single-token passes of the
+        target and the draft (the median of `steps` warm passes) and one target pass over each verify
+        batch size, logits read at every position as a verify pass reads them. These are the
+        yardsticks for c, for predicted speed-ups, for auto mode and for prompt lookup's draft length;
+        real rounds refine them as they run."""
         contexts = [("target", self.target_ctx)]
         if "model" in self.drafters:
             contexts.append(("model", self.drafters["model"].ctx))
@@ -53,12 +56,21 @@ class SpeculativeDecoder:
                 ctx.eval([token], logits="last")
                 int(np.argmax(ctx.logits(-1)))
                 times.append(time.perf_counter() - t0)
-            ctx.clear()
             median = float(np.median(times)) if times else 0.0
             if name == "target":
                 self.costs.verify_s[1] = median
+                base = len(ctx.tokens)
+                for k in verify_sizes:
+                    if base + k > ctx.n_ctx:
+                        break
+                    t0 = time.perf_counter()
+                    ctx.eval([start] * k, logits="all")
+                    [int(np.argmax(ctx.logits(i))) for i in range(k)]
+                    self.costs.verify_s[k] = time.perf_counter() - t0
+                    ctx.truncate(base)
             else:
                 self.costs.draft_step_s["model"] = median
+            ctx.clear()
 
     @property
     def has_draft_model(self) -> bool:
@@ -155,6 +167,7 @@ class SpeculativeDecoder:
             # Roll back what was rejected: the target keeps the last token and the accepted drafts.
             ctx.truncate(len(tokens) + n_acc)
             drafter.rollback(len(tokens) + n_acc)
+            drafter.observe(k, n_acc)
             t_verify = time.perf_counter() - t_v
 
             emitted = [*drafted[:n_acc], verdict.next_token]

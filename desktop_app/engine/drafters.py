@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from desktop_app.engine import backend
+from desktop_app.engine.costs import AcceptanceEstimate, CostModel
 from desktop_app.engine.sampling import Distribution, SamplingParams, process, softmax_prob
 
 
@@ -40,6 +41,9 @@ class NoDrafter:
         return Proposal()
 
     def rollback(self, n: int) -> None:
+        pass
+
+    def observe(self, n_drafted: int, n_accepted: int) -> None:
         pass
 
 
@@ -85,20 +89,42 @@ class ModelDrafter:
     def rollback(self, n: int) -> None:
         self.ctx.truncate(n)
 
+    def observe(self, n_drafted: int, n_accepted: int) -> None:
+        pass
+
+
+def match_bucket(length: int) -> int:
+    """Match lengths grouped for acceptance statistics: 2-3, 4-7, 8-15, 16+ tokens."""
+    return 0 if length < 4 else 1 if length < 8 else 2 if length < 16 else 3
+
+
+# Prior acceptance per match-length bucket, as pseudo-counts (kept, rejected): longer matches copy
+# more reliably. Observations soon outweigh them; unused buckets drift back towards them.
+LOOKUP_PRIORS = ((0.8, 1.2), (1.2, 0.8), (1.6, 0.4), (1.8, 0.2))
+PRIOR_PULL = 0.02
+
 
 class PromptLookupDrafter:
     """Copies tokens from earlier in the context (prompt lookup decoding): find the longest earlier
-    occurrence of the context's tail and propose the tokens that followed it. No second model."""
+    occurrence of the context's tail and propose the tokens that followed it. No second model.
+
+    Copying costs nothing, but checking costs a verify pass that grows with its batch; so the draft
+    length follows the match: the acceptance measured for matches of this length (per bucket) and the
+    measured verify cost of each batch size choose the length with the best expected tokens per
+    second, and no draft at all when plain decoding is predicted to be faster."""
 
     name = "lookup"
 
-    def __init__(self, ngram_min: int = 2, max_match: int = 64, max_candidates: int = 64):
+    def __init__(self, costs: CostModel | None = None, ngram_min: int = 2, max_match: int = 64,
+                 max_candidates: int = 64):
+        self.costs = costs
         self.ngram_min = ngram_min
         self.max_match = max_match
         self.max_candidates = max_candidates
         self._tokens: list[int] = []
         self._index: dict[tuple[int, ...], list[int]] = {}   # n-gram -> positions right after it
         self.last_match_len = 0
+        self.buckets = [AcceptanceEstimate(*prior) for prior in LOOKUP_PRIORS]
 
     def _update_index(self, context: Sequence[int]) -> None:
         n = self.ngram_min
@@ -130,6 +156,16 @@ class PromptLookupDrafter:
                 best_pos, best_len = pos, length
         return best_pos, best_len
 
+    def draft_length(self, match_len: int, available: int) -> int:
+        """How many of the `available` copied tokens are worth checking."""
+        if self.costs is None or self.costs.verify_cost(1) is None:
+            return min(available, match_len)
+        bucket = self.buckets[match_bucket(match_len)]
+        for b in self.buckets:                      # every consultation pulls unused buckets towards the prior
+            if b is not bucket:
+                b.pull_towards_prior(PRIOR_PULL)
+        return self.costs.best_gamma(bucket.alpha, available, 0.0)
+
     def draft(self, context: Sequence[int], n_max: int, params: SamplingParams,
               rng: np.random.Generator, p_min: float = 0.0) -> Proposal:
         t0 = time.perf_counter()
@@ -137,7 +173,9 @@ class PromptLookupDrafter:
         self.last_match_len = length
         out = Proposal()
         if pos >= 0 and n_max > 0:
-            out.tokens = [int(t) for t in context[pos:pos + n_max]]
+            available = min(n_max, len(context) - pos)
+            g = self.draft_length(length, available)
+            out.tokens = [int(t) for t in context[pos:pos + g]]
             out.q = [None] * len(out.tokens)
             out.q_token = [1.0] * len(out.tokens)
         out.t_s = time.perf_counter() - t0
@@ -145,3 +183,7 @@ class PromptLookupDrafter:
 
     def rollback(self, n: int) -> None:
         pass
+
+    def observe(self, n_drafted: int, n_accepted: int) -> None:
+        if n_drafted:
+            self.buckets[match_bucket(self.last_match_len)].record(n_accepted, n_drafted)

@@ -100,7 +100,7 @@ def match_bucket(length: int) -> int:
 
 # Prior acceptance per match-length bucket, as pseudo-counts (kept, rejected): longer matches copy
 # more reliably. Observations soon outweigh them; unused buckets drift back towards them.
-LOOKUP_PRIORS = ((0.8, 1.2), (1.2, 0.8), (1.6, 0.4), (1.8, 0.2))
+LOOKUP_PRIORS = ((1.1, 0.9), (1.5, 0.5), (1.7, 0.3), (1.85, 0.15))
 PRIOR_PULL = 0.02
 
 

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Tandem beside llama.cpp's own tools, interleaved in one run on this machine.
+
+Build the tools once from the llama-cpp-python sdist (never commit them):
+
+    pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d /tmp/sdist
+    tar xzf /tmp/sdist/llama_cpp_python-0.3.36.tar.gz -C /tmp/sdist
+    cmake -S /tmp/sdist/llama_cpp_python-0.3.36/vendor/llama.cpp -B /tmp/lcbuild -DCMAKE_BUILD_TYPE=Release \\
+          -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF
+    cmake --build /tmp/lcbuild -j2 --target llama-bench llama-speculative-simple
+
+then: python scripts/compare_llama_cpp.py --bin /tmp/lcbuild/bin
+
+Three comparisons, each repeated and interleaved (theirs, ours, theirs, ours, ...):
+  plain      llama-bench tg (tokens/s from an empty context) vs Tandem's plain loop from BOS
+  draft      llama-speculative-simple --spec-type draft-simple vs Tandem's draft model, same γ, greedy
+  lookup     llama-speculative-simple --spec-type ngram-simple vs Tandem's prompt lookup, and both
+             against Tandem's plain loop, on the copy-heavy edit prompt
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from desktop_app import models  # noqa: E402
+from desktop_app.bench.prompts import BUILTIN  # noqa: E402
+from desktop_app.engine import GREEDY, Controls, FinishEvent, LoadOptions, ModelPair, SpecSettings  # noqa: E402
+
+DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+) t/s")
+ACCEPT = re.compile(r"accept\s+=\s+([\d.]+)%")
+
+
+def chatml(text: str) -> str:
+    return f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def llama_bench(bin_dir, model, threads, n) -> float:
+    out = subprocess.run([os.path.join(bin_dir, "llama-bench"), "-m", model, "-t", str(threads), "-p", "0",
+                          "-n", str(n), "-r", "1", "-o", "json"], capture_output=True, text=True, check=True)
+    return float(json.loads(out.stdout)[0]["avg_ts"])
+
+
+def llama_spec(bin_dir, args: list[str], prompt: str, threads, n, ctx) -> tuple[float, float | None]:
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
+        fh.write(prompt)
+    try:
+        out = subprocess.run([os.path.join(bin_dir, "llama-speculative-simple"), *args, "-f", fh.name, "-n", str(n),
+                              "--temp", "0", "-t", str(threads), "-c", str(ctx)],
+                             capture_output=True, text=True, timeout=900)
+    finally:
+        os.unlink(fh.name)
+    text = out.stdout + out.stderr
+    m = DECODED.search(text)
+    if not m:
+        raise RuntimeError("llama-speculative-simple printed no speed:\n" + text[-1500:])
+    a = ACCEPT.search(text)
+    return float(m.group(3)), (float(a.group(1)) / 100 if a else None)
+
+
+def ours(pair: ModelPair, prompt_tokens, spec: SpecSettings, n: int) -> tuple[float, float | None]:
+    pair.target_ctx.clear()
+    if pair.draft_ctx is not None:
+        pair.draft_ctx.clear()
+    finish = None
+    for ev in pair.generate(prompt_tokens, GREEDY, Controls(spec), n):
+        if isinstance(ev, FinishEvent):
+            finish = ev
+    return finish.stats.tokens_per_s, finish.stats.acceptance_rate
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", required=True, help="folder with llama-bench and llama-speculative-simple")
+    ap.add_argument("-m", "--target", default="qwen2.5-coder-1.5b")
+    ap.add_argument("-md", "--draft", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--draft-max", type=int, default=4)
+    ap.add_argument("--lookup-max", type=int, default=16, help="draft ceiling for both n-gram methods")
+    ap.add_argument("-n", type=int, default=128)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("-c", "--ctx", type=int, default=4096)
+    ap.add_argument("--only", choices=["plain", "draft", "lookup"], action="append")
+    ap.add_argument("--markdown", help="write the table here too")
+    a = ap.parse_args()
+    target, draft = models.path_for(a.target), models.path_for(a.draft)
+    opts = LoadOptions(n_threads=a.threads, n_ctx=a.ctx)
+    pair = ModelPair.load(target, draft, opts, opts)
+    code = chatml(next(p.text for p in BUILTIN if p.name == "code"))
+    edit = chatml(next(p.text for p in BUILTIN if p.name == "edit"))
+    tok = lambda text: pair.target.tokenize(text, add_special=True, parse_special=True)  # noqa: E731
+    wanted = a.only or ["plain", "draft", "lookup"]
+    rows = {}
+    for r in range(a.repeat):
+        if "plain" in wanted:
+            theirs = llama_bench(a.bin, target, a.threads, a.n)
+            mine = ours(pair, [pair.target.bos], SpecSettings(enabled=False), a.n)[0]
+            rows.setdefault("plain", []).append((theirs, mine, None))
+            print(f"[{r + 1}] plain   llama-bench tg{a.n} {theirs:6.2f}  tandem {mine:6.2f}  ratio {mine / theirs:.3f}",
+                  flush=True)
+        if "draft" in wanted:
+            theirs, acc_t = llama_spec(a.bin, ["-m", target, "-md", draft, "--spec-type", "draft-simple",
+                                               "--spec-draft-n-max", str(a.draft_max)], code, a.threads, a.n, a.ctx)
+            mine, acc_m = ours(pair, tok(code), SpecSettings(drafter="model", draft_max=a.draft_max), a.n)
+            rows.setdefault("draft", []).append((theirs, mine, (acc_t, acc_m)))
+            print(f"[{r + 1}] draft   speculative-simple {theirs:6.2f} (acc {acc_t:.2f})  tandem {mine:6.2f} "
+                  f"(acc {acc_m:.2f})  ratio {mine / theirs:.3f}", flush=True)
+        if "lookup" in wanted:
+            theirs, acc_t = llama_spec(a.bin, ["-m", target, "--spec-type", "ngram-simple",
+                                               "--spec-ngram-simple-size-m", str(a.lookup_max)], edit, a.threads,
+                                       a.n, a.ctx)
+            mine, acc_m = ours(pair, tok(edit), SpecSettings(drafter="lookup", draft_max=a.lookup_max), a.n)
+            plain = ours(pair, tok(edit), SpecSettings(enabled=False), a.n)[0]
+            rows.setdefault("lookup", []).append((theirs, mine, plain))
+            print(f"[{r + 1}] lookup  ngram-simple {theirs:6.2f}  tandem lookup {mine:6.2f}  tandem plain {plain:6.2f}  "
+                  f"vs ngram {mine / theirs:.3f}  vs plain {mine / plain:.3f}", flush=True)
+    pair.close()
+    med = statistics.median
+    lines = [f"| comparison ({a.repeat} interleaved repeats, {a.n} tokens, {a.threads} threads) | llama.cpp t/s | "
+             f"Tandem t/s | ratio (min–max) |", "|---|---|---|---|"]
+    for key, label in (("plain", f"plain: llama-bench tg{a.n} vs Tandem plain"),
+                       ("draft", f"draft model γ={a.draft_max}, greedy, code prompt: llama-speculative-simple vs Tandem"),
+                       ("lookup", "prompt lookup, edit prompt: ngram-simple vs Tandem lookup")):
+        if key not in rows:
+            continue
+        ratios = [m / t for t, m, _ in rows[key]]
+        lines.append(f"| {label} | {med(t for t, _, _ in rows[key]):.2f} | {med(m for _, m, _ in rows[key]):.2f} | "
+                     f"{med(ratios):.3f} ({min(ratios):.3f}–{max(ratios):.3f}) |")
+        if key == "lookup":
+            vs_plain = [m / p for _, m, p in rows[key]]
+            ngram_vs_plain = [t / p for t, _, p in rows[key]]
+            lines.append(f"| prompt lookup vs Tandem plain on the same prompt | {med(ngram_vs_plain):.3f}× plain | "
+                         f"{med(vs_plain):.3f}× plain | |")
+    table = "\n".join(lines)
+    print("\n" + table)
+    if a.markdown:
+        with open(a.markdown, "w") as fh:
+            fh.write(table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -128,7 +128,10 @@ def test_self_draft_accepts_nearly_everything(test_model_path):
         assert finish.stats.mean_accepted > 4
 
 
-def test_prompt_lookup_accepts_copied_text(pair):
+def test_prompt_lookup_accepts_copied_text(pair, monkeypatch):
+    # Without costs the lookup drafts as far as the match goes: deterministic, unlike a choice made
+    # from timings (that choice is tested on fixed costs in test_lookup_and_costs.py).
+    monkeypatch.setattr(pair.decoder.drafters["lookup"], "costs", None)
     prompt = prompt_tokens(pair.target, PROMPTS[2])
     rounds, _, finish = run(pair, prompt, GREEDY, max_tokens=40, drafter="lookup", draft_max=8)
     lookup = [r for r in rounds if r.drafter == "lookup"]

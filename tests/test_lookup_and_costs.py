@@ -71,14 +71,17 @@ def test_auto_predicts_only_from_measured_costs():
     assert c.choose_gamma("model", 8) >= 1              # cheap drafts, flat verify: draft (extrapolated)
 
 
-def test_auto_reprobes_after_a_long_plain_streak():
-    verify = {1: 27, 2: 52, 3: 69, 5: 103}
-    c = _costs(verify, 17, [(0, 4)] * 10)
+def test_auto_reprobes_after_a_long_plain_streak_only_if_drafting_could_pay():
+    cheap = _costs({1: 30, 2: 31, 3: 32, 5: 34}, 2, [(0, 4)] * 10)     # could pay, but α is poor now
     for _ in range(23):
-        assert c.choose_gamma("model", 4) == 0
-        c.record_round("model", 0, 0)
-    c.record_round("model", 0, 0)
-    assert c.choose_gamma("model", 4) == 1
+        assert cheap.choose_gamma("model", 4) == 0
+        cheap.record_round("model", 0, 0)
+    cheap.record_round("model", 0, 0)
+    assert cheap.choose_gamma("model", 4) == 1
+    hopeless = _costs({1: 27, 2: 52, 3: 69, 5: 103}, 17, [(0, 4)] * 10)  # loses even at α = 0.99
+    for _ in range(100):
+        hopeless.record_round("model", 0, 0)
+        assert hopeless.choose_gamma("model", 4) == 0
 
 
 def test_lookup_draft_length_follows_match_acceptance_and_verify_cost():

@@ -197,13 +197,20 @@ class Model:
         return buf.value.decode("utf-8", errors="replace")
 
 
+LOAD_MODE_NONE, LOAD_MODE_MMAP = 0, 1
+
+
 def load_model_ptr(path: str, n_gpu_layers: int = 0, vocab_only: bool = False,
-                   progress: Callable[[float], bool] | None = None):
-    """Call llama.cpp's loader. `progress(fraction)` returning False aborts the load."""
+                   progress: Callable[[float], bool] | None = None, use_mmap: bool = False):
+    """Call llama.cpp's loader. `progress(fraction)` returning False aborts the load.
+
+    Without mmap by default: on CPUs where llama.cpp repacks weights for faster kernels (AVX-512
+    here), a mapped file stays resident beside its repacked copy, about doubling the memory."""
     init_backend()
     params = L.llama_model_default_params()
     params.n_gpu_layers = n_gpu_layers
     params.vocab_only = vocab_only
+    params.load_mode = LOAD_MODE_MMAP if (use_mmap or vocab_only) else LOAD_MODE_NONE
     callback = None
     if progress is not None:
         @L.llama_progress_callback
@@ -228,9 +235,12 @@ class Context:
     the cache back; `logits(i)` views the logits of output `i` of the last batch without copying.
     """
 
-    def __init__(self, model: Model, n_ctx: int, n_threads: int, n_batch: int = 512):
+    def __init__(self, model: Model, n_ctx: int, n_threads: int, n_batch: int = 512, n_outputs_max: int = 64):
         self.model = model
         params = L.llama_context_default_params()
+        # Logits are read at most at a verify batch's positions (γ + 1 <= 33); llama.cpp otherwise
+        # sizes its compute buffers for n_batch outputs: 512 x 152k floats, 300 MB per context.
+        params.n_outputs_max = n_outputs_max
         params.n_ctx = n_ctx
         params.n_batch = n_batch
         params.n_ubatch = n_batch
@@ -245,6 +255,7 @@ class Context:
         self._mem = L.llama_get_memory(self._ptr)
         self.n_ctx: int = L.llama_n_ctx(self._ptr)
         self.n_batch = n_batch
+        self.n_outputs_max = n_outputs_max
         self.n_vocab = model.n_vocab
         self.tokens: list[int] = []
         self._batch = L.llama_batch_init(n_batch, 0, 1)
@@ -294,7 +305,7 @@ class Context:
         """Append `tokens` to the cache. logits: "none", "last" or "all" (of this call's tokens).
 
         Batches longer than n_batch are split; logits are only ever requested in the final piece
-        (so "all" is limited to n_batch tokens, which is all a verify batch needs).
+        (so "all" is limited to n_outputs_max tokens, which is all a verify batch needs).
         """
         n = len(tokens)
         if n == 0:
@@ -302,8 +313,8 @@ class Context:
         if n > self.room:
             raise ContextFullError(f"context full: {len(self.tokens)} of {self.n_ctx} tokens used, "
                                    f"{n} more needed")
-        if logits == "all" and n > self.n_batch:
-            raise ValueError("logits at every position are limited to one batch")
+        if logits == "all" and n > min(self.n_batch, self.n_outputs_max):
+            raise ValueError(f"logits at every position are limited to {self.n_outputs_max} positions")
         start = 0
         while start < n:
             end = min(n, start + self.n_batch)

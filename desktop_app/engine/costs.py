@@ -16,6 +16,7 @@ ALPHA_DECAY = 0.9           # weight of past rounds in the acceptance estimate
 ALPHA_PRIOR = (1.2, 0.8)    # pseudo-counts (accepted, rejected): a prior α of 0.6
 WIN_MARGIN = 1.02           # a γ must be predicted 2 % faster than plain to be used
 REPROBE_EVERY = 24          # plain rounds in a row before one speculative round re-measures α
+PERFECT_ALPHA = 0.99        # if drafting loses even at this acceptance, the pair cannot pay here
 
 
 def expected_tokens(alpha: float, gamma: int) -> float:
@@ -130,10 +131,13 @@ class CostModel:
 
     def choose_gamma(self, drafter: str, gamma_max: int) -> int:
         """The draft length for the next round in auto mode (0: decode plainly). Every REPROBE_EVERY
-        plain rounds in a row, one round drafts a single token to keep α up to date."""
+        plain rounds in a row, one round drafts a single token to keep α up to date, unless these
+        costs rule drafting out whatever α is (a slow draft, costly verify batches): then auto
+        stays plain and pays nothing for speculation."""
         if gamma_max <= 0:
             return 0
-        g = self.best_gamma(self.alpha(drafter), gamma_max, self.draft_step_s.get(drafter, 0.0))
-        if g == 0 and self.plain_streak >= REPROBE_EVERY and self.verify_cost(2) is not None:
-            return 1
+        step = self.draft_step_s.get(drafter, 0.0)
+        g = self.best_gamma(self.alpha(drafter), gamma_max, step)
+        if g == 0 and self.plain_streak >= REPROBE_EVERY and self.best_gamma(PERFECT_ALPHA, gamma_max, step):
+            return 1             # only worth re-measuring α if some α could make drafting pay
         return g

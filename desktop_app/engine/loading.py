@@ -33,6 +33,7 @@ class LoadOptions:
     n_threads: int = max(1, os.cpu_count() or 1)
     n_ctx: int = 4096
     n_batch: int = 512
+    use_mmap: bool = False     # see backend.load_model_ptr: mmap doubles memory where weights are repacked
 
 
 def check_gguf_header(path: str) -> None:
@@ -85,7 +86,7 @@ def load_model(path: str, options: LoadOptions = LoadOptions(), vocab_only: bool
     if cancel and cancel():
         raise LoadCancelled(path)
     try:
-        ptr = backend.load_model_ptr(path, options.n_gpu_layers, vocab_only, on_progress)
+        ptr = backend.load_model_ptr(path, options.n_gpu_layers, vocab_only, on_progress, options.use_mmap)
     except MemoryError:
         raise ModelLoadError(path, "out of memory while loading") from None
     if not ptr:

@@ -48,7 +48,7 @@ def test_auto_drafts_nothing_when_no_gamma_beats_plain():
     verify = {1: 27, 2: 52, 3: 69, 5: 103, 9: 148, 17: 196}
     c = _costs(verify, 17, [(4, 4)] * 30)              # every draft kept
     assert c.choose_gamma("model", 16) == 0
-    assert c.round_rate("model", 4) < c.round_rate("model", 0)
+    assert c.best_gamma(1.0, 16, 0.017) == 0                   # not even if every draft were kept
 
 
 def test_auto_drafts_when_drafting_is_cheap_and_verify_flat():

@@ -165,36 +165,9 @@ class Model:
         return b"".join(self.piece(t) for t in tokens).decode("utf-8", errors="replace")
 
     # -- metadata
-    def meta(self, key: str) -> str | None:
-        buf = ctypes.create_string_buffer(1024)
-        n = L.llama_model_meta_val_str(self.ptr, key.encode(), buf, len(buf))
-        if n < 0:
-            return None
-        if n >= len(buf):
-            buf = ctypes.create_string_buffer(n + 1)
-            L.llama_model_meta_val_str(self.ptr, key.encode(), buf, len(buf))
-        return buf.value.decode("utf-8", errors="replace")
-
     def chat_template(self) -> str | None:
         raw = L.llama_model_chat_template(self.ptr, None)
         return raw.decode("utf-8", errors="replace") if raw else None
-
-    @property
-    def n_ctx_train(self) -> int:
-        return L.llama_model_n_ctx_train(self.ptr)
-
-    @property
-    def n_params(self) -> int:
-        return L.llama_model_n_params(self.ptr)
-
-    @property
-    def size_bytes(self) -> int:
-        return L.llama_model_size(self.ptr)
-
-    def describe(self) -> str:
-        buf = ctypes.create_string_buffer(256)
-        L.llama_model_desc(self.ptr, buf, len(buf))
-        return buf.value.decode("utf-8", errors="replace")
 
 
 LOAD_MODE_NONE, LOAD_MODE_MMAP = 0, 1
@@ -280,15 +253,8 @@ class Context:
             pass
 
     @property
-    def n_past(self) -> int:
-        return len(self.tokens)
-
-    @property
     def room(self) -> int:
         return self.n_ctx - len(self.tokens)
-
-    def set_threads(self, n_threads: int) -> None:
-        L.llama_set_n_threads(self._ptr, n_threads, n_threads)
 
     def truncate(self, n: int) -> None:
         """Forget every position from n on."""

@@ -104,14 +104,6 @@ class CostModel:
         ta, tb = self.verify_s[a], self.verify_s[b]
         return max(ta, ta + (tb - ta) * (batch - a) / (b - a)) if batch > a else ta
 
-    def round_rate(self, drafter: str, gamma: int) -> float | None:
-        """Predicted tokens per second of rounds drafting γ tokens (γ = 0: plain decoding)."""
-        verify = self.verify_cost(gamma + 1)
-        if verify is None:
-            return None
-        step = self.draft_step_s.get(drafter, 0.0) if gamma else 0.0
-        return expected_tokens(self.alpha(drafter), gamma) / (gamma * step + verify)
-
     def best_gamma(self, alpha: float, gamma_max: int, step_s: float) -> int:
         """The γ in 1..gamma_max with the best predicted tokens per second for acceptance α and a draft
         step of step_s seconds, or 0 when none is predicted to beat plain decoding by WIN_MARGIN (or

@@ -71,9 +71,6 @@ class Distribution:
         i = int(np.searchsorted(self._cdf, u * self._cdf[-1], side="right"))
         return int(self.ids[min(i, len(self.ids) - 1)])
 
-    def argmax(self) -> int:
-        return int(self.ids[int(np.argmax(self.probs))])
-
 
 def process(logits: np.ndarray, params: SamplingParams) -> Distribution:
     """The processed distribution for one position's logits (which are not modified).

@@ -193,3 +193,12 @@ def test_invalid_settings_are_refused():
     with pytest.raises(ValueError):
         controls.update(draft_min=9)
     assert controls.settings == SpecSettings()
+
+
+def test_a_smaller_draft_context_falls_back_to_plain_steps(test_model_path, q2k_draft_path):
+    with ModelPair.load(test_model_path, q2k_draft_path, LoadOptions(n_ctx=1024, n_threads=2),
+                        LoadOptions(n_ctx=256, n_threads=2)) as p:
+        words = " ".join(f"item{i}" for i in range(300))
+        prompt = p.target.tokenize(f"<|im_start|>user\nCount on: {words}", add_special=True, parse_special=True)[:300]
+        rounds, _, finish = run(p, prompt, GREEDY, max_tokens=20, drafter="model", draft_max=4)
+        assert len(finish.tokens) == 20 and all(r.gamma == 0 for r in rounds)

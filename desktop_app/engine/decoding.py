@@ -142,7 +142,10 @@ class SpeculativeDecoder:
             # Draft.
             proposal = Proposal()
             if gamma > 0:
-                proposal = drafter.draft(tokens, gamma, sampling, rng, settings.draft_p_min)
+                try:
+                    proposal = drafter.draft(tokens, gamma, sampling, rng, settings.draft_p_min)
+                except backend.ContextFullError:      # a draft context smaller than the target's
+                    proposal = Proposal()
                 if len(proposal.tokens) < max(1, settings.draft_min):
                     proposal = Proposal(n_steps=proposal.n_steps, t_s=proposal.t_s)
             drafted = proposal.tokens

@@ -288,9 +288,9 @@ class MainWindow(QMainWindow):
         self.requestFetch.emit()
 
     def _on_fetch_progress(self, p) -> None:
-        total = sum(m.size for m in models.resolve(["demo"]))
-        offset = 0 if p.model == models.resolve(["demo"])[0].key else models.resolve(["demo"])[0].size
-        fraction = (offset + p.done_bytes) / total
+        demo = models.resolve(["demo"])                  # fetched in this order: bytes before = earlier files
+        done_before = sum(m.size for m in demo[:[m.key for m in demo].index(p.model)])
+        fraction = (done_before + p.done_bytes) / sum(m.size for m in demo)
         self.first_run.progress.setValue(int(1000 * fraction))
         self.model_bar.show_progress(f"Fetching {p.model}", fraction)
 

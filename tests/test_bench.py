@@ -14,9 +14,9 @@ from desktop_app.bench.report import summarize, speedup_ratios, to_markdown
 from desktop_app.bench.runner import BenchSetting, RunResult, interleaved_order, make_settings
 
 
-def result(prompt, setting, repeat, tok_s, alpha=None):
+def result(prompt, setting, repeat, tok_s, alpha=None, index=-1):
     return RunResult(prompt, setting, repeat, 10, tok_s, 0.1, alpha, alpha, None, None, 0.0, 1.0, None, None, None,
-                     "max_tokens")
+                     "max_tokens", index)
 
 
 def test_settings_put_plain_first_for_each_temperature():
@@ -27,18 +27,29 @@ def test_settings_put_plain_first_for_each_temperature():
     assert [x.name for x in make_settings(["model", "lookup"], [3], [0.0], False, False)] == ["plain", "lookup γ=3"]
 
 
-def test_runs_are_interleaved():
+def test_runs_are_interleaved_between_plain_runs():
     order = interleaved_order(["a", "b"], ["plain", "x", "y"], 2)
-    assert order[:6] == [(0, "a", "plain"), (0, "a", "x"), (0, "a", "y"), (0, "b", "plain"), (0, "b", "x"),
-                         (0, "b", "y")]
-    assert order[6:9] == [(1, "a", "plain"), (1, "a", "x"), (1, "a", "y")]
-    assert len(order) == 12
+    assert order[:5] == [(0, "a", "plain"), (0, "a", "x"), (0, "a", "plain"), (0, "a", "y"), (0, "a", "plain")]
+    assert order[5:10] == [(0, "b", "plain"), (0, "b", "x"), (0, "b", "plain"), (0, "b", "y"), (0, "b", "plain")]
+    # the next repeat takes the settings the other way round
+    assert order[10:15] == [(1, "a", "plain"), (1, "a", "y"), (1, "a", "plain"), (1, "a", "x"), (1, "a", "plain")]
+    assert len(order) == 20
+    # each temperature has its own plain baseline
+    two = interleaved_order(["a"], ["plain", "x", "plain T=1", "x T=1"], 1,
+                            {"x": "plain", "plain T=1": "plain T=1", "x T=1": "plain T=1"})
+    assert [s for _, _, s in two] == ["plain", "x", "plain", "plain T=1", "x T=1", "plain T=1"]
 
 
-def test_speedups_compare_runs_of_the_same_repeat():
-    plain = [result("a", "plain", 0, 10.0), result("a", "plain", 1, 20.0)]
-    spec = [result("a", "x", 0, 15.0), result("a", "x", 1, 20.0)]
-    assert speedup_ratios(spec, plain) == [1.5, 1.0]
+def test_speedups_compare_each_run_with_the_plain_runs_either_side():
+    # run order: plain 10, x 15, plain 20, y 30, plain 40 (the machine speeding up as it goes)
+    plain = [result("a", "plain", 0, t, index=i) for i, t in ((0, 10.0), (2, 20.0), (4, 40.0))]
+    x, y = result("a", "x", 0, 15.0, index=1), result("a", "y", 0, 30.0, index=3)
+    assert speedup_ratios([x], plain) == [1.0]                     # 15 / mean(10, 20)
+    assert speedup_ratios([y], plain) == [1.0]                     # 30 / mean(20, 40)
+    # a plain run of another repeat is never a baseline; without places in the order, the repeat's plain runs
+    other = [result("a", "plain", 1, 99.0, index=2)]
+    assert speedup_ratios([result("a", "x", 0, 15.0, index=3)], plain[:1] + other) == [1.5]
+    assert speedup_ratios([result("a", "x", 0, 15.0)], [result("a", "plain", 0, 10.0)]) == [1.5]
 
 
 def test_summary_medians_and_ratio_ranges():
@@ -80,9 +91,17 @@ def test_bench_command_end_to_end(tmp_path, test_model_path):
         ["copy", "free"], ["plain", "lookup γ=2", "lookup γ=3"], 2)
     for row in doc["summary"]:
         mine = [r for r in runs if r["prompt"] == row["prompt"] and r["setting"] == row["setting"]]
-        plain = {r["repeat"]: r["tokens_per_s"] for r in runs if r["prompt"] == row["prompt"] and r["setting"] == "plain"}
+        at = {r["index"]: r for r in runs}
         assert row["tokens_per_s"] == pytest.approx(statistics.median(r["tokens_per_s"] for r in mine))
-        ratios = [r["tokens_per_s"] / plain[r["repeat"]] for r in mine]
+        if row["setting"] == "plain":
+            assert row["speedup"] == 1.0
+            continue
+        # every speculative run sits between two plain runs of its prompt and repeat
+        for r in mine:
+            assert at[r["index"] - 1]["setting"] == at[r["index"] + 1]["setting"] == "plain"
+            assert at[r["index"] - 1]["prompt"] == at[r["index"] + 1]["prompt"] == r["prompt"]
+        ratios = [r["tokens_per_s"] / ((at[r["index"] - 1]["tokens_per_s"] + at[r["index"] + 1]["tokens_per_s"]) / 2)
+                  for r in mine]
         assert row["speedup"] == pytest.approx(statistics.median(ratios))
         assert row["speedup_min"] == pytest.approx(min(ratios)) and row["speedup_max"] == pytest.approx(max(ratios))
     mem = doc["meta"]["memory"]

@@ -25,7 +25,7 @@ class Row:
     draft_s: float
     verify_s: float
     c: float | None
-    speedup: float | None             # median over repeats of (this run / the plain run of the same repeat)
+    speedup: float | None             # median over repeats of (this run / the plain runs either side of it)
     speedup_min: float | None
     speedup_max: float | None
     predicted_speedup: float | None   # the paper's formula with the measured α and c (flat verify cost)
@@ -38,9 +38,21 @@ def _median(values) -> float | None:
 
 
 def speedup_ratios(runs: list[RunResult], plain: list[RunResult]) -> list[float]:
-    """Each run against the plain run of the same repeat (they ran back to back)."""
-    base = {r.repeat: r.tokens_per_s for r in plain}
-    return [r.tokens_per_s / base[r.repeat] for r in runs if base.get(r.repeat)]
+    """Each run against its plain baseline of the same repeat: the mean of the plain runs made just
+    before and just after it (runs carry their place in the run order), or the repeat's only plain run."""
+    out = []
+    for run in runs:
+        same = [p for p in plain if p.repeat == run.repeat and p.tokens_per_s]
+        before = [p for p in same if 0 <= p.index < run.index]
+        after = [p for p in same if p.index > run.index]
+        if run.index >= 0 and (before or after):
+            near = ([max(before, key=lambda p: p.index)] if before else []) + \
+                   ([min(after, key=lambda p: p.index)] if after else [])
+        else:
+            near = same
+        if near:
+            out.append(run.tokens_per_s / statistics.fmean(p.tokens_per_s for p in near))
+    return out
 
 
 def summarize(results: list[RunResult], settings: list[BenchSetting]) -> list[Row]:
@@ -53,7 +65,7 @@ def summarize(results: list[RunResult], settings: list[BenchSetting]) -> list[Ro
                 continue
             plain_name = BenchSetting("none", temperature=s.temperature).name
             plain = [r for r in results if r.prompt == prompt and r.setting == plain_name]
-            ratios = speedup_ratios(runs, plain)
+            ratios = [1.0] * len(runs) if s.is_plain else speedup_ratios(runs, plain)
             rows.append(Row(
                 prompt, s.name, s.drafter, s.draft_max, s.auto, s.temperature, len(runs),
                 _median(r.tokens_per_s for r in runs), _median(r.ttft_s for r in runs),
@@ -75,8 +87,9 @@ def to_markdown(rows: list[Row], meta: dict) -> str:
     lines.append(f"`{meta.get('command', '')}`")
     lines.append("")
     lines.append(f"{meta.get('repeats')} repeats × {meta.get('n_tokens')} tokens, {meta.get('threads')} threads, "
-                 f"context {meta.get('n_ctx')}; runs interleaved (plain and each setting back to back). "
-                 f"Speed-up: median of each run over the plain run of the same repeat, with min–max.")
+                 f"context {meta.get('n_ctx')}; runs interleaved (plain, A, plain, B, plain, …). "
+                 f"Speed-up: median over repeats of each run over the mean of the plain runs just before "
+                 f"and after it, with min–max.")
     mem = meta.get("memory")
     if mem:
         lines.append("")

@@ -1,4 +1,4 @@
-"""Running benchmark settings interleaved (plain, A, B, plain, A, B, ...) so machine drift cancels."""
+"""Running benchmark settings interleaved (plain, A, plain, B, plain, ...) so machine drift cancels."""
 from __future__ import annotations
 
 import resource
@@ -54,6 +54,7 @@ class RunResult:
     predicted_speedup: float | None
     predicted_speedup_measured: float | None
     stop_reason: str
+    index: int = -1          # place in the run order; a run is compared with the plain runs either side
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -75,10 +76,26 @@ def make_settings(drafters: list[str], draft_maxes: list[int], temps: list[float
     return out
 
 
-def interleaved_order(prompts: list[str], settings: list[str], repeats: int) -> list[tuple[int, str, str]]:
-    """(repeat, prompt, setting) in run order: each repeat runs every prompt, and each prompt every
-    setting back to back, so a plain run and the speculative runs it is compared with sit together."""
-    return [(r, p, s) for r in range(repeats) for p in prompts for s in settings]
+def interleaved_order(prompts: list[str], settings: list[str], repeats: int,
+                      baseline: dict[str, str] | None = None) -> list[tuple[int, str, str]]:
+    """(repeat, prompt, setting) in run order. Within each repeat and prompt, every setting runs
+    between two runs of its plain baseline (plain, A, plain, B, plain, ...), so each run is compared
+    with plain runs made just before and just after it and slow drift of the machine cancels. Odd
+    repeats take the settings in reverse order, so no setting always runs first or last.
+    `baseline` maps a setting to its plain setting (default: every setting to "plain")."""
+    baseline = baseline or {}
+    plains = list(dict.fromkeys(baseline.get(s, "plain") for s in settings))
+    order: list[tuple[int, str, str]] = []
+    for r in range(repeats):
+        for p in prompts:
+            for plain in plains:
+                group = [s for s in settings if s != plain and baseline.get(s, "plain") == plain]
+                if r % 2:
+                    group.reverse()
+                order.append((r, p, plain))
+                for s in group:
+                    order += [(r, p, s), (r, p, plain)]
+    return order
 
 
 def peak_rss_bytes() -> int:
@@ -99,7 +116,8 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
     tokens = {p.name: template.tokenize([Message("user", p.text)]) for p in prompts}
     by_name = {s.name: s for s in settings}
     results = []
-    order = interleaved_order([p.name for p in prompts], [s.name for s in settings], repeats)
+    baseline = {s.name: BenchSetting("none", temperature=s.temperature).name for s in settings}
+    order = interleaved_order([p.name for p in prompts], [s.name for s in settings], repeats, baseline)
     for i, (r, prompt, name) in enumerate(order):
         setting = by_name[name]
         pair.target_ctx.clear()                       # every run evaluates its prompt afresh
@@ -113,7 +131,7 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
         s = finish.stats
         results.append(RunResult(prompt, name, r, s.n_tokens, s.tokens_per_s, s.ttft_s, s.alpha, s.acceptance_rate,
                                  s.mean_accepted, s.mean_drafted, s.t_draft_s, s.t_verify_s, s.c,
-                                 s.predicted_speedup, s.predicted_speedup_measured, s.stop_reason))
+                                 s.predicted_speedup, s.predicted_speedup_measured, s.stop_reason, i))
         log(f"[{i + 1}/{len(order)}] repeat {r + 1} {prompt:<8} {name:<18} {s.tokens_per_s:6.1f} tok/s"
             + (f"  α {s.alpha:.2f}" if s.alpha is not None else ""))
     return results

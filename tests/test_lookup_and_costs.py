@@ -103,6 +103,22 @@ def test_lookup_draft_length_follows_match_acceptance_and_verify_cost():
     assert match_bucket(3) == 0 and match_bucket(4) == 1 and match_bucket(15) == 2 and match_bucket(40) == 3
 
 
+def test_machine_drift_moves_all_verify_sizes_and_keeps_auto_plain():
+    # Calibrated at load; then hundreds of plain rounds on a machine that got 60 % slower.
+    c = _costs({1: 27, 2: 52, 3: 69, 5: 103, 9: 148, 17: 196}, 17, [])
+    ratio = c.verify_s[2] / c.verify_s[1]
+    for _ in range(300):
+        c.record_verify(1, 0.043)
+        c.record_round("model", 0, 0)
+        assert c.choose_gamma("model", 4) == 0          # no re-probe: drafting cannot pay at any α
+    assert abs(c.verify_s[1] - 0.043) < 1e-3
+    assert abs(c.verify_s[2] / c.verify_s[1] - ratio) < 1e-9     # the other sizes slowed down alike
+    # rounds of one size correct that size's own cost, and only that
+    for _ in range(60):
+        c.record_verify(2, 0.060)
+    assert abs(c.verify_s[2] - 0.060) < 2e-3 and abs(c.verify_s[1] - 0.043) < 1e-3
+
+
 def test_verify_cost_interpolates_between_measured_sizes():
     c = _costs({1: 10, 5: 50, 9: 70}, 1, [])
     assert abs(c.verify_cost(3) - 0.030) < 1e-9

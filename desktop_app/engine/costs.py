@@ -66,8 +66,20 @@ class CostModel:
 
     # -- recording
     def record_verify(self, batch: int, seconds: float) -> None:
+        """A pass over `batch` tokens took `seconds`; that size's cost moves towards it. A single-token
+        pass is the yardstick: what changes its cost (a busy machine, a longer context) changes every
+        pass alike, so it moves all sizes in proportion and the ratios between sizes, on which every
+        choice of γ rests, stay as measured until rounds of those sizes correct them. Without this,
+        hours of plain rounds on a loaded machine would make verify batches look cheap."""
         old = self.verify_s.get(batch)
-        self.verify_s[batch] = seconds if old is None else (1 - EMA) * old + EMA * seconds
+        if old is None or old <= 0:
+            self.verify_s[batch] = seconds
+            return
+        new = (1 - EMA) * old + EMA * seconds
+        if batch == 1:
+            for k in self.verify_s:
+                self.verify_s[k] *= new / old
+        self.verify_s[batch] = new
 
     def record_draft(self, drafter: str, n_tokens: int, seconds: float) -> None:
         if n_tokens <= 0:

@@ -29,7 +29,8 @@ def _add_spec_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft-min", type=int, default=0, metavar="N", help="drop drafts shorter than this")
     p.add_argument("--draft-p-min", type=float, default=0.0, metavar="P",
                    help="stop drafting when the draft's top probability is below P")
-    p.add_argument("--auto", action="store_true", help="choose γ each round from measured costs and acceptance")
+    p.add_argument("--auto", action="store_true", help="choose γ each round from measured costs and acceptance "
+                   "(with a draft model, prompt lookup competes each round too)")
 
 
 def _add_sampling_options(p: argparse.ArgumentParser) -> None:

@@ -15,7 +15,8 @@ Three comparisons, each repeated and interleaved (theirs, ours, theirs, ours, ..
   plain      llama-bench tg (tokens/s from an empty context) vs Tandem's plain loop from BOS
   draft      llama-speculative-simple --spec-type draft-simple vs Tandem's draft model, same γ, greedy
   lookup     llama-speculative-simple --spec-type ngram-simple vs Tandem's prompt lookup, and both
-             against Tandem's plain loop, on the copy-heavy edit prompt
+             against Tandem's plain loop (the mean of a plain run just before and one just after),
+             on the copy-heavy edit prompt
 """
 from __future__ import annotations
 
@@ -113,11 +114,13 @@ def main() -> int:
             print(f"[{r + 1}] draft   speculative-simple {theirs:6.2f} (acc {acc_t:.2f})  tandem {mine:6.2f} "
                   f"(acc {acc_m:.2f})  ratio {mine / theirs:.3f}", flush=True)
         if "lookup" in wanted:
+            before = ours(pair, tok(edit), SpecSettings(enabled=False), a.n)[0]
             theirs, acc_t = llama_spec(a.bin, ["-m", target, "--spec-type", "ngram-simple",
                                                "--spec-ngram-simple-size-m", str(a.lookup_max)], edit, a.threads,
                                        a.n, a.ctx)
             mine, acc_m = ours(pair, tok(edit), SpecSettings(drafter="lookup", draft_max=a.lookup_max), a.n)
-            plain = ours(pair, tok(edit), SpecSettings(enabled=False), a.n)[0]
+            after = ours(pair, tok(edit), SpecSettings(enabled=False), a.n)[0]
+            plain = (before + after) / 2               # Tandem plain just before and just after both runs
             rows.setdefault("lookup", []).append((theirs, mine, plain))
             print(f"[{r + 1}] lookup  ngram-simple {theirs:6.2f}  tandem lookup {mine:6.2f}  tandem plain {plain:6.2f}  "
                   f"vs ngram {mine / theirs:.3f}  vs plain {mine / plain:.3f}", flush=True)

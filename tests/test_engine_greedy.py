@@ -141,6 +141,27 @@ def test_prompt_lookup_accepts_copied_text(pair, monkeypatch):
     assert plain.tokens == finish.tokens
 
 
+def test_auto_mode_copies_with_lookup_when_that_beats_the_draft_model(pair, monkeypatch):
+    # Fixed costs (real rounds would move them): verify batches nearly free, a draft step dearer than a
+    # target pass. No draft-model γ can pay then, but copying can, so auto mode copies.
+    costs = pair.decoder.costs
+    monkeypatch.setattr(costs, "verify_s", {1: 0.030, 2: 0.031, 3: 0.032, 5: 0.034, 9: 0.038, 17: 0.046})
+    monkeypatch.setattr(costs, "draft_step_s", {"model": 0.060})
+    monkeypatch.setattr(costs, "record_verify", lambda *a: None)
+    monkeypatch.setattr(costs, "record_draft", lambda *a: None)
+    prompt = prompt_tokens(pair.target, PROMPTS[2])
+    rounds, _, finish = run(pair, prompt, GREEDY, max_tokens=40, drafter="model", draft_max=8, auto=True)
+    used = {r.drafter for r in rounds}
+    assert "lookup" in used and "model" not in used
+    assert sum(r.accepted for r in rounds if r.drafter == "lookup") >= 8
+    _, _, plain = run(pair, prompt, GREEDY, max_tokens=40, enabled=False)
+    assert plain.tokens == finish.tokens
+    # With checks as dear as this machine's, copying short matches does not pay and auto decodes plainly.
+    monkeypatch.setattr(costs, "verify_s", {1: 0.030, 2: 0.090, 3: 0.130, 5: 0.200, 9: 0.400, 17: 0.800})
+    rounds, _, _ = run(pair, prompt, GREEDY, max_tokens=40, drafter="model", draft_max=8, auto=True)
+    assert {r.drafter for r in rounds} == {"none"}
+
+
 def test_round_bookkeeping_adds_up(pair):
     rounds, tokens, finish = run(pair, prompt_tokens(pair.target), GREEDY, max_tokens=50, drafter="model")
     emitted = [t for r in rounds for t in r.emitted]

@@ -14,7 +14,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from desktop_app.engine import backend, rejection
-from desktop_app.engine.costs import CostModel
+from desktop_app.engine.costs import CostModel, expected_tokens
 from desktop_app.engine.drafters import ModelDrafter, NoDrafter, PromptLookupDrafter, Proposal
 from desktop_app.engine.events import FinishEvent, RoundEvent, StopReason, TokenEvent, TokenKind
 from desktop_app.engine.metrics import StatsRecorder
@@ -76,6 +76,32 @@ class SpeculativeDecoder:
                 self.costs.draft_step_s["model"] = median
             ctx.clear()
 
+    def _auto_choice(self, drafter, tokens, gamma_max, sampling, rng):
+        """Auto mode: (drafter, γ, proposal or None) for the next round, the one with the best predicted
+        tokens per second. With a draft model, prompt lookup competes each round too: copying costs
+        nothing, so when the text repeats earlier text a lookup draft can pay where the model's cannot.
+        γ = 0 decodes plainly when nothing is predicted to beat it."""
+        costs = self.costs
+        gamma = costs.choose_gamma(drafter.name, gamma_max)
+        lookup = self.drafters["lookup"]
+        if drafter is lookup:
+            return drafter, gamma, None
+        # A lookup proposal is cheap to make and already sized by its own cost model (0 if not worth it).
+        copied = lookup.draft(tokens, gamma_max, sampling, rng)
+        if not copied.tokens:
+            return drafter, gamma, None
+        verify = costs.verify_cost(len(copied.tokens) + 1)
+        rate_lookup = lookup.predicted_tokens(len(copied.tokens)) / verify if verify else 0.0
+        rate_model = 0.0
+        if gamma > 0:
+            step = costs.draft_step_s.get(drafter.name, 0.0)
+            v = costs.verify_cost(gamma + 1)
+            if v:
+                rate_model = expected_tokens(costs.alpha(drafter.name), gamma) / (gamma * step + v)
+        if rate_lookup >= rate_model:
+            return lookup, len(copied.tokens), copied
+        return drafter, gamma, None
+
     @property
     def has_draft_model(self) -> bool:
         return "model" in self.drafters
@@ -133,22 +159,24 @@ class SpeculativeDecoder:
                 yield finish(StopReason.CONTEXT_FULL, f"the context of {ctx.n_ctx} tokens is full")
                 return
             gamma_max = min(settings.draft_max, room, max_tokens - len(reply) - 1)
+            proposal = None
             if drafter.name == "none" or gamma_max <= 0:
                 gamma = 0
             elif settings.auto:
-                gamma = self.costs.choose_gamma(drafter.name, gamma_max)
+                drafter, gamma, proposal = self._auto_choice(drafter, tokens, gamma_max, sampling, rng)
             else:
                 gamma = gamma_max
 
             # Draft.
-            proposal = Proposal()
-            if gamma > 0:
+            if proposal is None and gamma <= 0:
+                proposal = Proposal()
+            elif proposal is None:                      # (auto mode may have copied a lookup draft already)
                 try:
                     proposal = drafter.draft(tokens, gamma, sampling, rng, settings.draft_p_min)
                 except backend.ContextFullError:      # a draft context smaller than the target's
                     proposal = Proposal()
-                if len(proposal.tokens) < max(1, settings.draft_min):
-                    proposal = Proposal(n_steps=proposal.n_steps, t_s=proposal.t_s)
+            if proposal.tokens and len(proposal.tokens) < settings.draft_min:
+                proposal = Proposal(n_steps=proposal.n_steps, t_s=proposal.t_s)
             drafted = proposal.tokens
             t_draft = time.perf_counter() - t_round
 

@@ -15,7 +15,8 @@ class SpecSettings:
     draft_max: int = 4            # γ, or the ceiling of γ in auto mode
     draft_min: int = 0            # a draft shorter than this is dropped (plain step instead)
     draft_p_min: float = 0.0      # stop drafting when the draft's top probability falls below this
-    auto: bool = False            # pick γ each round for the best expected tokens per second
+    auto: bool = False            # pick γ (and with a draft model, model or lookup) each round for the
+                                  # best expected tokens per second
 
     def __post_init__(self):
         if self.drafter not in DRAFTERS:

@@ -41,7 +41,7 @@ class SettingsPanel(QWidget):
             self.drafter.addItem(label, key)
         self.draft_max = _spin(1, DRAFT_MAX_LIMIT, 4)
         self.draft_max.setObjectName("draftMax")
-        self.auto = QCheckBox("Auto: choose the length each round")
+        self.auto = QCheckBox("Auto: choose the length (and, with a draft model, copying) each round")
         self.draft_min = _spin(0, DRAFT_MAX_LIMIT, 0)
         self.p_min = _spin(0.0, 0.99, 0.0, 0.05, 2)
         form.addRow(self.speculation)

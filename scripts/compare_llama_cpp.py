@@ -83,6 +83,8 @@ def main() -> int:
     ap.add_argument("-m", "--target", default="qwen2.5-coder-1.5b")
     ap.add_argument("-md", "--draft", default="qwen2.5-coder-0.5b")
     ap.add_argument("--draft-max", type=int, default=4)
+    ap.add_argument("--draft-p-min", type=float, default=0.0,
+                    help="both stop drafting below this draft probability (llama.cpp's default: 0)")
     ap.add_argument("--lookup-max", type=int, default=16, help="draft ceiling for both n-gram methods")
     ap.add_argument("-n", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=3)
@@ -108,8 +110,10 @@ def main() -> int:
                   flush=True)
         if "draft" in wanted:
             theirs, acc_t = llama_spec(a.bin, ["-m", target, "-md", draft, "--spec-type", "draft-simple",
-                                               "--spec-draft-n-max", str(a.draft_max)], code, a.threads, a.n, a.ctx)
-            mine, acc_m = ours(pair, tok(code), SpecSettings(drafter="model", draft_max=a.draft_max), a.n)
+                                               "--spec-draft-n-max", str(a.draft_max), "--spec-draft-p-min",
+                                               str(a.draft_p_min)], code, a.threads, a.n, a.ctx)
+            mine, acc_m = ours(pair, tok(code), SpecSettings(drafter="model", draft_max=a.draft_max,
+                                                             draft_p_min=a.draft_p_min), a.n)
             rows.setdefault("draft", []).append((theirs, mine, (acc_t, acc_m)))
             print(f"[{r + 1}] draft   speculative-simple {theirs:6.2f} (acc {acc_t:.2f})  tandem {mine:6.2f} "
                   f"(acc {acc_m:.2f})  ratio {mine / theirs:.3f}", flush=True)
@@ -127,20 +131,28 @@ def main() -> int:
     pair.close()
     med = statistics.median
     lines = [f"| comparison ({a.repeat} interleaved repeats, {a.n} tokens, {a.threads} threads) | llama.cpp t/s | "
-             f"Tandem t/s | ratio (min–max) |", "|---|---|---|---|"]
+             f"Tandem t/s | ratio: median of pairs (min–max) | best ÷ best |", "|---|---|---|---|---|"]
     for key, label in (("plain", f"plain: llama-bench tg{a.n} vs Tandem plain"),
-                       ("draft", f"draft model γ={a.draft_max}, greedy, code prompt: llama-speculative-simple vs Tandem"),
+                       ("draft", f"draft model γ={a.draft_max}" + (f", p-min {a.draft_p_min:g}" if a.draft_p_min else "")
+                        + ", greedy, code prompt: llama-speculative-simple vs Tandem"),
                        ("lookup", "prompt lookup, edit prompt: ngram-simple vs Tandem lookup")):
         if key not in rows:
             continue
         ratios = [m / t for t, m, _ in rows[key]]
+        best = max(m for _, m, _ in rows[key]) / max(t for t, _, _ in rows[key])
         lines.append(f"| {label} | {med(t for t, _, _ in rows[key]):.2f} | {med(m for _, m, _ in rows[key]):.2f} | "
-                     f"{med(ratios):.3f} ({min(ratios):.3f}–{max(ratios):.3f}) |")
+                     f"{med(ratios):.3f} ({min(ratios):.3f}–{max(ratios):.3f}) | {best:.3f} |")
         if key == "lookup":
             vs_plain = [m / p for _, m, p in rows[key]]
             ngram_vs_plain = [t / p for t, _, p in rows[key]]
-            lines.append(f"| prompt lookup vs Tandem plain on the same prompt | {med(ngram_vs_plain):.3f}× plain | "
-                         f"{med(vs_plain):.3f}× plain | |")
+            best_plain = max(p for _, _, p in rows[key])
+            lines.append(f"| prompt lookup vs Tandem plain on the same prompt (plain: mean of the runs either side) | "
+                         f"{med(ngram_vs_plain):.3f}× plain | {med(vs_plain):.3f}× plain "
+                         f"({min(vs_plain):.3f}–{max(vs_plain):.3f}) | "
+                         f"{max(t for t, _, _ in rows[key]) / best_plain:.3f} / {max(m for _, m, _ in rows[key]) / best_plain:.3f} |")
+    lines.append("")
+    lines.append("Median of pairs: each repeat's Tandem run over the llama.cpp run next to it. Best ÷ best: the "
+                 "fastest run of each over all repeats, the least disturbed by other load on a shared machine.")
     table = "\n".join(lines)
     print("\n" + table)
     if a.markdown:

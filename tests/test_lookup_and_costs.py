@@ -89,7 +89,15 @@ def test_lookup_draft_length_follows_match_acceptance_and_verify_cost():
 
     flat = _costs({1: 30, 2: 31, 3: 32, 5: 34, 9: 38, 17: 46}, 0, [])
     d = PromptLookupDrafter(flat)
-    assert d.draft_length(20, 12) == 12                   # long match, cheap checks: take it all
+    # long match, cheap checks: take all that the ramp allows (3 at first, doubling per kept round)
+    d.last_match_len = 20
+    lengths = []
+    for _ in range(5):
+        lengths.append(d.draft_length(20, 40))
+        d.observe(lengths[-1], lengths[-1])
+    assert lengths == [3, 7, 15, 31, 31]
+    d.observe(31, 2)                                      # a miss starts the ramp again
+    assert d.draft_length(20, 12) == 3
     steep = _costs({1: 27, 2: 52, 3: 69, 5: 103, 9: 148, 17: 196}, 0, [])
     d = PromptLookupDrafter(steep)
     for _ in range(20):                                   # short matches keep failing here

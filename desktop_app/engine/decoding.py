@@ -78,16 +78,16 @@ class SpeculativeDecoder:
 
     def _auto_choice(self, drafter, tokens, gamma_max, sampling, rng):
         """Auto mode: (drafter, γ, proposal or None) for the next round, the one with the best predicted
-        tokens per second. With a draft model, prompt lookup competes each round too: copying costs
-        nothing, so when the text repeats earlier text a lookup draft can pay where the model's cannot.
-        γ = 0 decodes plainly when nothing is predicted to beat it."""
+        tokens per second; γ = 0 decodes plainly when nothing is predicted to beat it. Prompt lookup
+        sizes its own drafts from its per-match-length acceptance and the verify costs. With a draft
+        model, a lookup copy competes each round too: copying costs nothing, so when the text repeats
+        earlier text a lookup draft can pay where the model's cannot."""
         costs = self.costs
-        gamma = costs.choose_gamma(drafter.name, gamma_max)
         lookup = self.drafters["lookup"]
-        if drafter is lookup:
-            return drafter, gamma, None
-        # A lookup proposal is cheap to make and already sized by its own cost model (0 if not worth it).
         copied = lookup.draft(tokens, gamma_max, sampling, rng)
+        if drafter is lookup:
+            return lookup, len(copied.tokens), copied
+        gamma = costs.choose_gamma(drafter.name, gamma_max)
         if not copied.tokens:
             return drafter, gamma, None
         verify = costs.verify_cost(len(copied.tokens) + 1)

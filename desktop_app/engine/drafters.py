@@ -102,6 +102,10 @@ def match_bucket(length: int) -> int:
 # more reliably. Observations soon outweigh them; unused buckets drift back towards them.
 LOOKUP_PRIORS = ((1.1, 0.9), (1.5, 0.5), (1.7, 0.3), (1.85, 0.15))
 PRIOR_PULL = 0.02
+# The longest draft after 0, 1, 2, 3+ fully kept lookup rounds in a row: a copy that has not yet
+# proved itself costs at most a batch of 4 when it is wrong at once, and a confirmed one doubles
+# (batches of 4, 8, 16, 32: the sizes whose verify passes run the fastest kernels on x86 CPUs).
+LOOKUP_RAMP = (3, 7, 15, 31)
 
 
 class PromptLookupDrafter:
@@ -111,7 +115,9 @@ class PromptLookupDrafter:
     Copying costs nothing, but checking costs a verify pass that grows with its batch; so the draft
     length follows the match: the acceptance measured for matches of this length (per bucket) and the
     measured verify cost of each batch size choose the length with the best expected tokens per
-    second, and no draft at all when plain decoding is predicted to be faster."""
+    second, and no draft at all when plain decoding is predicted to be faster. The length is also
+    capped by LOOKUP_RAMP: a long match that stops matching at once (a prompt sentence the reply
+    quotes, then leaves) would otherwise cost a long verify batch for nothing."""
 
     name = "lookup"
 
@@ -125,12 +131,14 @@ class PromptLookupDrafter:
         self._index: dict[tuple[int, ...], list[int]] = {}   # n-gram -> positions right after it
         self.last_match_len = 0
         self.buckets = [AcceptanceEstimate(*prior) for prior in LOOKUP_PRIORS]
+        self.streak = 0                                   # fully kept lookup rounds in a row
 
     def _update_index(self, context: Sequence[int]) -> None:
         n = self.ngram_min
         common = backend.common_prefix(self._tokens, context)
         if common < len(self._tokens):                # the context changed under us: rebuild
             self._tokens, self._index = [], {}
+            self.streak = 0
         for end in range(max(n, len(self._tokens) + 1), len(context) + 1):
             key = tuple(context[end - n:end])
             self._index.setdefault(key, []).append(end)
@@ -164,7 +172,8 @@ class PromptLookupDrafter:
         for b in self.buckets:                      # every consultation pulls unused buckets towards the prior
             if b is not bucket:
                 b.pull_towards_prior(PRIOR_PULL)
-        return self.costs.best_gamma(bucket.alpha, available, 0.0)
+        cap = LOOKUP_RAMP[min(self.streak, len(LOOKUP_RAMP) - 1)]
+        return self.costs.best_gamma(bucket.alpha, min(available, cap), 0.0)
 
     def predicted_tokens(self, n: int) -> float:
         """Tokens a round checking n copied tokens yields on average, by the acceptance measured for
@@ -192,3 +201,4 @@ class PromptLookupDrafter:
     def observe(self, n_drafted: int, n_accepted: int) -> None:
         if n_drafted:
             self.buckets[match_bucket(self.last_match_len)].record(n_accepted, n_drafted)
+            self.streak = self.streak + 1 if n_accepted == n_drafted else 0

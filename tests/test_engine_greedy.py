@@ -176,3 +176,15 @@ def test_round_bookkeeping_adds_up(pair):
     s = finish.stats
     assert s.n_drafted == sum(r.gamma for r in rounds) and s.n_accepted == sum(r.accepted for r in rounds)
     assert finish.stop_reason in (StopReason.MAX_TOKENS, StopReason.EOS)
+
+
+def test_explanation_of_a_mixed_reply_times_only_the_drafting_rounds():
+    from desktop_app.engine.events import GenerationStats
+    from desktop_app.engine.explain import explain
+    # 10 rounds: 2 drafted 4 tokens each (kept 3 and 4) in 100 ms each, 8 plain steps of 30 ms.
+    s = GenerationStats(n_tokens=17, n_rounds=10, n_plain_rounds=8, t_plain_s=0.240, n_drafted=8, n_accepted=7,
+                        acceptance_rate=7 / 8, alpha=7 / 8, mean_accepted=3.5, mean_drafted=4.0,
+                        t_draft_s=0.0, t_verify_s=0.440, t_target_step_s=0.030, c=0.0)
+    text = explain(s)
+    assert "giving 4.5 tokens in 100 ms" in text and "2 of 10 rounds drafted" in text
+    assert "beats plain decoding (33 tok/s) by 1.35×" in text

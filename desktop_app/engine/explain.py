@@ -12,10 +12,13 @@ def explain(stats: GenerationStats) -> str:
         return "Plain decoding: nothing was drafted."
     alpha = stats.alpha if stats.alpha is not None else 0.0
     rounds = stats.n_drafted / stats.mean_drafted if stats.mean_drafted else 0
-    per_round_ms = 1000 * (stats.t_draft_s + stats.t_verify_s) / rounds if rounds else 0.0
+    # Only the rounds that drafted: auto mode mixes them with plain steps.
+    per_round_ms = 1000 * (stats.t_draft_s + stats.t_verify_s - stats.t_plain_s) / rounds if rounds else 0.0
     parts = [f"{100 * (stats.acceptance_rate or 0):.0f} % of drafted tokens were kept (α ≈ {alpha:.2f}); "
              f"a round drafted {stats.mean_drafted:.1f} and kept {stats.mean_accepted:.1f}, "
              f"giving {stats.mean_accepted + 1:.1f} tokens in {per_round_ms:.0f} ms."]
+    if stats.n_plain_rounds:
+        parts.append(f"{round(rounds)} of {stats.n_rounds} rounds drafted; the others were plain steps.")
     if stats.t_target_step_s:
         plain_rate = 1 / stats.t_target_step_s
         spec_rate = (stats.mean_accepted + 1) / (per_round_ms / 1000) if per_round_ms else 0.0

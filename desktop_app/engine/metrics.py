@@ -48,6 +48,8 @@ class StatsRecorder:
         decode_s = t_total_s - t_prompt_s
         s.tokens_per_s = n_tokens / decode_s if decode_s > 0 else 0.0
         s.stop_reason = stop_reason
+        s.n_plain_rounds = self._plain_rounds
+        s.t_plain_s = self._plain_verify_s
         if s.n_drafted:
             s.acceptance_rate = s.n_accepted / s.n_drafted
             s.alpha = s.n_accepted / (s.n_accepted + self._rejections) if s.n_accepted + self._rejections else None

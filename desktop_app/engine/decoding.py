@@ -39,8 +39,9 @@ class SpeculativeDecoder:
     def calibrate(self, steps: int = 5, verify_sizes: tuple[int, ...] = (2, 3, 4, 5, 8, 9, 16, 17)) -> None:
         """Time the passes every prediction rests on, once, after loading: single-token passes of the
         target and the draft (the median of `steps` warm passes) and one target pass over each verify
-        batch size, logits read at every position as a verify pass reads them. On x86 CPUs batches of
-        4, 8 and 16 run faster kernels than their neighbours, so they are measured, not interpolated.
+        batch size, logits read at every position as a verify pass reads them. Batches of 4, 8 and 16
+        cost less than their neighbours on this project's x86 machine, so they are measured too, not
+        interpolated.
         These are the yardsticks for c, for predicted speed-ups, for auto mode and for prompt lookup's
         draft length; real rounds refine them as they run."""
         contexts = [("target", self.target_ctx)]

@@ -32,7 +32,8 @@ def prompt_tokens(model, text=CODE_PROMPT):
 
 def max_batch_deviation(model, n_ctx=512) -> float:
     """The largest |logit| difference between evaluating a text token by token and in batches of
-    2..17 tokens (4, 8 and 16 included: they time differently, so they may round differently), on this machine: the only source of legitimate greedy divergence."""
+    2..17 tokens (4, 8 and 16 included: they time differently, so they may round differently), on
+    this machine: the only source of legitimate greedy divergence."""
     text = prompt_tokens(model) + model.tokenize(" def fib(n):\n    a, b = 0, 1\n    for _ in range(n):", False)
     one = Context(model, n_ctx, 2)
     single = []

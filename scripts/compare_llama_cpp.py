@@ -11,7 +11,7 @@ Build the tools once from the llama-cpp-python sdist (never commit them):
 
 then: python scripts/compare_llama_cpp.py --bin /tmp/lcbuild/bin
 
-Three comparisons, each repeated and interleaved (theirs, ours, theirs, ours, ...):
+Three comparisons, each repeated and interleaved (theirs, ours, ours, theirs, theirs, ours, ...):
   plain      llama-bench tg (tokens/s from an empty context) vs Tandem's plain loop from BOS
   draft      llama-speculative-simple --spec-type draft-simple vs Tandem's draft model, same γ, greedy
   lookup     llama-speculative-simple --spec-type ngram-simple vs Tandem's prompt lookup, and both
@@ -101,28 +101,39 @@ def main() -> int:
     tok = lambda text: pair.target.tokenize(text, add_special=True, parse_special=True)  # noqa: E731
     wanted = a.only or ["plain", "draft", "lookup"]
     rows = {}
+    def pair_up(r, run_theirs, run_mine):
+        """Both, in an order that alternates by repeat: whatever runs second pays for what the first
+        left behind (we measured ours 5-10 % slower right after llama.cpp's tool than before it)."""
+        if r % 2:
+            mine = run_mine()
+            return run_theirs(), mine
+        theirs = run_theirs()
+        return theirs, run_mine()
+
     for r in range(a.repeat):
         if "plain" in wanted:
-            theirs = llama_bench(a.bin, target, a.threads, a.n)
-            mine = ours(pair, [pair.target.bos], SpecSettings(enabled=False), a.n)[0]
+            theirs, mine = pair_up(r, lambda: llama_bench(a.bin, target, a.threads, a.n),
+                                   lambda: ours(pair, [pair.target.bos], SpecSettings(enabled=False), a.n)[0])
             rows.setdefault("plain", []).append((theirs, mine, None))
             print(f"[{r + 1}] plain   llama-bench tg{a.n} {theirs:6.2f}  tandem {mine:6.2f}  ratio {mine / theirs:.3f}",
                   flush=True)
         if "draft" in wanted:
-            theirs, acc_t = llama_spec(a.bin, ["-m", target, "-md", draft, "--spec-type", "draft-simple",
-                                               "--spec-draft-n-max", str(a.draft_max), "--spec-draft-p-min",
-                                               str(a.draft_p_min)], code, a.threads, a.n, a.ctx)
-            mine, acc_m = ours(pair, tok(code), SpecSettings(drafter="model", draft_max=a.draft_max,
-                                                             draft_p_min=a.draft_p_min), a.n)
+            (theirs, acc_t), (mine, acc_m) = pair_up(
+                r, lambda: llama_spec(a.bin, ["-m", target, "-md", draft, "--spec-type", "draft-simple",
+                                              "--spec-draft-n-max", str(a.draft_max), "--spec-draft-p-min",
+                                              str(a.draft_p_min)], code, a.threads, a.n, a.ctx),
+                lambda: ours(pair, tok(code), SpecSettings(drafter="model", draft_max=a.draft_max,
+                                                           draft_p_min=a.draft_p_min), a.n))
             rows.setdefault("draft", []).append((theirs, mine, (acc_t, acc_m)))
             print(f"[{r + 1}] draft   speculative-simple {theirs:6.2f} (acc {acc_t:.2f})  tandem {mine:6.2f} "
                   f"(acc {acc_m:.2f})  ratio {mine / theirs:.3f}", flush=True)
         if "lookup" in wanted:
             before = ours(pair, tok(edit), SpecSettings(enabled=False), a.n)[0]
-            theirs, acc_t = llama_spec(a.bin, ["-m", target, "--spec-type", "ngram-simple",
-                                               "--spec-ngram-simple-size-m", str(a.lookup_max)], edit, a.threads,
-                                       a.n, a.ctx)
-            mine, acc_m = ours(pair, tok(edit), SpecSettings(drafter="lookup", draft_max=a.lookup_max), a.n)
+            (theirs, _), (mine, _) = pair_up(
+                r, lambda: llama_spec(a.bin, ["-m", target, "--spec-type", "ngram-simple",
+                                              "--spec-ngram-simple-size-m", str(a.lookup_max)], edit, a.threads,
+                                      a.n, a.ctx),
+                lambda: ours(pair, tok(edit), SpecSettings(drafter="lookup", draft_max=a.lookup_max), a.n))
             after = ours(pair, tok(edit), SpecSettings(enabled=False), a.n)[0]
             plain = (before + after) / 2               # Tandem plain just before and just after both runs
             rows.setdefault("lookup", []).append((theirs, mine, plain))

@@ -101,9 +101,10 @@ def main() -> int:
     tok = lambda text: pair.target.tokenize(text, add_special=True, parse_special=True)  # noqa: E731
     wanted = a.only or ["plain", "draft", "lookup"]
     rows = {}
+
     def pair_up(r, run_theirs, run_mine):
-        """Both, in an order that alternates by repeat: whatever runs second pays for what the first
-        left behind (we measured ours 5-10 % slower right after llama.cpp's tool than before it)."""
+        """Both, in an order that alternates by repeat, so that neither always runs second (in one
+        run our lookup was slow each time it ran right after llama.cpp's tool, and level before it)."""
         if r % 2:
             mine = run_mine()
             return run_theirs(), mine

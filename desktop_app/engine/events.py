@@ -76,7 +76,7 @@ class GenerationStats:
     ttft_s: float = 0.0               # time to first token
     n_rounds: int = 0
     n_plain_rounds: int = 0           # rounds that drafted nothing (a plain step through the same loop)
-    t_plain_s: float = 0.0            # their time
+    t_plain_s: float = 0.0            # their draft + verify time
     n_drafted: int = 0
     n_accepted: int = 0
     acceptance_rate: float | None = None   # accepted / drafted (as llama.cpp prints it)

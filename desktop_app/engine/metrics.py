@@ -13,6 +13,8 @@ class StatsRecorder:
         self._draft_steps = 0
         self._plain_rounds = 0
         self._plain_verify_s = 0.0
+        self._plain_round_s = 0.0             # draft + verify time of those rounds (auto mode looks
+                                              # for a copy even in rounds that then draft nothing)
         self._rejections = 0
         self._draft_rounds = 0
 
@@ -38,6 +40,7 @@ class StatsRecorder:
         else:
             self._plain_rounds += 1
             self._plain_verify_s += r.t_verify_s
+            self._plain_round_s += r.t_draft_s + r.t_verify_s
 
     def finish(self, n_tokens: int, t_total_s: float, t_prompt_s: float, ttft_s: float,
                stop_reason: str, costs: CostModel) -> GenerationStats:
@@ -49,7 +52,7 @@ class StatsRecorder:
         s.tokens_per_s = n_tokens / decode_s if decode_s > 0 else 0.0
         s.stop_reason = stop_reason
         s.n_plain_rounds = self._plain_rounds
-        s.t_plain_s = self._plain_verify_s
+        s.t_plain_s = self._plain_round_s
         if s.n_drafted:
             s.acceptance_rate = s.n_accepted / s.n_drafted
             s.alpha = s.n_accepted / (s.n_accepted + self._rejections) if s.n_accepted + self._rejections else None

@@ -100,17 +100,33 @@ def test_cancel_is_honoured_within_one_round(pair):
 
 def test_cancel_from_another_thread(pair):
     controls = Controls(SpecSettings(drafter="model", draft_max=4))
-    events = []
-    timer = threading.Timer(0.3, controls.cancel)
-    timer.start()
-    t0 = time.monotonic()
+    cancelled_at = []
+
+    first_round = threading.Event()
+
+    def cancel_soon_after_the_first_round():
+        first_round.wait(timeout=60)
+        time.sleep(0.2)
+        cancelled_at.append(time.monotonic())
+        controls.cancel()
+
+    canceller = threading.Thread(target=cancel_soon_after_the_first_round)
+    canceller.start()
+    received = []
     for ev in pair.generate(prompt_tokens(pair.target), GREEDY, controls, max_tokens=2000):
-        events.append((time.monotonic(), ev))
-    timer.join()
-    finish = events[-1][1]
-    assert finish.stop_reason == StopReason.CANCELLED
-    after = [ev for t, ev in events if t > t0 + 0.3 and isinstance(ev, RoundEvent)]
-    assert len(after) <= 1
+        received.append((time.monotonic(), ev))
+        if isinstance(ev, RoundEvent):
+            first_round.set()
+    canceller.join()
+    assert received[-1][1].stop_reason == StopReason.CANCELLED
+    rounds = [ev for _, ev in received if isinstance(ev, RoundEvent)]
+    assert rounds, "the cancel came before the first round; nothing was tested"
+    # The generator only runs while the consumer asks for the next event, so a round whose
+    # preceding event was received after the cancel began after it, and must not exist.
+    # (The round in flight when the cancel lands may still finish.)
+    begun_after = [ev for (t_prev, _), (_, ev) in zip(received, received[1:])
+                   if isinstance(ev, RoundEvent) and t_prev > cancelled_at[0]]
+    assert begun_after == []
 
 
 def test_stop_string_spanning_tokens(pair):

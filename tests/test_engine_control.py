@@ -81,6 +81,29 @@ def test_loading_reports_progress_and_can_be_cancelled(test_model_path, q2k_draf
         load_model(test_model_path, cancel=cancel)
 
 
+def test_the_draft_model_reads_the_prompt_with_the_target(pair, monkeypatch):
+    """Prompt processing covers both models (as in llama.cpp's tools), so decoding speed and the first
+    round's draft timing are not charged with the draft's prompt; plain decoding leaves it alone."""
+    prompt = prompt_tokens(pair.target)
+    pair.draft_ctx.clear()
+    rounds, _, _ = run(pair, prompt, GREEDY, max_tokens=1, drafter="model", draft_max=4)
+    assert [r.drafted for r in rounds] == [()]          # one token wanted: nothing was drafted
+    assert pair.draft_ctx.tokens == prompt[:-1]
+    pair.draft_ctx.clear()
+    run(pair, prompt, GREEDY, max_tokens=3, drafter="none")
+    assert pair.draft_ctx.tokens == []
+    # the first round then evaluates only the prompt's last token before drafting
+    pair.draft_ctx.clear()
+    batches = []
+    monkeypatch.setattr(pair.draft_ctx, "eval", lambda tokens, logits="last", _eval=pair.draft_ctx.eval:
+                        (batches.append(len(tokens)), _eval(tokens, logits)))
+    events = pair.generate(prompt, GREEDY, Controls(SpecSettings(drafter="model", draft_max=4)), 50)
+    first_round = next(ev for ev in events if isinstance(ev, RoundEvent))
+    events.close()
+    assert first_round.gamma == 4
+    assert batches == [len(prompt) - 1, 1, 1, 1, 1]     # prompt; its last token; x_1..x_3 (x_4 is not needed yet)
+
+
 def test_cancel_is_honoured_within_one_round(pair):
     controls = Controls(SpecSettings(drafter="model", draft_max=4))
     rounds_after_cancel = 0

@@ -106,11 +106,11 @@ def test_rollback_leaves_exactly_the_accepted_tokens(pair, deviation):
     assert pair.draft_ctx.tokens == text[:len(pair.draft_ctx.tokens)]
     assert pair.draft_ctx.pos_max() == len(pair.draft_ctx.tokens) - 1
     # Continuing gives the logits of a fresh evaluation of the same text. The fresh context takes the
-    # prompt in one batch as the engine did (the target all but its last token, the draft all of it)
-    # and the rest token by token: large batches round differently, batches of up to 17 tokens
-    # differ by at most `deviation`.
+    # prompt in one batch as the engine did (both models read all of it but its last token before the
+    # first round) and the rest token by token: large batches round differently, batches of up to 17
+    # tokens differ by at most `deviation`.
     for ctx, model, head in ((pair.target_ctx, pair.target, len(prompt) - 1),
-                             (pair.draft_ctx, pair.draft, len(prompt))):
+                             (pair.draft_ctx, pair.draft, len(prompt) - 1)):
         ctx.sync(text, logits="last")
         continued = ctx.logits(-1).copy()
         fresh = Context(model, 1024, 2)

@@ -1,8 +1,9 @@
 """Drafters propose the next few tokens; the target then checks them all in one batch.
 
-One narrow lifecycle, in the spirit of llama.cpp's common/speculative.h: `draft(context, ...)`
-proposes up to n tokens after `context` (the full token sequence so far), `rollback(n)` forgets
-what the drafter evaluated past the first n tokens once the round's verdict is known.
+One narrow lifecycle, in the spirit of llama.cpp's common/speculative.h: `begin(prompt)` reads the
+prompt while the target does (prompt processing, not decoding), `draft(context, ...)` proposes up to
+n tokens after `context` (the full token sequence so far), `rollback(n)` forgets what the drafter
+evaluated past the first n tokens once the round's verdict is known.
 """
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ class NoDrafter:
 
     name = "none"
 
+    def begin(self, prompt: Sequence[int]) -> None:
+        pass
+
     def draft(self, context, n_max, params, rng, p_min=0.0) -> Proposal:
         return Proposal()
 
@@ -54,6 +58,12 @@ class ModelDrafter:
 
     def __init__(self, ctx: backend.Context):
         self.ctx = ctx
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        """Evaluate the prompt but its last token, as the target does, reusing the cached prefix: the
+        first round then drafts at once, and its timing is a round's, not the prompt's."""
+        if 1 < len(prompt) <= self.ctx.n_ctx:       # (a longer prompt leaves this drafter idle: draft() says so)
+            self.ctx.sync(prompt[:-1], logits="none")
 
     def draft(self, context: Sequence[int], n_max: int, params: SamplingParams,
               rng: np.random.Generator, p_min: float = 0.0) -> Proposal:
@@ -194,6 +204,9 @@ class PromptLookupDrafter:
             out.q_token = [1.0] * len(out.tokens)
         out.t_s = time.perf_counter() - t0
         return out
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        pass
 
     def rollback(self, n: int) -> None:
         pass

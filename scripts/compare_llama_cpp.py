@@ -28,12 +28,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from desktop_app import models  # noqa: E402
 from desktop_app.bench.prompts import BUILTIN  # noqa: E402
-from desktop_app.engine import GREEDY, Controls, FinishEvent, LoadOptions, ModelPair, SpecSettings  # noqa: E402
+from desktop_app.engine import (GREEDY, Controls, FinishEvent, LoadOptions, ModelPair, RoundEvent,  # noqa: E402
+                                SpecSettings)
 
 DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+) t/s")
 ACCEPT = re.compile(r"accept\s+=\s+([\d.]+)%")
@@ -75,6 +77,39 @@ def ours(pair: ModelPair, prompt_tokens, spec: SpecSettings, n: int) -> tuple[fl
         if isinstance(ev, FinishEvent):
             finish = ev
     return finish.stats.tokens_per_s, finish.stats.acceptance_rate
+
+
+def draft_round_costs(pair: ModelPair, prompt_tokens, gamma: int, n: int, reps: int = 7) -> dict:
+    """What a γ round costs each loop, from passes timed here with the same llama.cpp library.
+
+    Both loops run γ single-token draft passes and one target pass over γ+1 tokens with logits at
+    every position. llama-speculative-simple also runs that verify batch through the draft
+    (`common_speculative_process`: γ+1 tokens, logits at the last). Tandem's draft instead evaluates
+    2 tokens in its first step when the previous round kept every draft (x_γ and the bonus token)."""
+    finish, rounds = None, []
+    pair.target_ctx.clear()
+    pair.draft_ctx.clear()
+    for ev in pair.generate(prompt_tokens, GREEDY, Controls(SpecSettings(drafter="model", draft_max=gamma)), n):
+        if isinstance(ev, FinishEvent):
+            finish = ev
+        elif isinstance(ev, RoundEvent):
+            rounds.append(ev)
+    full = sum(r.accepted == r.gamma == gamma for r in rounds) / max(1, len(rounds))
+    text = list(prompt_tokens) + list(finish.tokens)
+    base = len(prompt_tokens)
+    times: dict[str, list[float]] = {"step": [], "catch_up": [], "process": [], "verify": []}
+    for _ in range(reps):
+        for key, ctx, size, logits in (("step", pair.draft_ctx, 1, "last"), ("catch_up", pair.draft_ctx, 2, "last"),
+                                       ("process", pair.draft_ctx, gamma + 1, "last"),
+                                       ("verify", pair.target_ctx, gamma + 1, "all")):
+            ctx.sync(text[:base], logits="none")
+            t0 = time.perf_counter()
+            ctx.eval(text[base:base + size], logits=logits)
+            times[key].append(time.perf_counter() - t0)
+    t = {k: statistics.median(v) for k, v in times.items()}
+    theirs = gamma * t["step"] + t["process"] + t["verify"]
+    mine = (gamma - 1) * t["step"] + full * t["catch_up"] + (1 - full) * t["step"] + t["verify"]
+    return {**t, "full": full, "theirs": theirs, "mine": mine}
 
 
 def main() -> int:
@@ -140,6 +175,14 @@ def main() -> int:
             rows.setdefault("lookup", []).append((theirs, mine, plain))
             print(f"[{r + 1}] lookup  ngram-simple {theirs:6.2f}  tandem lookup {mine:6.2f}  tandem plain {plain:6.2f}  "
                   f"vs ngram {mine / theirs:.3f}  vs plain {mine / plain:.3f}", flush=True)
+    if "draft" in wanted:
+        k = draft_round_costs(pair, tok(code), a.draft_max, a.n)
+        ceiling = (f"Predicted from pass costs timed here (medians): draft step {1000 * k['step']:.1f} ms, "
+                   f"2-token catch-up {1000 * k['catch_up']:.1f} ms ({k['full']:.0%} of rounds), llama.cpp's draft "
+                   f"pass over the verify batch {1000 * k['process']:.1f} ms, verify {1000 * k['verify']:.1f} ms; a "
+                   f"round costs llama.cpp {1000 * k['theirs']:.0f} ms and Tandem {1000 * k['mine']:.0f} ms, so "
+                   f"Tandem ÷ llama-speculative-simple ≈ {k['theirs'] / k['mine']:.3f} at equal acceptance.")
+        print(ceiling, flush=True)
     pair.close()
     med = statistics.median
     lines = [f"| comparison ({a.repeat} interleaved repeats, {a.n} tokens, {a.threads} threads) | llama.cpp t/s | "
@@ -165,6 +208,8 @@ def main() -> int:
     lines.append("")
     lines.append("Median of pairs: each repeat's Tandem run over the llama.cpp run next to it. Best ÷ best: the "
                  "fastest run of each over all repeats, the least disturbed by other load on a shared machine.")
+    if "draft" in wanted:
+        lines += ["", ceiling]
     table = "\n".join(lines)
     print("\n" + table)
     if a.markdown:

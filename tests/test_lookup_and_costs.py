@@ -132,3 +132,28 @@ def test_verify_cost_interpolates_between_measured_sizes():
     assert abs(c.verify_cost(3) - 0.030) < 1e-9
     assert abs(c.verify_cost(7) - 0.060) < 1e-9
     assert abs(c.verify_cost(13) - 0.090) < 1e-9       # extrapolated from the two largest
+
+
+def test_copies_not_worth_checking_are_still_judged_by_what_came_next():
+    """A copy too short to pay at its match length's acceptance is not drafted, so no verify pass
+    ever measures that acceptance. It is judged instead by the tokens the round produced, and the
+    estimate can rise until the copy pays (or fall further)."""
+    steep = _costs({1: 27, 2: 52, 3: 69, 5: 103, 9: 148, 17: 196}, 0, [])
+    d = PromptLookupDrafter(steep)
+    context = [1, 2, 3, 9, 1, 2]                          # [1, 2] matched before, then came 3
+    short = d.buckets[0]
+    assert d.draft(context, 8, GREEDY, None).tokens == []     # at the prior, not worth a verify batch
+    before = short.alpha
+    d.draft(context + [3], 8, GREEDY, None)               # the round produced what the copy said
+    assert short.alpha > before
+    after_kept = short.alpha
+    d.draft(context, 8, GREEDY, None)                     # a rolled-back context judges nothing
+    assert short.alpha == after_kept
+    rounds = 0
+    while not d.draft(context, 8, GREEDY, None).tokens and rounds < 50:
+        d.draft(context + [3], 8, GREEDY, None)
+        rounds += 1
+    assert 0 < rounds < 50 and d.draft(context, 8, GREEDY, None).tokens[0] == 3
+    high = short.alpha
+    d.draft(context + [7], 8, GREEDY, None)               # a copy that was wrong
+    assert short.alpha < high

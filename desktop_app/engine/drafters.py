@@ -142,6 +142,7 @@ class PromptLookupDrafter:
         self.last_match_len = 0
         self.buckets = [AcceptanceEstimate(*prior) for prior in LOOKUP_PRIORS]
         self.streak = 0                                   # fully kept lookup rounds in a row
+        self._unchecked: tuple[int, int, list[int]] | None = None   # (context length, bucket, copy) not yet judged
 
     def _update_index(self, context: Sequence[int]) -> None:
         n = self.ngram_min
@@ -193,6 +194,7 @@ class PromptLookupDrafter:
     def draft(self, context: Sequence[int], n_max: int, params: SamplingParams,
               rng: np.random.Generator, p_min: float = 0.0) -> Proposal:
         t0 = time.perf_counter()
+        self._settle(context)
         pos, length = self.find(context)
         self.last_match_len = length
         out = Proposal()
@@ -202,8 +204,26 @@ class PromptLookupDrafter:
             out.tokens = [int(t) for t in context[pos:pos + g]]
             out.q = [None] * len(out.tokens)
             out.q_token = [1.0] * len(out.tokens)
+            self._unchecked = (len(context), match_bucket(length), [int(t) for t in context[pos:pos + available]])
         out.t_s = time.perf_counter() - t0
         return out
+
+    def _settle(self, context: Sequence[int]) -> None:
+        """Judge the copy found last round, if no verify pass judged it (too short to be worth
+        checking, or auto mode chose another way), against the tokens the round produced. Free, and
+        it keeps learning the acceptance of short matches: otherwise a bucket whose prior says "not
+        worth checking" would never be checked, and never measured."""
+        if self._unchecked is None:
+            return
+        start, bucket, copied = self._unchecked
+        self._unchecked = None
+        if len(context) <= start or backend.common_prefix(self._tokens, context) < start:
+            return                                       # a new conversation, or one rolled back
+        produced = context[start:start + len(copied)]
+        kept = 0
+        while kept < len(produced) and produced[kept] == copied[kept]:
+            kept += 1
+        self.buckets[bucket].record(kept, kept + (kept < len(produced)))
 
     def begin(self, prompt: Sequence[int]) -> None:
         pass
@@ -213,5 +233,6 @@ class PromptLookupDrafter:
 
     def observe(self, n_drafted: int, n_accepted: int) -> None:
         if n_drafted:
+            self._unchecked = None                       # the verify pass judged it
             self.buckets[match_bucket(self.last_match_len)].record(n_accepted, n_drafted)
             self.streak = self.streak + 1 if n_accepted == n_drafted else 0

@@ -144,7 +144,8 @@ class SpeculativeDecoder:
                                                   f"{ctx.n_ctx}; shorten the conversation or raise the context size")
             return
         evaluated = ctx.sync(tokens[:-1], logits="none")
-        self._drafter(controls).begin(tokens)        # a draft model reads the prompt now, as the target did
+        if not controls.cancelled:                    # (a cancel during a long prompt stops here, below)
+            self._drafter(controls).begin(tokens)    # a draft model reads the prompt now, as the target did
         recorder = StatsRecorder(len(tokens), evaluated + 1)
         t_prompt = time.perf_counter() - t_start
 

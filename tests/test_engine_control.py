@@ -92,6 +92,10 @@ def test_the_draft_model_reads_the_prompt_with_the_target(pair, monkeypatch):
     pair.draft_ctx.clear()
     run(pair, prompt, GREEDY, max_tokens=3, drafter="none")
     assert pair.draft_ctx.tokens == []
+    cancelled = Controls(SpecSettings(drafter="model", draft_max=4))
+    cancelled.cancel()                                    # as if it landed during the target's prompt
+    _, _, finish = run(pair, prompt, GREEDY, max_tokens=3, controls=cancelled)
+    assert finish.stop_reason == StopReason.CANCELLED and pair.draft_ctx.tokens == []
     # the first round then evaluates only the prompt's last token before drafting
     pair.draft_ctx.clear()
     batches = []

@@ -150,6 +150,7 @@ class PromptLookupDrafter:
         if common < len(self._tokens):                # the context changed under us: rebuild
             self._tokens, self._index = [], {}
             self.streak = 0
+            self._unchecked = None                    # its copy can no longer be judged
         for end in range(max(n, len(self._tokens) + 1), len(context) + 1):
             key = tuple(context[end - n:end])
             self._index.setdefault(key, []).append(end)
@@ -194,8 +195,8 @@ class PromptLookupDrafter:
     def draft(self, context: Sequence[int], n_max: int, params: SamplingParams,
               rng: np.random.Generator, p_min: float = 0.0) -> Proposal:
         t0 = time.perf_counter()
-        self._settle(context)
         pos, length = self.find(context)
+        self._settle(context)
         self.last_match_len = length
         out = Proposal()
         if pos >= 0 and n_max > 0:
@@ -217,8 +218,8 @@ class PromptLookupDrafter:
             return
         start, bucket, copied = self._unchecked
         self._unchecked = None
-        if len(context) <= start or backend.common_prefix(self._tokens, context) < start:
-            return                                       # a new conversation, or one rolled back
+        if len(context) <= start:                        # (find() dropped it if the context changed)
+            return
         produced = context[start:start + len(copied)]
         kept = 0
         while kept < len(produced) and produced[kept] == copied[kept]:

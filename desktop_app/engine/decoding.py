@@ -171,13 +171,13 @@ class SpeculativeDecoder:
                 gamma = gamma_max
 
             # Draft.
-            if proposal is None and gamma <= 0:
+            if proposal is None:                        # (auto mode may have copied a lookup draft already)
                 proposal = Proposal()
-            elif proposal is None:                      # (auto mode may have copied a lookup draft already)
-                try:
-                    proposal = drafter.draft(tokens, gamma, sampling, rng, settings.draft_p_min)
-                except backend.ContextFullError:      # a draft context smaller than the target's
-                    proposal = Proposal()
+                if gamma > 0:
+                    try:
+                        proposal = drafter.draft(tokens, gamma, sampling, rng, settings.draft_p_min)
+                    except backend.ContextFullError:  # a draft context smaller than the target's
+                        pass
             if proposal.tokens and len(proposal.tokens) < settings.draft_min:
                 proposal = Proposal(n_steps=proposal.n_steps, t_s=proposal.t_s)
             drafted = proposal.tokens

@@ -95,7 +95,9 @@ def test_bench_command_end_to_end(tmp_path, test_model_path):
         assert row["tokens_per_s"] == pytest.approx(statistics.median(r["tokens_per_s"] for r in mine))
         if row["setting"] == "plain":
             assert row["speedup"] == 1.0
+            assert row["lookup_ceiling"] == pytest.approx(statistics.median(r["lookup_ceiling"] for r in mine))
             continue
+        assert row["lookup_ceiling"] is None and all(r["lookup_ceiling"] is None for r in mine)
         # every speculative run sits between two plain runs of its prompt and repeat
         for r in mine:
             assert at[r["index"] - 1]["setting"] == at[r["index"] + 1]["setting"] == "plain"
@@ -109,5 +111,8 @@ def test_bench_command_end_to_end(tmp_path, test_model_path):
     assert mem["rss_peak_mb"] >= mem["rss_loaded_mb"] > 0
     md = (tmp_path / "b.md").read_text()
     assert md.count("\n| copy |") == 3 and "Memory: resident" in md
+    ceiling = {row["prompt"]: row["lookup_ceiling"] for row in doc["summary"] if row["setting"] == "plain"}
+    assert ceiling["copy"] > 1.0 and doc["meta"]["lookup_ceiling_draft_max"] == 3   # the reply repeats the prompt
+    assert f"copy {ceiling['copy']:.2f}×" in md and f"free {ceiling['free']:.2f}×" in md
     image = QImage(str(tmp_path / "b.png"))
     assert image.width() == 1100 and image.height() == 650

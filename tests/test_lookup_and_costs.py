@@ -157,3 +157,48 @@ def test_copies_not_worth_checking_are_still_judged_by_what_came_next():
     high = short.alpha
     d.draft(context + [7], 8, GREEDY, None)               # a copy that was wrong
     assert short.alpha < high
+
+
+def test_copyable_runs_find_the_best_earlier_copy_and_stop_where_known_text_ends():
+    from desktop_app.engine.lookup_ceiling import copyable_runs
+
+    #          prompt: 7  1  2  3  4  5  8    reply: 1  2  3  4  9  2  3  4
+    assert copyable_runs([7, 1, 2, 3, 4, 5, 8], [1, 2, 3, 4, 9, 2, 3, 4]) == [0, 0, 2, 1, 0, 0, 0, 1]
+    # a copy of the reply itself ends where the text known at that point ends (as a lookup's does)
+    assert copyable_runs([1, 2], [1, 2, 1, 2, 1, 2]) == [0, 0, 2, 2, 2, 1]
+    assert copyable_runs([1, 2, 3], [1, 2, 3], ngram_min=3) == [0, 0, 0]
+
+
+def test_lookup_ceiling_is_the_cheapest_way_through_the_reply():
+    from desktop_app.engine.lookup_ceiling import lookup_ceiling
+
+    prompt, reply = [7, 1, 2, 3, 4, 5, 8], [1, 2, 3, 4, 9, 2, 3, 4]      # copyable runs 0 0 2 1 0 0 0 1
+    flat = lambda k: 1.0                                                 # noqa: E731 (a GPU-like verify)
+    # rounds: 1, 2, [3 4 +9], 2, 3, 4 (the last copy would overrun the reply): 6 rounds for 8 tokens
+    assert lookup_ceiling(prompt, reply, flat, draft_max=4) == 8 / 6
+    assert lookup_ceiling(prompt, reply, flat, draft_max=1) == 8 / 7     # [3 +4] or [4 +9], not both
+    assert lookup_ceiling(prompt, reply, lambda k: float(k), draft_max=4) == 1.0   # checking costs as much as decoding
+    steep = lambda k: 1.0 + 0.8 * (k - 1)                                # noqa: E731
+    assert lookup_ceiling(prompt, reply, steep, draft_max=4) == 8 / (5 + 2.6)
+    assert lookup_ceiling(prompt, reply, lambda k: None if k > 2 else 1.0, draft_max=4) is None
+    assert lookup_ceiling(prompt, [], flat, draft_max=4) is None
+
+
+def test_no_lookup_run_beats_its_ceiling(test_model_path):
+    """The ceiling is the best any copy policy can do on a reply. Priced with the same verify costs,
+    a real lookup run stays at or under the ceiling of the reply it wrote; on a prompt the reply
+    repeats, copying pays."""
+    from desktop_app.engine import GREEDY, ModelPair
+    from desktop_app.engine.lookup_ceiling import lookup_ceiling
+    from tests.engine_helpers import prompt_tokens, run
+
+    steep = lambda k: 1.0 + 0.5 * (k - 1)                                # noqa: E731
+    text = ("<|im_start|>user\nRepeat this line exactly, twice: the quick brown fox jumps over the lazy dog "
+            "near the river bank.<|im_end|>\n<|im_start|>assistant\n")
+    with ModelPair.load(test_model_path) as pair:
+        prompt = prompt_tokens(pair.target, text)
+        rounds, _, lookup = run(pair, prompt, GREEDY, 48, drafter="lookup", draft_max=8)
+    ceiling = lookup_ceiling(prompt, lookup.tokens, steep, draft_max=8)
+    priced = len(lookup.tokens) / sum(steep(r.gamma + 1) for r in rounds)
+    assert sum(r.accepted for r in rounds) > 0
+    assert 1.0 < priced <= ceiling + 1e-9

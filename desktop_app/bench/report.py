@@ -30,6 +30,7 @@ class Row:
     speedup_max: float | None
     predicted_speedup: float | None   # the paper's formula with the measured α and c (flat verify cost)
     predicted_speedup_measured: float | None  # with the measured cost of each verify batch size
+    lookup_ceiling: float | None = None       # plain rows: the best any prompt lookup could do (median)
 
 
 def _median(values) -> float | None:
@@ -73,7 +74,8 @@ def summarize(results: list[RunResult], settings: list[BenchSetting]) -> list[Ro
                 _median(r.mean_accepted for r in runs), _median(r.t_draft_s for r in runs),
                 _median(r.t_verify_s for r in runs), _median(r.c for r in runs),
                 _median(ratios), min(ratios) if ratios else None, max(ratios) if ratios else None,
-                _median(r.predicted_speedup for r in runs), _median(r.predicted_speedup_measured for r in runs)))
+                _median(r.predicted_speedup for r in runs), _median(r.predicted_speedup_measured for r in runs),
+                _median(r.lookup_ceiling for r in runs)))
     return rows
 
 
@@ -106,6 +108,14 @@ def to_markdown(rows: list[Row], meta: dict) -> str:
         lines.append(f"| {r.prompt} | {r.setting} | {r.tokens_per_s:.1f} | {1000 * r.ttft_s:.0f} | {_fmt(r.alpha)} | "
                      f"{_fmt(r.acceptance_rate, '.0%')} | {_fmt(r.mean_accepted)} | {r.draft_s:.2f} | {r.verify_s:.2f} | "
                      f"{_fmt(r.c)} | {speed} | {predicted} |")
+    ceilings = [(r.setting, r.prompt, r.lookup_ceiling) for r in rows if r.lookup_ceiling is not None]
+    if ceilings:
+        lines += ["", f"Lookup ceiling, the speed-up over plain that prompt lookup would reach if it knew which "
+                      f"copies the target keeps (each round copies exactly the run that the best earlier occurrence "
+                      f"of the last two tokens gets right, at most {meta.get('lookup_ceiling_draft_max')} tokens, "
+                      f"or decodes plainly), priced at the verify cost per batch size measured in this run: "
+                  + ", ".join(f"{prompt} {c:.2f}×" + (f" ({setting})" if setting != "plain" else "")
+                              for setting, prompt, c in ceilings) + "."]
     return "\n".join(lines) + "\n"
 
 

@@ -8,6 +8,7 @@ from typing import Callable
 
 from desktop_app.chat.template import ChatTemplate, Message
 from desktop_app.engine import Controls, FinishEvent, ModelPair, SamplingParams, SpecSettings
+from desktop_app.engine.lookup_ceiling import lookup_ceiling
 from desktop_app.bench.prompts import BenchPrompt
 
 
@@ -55,6 +56,8 @@ class RunResult:
     predicted_speedup_measured: float | None
     stop_reason: str
     index: int = -1          # place in the run order; a run is compared with the plain runs either side
+    lookup_ceiling: float | None = None   # plain runs: the best speed-up any prompt lookup could reach on
+                                          # this reply at the verify costs measured so far (lookup_ceiling.py)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -110,6 +113,11 @@ def current_rss_bytes() -> int:
     return 0
 
 
+def ceiling_draft_max(settings: list[BenchSetting]) -> int:
+    """The longest copy the lookup ceiling allows: the longest draft benched (16 if none is)."""
+    return max((s.draft_max for s in settings), default=0) or 16
+
+
 def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchSetting], n_tokens: int,
               repeats: int, seed: int = 0, log: Callable[[str], None] = lambda _m: None) -> list[RunResult]:
     template = ChatTemplate(pair.target)
@@ -118,6 +126,7 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
     results = []
     baseline = {s.name: BenchSetting("none", temperature=s.temperature).name for s in settings}
     order = interleaved_order([p.name for p in prompts], [s.name for s in settings], repeats, baseline)
+    longest = ceiling_draft_max(settings)
     for i, (r, prompt, name) in enumerate(order):
         setting = by_name[name]
         pair.target_ctx.clear()                       # every run evaluates its prompt afresh
@@ -129,9 +138,11 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
             if isinstance(event, FinishEvent):
                 finish = event
         s = finish.stats
+        ceiling = (lookup_ceiling(tokens[prompt], finish.tokens, pair.decoder.costs.verify_cost, longest)
+                   if setting.is_plain else None)
         results.append(RunResult(prompt, name, r, s.n_tokens, s.tokens_per_s, s.ttft_s, s.alpha, s.acceptance_rate,
                                  s.mean_accepted, s.mean_drafted, s.t_draft_s, s.t_verify_s, s.c,
-                                 s.predicted_speedup, s.predicted_speedup_measured, s.stop_reason, i))
+                                 s.predicted_speedup, s.predicted_speedup_measured, s.stop_reason, i, ceiling))
         log(f"[{i + 1}/{len(order)}] repeat {r + 1} {prompt:<8} {name:<18} {s.tokens_per_s:6.1f} tok/s"
             + (f"  α {s.alpha:.2f}" if s.alpha is not None else ""))
     return results

@@ -18,7 +18,8 @@ def run(args: argparse.Namespace) -> int:
     from desktop_app.bench.plot import plot_speedups
     from desktop_app.bench.prompts import load_prompts
     from desktop_app.bench.report import summarize, to_json, to_markdown
-    from desktop_app.bench.runner import current_rss_bytes, make_settings, peak_rss_bytes, run_bench
+    from desktop_app.bench.runner import (ceiling_draft_max, current_rss_bytes, make_settings, peak_rss_bytes,
+                                          run_bench)
     from desktop_app.engine import IncompatiblePair, LoadOptions, ModelLoadError, ModelPair
     from desktop_app.models.gguf_info import read_info
 
@@ -60,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
             "target": target, "draft": draft, "target_name": os.path.basename(target),
             "draft_name": os.path.basename(draft) if draft else None, "threads": threads, "n_ctx": n_ctx,
             "n_tokens": args.n_tokens, "repeats": args.repeat, "prompts": [p.name for p in prompts],
+            "lookup_ceiling_draft_max": ceiling_draft_max(settings),
             "memory": {"rss_loaded_mb": rss_loaded / 1e6, "rss_peak_mb": peak / 1e6, "model_files_mb": files / 1e6,
                        "kv_caches_mb": kv / 1e6, "budget_base_mb": (files + kv) / 1e6,
                        "overhead_mb": (peak - files - kv) / 1e6}}

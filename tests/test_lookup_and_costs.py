@@ -190,14 +190,13 @@ def test_no_lookup_run_beats_its_ceiling(test_model_path):
     repeats, copying pays."""
     from desktop_app.engine import GREEDY, ModelPair
     from desktop_app.engine.lookup_ceiling import lookup_ceiling
-    from tests.engine_helpers import prompt_tokens, run
+    from tests.engine_helpers import run
 
     steep = lambda k: 1.0 + 0.5 * (k - 1)                                # noqa: E731
-    text = ("<|im_start|>user\nRepeat this line exactly, twice: the quick brown fox jumps over the lazy dog "
-            "near the river bank.<|im_end|>\n<|im_start|>assistant\n")
+    text = "def area(w, h):\n    return w * h\n\n\ndef area(w, h):\n    return w * h\n\n\ndef area("
     with ModelPair.load(test_model_path) as pair:
-        prompt = prompt_tokens(pair.target, text)
-        rounds, _, lookup = run(pair, prompt, GREEDY, 48, drafter="lookup", draft_max=8)
+        prompt = pair.target.tokenize(text, add_special=True, parse_special=False)   # a text that repeats
+        rounds, _, lookup = run(pair, prompt, GREEDY, 32, drafter="lookup", draft_max=8)
     ceiling = lookup_ceiling(prompt, lookup.tokens, steep, draft_max=8)
     priced = len(lookup.tokens) / sum(steep(r.gamma + 1) for r in rounds)
     assert sum(r.accepted for r in rounds) > 0

@@ -10,7 +10,6 @@ no γ is predicted to beat plain decoding.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
 
 EMA = 0.2                   # weight of a new timing measurement
 ALPHA_DECAY = 0.9           # weight of past rounds in the acceptance estimate
@@ -54,41 +53,6 @@ class AcceptanceEstimate:
     @property
     def alpha(self) -> float:
         return self.accepted / (self.accepted + self.rejected)
-
-
-class CopyAcceptance:
-    """How copies of one kind of match fare, in two parts: whether the first copied token is right
-    (a copy from the wrong place fails at once), and, once it is, whether each next one is too
-    (a copy from the right place runs on until the texts part). One α for both would make long
-    copies look either too risky to start or too safe to stop; the two together price a copy of
-    any length: E(g) = 1 + p_first · (1 + α_rest + … + α_rest^(g-1)) tokens per round."""
-
-    def __init__(self, first: tuple[float, float], rest: tuple[float, float]):
-        self.first = AcceptanceEstimate(*first)
-        self.rest = AcceptanceEstimate(*rest)
-
-    def record(self, n_kept: int, n_checked: int) -> None:
-        """A copy whose first n_checked tokens were judged, n_kept of them kept in a row."""
-        if n_checked <= 0:
-            return
-        self.first.record(min(n_kept, 1), 1)
-        if n_kept >= 1 and n_checked > 1:
-            self.rest.record(n_kept - 1, n_checked - 1)
-
-    def pull_towards_prior(self, weight: float) -> None:
-        self.first.pull_towards_prior(weight)
-        self.rest.pull_towards_prior(weight)
-
-    def expected_tokens(self, gamma: int) -> float:
-        """Tokens a round checking gamma copied tokens yields on average (the target's own included)."""
-        if gamma <= 0:
-            return 1.0
-        return 1.0 + self.first.alpha * expected_tokens(self.rest.alpha, gamma - 1)
-
-    @property
-    def alpha(self) -> float:
-        """The chance that the first copied token is kept."""
-        return self.first.alpha
 
 
 @dataclass
@@ -156,10 +120,6 @@ class CostModel:
         """The γ in 1..gamma_max with the best predicted tokens per second for acceptance α and a draft
         step of step_s seconds, or 0 when none is predicted to beat plain decoding by WIN_MARGIN (or
         the costs needed to predict are not measured yet)."""
-        return self.best_length(lambda g: expected_tokens(alpha, g), gamma_max, step_s)
-
-    def best_length(self, tokens_per_round: Callable[[int], float], gamma_max: int, step_s: float) -> int:
-        """As best_gamma, for any prediction of the tokens a round drafting γ yields."""
         verify_1 = self.verify_cost(1)
         if verify_1 is None:
             return 0
@@ -168,7 +128,7 @@ class CostModel:
             verify = self.verify_cost(g + 1)
             if verify is None:
                 continue
-            rate = tokens_per_round(g) / (g * step_s + verify)
+            rate = expected_tokens(alpha, g) / (g * step_s + verify)
             if rate > best_rate:
                 best_g, best_rate = g, rate
         return best_g

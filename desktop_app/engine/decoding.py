@@ -145,10 +145,7 @@ class SpeculativeDecoder:
             return
         evaluated = ctx.sync(tokens[:-1], logits="none")
         if not controls.cancelled:                    # (a cancel during a long prompt stops here, below)
-            first = self._drafter(controls)
-            first.begin(tokens)                       # a draft model reads the prompt now, as the target did
-            if controls.settings.auto and first.name == "model":
-                self.drafters["lookup"].begin(tokens)   # auto mode may copy too
+            self._drafter(controls).begin(tokens)    # a draft model reads the prompt now, as the target did
         recorder = StatsRecorder(len(tokens), evaluated + 1)
         t_prompt = time.perf_counter() - t_start
 

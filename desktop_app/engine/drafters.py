@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from desktop_app.engine import backend
-from desktop_app.engine.costs import CopyAcceptance, CostModel
+from desktop_app.engine.costs import AcceptanceEstimate, CostModel, expected_tokens
 from desktop_app.engine.sampling import Distribution, SamplingParams, process, softmax_prob
 
 
@@ -108,16 +108,14 @@ def match_bucket(length: int) -> int:
     return 0 if length < 4 else 1 if length < 8 else 2 if length < 16 else 3
 
 
-# Prior acceptance per match-length bucket, as pseudo-counts (kept, rejected), of a copy's first token:
-# longer matches copy from the right place more often. Observations soon outweigh them; unused
-# buckets drift back towards them.
+# Prior acceptance per match-length bucket, as pseudo-counts (kept, rejected): longer matches copy
+# more reliably. Observations soon outweigh them; unused buckets drift back towards them.
 LOOKUP_PRIORS = ((1.1, 0.9), (1.5, 0.5), (1.7, 0.3), (1.85, 0.15))
-# ... and of each next token once the first was right. A cautious 0.7: until copies have run on in
-# this text, a long copy is not worth its verify batch, so the first copies are short, and they grow
-# as copies keep being kept (on the demo edit prompt: 3 tokens, then 15).
-LOOKUP_REST_PRIOR = (1.4, 0.6)
 PRIOR_PULL = 0.02
-NEW_REPLY_PULL = 0.3      # how far a new reply moves every bucket back towards its prior
+# The longest draft after 0, 1, 2, 3+ fully kept lookup rounds in a row: a copy that has not yet
+# proved itself costs at most a batch of 4 when it is wrong at once, and a confirmed one doubles
+# (batches of 4, 8, 16, 32, which on this project's x86 machine verify for less than their neighbours).
+LOOKUP_RAMP = (3, 7, 15, 31)
 
 
 class PromptLookupDrafter:
@@ -127,10 +125,9 @@ class PromptLookupDrafter:
     Copying costs nothing, but checking costs a verify pass that grows with its batch; so the draft
     length follows the match: the acceptance measured for matches of this length (per bucket) and the
     measured verify cost of each batch size choose the length with the best expected tokens per
-    second, and no draft at all when plain decoding is predicted to be faster. The acceptance is kept
-    in two parts (costs.CopyAcceptance): whether a copy's first token is right, and how far a right
-    copy runs on; a long match that stops matching at once (a prompt sentence the reply quotes, then
-    leaves) and a copy that runs for a whole function are priced differently."""
+    second, and no draft at all when plain decoding is predicted to be faster. The length is also
+    capped by LOOKUP_RAMP: a long match that stops matching at once (a prompt sentence the reply
+    quotes, then leaves) would otherwise cost a long verify batch for nothing."""
 
     name = "lookup"
 
@@ -143,7 +140,8 @@ class PromptLookupDrafter:
         self._tokens: list[int] = []
         self._index: dict[tuple[int, ...], list[int]] = {}   # n-gram -> positions right after it
         self.last_match_len = 0
-        self.buckets = [CopyAcceptance(prior, LOOKUP_REST_PRIOR) for prior in LOOKUP_PRIORS]
+        self.buckets = [AcceptanceEstimate(*prior) for prior in LOOKUP_PRIORS]
+        self.streak = 0                                   # fully kept lookup rounds in a row
         self._unchecked: tuple[int, int, list[int]] | None = None   # (context length, bucket, copy) not yet judged
 
     def _update_index(self, context: Sequence[int]) -> None:
@@ -151,6 +149,7 @@ class PromptLookupDrafter:
         common = backend.common_prefix(self._tokens, context)
         if common < len(self._tokens):                # the context changed under us: rebuild
             self._tokens, self._index = [], {}
+            self.streak = 0
             self._unchecked = None                    # its copy can no longer be judged
         for end in range(max(n, len(self._tokens) + 1), len(context) + 1):
             key = tuple(context[end - n:end])
@@ -185,12 +184,13 @@ class PromptLookupDrafter:
         for b in self.buckets:                      # every consultation pulls unused buckets towards the prior
             if b is not bucket:
                 b.pull_towards_prior(PRIOR_PULL)
-        return self.costs.best_length(bucket.expected_tokens, available, 0.0)
+        cap = LOOKUP_RAMP[min(self.streak, len(LOOKUP_RAMP) - 1)]
+        return self.costs.best_gamma(bucket.alpha, min(available, cap), 0.0)
 
     def predicted_tokens(self, n: int) -> float:
         """Tokens a round checking n copied tokens yields on average, by the acceptance measured for
         matches as long as the last one found."""
-        return self.buckets[match_bucket(self.last_match_len)].expected_tokens(n)
+        return expected_tokens(self.buckets[match_bucket(self.last_match_len)].alpha, n)
 
     def draft(self, context: Sequence[int], n_max: int, params: SamplingParams,
               rng: np.random.Generator, p_min: float = 0.0) -> Proposal:
@@ -227,10 +227,7 @@ class PromptLookupDrafter:
         self.buckets[bucket].record(kept, kept + (kept < len(produced)))
 
     def begin(self, prompt: Sequence[int]) -> None:
-        """A new reply may copy quite differently from the last (code written from scratch after a
-        quoted summary): what was learned counts for less."""
-        for b in self.buckets:
-            b.pull_towards_prior(NEW_REPLY_PULL)
+        pass
 
     def rollback(self, n: int) -> None:
         pass
@@ -239,3 +236,4 @@ class PromptLookupDrafter:
         if n_drafted:
             self._unchecked = None                       # the verify pass judged it
             self.buckets[match_bucket(self.last_match_len)].record(n_accepted, n_drafted)
+            self.streak = self.streak + 1 if n_accepted == n_drafted else 0

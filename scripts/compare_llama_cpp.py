@@ -16,7 +16,8 @@ Three comparisons, each repeated and interleaved (theirs, ours, ours, theirs, th
   draft      llama-speculative-simple --spec-type draft-simple vs Tandem's draft model, same γ, greedy
   lookup     llama-speculative-simple --spec-type ngram-simple vs Tandem's prompt lookup, and both
              against Tandem's plain loop (the mean of a plain run just before and one just after),
-             on the copy-heavy edit prompt
+             on the copy-heavy edit prompt; then the lookup ceiling on that prompt (see
+             desktop_app/engine/lookup_ceiling.py) at verify costs timed for every batch size
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from desktop_app import models  # noqa: E402
 from desktop_app.bench.prompts import BUILTIN  # noqa: E402
 from desktop_app.engine import (GREEDY, Controls, FinishEvent, LoadOptions, ModelPair, RoundEvent,  # noqa: E402
                                 SpecSettings)
+from desktop_app.engine.lookup_ceiling import lookup_ceiling  # noqa: E402
 
 DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+) t/s")
 ACCEPT = re.compile(r"accept\s+=\s+([\d.]+)%")
@@ -68,6 +70,9 @@ def llama_spec(bin_dir, args: list[str], prompt: str, threads, n, ctx) -> tuple[
     return float(m.group(3)), (float(a.group(1)) / 100 if a else None)
 
 
+LAST_REPLY: list[int] = []
+
+
 def ours(pair: ModelPair, prompt_tokens, spec: SpecSettings, n: int) -> tuple[float, float | None]:
     pair.target_ctx.clear()
     if pair.draft_ctx is not None:
@@ -76,7 +81,28 @@ def ours(pair: ModelPair, prompt_tokens, spec: SpecSettings, n: int) -> tuple[fl
     for ev in pair.generate(prompt_tokens, GREEDY, Controls(spec), n):
         if isinstance(ev, FinishEvent):
             finish = ev
+    LAST_REPLY[:] = finish.tokens
     return finish.stats.tokens_per_s, finish.stats.acceptance_rate
+
+
+def verify_cost_table(pair: ModelPair, prompt_tokens, max_batch: int, reps: int = 7) -> dict[int, float]:
+    """The target's verify pass, logits read at every position, timed for every batch size 1..max_batch
+    after the prompt: the median of `reps` passes per size, sizes taken in alternating order."""
+    ctx = pair.target_ctx
+    ctx.clear()
+    ctx.sync(prompt_tokens[:-1], logits="none")
+    base = len(prompt_tokens) - 1
+    sizes = list(range(1, max_batch + 1))
+    times: dict[int, list[float]] = {k: [] for k in sizes}
+    for r in range(reps):
+        for k in (sizes if r % 2 else sizes[::-1]):
+            batch = [prompt_tokens[-1]] + list(prompt_tokens[base - k + 1:base])   # (any k tokens will do)
+            t0 = time.perf_counter()
+            ctx.eval(batch, logits="all")
+            [ctx.logits(i).argmax() for i in range(k)]
+            times[k].append(time.perf_counter() - t0)
+            ctx.truncate(base)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def draft_round_costs(pair: ModelPair, prompt_tokens, gamma: int, n: int, reps: int = 7) -> dict:
@@ -171,6 +197,7 @@ def main() -> int:
                                       a.n, a.ctx),
                 lambda: ours(pair, tok(edit), SpecSettings(drafter="lookup", draft_max=a.lookup_max), a.n))
             after = ours(pair, tok(edit), SpecSettings(enabled=False), a.n)[0]
+            plain_reply = list(LAST_REPLY)
             plain = (before + after) / 2               # Tandem plain just before and just after both runs
             rows.setdefault("lookup", []).append((theirs, mine, plain))
             print(f"[{r + 1}] lookup  ngram-simple {theirs:6.2f}  tandem lookup {mine:6.2f}  tandem plain {plain:6.2f}  "
@@ -183,6 +210,18 @@ def main() -> int:
                    f"round costs llama.cpp {1000 * k['theirs']:.0f} ms and Tandem {1000 * k['mine']:.0f} ms, so "
                    f"Tandem ÷ llama-speculative-simple ≈ {k['theirs'] / k['mine']:.3f} at equal acceptance.")
         print(ceiling, flush=True)
+    if "lookup" in wanted:
+        table = verify_cost_table(pair, tok(edit), a.lookup_max + 1)
+        ngram_vs_plain = statistics.median(t / p for t, _, p in rows["lookup"])
+        best = lookup_ceiling(tok(edit), plain_reply, table.get, a.lookup_max)
+        ceiling_line = (f"Lookup ceiling: on Tandem's plain reply to the edit prompt, a copier that knew which copies the "
+                        f"target keeps (each round copies exactly the run the best earlier occurrence of the last two "
+                        f"tokens gets right, at most {a.lookup_max}, or decodes plainly) would reach {best:.3f}× plain "
+                        f"at the verify costs timed here for every batch size (1 token {1000 * table[1]:.1f} ms, "
+                        f"{a.lookup_max + 1} tokens {1000 * table[a.lookup_max + 1]:.1f} ms, "
+                        f"{table[a.lookup_max + 1] / table[1]:.2f} single passes). The targets need 1.4× plain and "
+                        f"1.1 × ngram-simple's {ngram_vs_plain:.3f}× = {1.1 * ngram_vs_plain:.3f}× plain.")
+        print(ceiling_line, flush=True)
     pair.close()
     med = statistics.median
     lines = [f"| comparison ({a.repeat} interleaved repeats, {a.n} tokens, {a.threads} threads) | llama.cpp t/s | "
@@ -210,6 +249,8 @@ def main() -> int:
                  "fastest run of each over all repeats, the least disturbed by other load on a shared machine.")
     if "draft" in wanted:
         lines += ["", ceiling]
+    if "lookup" in wanted:
+        lines += ["", ceiling_line]
     table = "\n".join(lines)
     print("\n" + table)
     if a.markdown:

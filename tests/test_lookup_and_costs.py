@@ -170,6 +170,7 @@ def test_copyable_runs_find_the_best_earlier_copy_and_stop_where_known_text_ends
 
 
 def test_lookup_ceiling_is_the_cheapest_way_through_the_reply():
+    from desktop_app.engine.lookup_ceiling import copyable_runs as copyable_runs_of
     from desktop_app.engine.lookup_ceiling import lookup_ceiling
 
     prompt, reply = [7, 1, 2, 3, 4, 5, 8], [1, 2, 3, 4, 9, 2, 3, 4]      # copyable runs 0 0 2 1 0 0 0 1
@@ -181,6 +182,10 @@ def test_lookup_ceiling_is_the_cheapest_way_through_the_reply():
     steep = lambda k: 1.0 + 0.8 * (k - 1)                                # noqa: E731
     assert lookup_ceiling(prompt, reply, steep, draft_max=4) == 8 / (5 + 2.6)
     assert lookup_ceiling(prompt, reply, lambda k: None if k > 2 else 1.0, draft_max=4) is None
+    # a batch of 3 that costs less than a batch of 2: keeping 1 of a 2-token copy is the cheaper way
+    assert copyable_runs_of([7, 1, 2, 3, 4, 5, 8], [1, 2, 3, 9, 9, 9, 9]) == [0, 0, 1, 0, 0, 0, 1]
+    assert lookup_ceiling([7, 1, 2, 3, 4, 5, 8], [1, 2, 3, 9, 9, 9, 9], {1: 1.0, 2: 3.0, 3: 1.2}.get,
+                          draft_max=2) == 7 / 6.2
     assert lookup_ceiling(prompt, [], flat, draft_max=4) is None
 
 

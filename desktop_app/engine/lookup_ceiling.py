@@ -41,19 +41,23 @@ def lookup_ceiling(prompt: Sequence[int], reply: Sequence[int], verify_cost: Cal
                    draft_max: int, ngram_min: int = 2) -> float | None:
     """The best speed-up over plain decoding that an n-gram copier with drafts of at most
     `draft_max` tokens could reach on `reply`: every round either decodes one token plainly
-    (verify_cost(1)) or checks a copy of k tokens that the target keeps in full and adds its own
-    token (verify_cost(k + 1) for k + 1 tokens). The cheapest way through the reply, by dynamic
-    programming, against n plain passes. None if the costs are not measured."""
+    (verify_cost(1)) or checks a copy of which the target keeps k tokens and adds its own (k + 1
+    tokens). Such a round costs verify_cost(g + 1) for the g ≥ k tokens checked, and where a longer
+    batch happens to cost less than a shorter one (it can, on a CPU), the copier is granted the
+    cheaper. The cheapest way through the reply, by dynamic programming, against n plain passes.
+    None if the costs are not measured."""
     n = len(reply)
     single = verify_cost(1)
     if not n or not single:
         return None
     costs = [single]
-    for k in range(1, draft_max + 1):
-        c = verify_cost(k + 1)
+    for g in range(1, draft_max + 1):
+        c = verify_cost(g + 1)
         if c is None:
             return None
         costs.append(c)
+    for k in range(draft_max - 1, 0, -1):   # keeping k of a longer copy: the cheapest batch of k + 1 or more
+        costs[k] = min(costs[k], costs[k + 1])
     runs = copyable_runs(prompt, reply, ngram_min)
     best = [0.0] * (n + 1)             # best[i]: least time to produce reply[i:]
     for i in range(n - 1, -1, -1):

@@ -70,9 +70,6 @@ def llama_spec(bin_dir, args: list[str], prompt: str, threads, n, ctx) -> tuple[
     return float(m.group(3)), (float(a.group(1)) / 100 if a else None)
 
 
-LAST_REPLY: list[int] = []
-
-
 def ours(pair: ModelPair, prompt_tokens, spec: SpecSettings, n: int) -> tuple[float, float | None]:
     pair.target_ctx.clear()
     if pair.draft_ctx is not None:
@@ -81,8 +78,15 @@ def ours(pair: ModelPair, prompt_tokens, spec: SpecSettings, n: int) -> tuple[fl
     for ev in pair.generate(prompt_tokens, GREEDY, Controls(spec), n):
         if isinstance(ev, FinishEvent):
             finish = ev
-    LAST_REPLY[:] = finish.tokens
     return finish.stats.tokens_per_s, finish.stats.acceptance_rate
+
+
+def plain_reply(pair: ModelPair, prompt_tokens, n: int) -> list[int]:
+    pair.target_ctx.clear()
+    for ev in pair.generate(prompt_tokens, GREEDY, Controls(SpecSettings(enabled=False)), n):
+        if isinstance(ev, FinishEvent):
+            return list(ev.tokens)
+    return []
 
 
 def verify_cost_table(pair: ModelPair, prompt_tokens, max_batch: int, reps: int = 7) -> dict[int, float]:
@@ -197,7 +201,6 @@ def main() -> int:
                                       a.n, a.ctx),
                 lambda: ours(pair, tok(edit), SpecSettings(drafter="lookup", draft_max=a.lookup_max), a.n))
             after = ours(pair, tok(edit), SpecSettings(enabled=False), a.n)[0]
-            plain_reply = list(LAST_REPLY)
             plain = (before + after) / 2               # Tandem plain just before and just after both runs
             rows.setdefault("lookup", []).append((theirs, mine, plain))
             print(f"[{r + 1}] lookup  ngram-simple {theirs:6.2f}  tandem lookup {mine:6.2f}  tandem plain {plain:6.2f}  "
@@ -213,7 +216,7 @@ def main() -> int:
     if "lookup" in wanted:
         table = verify_cost_table(pair, tok(edit), a.lookup_max + 1)
         ngram_vs_plain = statistics.median(t / p for t, _, p in rows["lookup"])
-        best = lookup_ceiling(tok(edit), plain_reply, table.get, a.lookup_max)
+        best = lookup_ceiling(tok(edit), plain_reply(pair, tok(edit), a.n), table.get, a.lookup_max)
         ceiling_line = (f"Lookup ceiling: on Tandem's plain reply to the edit prompt, a copier that knew which copies the "
                         f"target keeps (each round copies exactly the run the best earlier occurrence of the last two "
                         f"tokens gets right, at most {a.lookup_max}, or decodes plainly) would reach {best:.3f}× plain "

@@ -1,4 +1,4 @@
-"""The copy ceiling: how fast prompt lookup could be on a given reply if it knew the future.
+"""The lookup ceiling: how fast prompt lookup could be on a given reply if it knew the future.
 
 Prompt lookup can only copy what came before, and every copy it checks costs a verify pass that
 grows with its batch. Given the reply plain decoding produced, we know, for each place in it, the
@@ -27,12 +27,13 @@ def copyable_runs(prompt: Sequence[int], reply: Sequence[int], ngram_min: int = 
     for pos in range(start, len(text)):
         best = 0
         if pos >= ngram_min:
-            for src in index.get(tuple(text[pos - ngram_min:pos]), []):
+            tail = tuple(text[pos - ngram_min:pos])
+            for src in index.get(tail, []):
                 n = 0
                 while src + n < pos and pos + n < len(text) and text[src + n] == text[pos + n]:
                     n += 1
                 best = max(best, n)
-            index.setdefault(tuple(text[pos - ngram_min:pos]), []).append(pos)
+            index.setdefault(tail, []).append(pos)
         runs.append(best)
     return runs
 

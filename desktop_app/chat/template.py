@@ -15,7 +15,6 @@ from typing import Sequence
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from desktop_app.engine.backend import Model
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,8 @@ def _raise(message: str):
 
 
 class ChatTemplate:
-    def __init__(self, model: Model):
+    def __init__(self, model):
+        """`model`: a loaded `engine.backend.Model`, or the engine process's `RemoteModel`."""
         self.model = model
         self.source = model.chat_template()
         self.has_template = bool(self.source)
@@ -73,23 +73,31 @@ class ChatTemplate:
         tag = uuid.uuid4().hex
         markers = [f"\x00{tag}:{i}\x00" for i in range(len(messages))]
         rendered = self.render(messages, add_generation_prompt, markers)
-        tokens: list[int] = []
         add_bos = self.model.add_bos
         bos_text = self.model.special_piece(self.model.bos).decode("utf-8", "replace") if add_bos else ""
         if add_bos and bos_text and rendered.startswith(bos_text):
             rendered = rendered[len(bos_text):]            # the template wrote BOS itself: add it once
-        if add_bos:
-            tokens.append(self.model.bos)
+        # The prompt in order: template text (special tokens parsed), users' text (not parsed), or a
+        # reply's exact tokens; every text is tokenised in one call (one trip to the engine process).
+        parts: list[tuple[str, bool]] = []
+        plan: list[int | tuple[int, ...]] = []             # an index into parts, or exact tokens
         rest = rendered
         for i, marker in enumerate(markers):
             before, found, after = rest.partition(marker)
             if not found:
                 raise TemplateError(f"the chat template dropped or altered message {i}")
-            tokens += self.model.tokenize(before, add_special=False, parse_special=True)
+            plan.append(len(parts))
+            parts.append((before, True))
             if messages[i].tokens is not None:
-                tokens += messages[i].tokens
+                plan.append(messages[i].tokens)
             else:
-                tokens += self.model.tokenize(messages[i].content, add_special=False, parse_special=False)
+                plan.append(len(parts))
+                parts.append((messages[i].content, False))
             rest = after
-        tokens += self.model.tokenize(rest, add_special=False, parse_special=True)
+        plan.append(len(parts))
+        parts.append((rest, True))
+        pieces = self.model.tokenize_many(parts)
+        tokens: list[int] = [self.model.bos] if add_bos else []
+        for step in plan:
+            tokens += pieces[step] if isinstance(step, int) else step
         return tokens

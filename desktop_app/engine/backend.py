@@ -161,6 +161,10 @@ class Model:
             n = L.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)
         return list(buf[:n])
 
+    def tokenize_many(self, parts: Sequence[tuple[str, bool]], add_special: bool = False) -> list[list[int]]:
+        """Tokenise several (text, parse_special) parts: one call, as the engine process serves it."""
+        return [self.tokenize(text, add_special, parse_special) for text, parse_special in parts]
+
     def detokenize(self, tokens: Iterable[int]) -> str:
         return b"".join(self.piece(t) for t in tokens).decode("utf-8", errors="replace")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from desktop_app.engine import backend
+from desktop_app.engine.errors import IncompatiblePair  # noqa: F401 (re-exported)
 from desktop_app.engine.loading import load_model
 
 VOCAB_MAX_SIZE_DIFFERENCE = 128     # as llama.cpp's common/speculative.cpp
@@ -11,10 +12,6 @@ VOCAB_CHECK_START_TOKEN_ID = 5
 
 
 VOCAB_TYPE_NAMES = {0: "none", 1: "SPM", 2: "BPE", 3: "WPM", 4: "UGM", 5: "RWKV", 6: "PLaMo-2"}
-
-
-class IncompatiblePair(ValueError):
-    """The draft cannot speculate for the target; the message names the first difference."""
 
 
 @dataclass(frozen=True)

@@ -3,37 +3,13 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 from typing import Callable
 
 from desktop_app.engine import backend
+from desktop_app.engine.errors import LoadCancelled, ModelLoadError  # noqa: F401 (re-exported)
+from desktop_app.engine.load_options import LoadOptions
 
 GGUF_MAGIC = b"GGUF"
-
-
-class ModelLoadError(RuntimeError):
-    """A model could not be loaded. `str()` names the file and the reason."""
-
-    def __init__(self, path: str, reason: str):
-        super().__init__(f"{os.path.basename(path)}: {reason}")
-        self.path = path
-        self.reason = reason
-
-
-class LoadCancelled(ModelLoadError):
-    def __init__(self, path: str):
-        super().__init__(path, "loading cancelled")
-
-
-@dataclass(frozen=True)
-class LoadOptions:
-    """How one model is loaded and run."""
-
-    n_gpu_layers: int = 0
-    n_threads: int = max(1, os.cpu_count() or 1)
-    n_ctx: int = 4096
-    n_batch: int = 512
-    use_mmap: bool = False     # see backend.load_model_ptr: mmap doubles memory where weights are repacked
 
 
 def check_gguf_header(path: str) -> None:

@@ -73,6 +73,10 @@ class ModelPair:
             progress("ready", 1.0)
         return pair
 
+    @property
+    def n_ctx(self) -> int:
+        return self.target_ctx.n_ctx
+
     def generate(self, *args, **kwargs):
         return self.decoder.generate(*args, **kwargs)
 

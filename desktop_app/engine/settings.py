@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, replace
+from typing import Callable
 
 DRAFT_MAX_LIMIT = 32
 DRAFTERS = ("model", "lookup", "none")
@@ -34,11 +35,15 @@ class SpecSettings:
 
 
 class Controls:
-    """Holds the current SpecSettings and the cancel flag; safe to change from another thread."""
+    """Holds the current SpecSettings and the cancel flag; safe to change from another thread.
+
+    `subscribe(callback)` calls `callback(self)` after every change (a cancel or new settings), on
+    the thread that made it: how a generation running in the engine process hears of them."""
 
     def __init__(self, settings: SpecSettings | None = None):
         self._settings = settings or SpecSettings()
         self._cancel = threading.Event()
+        self._listeners: list[Callable[["Controls"], None]] = []
 
     @property
     def settings(self) -> SpecSettings:
@@ -46,13 +51,24 @@ class Controls:
 
     def set(self, settings: SpecSettings) -> None:
         self._settings = settings
+        self._changed()
 
     def update(self, **changes) -> SpecSettings:
-        self._settings = replace(self._settings, **changes)   # validated by __post_init__
+        self.set(replace(self._settings, **changes))   # validated by __post_init__
         return self._settings
 
     def cancel(self) -> None:
         self._cancel.set()
+        self._changed()
+
+    def subscribe(self, callback: Callable[["Controls"], None]) -> Callable[[], None]:
+        """Call `callback(self)` after each change until the returned function is called."""
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
+    def _changed(self) -> None:
+        for callback in list(self._listeners):
+            callback(self)
 
     def reset_cancel(self) -> None:
         self._cancel.clear()

@@ -1,0 +1,16 @@
+"""How a model is loaded and run: one small dataclass, importable without llama.cpp."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How one model is loaded and run."""
+
+    n_gpu_layers: int = 0
+    n_threads: int = max(1, os.cpu_count() or 1)
+    n_ctx: int = 4096
+    n_batch: int = 512
+    use_mmap: bool = False     # see backend.load_model_ptr: mmap doubles memory where weights are repacked

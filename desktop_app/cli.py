@@ -111,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--engine-host"]:            # the window's engine process (engine/process), not for users
+        from desktop_app.engine.process.host import main as engine_host
+
+        return engine_host(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -303,3 +303,36 @@ def test_full_context_offers_choices_in_the_window(qtbot, loaded):
     wait_idle(qtbot, w)
     db = stored(w, cid)
     assert db[-1].role == "assistant" and db[-1].complete and len(db) == 122
+
+
+def test_the_engine_process_dying_mid_reply_keeps_the_window_and_the_reply(qtbot, loaded):
+    """A native fault or the OOM killer ends the engine process, never the window: the partial reply is
+    saved and marked, the window says what happened, and one click brings the models back."""
+    w = loaded
+    w.settings_panel.max_tokens.setValue(2000)
+    type_and_send(qtbot, w, LONG_PROMPT)
+    qtbot.waitUntil(lambda: len(w.live_text) > 40, timeout=TIMEOUT_MS)
+    cid, pid = w.current_id, w.worker.engine.pid
+    w.worker.engine.kill()                                  # SIGKILL, as the OOM killer sends it
+    qtbot.waitUntil(lambda: w.banner.isVisible() and "model engine" in w.banner.label.text(), timeout=TIMEOUT_MS)
+    wait_idle(qtbot, w)
+    message = w.banner.label.text()
+    assert "was killed [SIGKILL] while generating a reply" in message and "Your conversation is saved" in message
+    assert w.isVisible() and w.loaded is None
+    db = stored(w, cid)
+    assert db[-1].role == "assistant" and db[-1].status == "interrupted" and len(db[-1].content) > 40
+    assert w.chat.messages[-1].text == db[-1].content
+    assert "interrupted" in w.chat.messages[-1].status.text()
+    # Sending now keeps the text and says how to go on.
+    type_and_send(qtbot, w, "Are you there?")
+    assert w.composer.toPlainText() == "Are you there?" and "reload the models" in w.banner.label.text()
+    assert w.banner.buttons[0].text() == "Reload the models"
+    qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)
+    qtbot.waitUntil(lambda: w.loaded is not None and not w.busy, timeout=TIMEOUT_MS)
+    assert w.worker.engine.pid != pid
+    w.settings_panel.max_tokens.setValue(24)
+    qtbot.keyClick(w.composer, Qt.Key_Return)
+    wait_idle(qtbot, w)
+    db = stored(w, cid)
+    assert [m.role for m in db] == ["user", "assistant", "user", "assistant"]
+    assert db[-1].complete and db[-1].content and w.chat.messages[-1].text == db[-1].content

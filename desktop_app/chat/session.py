@@ -10,12 +10,18 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from desktop_app.chat.history import ConversationInfo, HistoryStore
 from desktop_app.chat.template import ChatTemplate, Message
-from desktop_app.engine import (Controls, FinishEvent, ModelPair, RoundEvent, SamplingParams, SpecSettings,
-                                StopReason, TokenEvent)
+
+from desktop_app.engine.events import FinishEvent, RoundEvent, StopReason, TokenEvent
+from desktop_app.engine.process.protocol import EngineCrashed
+from desktop_app.engine.sampling import SamplingParams
+from desktop_app.engine.settings import Controls, SpecSettings
+
+if TYPE_CHECKING:               # a ModelPair in this process, or the engine process's RemotePair
+    from desktop_app.engine.pair import ModelPair
 
 FLUSH_INTERVAL_S = 1.0          # a streaming reply reaches the database at least this often
 DEFAULT_TITLE = "New conversation"
@@ -52,7 +58,7 @@ def compact_round(r: RoundEvent) -> dict:
 
 
 class ChatSession:
-    def __init__(self, pair: ModelPair, store: HistoryStore, flush_interval_s: float = FLUSH_INTERVAL_S):
+    def __init__(self, pair: "ModelPair", store: HistoryStore, flush_interval_s: float = FLUSH_INTERVAL_S):
         self.pair = pair
         self.store = store
         self.template = ChatTemplate(pair.target)
@@ -61,7 +67,7 @@ class ChatSession:
 
     @property
     def n_ctx(self) -> int:
-        return self.pair.target_ctx.n_ctx
+        return self.pair.n_ctx
 
     # -- prompts
     def prompt_tokens(self, conversation: ConversationInfo) -> list[int]:
@@ -164,6 +170,10 @@ class ChatSession:
             if not finished:
                 self.store.update_message(message.id, content=text, status="cancelled", token_ids=tokens,
                                           rounds=rounds)
+            raise
+        except EngineCrashed:          # the engine process died: the reply so far is kept, as incomplete
+            self.store.update_message(message.id, content=text, status="interrupted", token_ids=tokens,
+                                      rounds=rounds)
             raise
         except Exception:
             self.store.update_message(message.id, content=text, status="error", token_ids=tokens, rounds=rounds)

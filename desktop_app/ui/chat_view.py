@@ -7,7 +7,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSizePolicy, QTextBrowser,
                                QVBoxLayout, QWidget)
 
-STATUS_NOTES = {"streaming": "writing…", "interrupted": "incomplete: the app stopped while writing",
+STATUS_NOTES = {"streaming": "writing…", "interrupted": "incomplete: interrupted while writing",
                 "cancelled": "stopped", "error": "failed"}
 
 

@@ -13,7 +13,7 @@ from desktop_app import models
 from desktop_app.chat.history import HistoryStore
 from desktop_app.chat.session import DEFAULT_TITLE, GenerationOptions
 from desktop_app.chat.settings_file import SettingsFile
-from desktop_app.engine import FinishEvent, StopReason, TokenEvent
+from desktop_app.engine.events import FinishEvent, StopReason, TokenEvent
 from desktop_app.models.discovery import find_gguf_files
 from desktop_app.ui.chat_view import ChatView
 from desktop_app.ui.composer import Composer
@@ -119,6 +119,7 @@ class MainWindow(QMainWindow):
         self.generating_id: int | None = None
         self.live_text = ""
         self.loaded: LoadedPair | None = None
+        self.lost_pair: tuple[str, str | None] | None = None   # the pair the engine had when it died
         self.busy = False
         self.editing = False
         self._closing = False
@@ -148,6 +149,7 @@ class MainWindow(QMainWindow):
         w.generationFailed.connect(self._on_generation_failed)
         w.contextOverflow.connect(self._on_overflow)
         w.busyChanged.connect(self._on_busy)
+        w.engineDied.connect(self._on_engine_died)
         self.thread.start()
 
         self._build()
@@ -310,12 +312,15 @@ class MainWindow(QMainWindow):
         if self._closing:          # already-queued worker signals after close
             return
         self.loaded = info
+        self.lost_pair = None
         self.settings.remember_pair(info.target, info.draft)
         self.settings.save()
         names = os.path.basename(info.target) + (f" + {os.path.basename(info.draft)}" if info.draft else "")
         self.model_bar.show_loaded(f"Loaded {names} (context {info.n_ctx} tokens)."
                                    + (f" Note: {info.template_note}." if info.template_note else ""))
         self.settings_panel.template_note.setText(info.template_note)
+        if info.notice:
+            self.banner.show_message(info.notice)
         self.setWindowTitle(f"Tandem — {names}")
         self.refresh_models()
         self.stack.setCurrentWidget(self.chat)
@@ -408,7 +413,11 @@ class MainWindow(QMainWindow):
 
     def submit(self, text: str) -> None:
         if not self.loaded:
-            self.banner.show_message("Load a model first: fetch the demo pair or choose a GGUF file.")
+            if self.lost_pair:
+                self.banner.show_message("The model engine stopped; reload the models to send your message "
+                                         "(it stays in the box).", [("Reload the models", self.reload_lost_pair)])
+            else:
+                self.banner.show_message("Load a model first: fetch the demo pair or choose a GGUF file.")
             return
         if self.busy:
             if self.generating_id is None:
@@ -522,6 +531,32 @@ class MainWindow(QMainWindow):
         if conversation_id == self.current_id:
             self.open_conversation(conversation_id)
 
+    def _on_engine_died(self, conversation_id: int, message: str) -> None:
+        """The engine process died: the window and the conversation stay, the partial reply is saved as
+        interrupted, and one click loads the models again in a new engine process."""
+        if self._closing:          # already-queued worker signals after close
+            return
+        if self.loaded is not None:
+            self.lost_pair = (self.loaded.target, self.loaded.draft)
+        elif self.lost_pair is None:
+            self.lost_pair = (self.model_bar.target_path(), self.model_bar.draft_path())
+        self.loaded = None
+        self.generating_id = None
+        self.live_text = ""
+        self.setWindowTitle("Tandem")
+        self.model_bar.show_error("The model engine stopped. The models need loading again.")
+        if self.lost_pair and self.lost_pair[0]:
+            self.banner.show_message(message, [("Reload the models", self.reload_lost_pair)])
+        else:
+            self.banner.show_message(message)
+        if conversation_id == self.current_id and conversation_id >= 0:
+            self.open_conversation(conversation_id)
+        self._update_buttons()
+
+    def reload_lost_pair(self) -> None:
+        if self.lost_pair and self.lost_pair[0]:
+            self.load_pair(*self.lost_pair)
+
     def _on_overflow(self, conversation_id: int, message: str, can_drop: bool) -> None:
         if self._closing:          # already-queued worker signals after close
             return
@@ -549,7 +584,7 @@ class MainWindow(QMainWindow):
     def _update_buttons(self) -> None:
         ready = self.loaded is not None
         self.send_button.setText("Stop" if self.busy and self.generating_id is not None else "Send")
-        self.send_button.setEnabled(ready)
+        self.send_button.setEnabled(ready or bool(self.lost_pair))       # (after a crash: says how to go on)
         self.regenerate_button.setEnabled(ready and not self.busy and self.current_id is not None)
         self.edit_button.setEnabled(ready and not self.busy and self.current_id is not None)
 

@@ -1,12 +1,16 @@
-"""The one worker that runs the engine off the UI thread.
+"""The one worker between the window and the engine, off the UI thread.
 
 It lives on a QThread; the window asks for work through queued signals (load, generate, fetch) and
-gets every engine event back as a signal. `cancel()` is the one method called directly from the UI
-thread: it only sets a flag the decoding loop reads every round.
+gets every engine event back as a signal. The models themselves live in the engine process
+(`engine.process`): a native fault there ends that process, not the window, and the worker reports
+it (`engineDied`) after the reply in progress was saved as interrupted. `cancel()` and
+`update_spec()` are the methods called directly from the UI thread: they only send a message that
+the engine acts on from its next round.
 """
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import traceback
 from dataclasses import dataclass
@@ -16,8 +20,11 @@ from PySide6.QtCore import QObject, Signal, Slot
 from desktop_app import models
 from desktop_app.chat.history import HistoryStore
 from desktop_app.chat.session import ChatSession, ContextOverflow, GenerationOptions
-from desktop_app.engine import (FinishEvent, IncompatiblePair, LoadCancelled, LoadOptions, ModelLoadError, ModelPair,
-                                RoundEvent, TokenEvent)
+from desktop_app.engine.errors import IncompatiblePair, LoadCancelled, ModelLoadError
+from desktop_app.engine.events import FinishEvent, RoundEvent, TokenEvent
+from desktop_app.engine.load_options import LoadOptions
+from desktop_app.engine.process.client import EngineProcess
+from desktop_app.engine.process.protocol import EngineCrashed
 from desktop_app.models.gguf_info import GGUFError, read_info
 
 
@@ -37,6 +44,7 @@ class LoadedPair:
     draft_summary: str
     template_note: str
     n_ctx: int
+    notice: str = ""               # a decision the engine made for the user, to tell once
 
 
 @dataclass(frozen=True)
@@ -61,14 +69,18 @@ class EngineWorker(QObject):
     generationFailed = Signal(int, str)     # conversation id, message
     contextOverflow = Signal(int, str, bool)  # conversation id, message, whether dropping turns helps
     busyChanged = Signal(bool)
+    engineDied = Signal(int, str)           # conversation id whose reply it interrupted (-1: none), message
+    _deathNoticed = Signal(object)          # from the engine's watcher thread, handled on the worker's
 
     def __init__(self, history_path: str | None = None):
         super().__init__()
         self._history_path = history_path
         self._store: HistoryStore | None = None
-        self.pair: ModelPair | None = None
+        self.engine = EngineProcess(on_death=self._deathNoticed.emit)
+        self._deathNoticed.connect(self._on_death_noticed)
+        self._reported: EngineCrashed | None = None
+        self.pair = None                         # the engine process's RemotePair
         self.session: ChatSession | None = None
-        self._cancel_load = threading.Event()
         self._fetch_cancel = threading.Event()
 
     # -- called from the UI thread (thread-safe)
@@ -76,7 +88,7 @@ class EngineWorker(QObject):
         """Stop the running generation within one round, and any load or fetch in progress."""
         if self.session is not None:
             self.session.controls.cancel()
-        self._cancel_load.set()
+        self.engine.cancel()
         self._fetch_cancel.set()
 
     def update_spec(self, spec) -> None:
@@ -90,9 +102,21 @@ class EngineWorker(QObject):
             self._store = HistoryStore(self._history_path)
         return self._store
 
+    def _report_death(self, death: EngineCrashed, conversation_id: int = -1) -> None:
+        """Tell the window once per death; the models went with the process."""
+        self.pair = self.session = None
+        if death is not self._reported:
+            self._reported = death
+            print(f"tandem: {death}", file=sys.stderr)
+            self.engineDied.emit(conversation_id, str(death))
+
+    @Slot(object)
+    def _on_death_noticed(self, death: EngineCrashed) -> None:
+        """A death the watcher saw; by now any request it interrupted has reported it itself."""
+        self._report_death(death)
+
     @Slot(object)
     def load(self, request: LoadRequest) -> None:
-        self._cancel_load.clear()
         self.busyChanged.emit(True)
         try:
             summaries = []
@@ -101,26 +125,25 @@ class EngineWorker(QObject):
                     summaries.append(read_info(path).summary() if path else "")
                 except (GGUFError, OSError):
                     summaries.append("")
-            pair = ModelPair.load(request.target, request.draft, request.target_options, request.draft_options,
-                                  progress=lambda what, f: self.loadProgress.emit(what, f),
-                                  cancel=self._cancel_load.is_set)
+            pair = self.engine.load(request.target, request.draft, request.target_options, request.draft_options,
+                                    progress=lambda what, f: self.loadProgress.emit(what, f))
+            session = ChatSession(pair, self._history())
         except (ModelLoadError, IncompatiblePair) as exc:
             self.loadFailed.emit("Loading was cancelled; the previous models are still loaded."
                                  if isinstance(exc, LoadCancelled) else str(exc))
             return
-        except Exception as exc:  # anything else llama.cpp or the OS throws at us: report, stay up
+        except EngineCrashed as exc:
+            self._report_death(exc)
+            return
+        except Exception as exc:  # anything else the engine or the OS throws at us: report, stay up
             self.loadFailed.emit(f"{os.path.basename(request.target)}: {exc}")
             traceback.print_exc()
             return
         finally:
             self.busyChanged.emit(False)
-        old = self.pair
-        self.pair = pair
-        self.session = ChatSession(pair, self._history())
-        if old is not None:
-            old.close()
+        self.pair, self.session = pair, session
         self.loaded.emit(LoadedPair(request.target, request.draft, summaries[0], summaries[1],
-                                    self.session.template.note, pair.target_ctx.n_ctx))
+                                    session.template.note, pair.n_ctx, pair.notice))
 
     @Slot()
     def fetch_demo(self) -> None:
@@ -160,6 +183,8 @@ class EngineWorker(QObject):
                     self.finished.emit(cid, event)
         except ContextOverflow as exc:
             self.contextOverflow.emit(cid, str(exc), exc.can_drop_turns)
+        except EngineCrashed as exc:
+            self._report_death(exc, cid)
         except Exception as exc:
             traceback.print_exc()
             self.generationFailed.emit(cid, f"The reply failed: {exc}. The conversation is saved.")
@@ -176,15 +201,17 @@ class EngineWorker(QObject):
         except ContextOverflow as exc:
             self.contextOverflow.emit(conversation_id, str(exc), False)
             return
+        except EngineCrashed as exc:
+            self._report_death(exc, conversation_id)
+            return
         self.generate(GenerateRequest("reply", conversation_id, "", options))
 
     @Slot()
     def shutdown(self) -> None:
-        """Free the models and the database connection (on the worker thread, before it stops)."""
-        if self.pair is not None:
-            self.pair.close()
-            self.pair = None
-            self.session = None
+        """End the engine process (it frees the models) and close the database connection (on the
+        worker thread, before it stops)."""
+        self.pair = self.session = None
+        self.engine.shutdown()
         if self._store is not None:
             self._store.close()
             self._store = None

@@ -1,0 +1,174 @@
+"""The engine process: owns the models, their KV caches and the decoding loop; serves one request at
+a time from the window's worker (see `protocol`).
+
+Two threads: the reader takes every message off the request pipe as it arrives, acts on controls
+(cancel, new speculation settings) at once, and queues requests; the main thread serves the queue.
+When the parent goes away (its end of the pipe closes), the reader queues a shutdown and the
+process ends by itself.
+"""
+from __future__ import annotations
+
+import faulthandler
+import queue
+import threading
+from multiprocessing.connection import Connection
+
+from desktop_app.engine.events import FinishEvent, RoundEvent
+from desktop_app.engine.process import protocol as P
+from desktop_app.engine.settings import Controls
+
+
+class Host:
+    def __init__(self, replies: Connection):
+        self.replies = replies
+        self.pair = None
+        self.queue: queue.Queue = queue.Queue()
+        self._lock = threading.Lock()
+        self._controls: dict[int, Controls] = {}          # running or queued generations
+        self._load_cancels: dict[int, threading.Event] = {}
+        self._cancelled: set[int] = set()                  # cancels that came before their request
+
+    # -- reader thread
+    def read(self, requests: Connection) -> None:
+        while True:
+            try:
+                message = requests.recv()
+            except (EOFError, OSError):
+                self.queue.put(P.Shutdown())
+                return
+            with self._lock:
+                if isinstance(message, P.Cancel):
+                    self._cancel(message.id)
+                    continue
+                if isinstance(message, P.SetSpec):
+                    controls = self._controls.get(message.id)
+                    if controls is not None:
+                        controls.set(message.spec)
+                    continue
+                if isinstance(message, P.Generate):
+                    controls = self._controls[message.id] = Controls(message.spec)
+                    if message.id in self._cancelled:
+                        controls.cancel()
+                elif isinstance(message, P.Load):
+                    event = self._load_cancels[message.id] = threading.Event()
+                    if message.id in self._cancelled:
+                        event.set()
+            self.queue.put(message)
+
+    def _cancel(self, request_id: int) -> None:
+        targets = [request_id] if request_id else list(self._controls) + list(self._load_cancels)
+        for rid in targets:
+            if rid in self._controls:
+                self._controls[rid].cancel()
+            elif rid in self._load_cancels:
+                self._load_cancels[rid].set()
+            else:
+                self._cancelled.add(rid)
+
+    # -- main thread
+    def serve(self) -> None:
+        while True:
+            message = self.queue.get()
+            if isinstance(message, P.Shutdown):
+                break
+            try:
+                value = self.handle(message)
+            except Exception as exc:   # every failure is an answer; the process stays up
+                self.send(_failure(message.id, exc))
+            else:
+                self.send(P.Done(message.id, value))
+            finally:
+                with self._lock:
+                    self._controls.pop(message.id, None)
+                    self._load_cancels.pop(message.id, None)
+                    self._cancelled.discard(message.id)
+        if self.pair is not None:
+            self.pair.close()
+
+    def send(self, message) -> None:
+        self.replies.send(message)
+
+    def handle(self, message):
+        if isinstance(message, P.Load):
+            return self.load(message)
+        if self.pair is None:
+            raise RuntimeError("no model is loaded")
+        if isinstance(message, P.Generate):
+            return self.generate(message)
+        if isinstance(message, P.Tokenize):
+            model = self.pair.target
+            return [model.tokenize(text, add_special=message.add_special, parse_special=special)
+                    for text, special in message.parts]
+        if isinstance(message, P.Pieces):
+            return [self.pair.target.special_piece(t) for t in message.tokens]
+        raise ValueError(f"unknown request {type(message).__name__}")
+
+    def load(self, message: P.Load) -> P.PairInfo:
+        from desktop_app.engine.pair import ModelPair
+
+        cancel = self._load_cancels[message.id]
+        last = ["", -1.0]
+
+        def progress(what: str, fraction: float) -> None:       # llama.cpp reports hundreds of steps
+            if what != last[0] or fraction - last[1] >= 0.01 or fraction >= 1.0:
+                last[:] = [what, fraction]
+                self.send(P.Progress(what, fraction))
+
+        pair = ModelPair.load(message.target, message.draft, message.target_options, message.draft_options,
+                              progress=progress, cancel=cancel.is_set)
+        old, self.pair = self.pair, pair
+        if old is not None:
+            old.close()
+        repack = getattr(pair, "repack", None)
+        return P.PairInfo(_model_info(pair.target), _model_info(pair.draft) if pair.draft else None,
+                          pair.n_ctx, getattr(repack, "notice", "") or "")
+
+    def generate(self, message: P.Generate) -> None:
+        """Stream the engine's events, one message per round (the round, its tokens, the finish), so a
+        round costs one pipe write and nothing waits: the tokens follow their round at once."""
+        controls = self._controls[message.id]
+        batch: list = []
+        expected = 0                       # tokens of the current round not yet in the batch
+        for event in self.pair.generate(list(message.prompt), message.sampling, controls, message.max_tokens,
+                                        message.stop):
+            batch.append(event)
+            if isinstance(event, RoundEvent):
+                expected = len(event.emitted)
+                continue
+            if isinstance(event, FinishEvent):
+                expected = 0
+            else:
+                expected -= 1
+            if expected <= 0:
+                self.send(P.Events(tuple(batch)))
+                batch = []
+        if batch:
+            self.send(P.Events(tuple(batch)))
+
+
+def _model_info(model) -> P.ModelInfo:
+    specials = {t: model.special_piece(t) for t in (model.bos, model.eos) if t >= 0}
+    return P.ModelInfo(model.path, model.n_vocab, model.bos, model.eos, model.add_bos, model.add_eos,
+                       model.vocab_type, model.chat_template(), specials)
+
+
+def _failure(request_id: int, exc: Exception) -> P.Failed:
+    return P.Failed(request_id, type(exc).__name__, str(exc), getattr(exc, "path", "") or "",
+                    getattr(exc, "reason", "") or "")
+
+
+def main(argv: list[str]) -> int:
+    """The engine process's entry point: `--requests FD --replies FD`, the two pipe ends the parent
+    passed. Its stdout and stderr are a log file the parent reads if this process dies."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="tandem --engine-host")
+    parser.add_argument("--requests", type=int, required=True)
+    parser.add_argument("--replies", type=int, required=True)
+    args = parser.parse_args(argv)
+    faulthandler.enable()                   # a native fault leaves its Python stack in the log
+    requests = Connection(args.requests, writable=False)
+    host = Host(Connection(args.replies, readable=False))
+    threading.Thread(target=host.read, args=(requests,), name="requests", daemon=True).start()
+    host.serve()
+    return 0

@@ -14,7 +14,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from desktop_app.engine import backend, rejection
-from desktop_app.engine.costs import CostModel, expected_tokens
+from desktop_app.engine.costs import CostModel, round_rate
 from desktop_app.engine.drafters import ModelDrafter, NoDrafter, PromptLookupDrafter, Proposal
 from desktop_app.engine.events import FinishEvent, RoundEvent, StopReason, TokenEvent, TokenKind
 from desktop_app.engine.metrics import StatsRecorder
@@ -91,14 +91,12 @@ class SpeculativeDecoder:
         gamma = costs.choose_gamma(drafter.name, gamma_max)
         if not copied.tokens:
             return drafter, gamma, None
-        verify = costs.verify_cost(len(copied.tokens) + 1)
-        rate_lookup = lookup.predicted_tokens(len(copied.tokens)) / verify if verify else 0.0
+        n_copied = len(copied.tokens)
+        rate_lookup = round_rate(lookup.alpha, n_copied, 0.0, costs.verify_cost(n_copied + 1))
         rate_model = 0.0
         if gamma > 0:
-            step = costs.draft_step_s.get(drafter.name, 0.0)
-            v = costs.verify_cost(gamma + 1)
-            if v:
-                rate_model = expected_tokens(costs.alpha(drafter.name), gamma) / (gamma * step + v)
+            rate_model = round_rate(costs.alpha(drafter.name), gamma, costs.draft_step_s.get(drafter.name, 0.0),
+                                    costs.verify_cost(gamma + 1))
         if rate_lookup >= rate_model:
             return lookup, len(copied.tokens), copied
         return drafter, gamma, None

@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from desktop_app.engine import backend
-from desktop_app.engine.costs import AcceptanceEstimate, CostModel, expected_tokens
+from desktop_app.engine.costs import AcceptanceEstimate, CostModel
 from desktop_app.engine.sampling import Distribution, SamplingParams, process, softmax_prob
 
 
@@ -187,10 +187,10 @@ class PromptLookupDrafter:
         cap = LOOKUP_RAMP[min(self.streak, len(LOOKUP_RAMP) - 1)]
         return self.costs.best_gamma(bucket.alpha, min(available, cap), 0.0)
 
-    def predicted_tokens(self, n: int) -> float:
-        """Tokens a round checking n copied tokens yields on average, by the acceptance measured for
-        matches as long as the last one found."""
-        return expected_tokens(self.buckets[match_bucket(self.last_match_len)].alpha, n)
+    @property
+    def alpha(self) -> float:
+        """The acceptance measured for matches as long as the last one found: the α of its copy."""
+        return self.buckets[match_bucket(self.last_match_len)].alpha
 
     def draft(self, context: Sequence[int], n_max: int, params: SamplingParams,
               rng: np.random.Generator, p_min: float = 0.0) -> Proposal:

@@ -1,13 +1,14 @@
 """Drafters propose the next few tokens; the target then checks them all in one batch.
 
-One narrow lifecycle, in the spirit of llama.cpp's common/speculative.h: `begin(prompt)` reads the
-prompt while the target does (prompt processing, not decoding), `draft(context, ...)` proposes up to
-n tokens after `context` (the full token sequence so far), `rollback(n)` forgets what the drafter
-evaluated past the first n tokens once the round's verdict is known.
+Every drafter has the narrow lifecycle of llama.cpp's common/speculative.h (begin, draft, accept),
+documented on `Drafter` with the names of the papers (Leviathan et al. 2022, Chen et al. 2023):
+γ drafted tokens x_1..x_γ, the draft's distributions q_i they were drawn from, and the target's p_i
+that judges them.
 """
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -21,7 +22,7 @@ from desktop_app.engine.sampling import Distribution, SamplingParams, process, s
 @dataclass
 class Proposal:
     """Drafted tokens x_1..x_γ, the draft distribution q_i each was drawn from (None: a point mass,
-    as for copied tokens), and q_i(x_i) for display."""
+    as for copied tokens), and q_i(x_i) for display. No tokens: the round is a plain step."""
 
     tokens: list[int] = field(default_factory=list)
     q: list[Distribution | None] = field(default_factory=list)
@@ -33,25 +34,47 @@ class Proposal:
         return Proposal(self.tokens[:n], self.q[:n], self.q_token[:n], self.n_steps, self.t_s)
 
 
-class NoDrafter:
+class Drafter(ABC):
+    """Proposes tokens for the target to check. One reply's lifecycle:
+
+    begin(prompt) once, while the target reads the prompt; then every round draft(context, γ_max, ...)
+    and, once the target's verdict is known, rollback(n) and observe(γ, n_accepted). The decoder owns
+    the text: a drafter only ever sees it, whole, through `context`.
+    """
+
+    name: str = ""            # "model", "lookup" or "none": how rounds, costs and acceptance are labelled
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        """Read the prompt (token ids, template applied) while the target processes it, so that the
+        first round drafts at once. Called only when the reply goes on to decode. Default: nothing."""
+
+    @abstractmethod
+    def draft(self, context: Sequence[int], gamma_max: int, params: SamplingParams,
+              rng: np.random.Generator, p_min: float = 0.0) -> Proposal:
+        """Propose up to gamma_max tokens x_1..x_γ to follow `context` (the whole text so far, prompt
+        included), each drawn from its q_i under `params`, the target's own sampling chain, with the
+        reply's `rng`. A draft model stops early where its most likely token has probability below
+        p_min. An empty proposal makes the round a plain step; raising backend.ContextFullError does too."""
+
+    def rollback(self, n: int) -> None:
+        """The verdict kept the first n tokens of the context the last draft followed, plus the
+        accepted drafts: forget anything evaluated past them. Default: nothing."""
+
+    def observe(self, n_drafted: int, n_accepted: int) -> None:
+        """The verdict on the last proposal: γ = n_drafted tokens were checked, the first n_accepted
+        kept (0 drafted: the round was a plain step, or another drafter's). Default: nothing."""
+
+
+class NoDrafter(Drafter):
     """Plain decoding through the same loop: never proposes anything."""
 
     name = "none"
 
-    def begin(self, prompt: Sequence[int]) -> None:
-        pass
-
-    def draft(self, context, n_max, params, rng, p_min=0.0) -> Proposal:
+    def draft(self, context, gamma_max, params, rng, p_min=0.0) -> Proposal:
         return Proposal()
 
-    def rollback(self, n: int) -> None:
-        pass
 
-    def observe(self, n_drafted: int, n_accepted: int) -> None:
-        pass
-
-
-class ModelDrafter:
+class ModelDrafter(Drafter):
     """A small model with its own KV cache, drafting autoregressively with the target's sampling chain."""
 
     name = "model"
@@ -65,17 +88,17 @@ class ModelDrafter:
         if 1 < len(prompt) <= self.ctx.n_ctx:       # (a longer prompt leaves this drafter idle: draft() says so)
             self.ctx.sync(prompt[:-1], logits="none")
 
-    def draft(self, context: Sequence[int], n_max: int, params: SamplingParams,
+    def draft(self, context: Sequence[int], gamma_max: int, params: SamplingParams,
               rng: np.random.Generator, p_min: float = 0.0) -> Proposal:
         t0 = time.perf_counter()
         ctx = self.ctx
-        n_max = min(n_max, ctx.n_ctx - len(context))
+        gamma_max = min(gamma_max, ctx.n_ctx - len(context))
         out = Proposal()
-        if n_max <= 0:
+        if gamma_max <= 0:
             return out
         ctx.sync(context, logits="last")
         out.n_steps = 1
-        for i in range(n_max):
+        for i in range(gamma_max):
             logits = ctx.logits(-1)
             if params.greedy:
                 x = int(np.argmax(logits))
@@ -90,7 +113,7 @@ class ModelDrafter:
             out.tokens.append(x)
             out.q.append(q_dist)
             out.q_token.append(q_x)
-            if i + 1 < n_max:
+            if i + 1 < gamma_max:
                 ctx.eval([x], logits="last")
                 out.n_steps += 1
         out.t_s = time.perf_counter() - t0
@@ -98,9 +121,6 @@ class ModelDrafter:
 
     def rollback(self, n: int) -> None:
         self.ctx.truncate(n)
-
-    def observe(self, n_drafted: int, n_accepted: int) -> None:
-        pass
 
 
 def match_bucket(length: int) -> int:
@@ -118,7 +138,7 @@ PRIOR_PULL = 0.02
 LOOKUP_RAMP = (3, 7, 15, 31)
 
 
-class PromptLookupDrafter:
+class PromptLookupDrafter(Drafter):
     """Copies tokens from earlier in the context (prompt lookup decoding): find the longest earlier
     occurrence of the context's tail and propose the tokens that followed it. No second model.
 
@@ -192,15 +212,16 @@ class PromptLookupDrafter:
         """The acceptance measured for matches as long as the last one found: the α of its copy."""
         return self.buckets[match_bucket(self.last_match_len)].alpha
 
-    def draft(self, context: Sequence[int], n_max: int, params: SamplingParams,
+    def draft(self, context: Sequence[int], gamma_max: int, params: SamplingParams,
               rng: np.random.Generator, p_min: float = 0.0) -> Proposal:
+        """Copy what followed the best earlier match (q_i: a point mass on each copied token)."""
         t0 = time.perf_counter()
         pos, length = self.find(context)
         self._settle(context)
         self.last_match_len = length
         out = Proposal()
-        if pos >= 0 and n_max > 0:
-            available = min(n_max, len(context) - pos)
+        if pos >= 0 and gamma_max > 0:
+            available = min(gamma_max, len(context) - pos)
             g = self.draft_length(length, available)
             out.tokens = [int(t) for t in context[pos:pos + g]]
             out.q = [None] * len(out.tokens)
@@ -225,12 +246,6 @@ class PromptLookupDrafter:
         while kept < len(produced) and produced[kept] == copied[kept]:
             kept += 1
         self.buckets[bucket].record(kept, kept + (kept < len(produced)))
-
-    def begin(self, prompt: Sequence[int]) -> None:
-        pass
-
-    def rollback(self, n: int) -> None:
-        pass
 
     def observe(self, n_drafted: int, n_accepted: int) -> None:
         if n_drafted:

@@ -91,7 +91,7 @@ class SpeculativeDecoder:
         self.costs = CostModel()
         self.drafters: dict[str, Drafter] = {"none": NoDrafter(), "lookup": PromptLookupDrafter(self.costs)}
         if draft_ctx is not None:
-            self.drafters["model"] = ModelDrafter(draft_ctx)
+            self.drafters["model"] = ModelDrafter(draft_ctx, target_ctx.n_vocab)
 
     def calibrate(self, steps: int = 5, verify_sizes: tuple[int, ...] = VERIFY_SIZES) -> None:
         """Time the passes every prediction rests on, once, after loading (see calibration.calibrate)."""

@@ -75,18 +75,34 @@ class NoDrafter(Drafter):
 
 
 class ModelDrafter(Drafter):
-    """A small model with its own KV cache, drafting autoregressively with the target's sampling chain."""
+    """A small model with its own KV cache, drafting autoregressively with the target's sampling chain.
+
+    The two vocabularies may differ in size (llama.cpp allows 128 ids; the extra ids are padding, as
+    in Qwen2.5-7B's 152064 against Qwen2.5-0.5B's 151936). The draft then never proposes an id the
+    target lacks: its logits are cut to the ids both have, and q lives on the target's vocabulary.
+    And a context holding an id the draft lacks (a target's padding id, which sampling can emit) is
+    one the draft cannot evaluate: it proposes nothing then, for the rest of that reply (plain steps)."""
 
     name = "model"
 
-    def __init__(self, ctx: backend.Context):
+    def __init__(self, ctx: backend.Context, n_vocab_target: int | None = None):
         self.ctx = ctx
+        self.n_vocab_target = ctx.n_vocab if n_vocab_target is None else n_vocab_target
+        self.n_common = min(ctx.n_vocab, self.n_vocab_target)     # ids both models have
+
+    def can_read(self, tokens: Sequence[int]) -> bool:
+        """Whether every id in `tokens` is in the draft's vocabulary. Only the part past what the
+        draft's cache holds is checked: the cache never holds an id the draft lacks."""
+        if self.n_vocab_target <= self.ctx.n_vocab:
+            return True
+        start = backend.common_prefix(self.ctx.tokens, tokens)
+        return max(tokens[start:], default=-1) < self.ctx.n_vocab
 
     def begin(self, prompt: Sequence[int]) -> None:
         """Evaluate the prompt but its last token, as the target does, reusing the cached prefix: the
         first round then drafts at once, and its timing is a round's, not the prompt's."""
-        if 1 < len(prompt) <= self.ctx.n_ctx:       # (a longer prompt leaves this drafter idle: draft() says so)
-            self.ctx.sync(prompt[:-1], logits="none")
+        if 1 < len(prompt) <= self.ctx.n_ctx and self.can_read(prompt[:-1]):
+            self.ctx.sync(prompt[:-1], logits="none")   # (otherwise draft() proposes nothing)
 
     def draft(self, context: Sequence[int], gamma_max: int, params: SamplingParams,
               rng: np.random.Generator, p_min: float = 0.0) -> Proposal:
@@ -94,18 +110,18 @@ class ModelDrafter(Drafter):
         ctx = self.ctx
         gamma_max = min(gamma_max, ctx.n_ctx - len(context))
         out = Proposal()
-        if gamma_max <= 0:
+        if gamma_max <= 0 or not self.can_read(context):
             return out
         ctx.sync(context, logits="last")
         out.n_steps = 1
         for i in range(gamma_max):
-            logits = ctx.logits(-1)
+            logits = ctx.logits(-1)[:self.n_common]       # [n_common]: a zero-copy view, no id the target lacks
             if params.greedy:
                 x = int(np.argmax(logits))
                 q_x, top = softmax_prob(logits, x)       # for display and p-min; q itself is a point mass
                 q_dist = None
             else:
-                q_dist = process(logits, params)
+                q_dist = process(logits, params, self.n_vocab_target)    # q: [n_vocab_target]
                 x = q_dist.sample(rng.random())
                 q_x, top = q_dist.prob(x), float(q_dist.probs.max())
             if p_min > 0.0 and top < p_min:

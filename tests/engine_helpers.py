@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from desktop_app.engine import Controls, FinishEvent, RoundEvent, SpecSettings, TokenEvent
+from desktop_app.engine import Controls, FinishEvent, RoundEvent, SamplingParams, SpecSettings, TokenEvent
 from desktop_app.engine.backend import Context
+from desktop_app.engine.sampling import process
 
 CODE_PROMPT = ("<|im_start|>user\nWrite a Python function that returns the n-th Fibonacci number, "
                "with a docstring.<|im_end|>\n<|im_start|>assistant\n")
+ANIMAL_PROMPT = "<|im_start|>user\nName one animal.<|im_end|>\n<|im_start|>assistant\n"
 
 
 def run(pair, prompt, sampling, max_tokens=64, stop=(), controls=None, **spec):
@@ -51,3 +53,33 @@ def max_batch_deviation(model, n_ctx=512) -> float:
         ctx.close()
     one.close()
     return worst
+
+
+def first_token_law(model, prompt, params: SamplingParams, n_vocab: int | None = None) -> np.ndarray:
+    """The processed distribution of the token after `prompt`, evaluated as the engine evaluates it
+    (all but the last token, then the last), on n_vocab ids (default the model's own): a model with
+    more ids has its logits cut to n_vocab, as a draft's are for a smaller target. Returns [n_vocab]."""
+    n_vocab = n_vocab or model.n_vocab
+    ctx = Context(model, 512, 2)
+    ctx.eval(prompt[:-1], logits="none")
+    ctx.eval(prompt[-1:])
+    law = process(ctx.logits(-1)[:n_vocab], params, n_vocab).dense()
+    ctx.close()
+    return law
+
+
+def first_divergence_gap(model, prompt, plain_tokens, spec_tokens, n_ctx=1024) -> tuple[int, float] | None:
+    """Where a speculative greedy reply first parts from the plain one, and the plain run's top-2
+    logit gap there (evaluated exactly as plain decoding evaluates it); None when they agree. They may
+    part only where that gap is within what batching can move: 2 * max_batch_deviation."""
+    if list(plain_tokens) == list(spec_tokens):
+        return None
+    first = next((i for i, (a, b) in enumerate(zip(plain_tokens, spec_tokens)) if a != b),
+                 min(len(plain_tokens), len(spec_tokens)))
+    ctx = Context(model, n_ctx, 2)
+    ctx.eval(prompt[:-1], logits="none")
+    for t in [prompt[-1], *plain_tokens[:first]]:
+        ctx.eval([t], logits="last")
+    top2 = np.sort(ctx.logits(-1))[-2:]
+    ctx.close()
+    return first, float(top2[1] - top2[0])

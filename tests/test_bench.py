@@ -76,6 +76,7 @@ def test_prompt_files(tmp_path):
     assert "```python" in BUILTIN[1].text                     # the edit prompt carries code to copy
 
 
+@pytest.mark.network
 def test_bench_command_end_to_end(tmp_path, test_model_path):
     prompts = tmp_path / "p.json"
     prompts.write_text(json.dumps([{"name": "copy", "prompt": "Repeat exactly: one two three four five six."},

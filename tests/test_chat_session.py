@@ -14,6 +14,8 @@ from desktop_app.chat.history import HistoryStore
 from desktop_app.chat.session import ChatSession, ContextOverflow, GenerationOptions
 from desktop_app.engine import GREEDY, FinishEvent, LoadOptions, ModelPair, RoundEvent, SpecSettings, StopReason
 
+pytestmark = pytest.mark.network      # every test here needs a fetched model
+
 OPTIONS = GenerationOptions(sampling=GREEDY, spec=SpecSettings(drafter="model", draft_max=4), max_tokens=24)
 
 

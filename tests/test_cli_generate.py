@@ -5,6 +5,10 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.network      # every test here needs a fetched model
+
 
 def tandem(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "desktop_app", *args], capture_output=True, text=True, timeout=600)

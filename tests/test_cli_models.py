@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from desktop_app import models
 from desktop_app.models import store
 
@@ -20,6 +22,7 @@ def tandem(*args: str, folder: Path, extra_env: dict | None = None) -> subproces
                           text=True, timeout=300)
 
 
+@pytest.mark.network
 def test_fetch_json_prints_the_path_of_a_verified_file(tmp_path, test_model_path):
     shutil.copy(test_model_path, tmp_path / SMOL.filename)     # no record yet: it must hash it
     out = tandem("models", "fetch", "test", "--json", folder=tmp_path)
@@ -31,6 +34,7 @@ def test_fetch_json_prints_the_path_of_a_verified_file(tmp_path, test_model_path
     assert Path(entry["path"]) == tmp_path / SMOL.filename and Path(entry["path"]).is_file()
 
 
+@pytest.mark.network
 def test_list_json_reports_cached_and_missing(tmp_path, test_model_path):
     shutil.copy(test_model_path, tmp_path / SMOL.filename)
     out = tandem("models", "list", "--json", folder=tmp_path)

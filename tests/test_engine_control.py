@@ -21,6 +21,7 @@ def pair(test_model_path, q2k_draft_path):
         yield p
 
 
+@pytest.mark.network
 def test_incompatible_pair_is_refused_naming_the_difference(test_model_path, gemma_path):
     verdict = check_pair(test_model_path, gemma_path)
     assert not verdict.ok and "vocabulary types differ (target BPE, draft SPM)" in verdict.reason
@@ -28,11 +29,13 @@ def test_incompatible_pair_is_refused_naming_the_difference(test_model_path, gem
         ModelPair.load(test_model_path, gemma_path)
 
 
+@pytest.mark.network
 def test_compatible_pairs_pass(test_model_path, q2k_draft_path):
     assert check_pair(test_model_path, q2k_draft_path).ok
     assert check_pair(test_model_path, test_model_path).ok
 
 
+@pytest.mark.network
 def test_broken_files_are_refused_with_file_and_reason(tmp_path, test_model_path):
     text = tmp_path / "notes.gguf"
     text.write_text("this is not a model")
@@ -50,6 +53,7 @@ def test_broken_files_are_refused_with_file_and_reason(tmp_path, test_model_path
         ModelPair.load(test_model_path, str(text))
 
 
+@pytest.mark.network
 def test_unknown_architecture_is_named(tmp_path, test_model_path):
     """The test model with its general.architecture value rewritten to one llama.cpp does not know."""
     data = bytearray(open(test_model_path, "rb").read())
@@ -63,6 +67,7 @@ def test_unknown_architecture_is_named(tmp_path, test_model_path):
         ModelPair.load(str(odd))
 
 
+@pytest.mark.network
 def test_loading_reports_progress_and_can_be_cancelled(test_model_path, q2k_draft_path):
     seen = []
     with ModelPair.load(test_model_path, q2k_draft_path, LoadOptions(n_ctx=256),
@@ -81,6 +86,7 @@ def test_loading_reports_progress_and_can_be_cancelled(test_model_path, q2k_draf
         load_model(test_model_path, cancel=cancel)
 
 
+@pytest.mark.network
 def test_the_draft_model_reads_the_prompt_with_the_target(pair, monkeypatch):
     """Prompt processing covers both models (as in llama.cpp's tools), so decoding speed and the first
     round's draft timing are not charged with the draft's prompt; plain decoding leaves it alone."""
@@ -108,6 +114,7 @@ def test_the_draft_model_reads_the_prompt_with_the_target(pair, monkeypatch):
     assert batches == [len(prompt) - 1, 1, 1, 1, 1]     # prompt; its last token; x_1..x_3 (x_4 is not needed yet)
 
 
+@pytest.mark.network
 def test_cancel_is_honoured_within_one_round(pair):
     controls = Controls(SpecSettings(drafter="model", draft_max=4))
     rounds_after_cancel = 0
@@ -125,6 +132,7 @@ def test_cancel_is_honoured_within_one_round(pair):
     assert 4 <= len(finish.tokens) <= 4 * 5
 
 
+@pytest.mark.network
 def test_cancel_from_another_thread(pair):
     controls = Controls(SpecSettings(drafter="model", draft_max=4))
     cancelled_at = []
@@ -156,6 +164,7 @@ def test_cancel_from_another_thread(pair):
     assert begun_after == []
 
 
+@pytest.mark.network
 def test_stop_string_spanning_tokens(pair):
     prompt = prompt_tokens(pair.target)
     _, tokens, full = run(pair, prompt, GREEDY, max_tokens=60, drafter="model")
@@ -172,6 +181,7 @@ def test_stop_string_spanning_tokens(pair):
     assert stop not in "".join(t.text for t in streamed)
 
 
+@pytest.mark.network
 def test_full_context_stops_with_a_reason(test_model_path, q2k_draft_path):
     with ModelPair.load(test_model_path, q2k_draft_path, LoadOptions(n_ctx=256, n_threads=2)) as small:
         n_ctx = small.target_ctx.n_ctx                  # llama.cpp may round the size up
@@ -192,6 +202,7 @@ def test_full_context_stops_with_a_reason(test_model_path, q2k_draft_path):
         assert len(again.tokens) >= 1
 
 
+@pytest.mark.network
 def test_settings_change_between_rounds(pair):
     controls = Controls(SpecSettings(drafter="model", draft_max=2))
     gammas = []
@@ -207,6 +218,7 @@ def test_settings_change_between_rounds(pair):
     assert all(d == "none" and g == 0 for d, g in gammas[8:])
 
 
+@pytest.mark.network
 def test_draft_p_min_and_draft_min(pair):
     prompt = prompt_tokens(pair.target)
     rounds, _, _ = run(pair, prompt, GREEDY, max_tokens=60, drafter="model", draft_max=8, draft_p_min=0.9)
@@ -217,6 +229,7 @@ def test_draft_p_min_and_draft_min(pair):
     assert all(r.gamma == 0 or r.gamma >= 3 for r in rounds)
 
 
+@pytest.mark.network
 def test_auto_mode_runs_and_drafts_within_bounds(pair):
     rounds, _, finish = run(pair, prompt_tokens(pair.target), GREEDY, max_tokens=80, drafter="model",
                             draft_max=8, auto=True)
@@ -238,6 +251,7 @@ def test_invalid_settings_are_refused():
     assert controls.settings == SpecSettings()
 
 
+@pytest.mark.network
 def test_a_smaller_draft_context_falls_back_to_plain_steps(test_model_path, q2k_draft_path):
     with ModelPair.load(test_model_path, q2k_draft_path, LoadOptions(n_ctx=1024, n_threads=2),
                         LoadOptions(n_ctx=256, n_threads=2)) as p:

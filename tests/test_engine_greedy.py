@@ -47,6 +47,7 @@ def replay_argmax(model, prompt, rounds):
 
 
 @pytest.mark.parametrize("which", range(len(PROMPTS)))
+@pytest.mark.network
 def test_every_emitted_token_is_the_verifying_batch_argmax(pair, which):
     prompt = prompt_tokens(pair.target, *( [PROMPTS[which]] if PROMPTS[which] else []))
     pair.target_ctx.clear()
@@ -70,6 +71,7 @@ def test_every_emitted_token_is_the_verifying_batch_argmax(pair, which):
 
 
 @pytest.mark.parametrize("which", range(len(PROMPTS)))
+@pytest.mark.network
 def test_speculative_equals_plain_greedy_up_to_batch_rounding(pair, deviation, which):
     """Plain and speculative greedy may part only where the plain run's top-2 logit gap is within
     what batching can move: |gap| <= 2 * the largest batched-vs-single logit difference measured on
@@ -93,6 +95,7 @@ def test_speculative_equals_plain_greedy_up_to_batch_rounding(pair, deviation, w
         f"more than batching can explain (max deviation {deviation:.4f})")
 
 
+@pytest.mark.network
 def test_rollback_leaves_exactly_the_accepted_tokens(pair, deviation):
     prompt = prompt_tokens(pair.target)
     rounds, _, finish = run(pair, prompt, GREEDY, max_tokens=120, drafter="model", draft_max=6)
@@ -121,6 +124,7 @@ def test_rollback_leaves_exactly_the_accepted_tokens(pair, deviation):
         fresh.close()
 
 
+@pytest.mark.network
 def test_self_draft_accepts_nearly_everything(test_model_path):
     with ModelPair.load(test_model_path, test_model_path, LoadOptions(n_ctx=512, n_threads=2)) as p:
         rounds, _, finish = run(p, prompt_tokens(p.target), GREEDY, max_tokens=60, drafter="model", draft_max=5)
@@ -128,6 +132,7 @@ def test_self_draft_accepts_nearly_everything(test_model_path):
         assert finish.stats.mean_accepted > 4
 
 
+@pytest.mark.network
 def test_prompt_lookup_accepts_copied_text(pair, monkeypatch):
     # Without costs the lookup drafts as far as the match goes: deterministic, unlike a choice made
     # from timings (that choice is tested on fixed costs in test_lookup_and_costs.py).
@@ -141,6 +146,7 @@ def test_prompt_lookup_accepts_copied_text(pair, monkeypatch):
     assert plain.tokens == finish.tokens
 
 
+@pytest.mark.network
 def test_auto_mode_copies_with_lookup_when_that_beats_the_draft_model(pair, monkeypatch):
     # Fixed costs (real rounds would move them): verify batches nearly free, a draft step dearer than a
     # target pass. No draft-model γ can pay then, but copying can, so auto mode copies.
@@ -162,6 +168,7 @@ def test_auto_mode_copies_with_lookup_when_that_beats_the_draft_model(pair, monk
     assert {r.drafter for r in rounds} == {"none"}
 
 
+@pytest.mark.network
 def test_round_bookkeeping_adds_up(pair):
     rounds, tokens, finish = run(pair, prompt_tokens(pair.target), GREEDY, max_tokens=50, drafter="model")
     emitted = [t for r in rounds for t in r.emitted]

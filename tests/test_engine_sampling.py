@@ -13,6 +13,8 @@ from desktop_app.engine.sampling import process
 from engine_helpers import prompt_tokens, run
 from stats_helpers import chi2_gof, chi2_two_sample
 
+pytestmark = pytest.mark.network      # every test here needs a fetched model
+
 PROMPT = "<|im_start|>user\nName one animal.<|im_end|>\n<|im_start|>assistant\n"
 N = 1500
 

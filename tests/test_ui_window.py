@@ -70,6 +70,7 @@ def test_first_run_page_without_models(window):
     assert not window.send_button.isEnabled() or window.loaded is None
 
 
+@pytest.mark.network
 def test_send_streams_a_reply_into_the_view_and_the_database(qtbot, loaded):
     w = loaded
     assert w.stack.currentWidget() is w.chat
@@ -93,6 +94,7 @@ def test_send_streams_a_reply_into_the_view_and_the_database(qtbot, loaded):
     assert w.spec_panel.rounds_view.toPlainText().count("#") >= 3
 
 
+@pytest.mark.network
 def test_shift_enter_makes_a_new_line(qtbot, loaded):
     loaded.composer.setFocus()
     qtbot.keyClicks(loaded.composer, "line one")
@@ -102,6 +104,7 @@ def test_shift_enter_makes_a_new_line(qtbot, loaded):
     assert loaded.generating_id is None
 
 
+@pytest.mark.network
 def test_stop_mid_reply_keeps_the_partial_text(qtbot, loaded):
     w = loaded
     w.settings_panel.max_tokens.setValue(2000)
@@ -116,6 +119,7 @@ def test_stop_mid_reply_keeps_the_partial_text(qtbot, loaded):
     assert "stopped" in w.chat.messages[-1].status.text()
 
 
+@pytest.mark.network
 def test_regenerate_replaces_the_last_reply(qtbot, loaded):
     w = loaded
     type_and_send(qtbot, w, "Name three colours.")
@@ -132,6 +136,7 @@ def test_regenerate_replaces_the_last_reply(qtbot, loaded):
     assert w.chat.messages[-1].text == db[-1].content
 
 
+@pytest.mark.network
 def test_edit_last_message_and_resend(qtbot, loaded):
     w = loaded
     type_and_send(qtbot, w, "What is 2 + 2?")
@@ -147,6 +152,7 @@ def test_edit_last_message_and_resend(qtbot, loaded):
     assert [m.text for m in w.chat.messages if m.role == "user"] == ["What is 3 + 3?"]
 
 
+@pytest.mark.network
 def test_switch_conversations(qtbot, loaded):
     w = loaded
     type_and_send(qtbot, w, "Tell me about cats.")
@@ -167,6 +173,7 @@ def test_switch_conversations(qtbot, loaded):
     assert w.sidebar.list.count() == 1
 
 
+@pytest.mark.network
 def test_incompatible_pair_is_explained_and_the_old_pair_keeps_working(qtbot, loaded, test_model_path, gemma_path):
     w = loaded
     load_fails(qtbot, w, test_model_path, gemma_path)
@@ -178,6 +185,7 @@ def test_incompatible_pair_is_explained_and_the_old_pair_keeps_working(qtbot, lo
     assert stored(w)[-1].role == "assistant" and stored(w)[-1].complete
 
 
+@pytest.mark.network
 def test_broken_file_is_explained(qtbot, loaded, tmp_path):
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\x00" * 64)
@@ -186,6 +194,7 @@ def test_broken_file_is_explained(qtbot, loaded, tmp_path):
     assert loaded.loaded is not None
 
 
+@pytest.mark.network
 def test_ui_stays_responsive_while_generating(qtbot, loaded):
     """While a reply streams, a 10 ms timer on the UI thread stays on time."""
     w = loaded
@@ -217,6 +226,7 @@ def test_ui_stays_responsive_while_generating(qtbot, loaded):
     assert max(lateness) < 150, f"the UI thread stalled for {max(lateness)} ms"
 
 
+@pytest.mark.network
 def test_close_during_generation_saves_the_partial_reply(qtbot, loaded):
     w = loaded
     w.settings_panel.max_tokens.setValue(2000)
@@ -245,6 +255,7 @@ def test_damaged_history_and_settings_still_start_with_a_notice(qtbot, tmp_path)
     w.close()
 
 
+@pytest.mark.network
 def test_scrolled_up_view_keeps_its_place_while_streaming(qtbot, loaded):
     w = loaded
     cid = w.store.create_conversation("Long")
@@ -270,6 +281,7 @@ def test_scrolled_up_view_keeps_its_place_while_streaming(qtbot, loaded):
     assert w.chat.following
 
 
+@pytest.mark.network
 def test_the_last_pair_is_loaded_again(qtbot, tmp_path, test_model_path, q2k_draft_path):
     from desktop_app.ui.app import start
 
@@ -286,6 +298,7 @@ def test_the_last_pair_is_loaded_again(qtbot, tmp_path, test_model_path, q2k_dra
     again.close()
 
 
+@pytest.mark.network
 def test_full_context_offers_choices_in_the_window(qtbot, loaded):
     w = loaded
     w.settings_panel.max_tokens.setValue(40)

@@ -16,6 +16,8 @@ from PySide6.QtGui import QImage
 
 from desktop_app.chat.history import HistoryStore
 
+pytestmark = pytest.mark.network      # every test here needs a fetched model
+
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 
 

@@ -26,6 +26,23 @@ def expected_tokens(alpha: float, gamma: int) -> float:
     return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
 
 
+def round_rate(alpha: float, gamma: int, step_s: float, verify_s: float | None) -> float:
+    """Expected tokens per second of a round that drafts γ tokens at step_s seconds each and checks
+    them in one verify pass of verify_s seconds (over γ+1 tokens): E(α, γ) / (γ·step + verify).
+    γ = 0 is a plain step: 1 / verify_s. 0.0 when the round's cost is not known.
+    Every prediction of speed rests on this: auto mode's choices, prompt lookup's draft length, and
+    the predicted speed-up a reply reports."""
+    if verify_s is None:
+        return 0.0
+    cost = gamma * step_s + verify_s
+    return expected_tokens(alpha, gamma) / cost if cost > 0.0 else 0.0
+
+
+def speedup(rate: float, plain_step_s: float) -> float:
+    """A rate in tokens per second relative to plain decoding's, one token per plain_step_s."""
+    return rate * plain_step_s
+
+
 def formula_speedup(alpha: float, gamma: float, c: float) -> float:
     """The paper's speed-up estimate: E(α, γ) / (1 + γc), verify cost taken as one target pass."""
     g = max(0, round(gamma))
@@ -120,15 +137,11 @@ class CostModel:
         """The γ in 1..gamma_max with the best predicted tokens per second for acceptance α and a draft
         step of step_s seconds, or 0 when none is predicted to beat plain decoding by WIN_MARGIN (or
         the costs needed to predict are not measured yet)."""
-        verify_1 = self.verify_cost(1)
-        if verify_1 is None:
+        best_g, best_rate = 0, WIN_MARGIN * round_rate(alpha, 0, step_s, self.verify_cost(1))
+        if best_rate <= 0.0:
             return 0
-        best_g, best_rate = 0, WIN_MARGIN / verify_1
         for g in range(1, gamma_max + 1):
-            verify = self.verify_cost(g + 1)
-            if verify is None:
-                continue
-            rate = expected_tokens(alpha, g) / (g * step_s + verify)
+            rate = round_rate(alpha, g, step_s, self.verify_cost(g + 1))
             if rate > best_rate:
                 best_g, best_rate = g, rate
         return best_g

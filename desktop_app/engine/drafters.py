@@ -1,27 +1,28 @@
 """Drafters propose the next few tokens; the target then checks them all in one batch.
 
-One narrow lifecycle, in the spirit of llama.cpp's common/speculative.h: `begin(prompt)` reads the
-prompt while the target does (prompt processing, not decoding), `draft(context, ...)` proposes up to
-n tokens after `context` (the full token sequence so far), `rollback(n)` forgets what the drafter
-evaluated past the first n tokens once the round's verdict is known.
+Every drafter has the narrow lifecycle of llama.cpp's common/speculative.h (begin, draft, accept),
+documented on `Drafter` with the names of the papers (Leviathan et al. 2022, Chen et al. 2023):
+γ drafted tokens x_1..x_γ, the draft's distributions q_i they were drawn from, and the target's p_i
+that judges them.
 """
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
 from desktop_app.engine import backend
-from desktop_app.engine.costs import AcceptanceEstimate, CostModel, expected_tokens
+from desktop_app.engine.costs import AcceptanceEstimate, CostModel
 from desktop_app.engine.sampling import Distribution, SamplingParams, process, softmax_prob
 
 
 @dataclass
 class Proposal:
     """Drafted tokens x_1..x_γ, the draft distribution q_i each was drawn from (None: a point mass,
-    as for copied tokens), and q_i(x_i) for display."""
+    as for copied tokens), and q_i(x_i) for display. No tokens: the round is a plain step."""
 
     tokens: list[int] = field(default_factory=list)
     q: list[Distribution | None] = field(default_factory=list)
@@ -33,56 +34,94 @@ class Proposal:
         return Proposal(self.tokens[:n], self.q[:n], self.q_token[:n], self.n_steps, self.t_s)
 
 
-class NoDrafter:
+class Drafter(ABC):
+    """Proposes tokens for the target to check. One reply's lifecycle:
+
+    begin(prompt) once, while the target reads the prompt; then every round draft(context, γ_max, ...)
+    and, once the target's verdict is known, rollback(n) and observe(γ, n_accepted). The decoder owns
+    the text: a drafter only ever sees it, whole, through `context`.
+    """
+
+    name: str = ""            # "model", "lookup" or "none": how rounds, costs and acceptance are labelled
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        """Read the prompt (token ids, template applied) while the target processes it, so that the
+        first round drafts at once. Called only when the reply goes on to decode. Default: nothing."""
+
+    @abstractmethod
+    def draft(self, context: Sequence[int], gamma_max: int, params: SamplingParams,
+              rng: np.random.Generator, p_min: float = 0.0) -> Proposal:
+        """Propose up to gamma_max tokens x_1..x_γ to follow `context` (the whole text so far, prompt
+        included), each drawn from its q_i under `params`, the target's own sampling chain, with the
+        reply's `rng`. A draft model stops early where its most likely token has probability below
+        p_min. An empty proposal makes the round a plain step; raising backend.ContextFullError does too."""
+
+    def rollback(self, n: int) -> None:
+        """The verdict kept the first n tokens of the context the last draft followed, plus the
+        accepted drafts: forget anything evaluated past them. Default: nothing."""
+
+    def observe(self, n_drafted: int, n_accepted: int) -> None:
+        """The verdict on the last proposal: γ = n_drafted tokens were checked, the first n_accepted
+        kept (0 drafted: the round was a plain step, or another drafter's). Default: nothing."""
+
+
+class NoDrafter(Drafter):
     """Plain decoding through the same loop: never proposes anything."""
 
     name = "none"
 
-    def begin(self, prompt: Sequence[int]) -> None:
-        pass
-
-    def draft(self, context, n_max, params, rng, p_min=0.0) -> Proposal:
+    def draft(self, context, gamma_max, params, rng, p_min=0.0) -> Proposal:
         return Proposal()
 
-    def rollback(self, n: int) -> None:
-        pass
 
-    def observe(self, n_drafted: int, n_accepted: int) -> None:
-        pass
+class ModelDrafter(Drafter):
+    """A small model with its own KV cache, drafting autoregressively with the target's sampling chain.
 
-
-class ModelDrafter:
-    """A small model with its own KV cache, drafting autoregressively with the target's sampling chain."""
+    The two vocabularies may differ in size (llama.cpp allows 128 ids; the extra ids are padding, as
+    in Qwen2.5-7B's 152064 against Qwen2.5-0.5B's 151936). The draft then never proposes an id the
+    target lacks: its logits are cut to the ids both have, and q lives on the target's vocabulary.
+    And a context holding an id the draft lacks (a target's padding id, which sampling can emit) is
+    one the draft cannot evaluate: it proposes nothing then, for the rest of that reply (plain steps)."""
 
     name = "model"
 
-    def __init__(self, ctx: backend.Context):
+    def __init__(self, ctx: backend.Context, n_vocab_target: int | None = None):
         self.ctx = ctx
+        self.n_vocab_target = ctx.n_vocab if n_vocab_target is None else n_vocab_target
+        self.n_common = min(ctx.n_vocab, self.n_vocab_target)     # ids both models have
+
+    def can_read(self, tokens: Sequence[int]) -> bool:
+        """Whether every id in `tokens` is in the draft's vocabulary. Only the part past what the
+        draft's cache holds is checked: the cache never holds an id the draft lacks."""
+        if self.n_vocab_target <= self.ctx.n_vocab:
+            return True
+        start = backend.common_prefix(self.ctx.tokens, tokens)
+        return max(tokens[start:], default=-1) < self.ctx.n_vocab
 
     def begin(self, prompt: Sequence[int]) -> None:
         """Evaluate the prompt but its last token, as the target does, reusing the cached prefix: the
         first round then drafts at once, and its timing is a round's, not the prompt's."""
-        if 1 < len(prompt) <= self.ctx.n_ctx:       # (a longer prompt leaves this drafter idle: draft() says so)
-            self.ctx.sync(prompt[:-1], logits="none")
+        if 1 < len(prompt) <= self.ctx.n_ctx and self.can_read(prompt[:-1]):
+            self.ctx.sync(prompt[:-1], logits="none")   # (otherwise draft() proposes nothing)
 
-    def draft(self, context: Sequence[int], n_max: int, params: SamplingParams,
+    def draft(self, context: Sequence[int], gamma_max: int, params: SamplingParams,
               rng: np.random.Generator, p_min: float = 0.0) -> Proposal:
         t0 = time.perf_counter()
         ctx = self.ctx
-        n_max = min(n_max, ctx.n_ctx - len(context))
+        gamma_max = min(gamma_max, ctx.n_ctx - len(context))
         out = Proposal()
-        if n_max <= 0:
+        if gamma_max <= 0 or not self.can_read(context):
             return out
         ctx.sync(context, logits="last")
         out.n_steps = 1
-        for i in range(n_max):
-            logits = ctx.logits(-1)
+        for i in range(gamma_max):
+            logits = ctx.logits(-1)[:self.n_common]       # [n_common]: a zero-copy view, no id the target lacks
             if params.greedy:
                 x = int(np.argmax(logits))
                 q_x, top = softmax_prob(logits, x)       # for display and p-min; q itself is a point mass
                 q_dist = None
             else:
-                q_dist = process(logits, params)
+                q_dist = process(logits, params, self.n_vocab_target)    # q: [n_vocab_target]
                 x = q_dist.sample(rng.random())
                 q_x, top = q_dist.prob(x), float(q_dist.probs.max())
             if p_min > 0.0 and top < p_min:
@@ -90,7 +129,7 @@ class ModelDrafter:
             out.tokens.append(x)
             out.q.append(q_dist)
             out.q_token.append(q_x)
-            if i + 1 < n_max:
+            if i + 1 < gamma_max:
                 ctx.eval([x], logits="last")
                 out.n_steps += 1
         out.t_s = time.perf_counter() - t0
@@ -98,9 +137,6 @@ class ModelDrafter:
 
     def rollback(self, n: int) -> None:
         self.ctx.truncate(n)
-
-    def observe(self, n_drafted: int, n_accepted: int) -> None:
-        pass
 
 
 def match_bucket(length: int) -> int:
@@ -118,7 +154,7 @@ PRIOR_PULL = 0.02
 LOOKUP_RAMP = (3, 7, 15, 31)
 
 
-class PromptLookupDrafter:
+class PromptLookupDrafter(Drafter):
     """Copies tokens from earlier in the context (prompt lookup decoding): find the longest earlier
     occurrence of the context's tail and propose the tokens that followed it. No second model.
 
@@ -187,20 +223,21 @@ class PromptLookupDrafter:
         cap = LOOKUP_RAMP[min(self.streak, len(LOOKUP_RAMP) - 1)]
         return self.costs.best_gamma(bucket.alpha, min(available, cap), 0.0)
 
-    def predicted_tokens(self, n: int) -> float:
-        """Tokens a round checking n copied tokens yields on average, by the acceptance measured for
-        matches as long as the last one found."""
-        return expected_tokens(self.buckets[match_bucket(self.last_match_len)].alpha, n)
+    @property
+    def alpha(self) -> float:
+        """The acceptance measured for matches as long as the last one found: the α of its copy."""
+        return self.buckets[match_bucket(self.last_match_len)].alpha
 
-    def draft(self, context: Sequence[int], n_max: int, params: SamplingParams,
+    def draft(self, context: Sequence[int], gamma_max: int, params: SamplingParams,
               rng: np.random.Generator, p_min: float = 0.0) -> Proposal:
+        """Copy what followed the best earlier match (q_i: a point mass on each copied token)."""
         t0 = time.perf_counter()
         pos, length = self.find(context)
         self._settle(context)
         self.last_match_len = length
         out = Proposal()
-        if pos >= 0 and n_max > 0:
-            available = min(n_max, len(context) - pos)
+        if pos >= 0 and gamma_max > 0:
+            available = min(gamma_max, len(context) - pos)
             g = self.draft_length(length, available)
             out.tokens = [int(t) for t in context[pos:pos + g]]
             out.q = [None] * len(out.tokens)
@@ -225,12 +262,6 @@ class PromptLookupDrafter:
         while kept < len(produced) and produced[kept] == copied[kept]:
             kept += 1
         self.buckets[bucket].record(kept, kept + (kept < len(produced)))
-
-    def begin(self, prompt: Sequence[int]) -> None:
-        pass
-
-    def rollback(self, n: int) -> None:
-        pass
 
     def observe(self, n_drafted: int, n_accepted: int) -> None:
         if n_drafted:

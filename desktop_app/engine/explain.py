@@ -1,6 +1,7 @@
 """Why speculation paid or not, in a sentence or two a user can act on, from a reply's statistics."""
 from __future__ import annotations
 
+from desktop_app.engine.costs import speedup
 from desktop_app.engine.events import GenerationStats
 
 
@@ -21,8 +22,8 @@ def explain(stats: GenerationStats) -> str:
         parts.append(f"{round(rounds)} of {stats.n_rounds} rounds drafted; the others were plain steps.")
     if stats.t_target_step_s:
         plain_rate = 1 / stats.t_target_step_s
-        spec_rate = (stats.mean_accepted + 1) / (per_round_ms / 1000) if per_round_ms else 0.0
-        ratio = spec_rate / plain_rate
+        measured_rate = (stats.mean_accepted + 1) / (per_round_ms / 1000) if per_round_ms else 0.0
+        ratio = speedup(measured_rate, stats.t_target_step_s)
         if ratio >= 1.05:
             parts.append(f"That beats plain decoding ({plain_rate:.0f} tok/s) by {ratio:.2f}×.")
         else:

@@ -1,7 +1,7 @@
 """Accumulating a generation's rounds into GenerationStats."""
 from __future__ import annotations
 
-from desktop_app.engine.costs import CostModel, expected_tokens, formula_speedup
+from desktop_app.engine.costs import CostModel, formula_speedup, round_rate, speedup
 from desktop_app.engine.events import GenerationStats, RoundEvent
 
 
@@ -76,6 +76,6 @@ class StatsRecorder:
             g = max(1, round(gamma))
             verify = costs.verify_cost(g + 1)
             if verify and s.t_target_step_s:
-                step = s.t_draft_step_s or 0.0
-                s.predicted_speedup_measured = (expected_tokens(s.alpha, g) / (g * step + verify)) * s.t_target_step_s
+                rate = round_rate(s.alpha, g, s.t_draft_step_s or 0.0, verify)
+                s.predicted_speedup_measured = speedup(rate, s.t_target_step_s)
         return s

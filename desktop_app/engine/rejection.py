@@ -40,7 +40,8 @@ def accept_greedy(drafted: Sequence[int], target_top: Sequence[int]) -> Verdict:
 def accept_sampled(drafted: Sequence[int], q: Sequence[Distribution | None], p: Sequence[Distribution],
                    rng: np.random.Generator) -> Verdict:
     """q[i]: the draft's processed distribution at i (None: a point mass on drafted[i]);
-    p[i]: the target's processed distribution at i, len(p) == len(drafted) + 1."""
+    p[i]: the target's processed distribution at i, len(p) == len(drafted) + 1. Every p[i] and q[i]
+    lives on the target's vocabulary ([n_vocab_target] when dense), whatever the draft's size."""
     for i, x in enumerate(drafted):
         p_x = p[i].prob(x)
         q_x = 1.0 if q[i] is None else q[i].prob(x)
@@ -53,12 +54,16 @@ def accept_sampled(drafted: Sequence[int], q: Sequence[Distribution | None], p: 
 
 
 def residual_sample(p: Distribution, q: Distribution | None, x: int, rng: np.random.Generator) -> int:
-    """Sample from norm(max(0, p - q)); q None means a point mass on x."""
+    """Sample from norm(max(0, p - q)); q None means a point mass on x. p and q both live on the
+    target's vocabulary (a draft's q is built there even when the draft's own vocabulary differs)."""
     if q is None:
-        residual = p.dense().copy()
+        residual = p.dense().copy()                        # [n_vocab_target]
         residual[x] = 0.0
     else:
-        residual = np.maximum(p.dense() - q.dense(), 0.0)
+        if q.n_vocab != p.n_vocab:
+            raise ValueError(f"q covers {q.n_vocab} ids but p covers {p.n_vocab}: "
+                             "a draft's q must be built on the target's vocabulary")
+        residual = np.maximum(p.dense() - q.dense(), 0.0)  # [n_vocab_target]
     if residual.sum() <= 0.0:
         # p <= q everywhere yet x was rejected: only possible through rounding; p is then the answer.
         return p.sample(rng.random())

@@ -72,17 +72,23 @@ class Distribution:
         return int(self.ids[min(i, len(self.ids) - 1)])
 
 
-def process(logits: np.ndarray, params: SamplingParams) -> Distribution:
+def process(logits: np.ndarray, params: SamplingParams, n_vocab: int | None = None) -> Distribution:
     """The processed distribution for one position's logits (which are not modified).
 
     top-k, top-p and min-p each keep a prefix of the tokens in descending logit order, so the
     result is the shortest of the three prefixes; top-p's mass is measured on the softmax over the
     top-k survivors, as in llama.cpp's chain. Only the candidates that can survive are sorted.
+
+    logits: [n] for ids 0..n-1. The distribution lives on n_vocab >= n ids (default n): a draft whose
+    logits were cut to the ids the target has still gives a q over the target's vocabulary.
     """
-    n_vocab = len(logits)
+    n = len(logits)
+    n_vocab = n if n_vocab is None else n_vocab
+    if n_vocab < n:
+        raise ValueError(f"{n} logits do not fit a vocabulary of {n_vocab}")
     if params.greedy:
         return Distribution.point(int(np.argmax(logits)), n_vocab)
-    if 0 < params.top_k < n_vocab:
+    if 0 < params.top_k < n:
         base = np.argpartition(logits, -params.top_k)[-params.top_k:]
         lg = logits[base].astype(np.float64)
     else:
@@ -92,10 +98,10 @@ def process(logits: np.ndarray, params: SamplingParams) -> Distribution:
     z = e.sum()
     if params.min_p > 0.0:             # p >= min_p * p_max  <=>  e >= min_p (p_max has e = 1)
         idx = np.flatnonzero(e >= params.min_p)
-    elif params.top_p < 1.0 and base is None and n_vocab > TOP_P_FIRST_GUESS:
+    elif params.top_p < 1.0 and base is None and n > TOP_P_FIRST_GUESS:
         idx = np.argpartition(lg, -TOP_P_FIRST_GUESS)[-TOP_P_FIRST_GUESS:]
         if e[idx].sum() < params.top_p * z:
-            idx = np.arange(n_vocab)       # a flat distribution: sort everything
+            idx = np.arange(n)             # a flat distribution: sort everything
     else:
         idx = np.arange(len(lg))
     if params.top_p < 1.0:

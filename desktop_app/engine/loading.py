@@ -6,7 +6,7 @@ import struct
 from dataclasses import dataclass
 from typing import Callable
 
-from desktop_app.engine import backend
+from desktop_app.engine import backend, repack
 
 GGUF_MAGIC = b"GGUF"
 
@@ -34,6 +34,7 @@ class LoadOptions:
     n_ctx: int = 4096
     n_batch: int = 512
     use_mmap: bool = False     # see backend.load_model_ptr: mmap doubles memory where weights are repacked
+    repack: bool | None = None  # repacked weights (llama.cpp's extra buffer types); None: decided by repack.decide
 
 
 def check_gguf_header(path: str) -> None:
@@ -85,8 +86,12 @@ def load_model(path: str, options: LoadOptions = LoadOptions(), vocab_only: bool
 
     if cancel and cancel():
         raise LoadCancelled(path)
+    repack_on = options.repack
+    if repack_on is None:
+        repack_on = vocab_only or repack.decide().enabled
     try:
-        ptr = backend.load_model_ptr(path, options.n_gpu_layers, vocab_only, on_progress, options.use_mmap)
+        ptr = backend.load_model_ptr(path, options.n_gpu_layers, vocab_only, on_progress, options.use_mmap,
+                                     use_extra_bufts=repack_on)
     except MemoryError:
         raise ModelLoadError(path, "out of memory while loading") from None
     if not ptr:

@@ -1,4 +1,4 @@
-"""The `tandem` command: `gui` (default), `generate`, `bench`, `models`."""
+"""The `tandem` command: `gui` (default), `generate`, `bench`, `models`, `doctor`."""
 from __future__ import annotations
 
 import argparse
@@ -105,6 +105,14 @@ def build_parser() -> argparse.ArgumentParser:
     p_bench.add_argument("--plot", metavar="OUT.png", help="draw speed-up against draft length")
     p_bench.add_argument("-q", "--quiet", action="store_true", help="no per-run progress lines")
     p_bench.set_defaults(func=lambda a: _run("bench", a))
+
+    p_doctor = sub.add_parser("doctor", help="versions, CPU, llama.cpp build, weight repacking and folders: "
+                                             "for a bug report")
+    p_doctor.add_argument("--json", action="store_true", help="print one JSON document")
+    p_doctor.add_argument("--reprobe", action="store_true", help="forget the remembered CPU probe verdict and probe again")
+    p_doctor.add_argument("--no-probe", action="store_true", help="never run the CPU probe; report what is remembered")
+    _add_repack_option(p_doctor)
+    p_doctor.set_defaults(func=lambda a: _run("doctor", a))
 
     p_models = sub.add_parser("models", help="fetch and list model files")
     msub = p_models.add_subparsers(dest="models_command", required=True)

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from desktop_app.engine import GREEDY, LoadOptions, ModelPair
-from desktop_app.engine import backend, machine, repack
+from desktop_app import machine
+from desktop_app.engine import backend, repack
 from desktop_app.engine.backend import Context
 from desktop_app.engine.probe_model import probe_model_path
 
@@ -171,7 +172,7 @@ def test_no_repack_flag_reaches_the_loader(cache):
     assert not (cache / repack.VERDICTS_FILE).exists()
     from desktop_app.cli import build_parser
 
-    for argv in (["--no-repack"], ["gui", "--no-repack"], ["bench", "-m", "x", "--no-repack"]):
+    for argv in (["--no-repack"], ["gui", "--no-repack"], ["bench", "-m", "x", "--no-repack"], ["doctor", "--no-repack"]):
         assert build_parser().parse_args(argv).no_repack is True
 
 

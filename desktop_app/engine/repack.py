@@ -31,7 +31,7 @@ from pathlib import Path
 from platformdirs import user_cache_dir
 
 from desktop_app import APP_NAME
-from desktop_app.engine import machine
+from desktop_app import machine
 from desktop_app.engine.probe_model import probe_model_path
 
 CACHE_DIR_ENV = "TANDEM_CACHE_DIR"

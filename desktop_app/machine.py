@@ -1,4 +1,6 @@
-"""What the CPU is and what llama.cpp was built with: the facts that decide which kernels run."""
+"""What the CPU is and what llama.cpp was built with: the facts that decide which kernels run.
+
+Importing this module loads nothing; only llama_build() loads llama.cpp."""
 from __future__ import annotations
 
 import functools

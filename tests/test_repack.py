@@ -102,6 +102,22 @@ def test_a_probe_that_cannot_run_is_no_verdict(cache, monkeypatch):
     assert not (cache / repack.VERDICTS_FILE).exists()          # the next process probes again
 
 
+def test_an_unwritable_cache_folder_still_probes_once_per_process(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(repack.CACHE_DIR_ENV, str(blocker / "cache"))
+    calls = []
+    passes = ("import json, os, sys; assert os.path.getsize(sys.argv[1]) > 100_000; "
+              "print(json.dumps({'ok': True, 'buffers': [], 'kernels': []}))")
+    monkeypatch.setattr(repack, "probe_command",
+                        lambda model: calls.append(model) or [sys.executable, "-c", passes, str(model)])
+    first = repack.decide()
+    assert first.enabled is True and first.source == repack.PROBED, first.reason
+    assert not calls[0].exists()                      # the scratch copy of the probe model is gone
+    second = repack.decide()
+    assert second.enabled is True and second.source == repack.REMEMBERED and len(calls) == 1
+
+
 def test_the_real_probe_passes_on_this_machine(cache):
     t0 = time.monotonic()
     result = repack.run_probe()

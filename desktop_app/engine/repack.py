@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -125,19 +126,24 @@ def run_probe(timeout: float = PROBE_TIMEOUT_S) -> ProbeResult:
     from desktop_app.engine.repack_probe import EXIT_UNAVAILABLE
 
     t0 = time.monotonic()
+    scratch = None
     try:
-        model = probe_model_path(cache_dir())
-    except Exception as exc:  # gguf missing, a read-only cache folder, a full disk: no verdict
-        return ProbeResult(UNAVAILABLE, f"the probe model could not be written ({exc})", 0.0, {})
-    try:
+        try:
+            model = probe_model_path(cache_dir())
+        except OSError:                   # a cache folder we cannot write: probe from a scratch folder
+            scratch = tempfile.mkdtemp(prefix="tandem-probe-")
+            model = probe_model_path(Path(scratch))
         proc = subprocess.run(probe_command(model), capture_output=True, text=True, timeout=timeout,
                               env=_child_env(), stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as exc:
         stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
         return ProbeResult(TIMEOUT, f"the probe did not finish within {timeout:.0f} s{_last_step(stderr)}",
                            time.monotonic() - t0, {})
-    except OSError as exc:
-        return ProbeResult(UNAVAILABLE, f"the probe could not start ({exc})", 0.0, {})
+    except Exception as exc:  # gguf missing, a full disk, no Python to start: no verdict
+        return ProbeResult(UNAVAILABLE, f"the probe could not start ({type(exc).__name__}: {exc})", 0.0, {})
+    finally:
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
     seconds = time.monotonic() - t0
     if proc.returncode == 0:
         try:

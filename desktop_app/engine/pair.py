@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import os
-from typing import Callable
-
 from dataclasses import replace
+from typing import Callable
 
 from desktop_app.engine import backend
 from desktop_app.engine.compat import IncompatiblePair, compare_vocabularies

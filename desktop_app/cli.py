@@ -1,4 +1,4 @@
-"""The `tandem` command: `gui` (default), `generate`, `bench`, `models`."""
+"""The `tandem` command: `gui` (default), `generate`, `bench`, `models`, `doctor`."""
 from __future__ import annotations
 
 import argparse
@@ -13,6 +13,12 @@ def _run(command: str, args: argparse.Namespace) -> int:
     return importlib.import_module(f"desktop_app.commands.{command}").run(args)
 
 
+def _add_repack_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-repack", action="store_true",
+                   help="load weights without repacking them for faster CPU kernels (as llama.cpp's --no-repack; "
+                        "also TANDEM_NO_REPACK=1): for CPUs where repacking crashes, llama.cpp issue #20824")
+
+
 def _add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", "--model", dest="target", required=True, metavar="TARGET", help="target GGUF file, or a catalogue key (tandem models list)")
     p.add_argument("-md", "--model-draft", dest="draft", metavar="DRAFT", help="draft GGUF file, or a catalogue key")
@@ -20,6 +26,7 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--ctx-size", type=int, default=4096, help="context size in tokens (default 4096)")
     p.add_argument("-ngl", "--gpu-layers", type=int, default=0, help="target layers offloaded to a GPU")
     p.add_argument("-ngld", "--gpu-layers-draft", type=int, default=0, help="draft layers offloaded to a GPU")
+    _add_repack_option(p)
 
 
 def _add_spec_options(p: argparse.ArgumentParser) -> None:
@@ -48,6 +55,7 @@ def _add_gui_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt", help=argparse.SUPPRESS)        # with --screenshot: for docs and tests
     p.add_argument("--screenshot", metavar="PNG", help="send --prompt once loaded, save a screenshot after "
                                                            "the reply, and quit")
+    _add_repack_option(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,11 +99,20 @@ def build_parser() -> argparse.ArgumentParser:
     p_bench.add_argument("--seed", type=int, default=0)
     p_bench.add_argument("-t", "--threads", type=int, default=None)
     p_bench.add_argument("-c", "--ctx-size", type=int, default=4096)
+    _add_repack_option(p_bench)
     p_bench.add_argument("--json", metavar="OUT", help="write every run and the summary as JSON")
     p_bench.add_argument("--markdown", metavar="OUT", help="write the summary table as Markdown")
     p_bench.add_argument("--plot", metavar="OUT.png", help="draw speed-up against draft length")
     p_bench.add_argument("-q", "--quiet", action="store_true", help="no per-run progress lines")
     p_bench.set_defaults(func=lambda a: _run("bench", a))
+
+    p_doctor = sub.add_parser("doctor", help="versions, CPU, llama.cpp build, weight repacking and folders: "
+                                             "for a bug report")
+    p_doctor.add_argument("--json", action="store_true", help="print one JSON document")
+    p_doctor.add_argument("--reprobe", action="store_true", help="forget the remembered CPU probe verdict and probe again")
+    p_doctor.add_argument("--no-probe", action="store_true", help="never run the CPU probe; report what is remembered")
+    _add_repack_option(p_doctor)
+    p_doctor.set_defaults(func=lambda a: _run("doctor", a))
 
     p_models = sub.add_parser("models", help="fetch and list model files")
     msub = p_models.add_subparsers(dest="models_command", required=True)

@@ -28,7 +28,8 @@ DEFAULTS: dict = {
         "auto": False, "temperature": 0.7, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "seed": None,
         "max_tokens": 1024, "system_prompt": "",
     },
-    "loading": {"n_ctx": 4096, "n_threads": 0, "n_gpu_layers": 0, "n_gpu_layers_draft": 0},
+    "loading": {"n_ctx": 4096, "n_threads": 0, "n_gpu_layers": 0, "n_gpu_layers_draft": 0,
+                "repack": "auto"},     # weight repacking: "auto" (CPU probe), "off", "on" (engine/repack.py)
     "window": {},                  # geometry and splitter state, as the UI stores them
 }
 

@@ -39,11 +39,13 @@ def run(args: argparse.Namespace) -> int:
     threads = args.threads or max(1, os.cpu_count() or 1)
     target = models.path_for(args.target)
     draft = models.path_for(args.draft) if args.draft else None
-    opts = LoadOptions(n_threads=threads, n_ctx=args.ctx_size)
+    opts = LoadOptions(n_threads=threads, n_ctx=args.ctx_size, repack=False if args.no_repack else None)
     try:
         pair = ModelPair.load(target, draft, opts, opts)
     except (ModelLoadError, IncompatiblePair) as exc:
         return fail(args, str(exc), EXIT_FAIL)
+    if pair.repack.notice:
+        print(f"note: {pair.repack.notice}", file=sys.stderr)
     settings = make_settings(drafters, draft_maxes, temps, args.auto, draft is not None)
     rss_loaded = current_rss_bytes()
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if not args.quiet else (lambda m: None)
@@ -62,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
             "draft_name": os.path.basename(draft) if draft else None, "threads": threads, "n_ctx": n_ctx,
             "n_tokens": args.n_tokens, "repeats": args.repeat, "prompts": [p.name for p in prompts],
             "lookup_ceiling_draft_max": ceiling_draft_max(settings),
+            "repack": {"enabled": pair.repack.enabled, "reason": pair.repack.reason},
             "memory": {"rss_loaded_mb": rss_loaded / 1e6, "rss_peak_mb": peak / 1e6, "model_files_mb": files / 1e6,
                        "kv_caches_mb": kv / 1e6, "budget_base_mb": (files + kv) / 1e6,
                        "overhead_mb": (peak - files - kv) / 1e6}}

@@ -58,8 +58,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return fail(args, str(exc), EXIT_USAGE)
     threads = args.threads or max(1, os.cpu_count() or 1)
-    target_opts = LoadOptions(n_gpu_layers=args.gpu_layers, n_threads=threads, n_ctx=args.ctx_size)
-    draft_opts = LoadOptions(n_gpu_layers=args.gpu_layers_draft, n_threads=threads, n_ctx=args.ctx_size)
+    repack = False if args.no_repack else None
+    target_opts = LoadOptions(n_gpu_layers=args.gpu_layers, n_threads=threads, n_ctx=args.ctx_size, repack=repack)
+    draft_opts = LoadOptions(n_gpu_layers=args.gpu_layers_draft, n_threads=threads, n_ctx=args.ctx_size, repack=repack)
     try:
         progress = None if args.json else TerminalProgress()
         args.target = models.path_for(args.target, progress)
@@ -68,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
         pair = ModelPair.load(args.target, args.draft, target_opts, draft_opts)
     except (ModelLoadError, IncompatiblePair, models.FetchError) as exc:
         return fail(args, str(exc), EXIT_FAIL)
+    if pair.repack.notice:
+        print(f"note: {pair.repack.notice}", file=sys.stderr)
     color = sys.stdout.isatty() and not args.json
     samples = []
     try:

@@ -178,15 +178,18 @@ LOAD_MODE_NONE, LOAD_MODE_MMAP = 0, 1
 
 
 def load_model_ptr(path: str, n_gpu_layers: int = 0, vocab_only: bool = False,
-                   progress: Callable[[float], bool] | None = None, use_mmap: bool = False):
+                   progress: Callable[[float], bool] | None = None, use_mmap: bool = False,
+                   use_extra_bufts: bool = True):
     """Call llama.cpp's loader. `progress(fraction)` returning False aborts the load.
 
     Without mmap by default: on CPUs where llama.cpp repacks weights for faster kernels (AVX-512
-    here), a mapped file stays resident beside its repacked copy, about doubling the memory."""
+    here), a mapped file stays resident beside its repacked copy, about doubling the memory.
+    `use_extra_bufts=False` loads without that repacking (CPU_REPACK, AMX): see engine/repack.py."""
     init_backend()
     params = L.llama_model_default_params()
     params.n_gpu_layers = n_gpu_layers
     params.vocab_only = vocab_only
+    params.use_extra_bufts = use_extra_bufts
     params.load_mode = LOAD_MODE_MMAP if (use_mmap or vocab_only) else LOAD_MODE_NONE
     callback = None
     if progress is not None:

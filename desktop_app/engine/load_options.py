@@ -14,3 +14,4 @@ class LoadOptions:
     n_ctx: int = 4096
     n_batch: int = 512
     use_mmap: bool = False     # see backend.load_model_ptr: mmap doubles memory where weights are repacked
+    repack: bool | None = None  # repacked weights (llama.cpp's extra buffer types); None: decided by repack.decide

@@ -5,7 +5,7 @@ import os
 import struct
 from typing import Callable
 
-from desktop_app.engine import backend
+from desktop_app.engine import backend, repack
 from desktop_app.engine.errors import LoadCancelled, ModelLoadError  # noqa: F401 (re-exported)
 from desktop_app.engine.load_options import LoadOptions
 
@@ -61,8 +61,12 @@ def load_model(path: str, options: LoadOptions = LoadOptions(), vocab_only: bool
 
     if cancel and cancel():
         raise LoadCancelled(path)
+    repack_on = options.repack
+    if repack_on is None:
+        repack_on = vocab_only or repack.decide().enabled
     try:
-        ptr = backend.load_model_ptr(path, options.n_gpu_layers, vocab_only, on_progress, options.use_mmap)
+        ptr = backend.load_model_ptr(path, options.n_gpu_layers, vocab_only, on_progress, options.use_mmap,
+                                     use_extra_bufts=repack_on)
     except MemoryError:
         raise ModelLoadError(path, "out of memory while loading") from None
     if not ptr:

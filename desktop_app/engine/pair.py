@@ -2,23 +2,27 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Callable
 
 from desktop_app.engine import backend
 from desktop_app.engine.compat import IncompatiblePair, compare_vocabularies
 from desktop_app.engine.decoding import SpeculativeDecoder
 from desktop_app.engine.loading import LoadCancelled, LoadOptions, check_gguf_header, load_model, open_context
+from desktop_app.engine.repack import RepackDecision, decide
 
 LoadProgress = Callable[[str, float], None]     # (what is loading, overall fraction 0..1)
 
 
 class ModelPair:
     def __init__(self, target: backend.Model, target_ctx: backend.Context,
-                 draft: backend.Model | None = None, draft_ctx: backend.Context | None = None):
+                 draft: backend.Model | None = None, draft_ctx: backend.Context | None = None,
+                 repack: RepackDecision | None = None):
         self.target = target
         self.target_ctx = target_ctx
         self.draft = draft
         self.draft_ctx = draft_ctx
+        self.repack = repack            # how the weights were loaded, and the notice to show once
         self.decoder = SpeculativeDecoder(target_ctx, draft_ctx)
 
     @classmethod
@@ -43,6 +47,9 @@ class ModelPair:
                 raise IncompatiblePair(f"{os.path.basename(draft_path)} cannot draft for "
                                        f"{os.path.basename(target_path)}: {verdict.reason}")
         draft_options = draft_options or target_options
+        repack = decide(_repack_override(target_options, draft_options))
+        target_options = replace(target_options, repack=repack.enabled)
+        draft_options = replace(draft_options, repack=repack.enabled)
         sizes = [os.path.getsize(target_path), os.path.getsize(draft_path) if draft_path else 0]
         total = float(sum(sizes)) or 1.0
 
@@ -67,7 +74,7 @@ class ModelPair:
                 if obj is not None:
                     obj.close()
             raise
-        pair = cls(target, target_ctx, draft, draft_ctx)
+        pair = cls(target, target_ctx, draft, draft_ctx, repack)
         pair.decoder.calibrate()
         if progress:
             progress("ready", 1.0)
@@ -90,3 +97,9 @@ class ModelPair:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _repack_override(*options: LoadOptions) -> bool | None:
+    """One decision for both models: off if either asks for off, else on if either forces it."""
+    wanted = {o.repack for o in options}
+    return False if False in wanted else True if True in wanted else None

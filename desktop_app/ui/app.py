@@ -69,6 +69,8 @@ class _ScriptedRun(QObject):
 
 
 def run(args) -> int:
+    if getattr(args, "no_repack", False):
+        os.environ["TANDEM_NO_REPACK"] = "1"    # engine/repack.py reads it; child processes inherit it
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Tandem")
     app.setDesktopFileName(DESKTOP_ID)

@@ -1,5 +1,5 @@
 """Generation settings. Sampling and speculation apply to the next reply (speculation even to the
-running one, from its next round); context size, threads and GPU layers reload the models."""
+running one, from its next round); context size, threads, GPU layers and weight repacking reload the models."""
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
@@ -8,10 +8,12 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
 
 from desktop_app.chat.session import GenerationOptions
 from desktop_app.engine import SamplingParams, SpecSettings
-from desktop_app.engine.loading import LoadOptions
+from desktop_app.engine.load_options import LoadOptions
 from desktop_app.engine.settings import DRAFT_MAX_LIMIT
 
 DRAFTERS = [("Draft model", "model"), ("Prompt lookup", "lookup")]
+REPACK_CHOICES = [("Auto (probe this CPU once)", "auto"), ("Off", "off"), ("On", "on")]
+REPACK_OPTION = {"auto": None, "off": False, "on": True}        # the setting → LoadOptions.repack
 
 
 def _spin(lo, hi, value, step=1, decimals=None):
@@ -85,7 +87,15 @@ class SettingsPanel(QWidget):
         form.addRow("Context size", self.n_ctx)
         form.addRow("Threads", self.n_threads)
         form.addRow("GPU layers (target)", self.ngl)
+        self.repack = QComboBox()
+        self.repack.setObjectName("repack")
+        for label, key in REPACK_CHOICES:
+            self.repack.addItem(label, key)
+        self.repack.setToolTip("Repacking rearranges weights for faster CPU kernels. Auto turns it off where a test "
+                               "process crashes with it (Intel CPUs with AMX under some hypervisors, llama.cpp "
+                               "issue #20824); Off never repacks; On always does.")
         form.addRow("GPU layers (draft)", self.ngld)
+        form.addRow("Weight repacking", self.repack)
         apply_button = QPushButton("Apply and reload")
         apply_button.clicked.connect(lambda: self.reloadRequested.emit(self.loading()))
         form.addRow(apply_button)
@@ -123,6 +133,7 @@ class SettingsPanel(QWidget):
         self.n_threads.setValue(int(d.get("n_threads", 0)))
         self.ngl.setValue(int(d.get("n_gpu_layers", 0)))
         self.ngld.setValue(int(d.get("n_gpu_layers_draft", 0)))
+        self.repack.setCurrentIndex(max(0, self.repack.findData(d.get("repack", "auto"))))
 
     def generation(self) -> dict:
         seed = self.seed.value()
@@ -135,7 +146,7 @@ class SettingsPanel(QWidget):
 
     def loading(self) -> dict:
         return {"n_ctx": self.n_ctx.value(), "n_threads": self.n_threads.value(), "n_gpu_layers": self.ngl.value(),
-                "n_gpu_layers_draft": self.ngld.value()}
+                "n_gpu_layers_draft": self.ngld.value(), "repack": self.repack.currentData()}
 
     def spec(self, has_draft_model: bool) -> SpecSettings:
         g = self.generation()
@@ -157,5 +168,8 @@ def load_options(d: dict) -> tuple[LoadOptions, LoadOptions]:
     import os
 
     threads = d.get("n_threads") or max(1, os.cpu_count() or 1)
-    return (LoadOptions(n_gpu_layers=d.get("n_gpu_layers", 0), n_threads=threads, n_ctx=d.get("n_ctx", 4096)),
-            LoadOptions(n_gpu_layers=d.get("n_gpu_layers_draft", 0), n_threads=threads, n_ctx=d.get("n_ctx", 4096)))
+    repack = REPACK_OPTION.get(d.get("repack", "auto"))
+    return (LoadOptions(n_gpu_layers=d.get("n_gpu_layers", 0), n_threads=threads, n_ctx=d.get("n_ctx", 4096),
+                        repack=repack),
+            LoadOptions(n_gpu_layers=d.get("n_gpu_layers_draft", 0), n_threads=threads, n_ctx=d.get("n_ctx", 4096),
+                        repack=repack))

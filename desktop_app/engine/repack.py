@@ -1,0 +1,269 @@
+"""Weight repacking: on where it works, off where llama.cpp's repacked kernels crash the process.
+
+llama.cpp repacks quantised weights at load time into layouts for faster CPU kernels (its "extra
+buffer types": CPU_REPACK with AVX2/AVX-512/NEON, AMX on Intel Xeons with AMX). On virtualised Intel
+CPUs with AMX (GCP C4, VMware, CI runners) the AMX path faults on the first llama_decode (llama.cpp
+issue #20824) and the whole process dies without a message. Loading with repacking off avoids it,
+and generation stays exact.
+
+So before the first model is used on a machine, a child process loads a tiny synthetic model
+(probe_model.py) with repacking on and decodes with it (repack_probe.py). If the child dies, times
+out or computes garbage, models load with repacking off. The verdict is remembered per CPU (model
+and flags) and llama.cpp build in `repack.json` in Tandem's cache folder (TANDEM_CACHE_DIR, else the
+user cache folder), so the probe runs once per machine and build, and the user is told once.
+
+Precedence: off by --no-repack, TANDEM_NO_REPACK=1 or the setting "off" > on by the setting "on" >
+the remembered verdict > a new probe.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from platformdirs import user_cache_dir
+
+from desktop_app import APP_NAME
+from desktop_app import machine
+from desktop_app.engine.probe_model import probe_model_path
+
+CACHE_DIR_ENV = "TANDEM_CACHE_DIR"
+NO_REPACK_ENV = "TANDEM_NO_REPACK"
+VERDICTS_FILE = "repack.json"
+PROBE_TIMEOUT_S = 60.0
+ISSUE = "llama.cpp issue #20824"
+HOW_TO_CHANGE = ("`tandem doctor --reprobe` probes again; Settings → Loading → Weight repacking: On forces it on "
+                 "(at the risk of that crash)")
+# Probe outcomes. Only "passed" turns repacking on; "unavailable" (the probe itself could not run)
+# is not remembered, so the next load tries again.
+PASSED, CRASHED, FAILED, TIMEOUT, UNAVAILABLE = "passed", "crashed", "failed", "timeout", "unavailable"
+# Where a decision came from.
+OVERRIDE, FORCED, REMEMBERED, PROBED = "override", "forced", "remembered", "probe"
+
+
+@dataclass(frozen=True)
+class RepackDecision:
+    """Whether models load with repacked weights, and why. `notice` is non-empty only when the user
+    must be told now: the probe has just failed on this machine."""
+
+    enabled: bool
+    reason: str
+    notice: str = ""
+    source: str = PROBED          # override, forced, remembered or probe
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    outcome: str                   # passed, crashed, failed, timeout, unavailable
+    detail: str                    # one line: what happened
+    seconds: float
+    info: dict                     # from a passed probe: buffers and kernels used
+
+
+def cache_dir() -> Path:
+    override = os.environ.get(CACHE_DIR_ENV)
+    return Path(override) if override else Path(user_cache_dir(APP_NAME, appauthor=False))
+
+
+def verdicts_path() -> Path:
+    return cache_dir() / VERDICTS_FILE
+
+
+def env_forbids_repack() -> bool:
+    return os.environ.get(NO_REPACK_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+# --- the probe ------------------------------------------------------------------------------------
+
+
+def probe_threads() -> int:
+    """More than one thread, so that worker threads run the kernels too (AMX tile permission is per thread)."""
+    return min(4, max(2, machine.logical_cores()))
+
+
+def probe_command(model: Path) -> list[str]:
+    """The child process that evaluates repacked weights (tests swap it for one that crashes)."""
+    return [sys.executable, "-m", "desktop_app.engine.repack_probe", os.fspath(model), str(probe_threads())]
+
+
+def _child_env() -> dict:
+    """The child imports this very copy of desktop_app, whatever the working folder."""
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def _death(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}" + (f" (0x{returncode:08X})" if returncode > 0xFFFF else "")
+
+
+def _last_step(stderr: str) -> str:
+    steps = [line[len("step: "):] for line in stderr.splitlines() if line.startswith("step: ")]
+    return f" while {steps[-1]}" if steps else ""
+
+
+def _last_message(stderr: str) -> str:
+    lines = [line.strip() for line in stderr.splitlines() if line.strip() and not line.startswith("step: ")]
+    return lines[-1] if lines else ""
+
+
+def run_probe(timeout: float = PROBE_TIMEOUT_S) -> ProbeResult:
+    """Run the probe child once and classify how it ended."""
+    from desktop_app.engine.repack_probe import EXIT_UNAVAILABLE
+
+    t0 = time.monotonic()
+    scratch = None
+    try:
+        try:
+            model = probe_model_path(cache_dir())
+        except OSError:                   # a cache folder we cannot write: probe from a scratch folder
+            scratch = tempfile.mkdtemp(prefix="tandem-probe-")
+            model = probe_model_path(Path(scratch))
+        proc = subprocess.run(probe_command(model), capture_output=True, text=True, timeout=timeout,
+                              env=_child_env(), stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:
+        stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        return ProbeResult(TIMEOUT, f"the probe did not finish within {timeout:.0f} s{_last_step(stderr)}",
+                           time.monotonic() - t0, {})
+    except Exception as exc:  # gguf missing, a full disk, no Python to start: no verdict
+        return ProbeResult(UNAVAILABLE, f"the probe could not start ({type(exc).__name__}: {exc})", 0.0, {})
+    finally:
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+    seconds = time.monotonic() - t0
+    if proc.returncode == 0:
+        try:
+            info = json.loads(proc.stdout.strip().splitlines()[-1])
+            info.pop("ok")
+            return ProbeResult(PASSED, "repacked weights evaluate correctly", seconds, info)
+        except (ValueError, IndexError, KeyError, AttributeError):
+            return ProbeResult(UNAVAILABLE, "the probe gave no report", seconds, {})
+    message = _last_message(proc.stderr)
+    if proc.returncode == EXIT_UNAVAILABLE:
+        return ProbeResult(UNAVAILABLE, message or "the probe could not run", seconds, {})
+    if proc.returncode < 0 or proc.returncode > 0xFFFF:      # a signal (POSIX) or an exception code (Windows)
+        return ProbeResult(CRASHED, f"the probe process was {_death(proc.returncode)}{_last_step(proc.stderr)}",
+                           seconds, {})
+    return ProbeResult(FAILED, message or f"the probe ended with {_death(proc.returncode)}", seconds, {})
+
+
+# --- remembered verdicts --------------------------------------------------------------------------
+
+
+def _read_verdicts(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) and isinstance(data.get("machines"), dict) else {"machines": {}}
+    except (OSError, ValueError):
+        return {"machines": {}}
+
+
+def _write_verdicts(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".repack-", suffix=".json", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def remembered(key: str | None = None) -> dict | None:
+    """The remembered verdict for this machine and build, or None."""
+    record = _read_verdicts(verdicts_path())["machines"].get(key or machine.machine_key())
+    return record if isinstance(record, dict) and isinstance(record.get("enabled"), bool) else None
+
+
+def forget() -> None:
+    """Drop this machine's remembered verdict (the next decision probes again)."""
+    path = verdicts_path()
+    data = _read_verdicts(path)
+    if data["machines"].pop(machine.machine_key(), None) is not None:
+        _write_verdicts(path, data)
+    _unsaved.clear()
+
+
+def _record(result: ProbeResult, facts: dict) -> dict:
+    return {"enabled": result.outcome == PASSED, "outcome": result.outcome, "detail": result.detail,
+            "seconds": round(result.seconds, 3), "probed_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "info": result.info, "machine": facts}
+
+
+def _remember(key: str, record: dict) -> bool:
+    path = verdicts_path()
+    data = _read_verdicts(path)
+    data["version"] = 1
+    data["machines"][key] = record
+    try:
+        _write_verdicts(path, data)
+        return True
+    except OSError:
+        return False
+
+
+# --- the decision ---------------------------------------------------------------------------------
+
+
+def reason_for(record: dict) -> str:
+    """One line on a verdict, for the decision and `tandem doctor`."""
+    when = f"probed {record.get('probed_at', '?')}"
+    if record["enabled"]:
+        kernels = ", ".join(record.get("info", {}).get("kernels", [])) or "no weights repacked on this CPU"
+        return f"the CPU probe passed ({kernels}; {when})"
+    if record.get("outcome") == UNAVAILABLE:
+        return f"off for now: the CPU probe could not run ({record.get('detail', '')})"
+    return f"the CPU probe failed: {record.get('detail', '')} ({when}; {ISSUE})"
+
+
+def notice_for(record: dict) -> str:
+    return (f"Weight repacking is off on this machine: llama.cpp failed while evaluating repacked weights in a test "
+            f"process ({record.get('detail', '')}). This is a known fault on virtualised Intel CPUs with AMX "
+            f"({ISSUE}). Models load without repacking: the output is the same, prompt processing may be slower. "
+            f"Tandem remembers this; {HOW_TO_CHANGE}.")
+
+
+_lock = threading.Lock()
+_unsaved: dict[tuple[str, str], dict] = {}     # verdicts the cache folder would not take, for this process
+
+
+def decide(override: bool | None = None, probe: bool = True) -> RepackDecision | None:
+    """Whether to load models with repacked weights on this machine.
+
+    override: False (--no-repack, the setting "off") or True (the setting "on"), None to decide.
+    With probe=False, returns None where nothing is remembered instead of probing."""
+    if env_forbids_repack():
+        return RepackDecision(False, f"turned off by {NO_REPACK_ENV}={os.environ[NO_REPACK_ENV]}", source=OVERRIDE)
+    if override is False:
+        return RepackDecision(False, "turned off (--no-repack, or the setting Weight repacking: Off)", source=OVERRIDE)
+    if override is True:
+        return RepackDecision(True, "forced on (the setting Weight repacking: On)", source=FORCED)
+    with _lock:
+        facts = machine.machine_facts()
+        key = machine.machine_key(facts)
+        record = remembered(key) or _unsaved.get((str(verdicts_path()), key))
+        if record is not None:
+            return RepackDecision(record["enabled"], reason_for(record), source=REMEMBERED)
+        if not probe:
+            return None
+        result = run_probe()
+        record = _record(result, facts)
+        if result.outcome == UNAVAILABLE or not _remember(key, record):     # try again in the next process
+            _unsaved[(str(verdicts_path()), key)] = record
+        notice = notice_for(record) if result.outcome not in (PASSED, UNAVAILABLE) else ""
+        return RepackDecision(record["enabled"], reason_for(record), notice, PROBED)

@@ -1,24 +1,29 @@
 #!/usr/bin/env python3
 """What the engine's own process costs: tokens per second as the window receives them, against the
-same chat session running the engine in this process, interleaved in one run.
+same chat session running the engine in the consumer's own process, interleaved in one run.
 
     python scripts/bench_engine_process.py [--repeat 8] [-n 256]
 
-Both sides run the same `ChatSession` turn (template, history writes) on the same pair, greedy:
-  in-process   ChatSession(ModelPair) consumed in a plain thread, as the CLI runs the engine
+All three sides run the same `ChatSession` turn (template, history writes) on the same pair, greedy:
   window       the window's EngineWorker on its QThread, the models in the engine process, each
                token timed when its signal reaches the UI thread (an offscreen QApplication)
+  in-process   ChatSession(ModelPair) in a process of its own without Qt, as `tandem generate` runs
+               the engine: the reference
+  in-window    ChatSession(ModelPair) on a thread of this Qt process, loaded and run there, as the
+               window's worker ran the engine before it had a process of its own
 Tokens per second is (tokens - 1) / (last token - first token) at the receiving end, so it covers
-the pipe, the Qt signals and the UI thread's event loop, and leaves out the prompt. Each repeat
-runs both back to back, in alternating order, and the ratio window ÷ in-process is taken per repeat;
-the median and min-max of those ratios are printed, per setting (plain decoding and the draft model).
+the pipe, the Qt signals and the UI thread's event loop, and leaves out the prompt. Each repeat runs
+the three back to back, in rotating order, and the ratios to in-process are taken per repeat; the
+median and min-max of those ratios are printed, per setting (plain decoding and the draft model).
 Defaults: the SmolLM2-135M test pair (the fastest tokens here, so the worst case for overhead).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -27,7 +32,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from PySide6.QtCore import QEventLoop, QObject, QThread, QTimer, Signal, Slot  # noqa: E402
+from PySide6.QtCore import QEventLoop, QObject, QThread, Signal, Slot  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from desktop_app import models  # noqa: E402
@@ -86,6 +91,51 @@ class Receiver(QObject):
             raise SystemExit(f"failed: {self.failed}")
 
 
+def turn(session: ChatSession, store: HistoryStore, spec: SpecSettings, n_tokens: int) -> tuple[float, int]:
+    """One chat turn through `session`, on the calling thread, timed as its tokens arrive."""
+    cid = store.create_conversation("bench")
+    times = [time.perf_counter() for event in session.send(cid, PROMPT, GenerationOptions(GREEDY, spec, n_tokens))
+             if isinstance(event, TokenEvent)]
+    return rate(times), len(times)
+
+
+class EngineThread:
+    """The engine as the window ran it before it had a process of its own: loaded and run on one
+    thread of the Qt process (llama.cpp's OpenMP threads belong to the thread that first calls it:
+    a pair loaded on one thread and run on another here decodes about a third slower)."""
+
+    def __init__(self, target: str, draft: str, options: LoadOptions, store: HistoryStore):
+        import queue
+
+        self.jobs: queue.Queue = queue.Queue()
+        self.results: queue.Queue = queue.Queue()
+        self.store = store
+        threading.Thread(target=self._run, args=(target, draft, options), daemon=True).start()
+        self.results.get()
+
+    def _run(self, target, draft, options) -> None:
+        session = ChatSession(ModelPair.load(target, draft, options, options), self.store)
+        self.results.put("ready")
+        while True:
+            spec, n_tokens = self.jobs.get()
+            self.results.put(turn(session, self.store, spec, n_tokens))
+
+    def __call__(self, spec: SpecSettings, n_tokens: int) -> tuple[float, int]:
+        self.jobs.put((spec, n_tokens))
+        return self.results.get()
+
+
+def serve(target: str, draft: str, options: LoadOptions, folder: str) -> int:
+    """The in-process reference, in a process without Qt: one turn per setting name read on stdin."""
+    store = HistoryStore(os.path.join(folder, "in-process.db"))
+    session = ChatSession(ModelPair.load(target, draft, options, options), store)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        name, n_tokens = json.loads(line)
+        print(json.dumps(turn(session, store, SETTINGS[name], n_tokens)), flush=True)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-m", "--model", default="smollm2-135m", help="target GGUF or catalogue key")
@@ -93,6 +143,7 @@ def main() -> int:
     parser.add_argument("-n", "--n-tokens", type=int, default=256)
     parser.add_argument("--repeat", type=int, default=8)
     parser.add_argument("-t", "--threads", type=int, default=None)
+    parser.add_argument("--serve", metavar="FOLDER", help=argparse.SUPPRESS)    # the in-process side
     args = parser.parse_args()
     target = models.path_for(args.model)
     draft = args.model_draft
@@ -101,9 +152,15 @@ def main() -> int:
         draft = str(requantize(target, os.path.join(os.path.dirname(target), "SmolLM2-135M-Instruct.Q2_K.gguf")))
     threads = args.threads or max(1, os.cpu_count() or 1)
     options = LoadOptions(n_ctx=2048, n_threads=threads)
+    if args.serve:
+        return serve(target, draft, options, args.serve)
     folder = tempfile.mkdtemp(prefix="tandem-bench-")
+    reference = subprocess.Popen([sys.executable, os.path.abspath(__file__), "-m", target, "-md", draft,
+                                  "-t", str(threads), "--serve", folder], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+    assert reference.stdout.readline().strip() == "ready"
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = QApplication.instance() or QApplication(sys.argv[:1])   # noqa: F841 (Qt needs it alive)
     thread = QThread()
     worker = EngineWorker(os.path.join(folder, "window.db"))
     worker.moveToThread(thread)
@@ -113,23 +170,16 @@ def main() -> int:
     receiver.wait()
     window_store = HistoryStore(os.path.join(folder, "window.db"))
 
-    local_store = HistoryStore(os.path.join(folder, "local.db"))
-    local = ChatSession(ModelPair.load(target, draft, options, options), local_store)
+    in_window = EngineThread(target, draft, options, HistoryStore(os.path.join(folder, "in-window.db")))
 
-    def run_local(spec) -> tuple[float, int]:
-        cid = local_store.create_conversation("bench")
-        times: list[float] = []
-        done = threading.Event()
+    def run_in_window(spec) -> tuple[float, int]:
+        return in_window(spec, args.n_tokens)
 
-        def consume():
-            for event in local.send(cid, PROMPT, GenerationOptions(GREEDY, spec, args.n_tokens)):
-                if isinstance(event, TokenEvent):
-                    times.append(time.perf_counter())
-            done.set()
-
-        threading.Thread(target=consume).start()
-        done.wait()
-        return rate(times), len(times)
+    def run_in_process(spec) -> tuple[float, int]:
+        name = next(k for k, v in SETTINGS.items() if v == spec)
+        reference.stdin.write(json.dumps([name, args.n_tokens]) + "\n")
+        reference.stdin.flush()
+        return tuple(json.loads(reference.stdout.readline()))
 
     def run_window(spec) -> tuple[float, int]:
         cid = window_store.create_conversation("bench")
@@ -140,29 +190,34 @@ def main() -> int:
 
     print(f"target {os.path.basename(target)}, draft {os.path.basename(draft)}, {args.n_tokens} tokens, "
           f"{args.repeat} repeats, {threads} threads")
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name in SETTINGS}
-    for repeat in range(args.repeat + 1):                 # repeat 0 warms both up and is not counted
+    sides = {"window": run_window, "in-process": run_in_process, "in-window": run_in_window}
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in SETTINGS}
+    for repeat in range(args.repeat + 1):                 # repeat 0 warms all up and is not counted
         for name, spec in SETTINGS.items():
-            order = [("window", run_window), ("in-process", run_local)]
-            if repeat % 2:
-                order.reverse()
+            order = list(sides)
+            order = order[repeat % 3:] + order[:repeat % 3]
             got = {}
-            for side, fn in order:
-                time.sleep(0.3)                           # let the other side's threads go idle
-                got[side] = fn(spec)
-            (w, nw), (l, nl) = got["window"], got["in-process"]
-            if nw != nl:
-                print(f"  note: {nw} tokens through the window, {nl} in-process")
+            for side in order:
+                time.sleep(0.3)                           # let the other sides' threads go idle
+                got[side] = sides[side](spec)
+            counts = {side: n for side, (_, n) in got.items()}
+            if len(set(counts.values())) > 1:
+                print(f"  note: token counts differ: {counts}")
             if repeat:
-                results[name].append((w, l))
-                print(f"  {name:16s} repeat {repeat}: window {w:7.1f} tok/s, in-process {l:7.1f} tok/s, "
-                      f"ratio {w / l:.3f}")
+                rates = {side: r for side, (r, _) in got.items()}
+                results[name].append(rates)
+                print(f"  {name:16s} repeat {repeat}: " + ", ".join(f"{side} {r:6.1f}" for side, r in rates.items())
+                      + f" tok/s; window ÷ in-process {rates['window'] / rates['in-process']:.3f}")
     print()
-    for name, pairs in results.items():
-        ratios = [w / l for w, l in pairs]
-        print(f"{name:16s} window ÷ in-process: median {statistics.median(ratios):.3f} "
-              f"({min(ratios):.3f}–{max(ratios):.3f}); window {statistics.median(w for w, _ in pairs):.1f} tok/s, "
-              f"in-process {statistics.median(l for _, l in pairs):.1f} tok/s")
+    for name, runs in results.items():
+        for side in ("window", "in-window"):
+            ratios = [r[side] / r["in-process"] for r in runs]
+            print(f"{name:16s} {side:9s} ÷ in-process: median {statistics.median(ratios):.3f} "
+                  f"({min(ratios):.3f}–{max(ratios):.3f})")
+        print(f"{name:16s} medians: " + ", ".join(f"{side} {statistics.median(r[side] for r in runs):.1f}"
+                                                  for side in sides) + " tok/s")
+    reference.stdin.close()
+    reference.wait()
     worker.shutdown()
     thread.quit()
     thread.wait()

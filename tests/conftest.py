@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# The CPU probe's remembered verdict (engine/repack.py) goes to a folder of this test session, never the
+# user's: the suite probes once, as a fresh install does.
+os.environ.setdefault("TANDEM_CACHE_DIR", tempfile.mkdtemp(prefix="tandem-test-cache-"))
 
 
 @pytest.fixture(scope="session")

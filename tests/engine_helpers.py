@@ -83,3 +83,21 @@ def first_divergence_gap(model, prompt, plain_tokens, spec_tokens, n_ctx=1024) -
     top2 = np.sort(ctx.logits(-1))[-2:]
     ctx.close()
     return first, float(top2[1] - top2[0])
+
+
+def first_tokens(pair, prompt, sampling, n: int = 1, gamma: int = 1) -> tuple[RoundEvent, tuple[int, ...]]:
+    """The first round of a reply that drafts `gamma` tokens, and the reply's first n tokens; the rest
+    of the reply is never decoded (the generator is closed). (A reply capped at n tokens would draft
+    fewer: the engine never drafts past the reply's end.)"""
+    events = pair.generate(prompt, sampling, Controls(SpecSettings(drafter="model", draft_max=gamma)),
+                           max_tokens=gamma + 1)
+    first_round = next(events)
+    assert isinstance(first_round, RoundEvent) and first_round.gamma == gamma
+    tokens = []
+    for event in events:
+        if isinstance(event, TokenEvent):
+            tokens.append(event.token)
+            if len(tokens) == n:
+                break
+    events.close()
+    return first_round, tuple(tokens)

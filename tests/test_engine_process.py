@@ -154,10 +154,11 @@ def test_deaths_are_described_for_a_user():
 
 
 def test_the_parent_never_loads_llama_cpp(test_model_path):
-    """The window's side of the engine (client, chat session, template) runs without llama.cpp: a
-    native fault can only ever end the engine process."""
+    """The window's side of the engine (client, chat session, template) and the window's modules run
+    without llama.cpp: a native fault can only ever end the engine process."""
     code = f"""
 import sys
+import desktop_app.ui.main_window, desktop_app.ui.app
 from desktop_app.engine.process.client import EngineProcess
 from desktop_app.engine.load_options import LoadOptions
 from desktop_app.chat.session import ChatSession

@@ -10,7 +10,7 @@ from desktop_app.engine import LoadOptions, ModelPair, SamplingParams
 from desktop_app.engine.backend import Context
 from desktop_app.engine.sampling import process
 
-from engine_helpers import prompt_tokens, run
+from engine_helpers import first_tokens, prompt_tokens, run
 from stats_helpers import chi2_gof, chi2_two_sample
 
 pytestmark = pytest.mark.network      # every test here needs a fetched model
@@ -49,23 +49,27 @@ def first_token_laws(pair):
     return prompt, p, q, broken
 
 
-def _first_tokens(pair, prompt, n, **spec):
+def _first_tokens(pair, prompt, n, speculate: bool):
+    """First tokens of n replies: from a round that drafted one token, or from plain decoding."""
     counts = np.zeros(pair.target.n_vocab)
     for seed in range(n):
-        _, _, finish = run(pair, prompt, params(seed), max_tokens=1, **spec)
-        counts[finish.tokens[0]] += 1
+        if speculate:
+            token = first_tokens(pair, prompt, params(seed))[1][0]
+        else:
+            token = run(pair, prompt, params(seed), max_tokens=1, enabled=False)[2].tokens[0]
+        counts[token] += 1
     return counts
 
 
 def test_first_token_follows_the_target_with_and_without_speculation(pair, first_token_laws):
     prompt, p, q, broken = first_token_laws
     assert np.minimum(p, q).sum() < 0.8, "the draft should disagree with the target often"
-    spec = _first_tokens(pair, prompt, N, drafter="model", draft_max=1)
+    spec = _first_tokens(pair, prompt, N, speculate=True)
     stat, df, pvalue = chi2_gof(spec, p)
     assert pvalue > 1e-3, f"speculative first tokens do not follow p (χ²={stat:.1f}, df={df})"
     # The same samples would expose a wrong residual: they are far from that rule's law.
     assert chi2_gof(spec, broken)[2] < 1e-6
-    plain = _first_tokens(pair, prompt, N // 2, enabled=False)
+    plain = _first_tokens(pair, prompt, N // 2, speculate=False)
     assert chi2_gof(plain, p)[2] > 1e-3
 
 
@@ -73,11 +77,13 @@ def test_first_two_tokens_match_plain_sampling(pair):
     """γ = 3: the second token comes from an accepted draft, a correction or a bonus token."""
     prompt = prompt_tokens(pair.target, PROMPT)
     joint = {}
-    for label, spec in (("spec", dict(drafter="model", draft_max=3)), ("plain", dict(enabled=False))):
+    for label in ("spec", "plain"):
         counts = Counter()
         for seed in range(N):
-            _, _, finish = run(pair, prompt, params(10_000 + seed), max_tokens=2, **spec)
-            counts[tuple(finish.tokens)] += 1
+            if label == "spec":
+                counts[first_tokens(pair, prompt, params(10_000 + seed), n=2, gamma=3)[1]] += 1
+            else:
+                counts[run(pair, prompt, params(10_000 + seed), max_tokens=2, enabled=False)[2].tokens] += 1
         joint[label] = counts
     stat, df, pvalue = chi2_two_sample(joint["spec"], joint["plain"])
     assert df >= 5

@@ -9,12 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from desktop_app.engine import (GREEDY, Controls, LoadOptions, ModelPair, RoundEvent, SamplingParams, SpecSettings,
-                                TokenEvent, check_pair)
+from desktop_app.engine import GREEDY, LoadOptions, ModelPair, SamplingParams, check_pair
 from desktop_app.engine.compat import VOCAB_MAX_SIZE_DIFFERENCE
 from desktop_app.engine.drafters import ModelDrafter
 
-from engine_helpers import (ANIMAL_PROMPT, first_divergence_gap, first_token_law, max_batch_deviation,
+from engine_helpers import (ANIMAL_PROMPT, first_divergence_gap, first_token_law, first_tokens, max_batch_deviation,
                             prompt_tokens, run)
 from gguf_padding import pad_vocabulary
 from stats_helpers import chi2_gof
@@ -29,17 +28,6 @@ GREEDY_FROM = 16                      # the padded target first emits a padded i
 
 def params(seed: int) -> SamplingParams:
     return SamplingParams(temperature=1.0, top_k=12, top_p=1.0, min_p=0.0, seed=seed)   # as test_engine_sampling
-
-
-def first_token(pair, prompt, sampling) -> tuple[RoundEvent, int]:
-    """The first round of a reply that drafts one token, and the reply's first token; the rest of
-    the reply is never decoded (the generator is closed)."""
-    events = pair.generate(prompt, sampling, Controls(SpecSettings(drafter="model", draft_max=1)), max_tokens=2)
-    first_round = next(events)
-    token = next(events)
-    events.close()
-    assert isinstance(first_round, RoundEvent) and isinstance(token, TokenEvent)
-    return first_round, token.token
 
 
 def likely_tokens(model_path: str) -> list[int]:
@@ -186,8 +174,7 @@ def test_sampled_first_token_follows_the_target(pair):
     counts = np.zeros(n_target)
     corrections = 0
     for seed in range(N):
-        first_round, token = first_token(pair, prompt, params(seed))
-        assert first_round.gamma == 1
+        first_round, (token,) = first_tokens(pair, prompt, params(seed))
         corrections += first_round.accepted == 0
         counts[token] += 1
     assert corrections > N / 10, "the residual should be drawn from often"

@@ -64,3 +64,20 @@ def test_the_dialog_does_not_load_llama_cpp_in_the_window_process():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_window_opens_it_from_the_help_menu(qtbot, tmp_path):
+    from desktop_app.ui.main_window import MainWindow
+
+    window = MainWindow(str(tmp_path / "history.db"), str(tmp_path / "settings.json"))
+    qtbot.addWidget(window)
+    help_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&Help")
+    about = next(a for a in help_menu.actions() if a.text().startswith("About Tandem"))
+    about.trigger()
+    dialog = window.findChild(SystemDialog)
+    assert dialog is not None and dialog.isVisible()
+    with qtbot.waitSignal(dialog.reportReady, timeout=180_000):
+        pass
+    assert dialog.text.toPlainText().startswith(f"Tandem {__version__}")
+    dialog.close()
+    window.close()

@@ -21,6 +21,7 @@ from desktop_app.ui.conversation_list import ConversationList
 from desktop_app.ui.model_bar import ModelBar
 from desktop_app.ui.settings_panel import SettingsPanel, load_options
 from desktop_app.ui.spec_panel import SpecPanel
+from desktop_app.ui.system_dialog import SystemDialog
 from desktop_app.ui.worker import EngineWorker, GenerateRequest, LoadedPair, LoadRequest
 
 FINISH_STATUS = {StopReason.CANCELLED: "cancelled"}
@@ -233,6 +234,7 @@ class MainWindow(QMainWindow):
         self._update_buttons()
 
     def _actions(self) -> None:
+        actions = {}
         for text, keys, slot in (
                 ("New conversation", QKeySequence.New, self.new_conversation),
                 ("Search", QKeySequence.Find, lambda: self.sidebar.search.setFocus()),
@@ -241,13 +243,31 @@ class MainWindow(QMainWindow):
                 ("Edit last message", "Ctrl+E", self.edit_last),
                 ("Copy last reply", "Ctrl+Shift+C", self.copy_last_reply),
                 ("Focus composer", "Ctrl+L", lambda: self.composer.setFocus()),
-                ("Open target model", QKeySequence.Open, self.model_bar.browse_target),
+                ("Open target model…", QKeySequence.Open, self.model_bar.browse_target),
                 ("Rename conversation", "F2", self.sidebar.rename_current),
+                ("About Tandem and this system…", QKeySequence.HelpContents, self.show_system),
                 ("Quit", QKeySequence.Quit, self.close)):
-            action = QAction(text, self)
+            action = actions[text] = QAction(text, self)
             action.setShortcut(QKeySequence(keys))
             action.triggered.connect(slot)
             self.addAction(action)
+        menus = self.menuBar()
+        for title, names in (("&File", ("New conversation", "Open target model…", None, "Quit")),
+                             ("&Help", ("About Tandem and this system…",))):
+            menu = menus.addMenu(title)
+            for name in names:
+                if name:
+                    menu.addAction(actions[name])
+                else:
+                    menu.addSeparator()
+
+    def show_system(self) -> SystemDialog:
+        """Versions, the llama.cpp build and its CPU features, the weight-repacking decision and the
+        folders: what a bug report needs, gathered by `tandem doctor` in a child process."""
+        dialog = SystemDialog(self)
+        dialog.setAttribute(Qt.WA_DeleteOnClose)
+        dialog.open()
+        return dialog
 
     def _restore_layout(self) -> None:
         window = self.settings["window"]

@@ -7,24 +7,21 @@ with diagnostics.format_text, which loads nothing.
 from __future__ import annotations
 
 import json
-import os
-import sys
 from typing import Sequence
 
 from PySide6.QtCore import QProcess, QTimer, Signal, Slot
 from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout
 
-import desktop_app
 from desktop_app import __version__
+from desktop_app.child import PACKAGE_ROOT, tandem_command
 from desktop_app.diagnostics import format_text
 
 TIMEOUT_MS = 120_000            # doctor may run the CPU probe once (its own limit is 60 s)
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(desktop_app.__file__)))
 
 
 def doctor_command() -> list[str]:
-    return [sys.executable, "-m", "desktop_app", "doctor", "--json"]
+    return tandem_command("doctor", "--json")
 
 
 class SystemDialog(QDialog):

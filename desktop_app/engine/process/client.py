@@ -15,12 +15,12 @@ import itertools
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import threading
 from multiprocessing.connection import Connection
 from typing import Callable, Iterator, Sequence
 
+from desktop_app.child import child_environment, tandem_command
 from desktop_app.engine.errors import IncompatiblePair, LoadCancelled, ModelLoadError
 from desktop_app.engine.events import RoundEvent
 from desktop_app.engine.process import protocol as P
@@ -31,15 +31,7 @@ from desktop_app.engine.settings import Controls
 SHUTDOWN_TIMEOUT_S = 5.0
 LOG_TAIL_BYTES = 16384
 NATIVE_ERROR = re.compile(r"GGML_ASSERT|GGML_ABORT|error|failed|out of memory", re.IGNORECASE)
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-HOST_ARG = "--engine-host"
-
-
-def host_command() -> list[str]:
-    """How to start the engine process: this interpreter (or the frozen app) in its engine-host mode."""
-    if getattr(sys, "frozen", False):
-        return [sys.executable, HOST_ARG]
-    return [sys.executable, "-m", "desktop_app", HOST_ARG]
+HOST_ARG = "--engine-host"             # cli.main hands these command lines to host.main
 
 
 class EngineError(RuntimeError):
@@ -80,12 +72,11 @@ class EngineProcess:
         req_read, req_write = os.pipe()
         rep_read, rep_write = os.pipe()
         fd, self._log_path = tempfile.mkstemp(prefix="tandem-engine-", suffix=".log")
-        env = dict(os.environ)                      # the child imports this very copy of Tandem
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         try:
             self._process = subprocess.Popen(
-                [*host_command(), "--requests", str(req_read), "--replies", str(rep_write)],
-                pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, env=env)
+                tandem_command(HOST_ARG, "--requests", str(req_read), "--replies", str(rep_write)),
+                pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
+                env=child_environment())
         finally:
             for own in (fd, req_read, rep_write):   # the child holds these now; closing ours lets a
                 os.close(own)                       # dead child's pipe read as end-of-file

@@ -560,6 +560,8 @@ class MainWindow(QMainWindow):
             self.lost_pair = (self.loaded.target, self.loaded.draft)
         elif self.lost_pair is None:
             self.lost_pair = (self.model_bar.target_path(), self.model_bar.draft_path())
+        if self.generating_id is not None:
+            self.spec_panel.interrupt("Interrupted: the model engine stopped before this reply was finished.")
         self.loaded = None
         self.generating_id = None
         self.live_text = ""

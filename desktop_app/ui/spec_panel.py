@@ -111,7 +111,7 @@ class SpecPanel(QWidget):
         self._pending, self._rows = [], []
         self.rounds_view.clear()
         self._started = time.monotonic()
-        self._first_token_at = None
+        self._first_token_at = self._last_token_at = None
         self._n_tokens = self._drafted = self._accepted = 0
         for label in self.labels.values():
             label.setText("–")
@@ -124,8 +124,9 @@ class SpecPanel(QWidget):
         self._accepted += r.accepted
 
     def add_token(self) -> None:
+        self._last_token_at = time.monotonic()
         if self._first_token_at is None:
-            self._first_token_at = time.monotonic()
+            self._first_token_at = self._last_token_at
         self._n_tokens += 1
 
     def _flush(self) -> None:
@@ -140,7 +141,7 @@ class SpecPanel(QWidget):
                 for row in rows:
                     self.rounds_view.append(row)
         if self._first_token_at is not None:
-            elapsed = time.monotonic() - self._first_token_at
+            elapsed = self._last_token_at - self._first_token_at
             if elapsed > 0 and self._n_tokens > 1:
                 self.labels["speed"].setText(f"{(self._n_tokens - 1) / elapsed:.1f} tok/s")
         self.labels["tokens"].setText(str(self._n_tokens))
@@ -151,6 +152,12 @@ class SpecPanel(QWidget):
         self._flush()
         self._timer.stop()
         self.show_stats(stats)
+
+    def interrupt(self, why: str) -> None:
+        """The reply ended without its statistics (the engine stopped): keep what was seen, say so."""
+        self._flush()
+        self._timer.stop()
+        self.verdict.setText(why)
 
     # -- a finished or stored reply
     def show_stats(self, s: GenerationStats) -> None:

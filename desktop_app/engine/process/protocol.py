@@ -163,8 +163,8 @@ SIGNAL_WORDS = {
 
 ADVICE = {
     "fault": ("Reload the models to go on. If it happens again, turn off weight repacking (Settings → "
-              "Loading, or start with `tandem --no-repack`), set GPU layers to 0, and run `tandem doctor` "
-              "to include in a bug report."),
+              "Loading, or start Tandem with --no-repack), set GPU layers to 0, and include the report of "
+              "Help → About Tandem and this system (or of tandem doctor) in a bug report."),
     "memory": ("Reload the models to go on. If it happens again, use a smaller context size, a smaller "
                "or more quantised model, or close other programs."),
     "external": "Reload the models to go on.",

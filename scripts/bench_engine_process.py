@@ -12,7 +12,11 @@ All three sides run the same `ChatSession` turn (template, history writes) on th
   in-window    ChatSession(ModelPair) on a thread of this Qt process, loaded and run there, as the
                window's worker ran the engine before it had a process of its own
 Tokens per second is (tokens - 1) / (last token - first token) at the receiving end, so it covers
-the pipe, the Qt signals and the UI thread's event loop, and leaves out the prompt. Each repeat runs
+the pipe, the Qt signals and the UI thread's event loop, and leaves out the prompt. Since that ratio
+moves by ±10 % between neighbouring runs on a shared machine, the window's cost is also bounded
+directly: the CPU time its process used for the reply plus the time the engine spent writing to the
+pipe, over the decoding time (on two cores every CPU-second of the window can delay decoding by at
+most that much). Each repeat runs
 the three back to back, in rotating order, and the ratios to in-process are taken per repeat; the
 median and min-max of those ratios are printed, per setting (plain decoding and the draft model).
 Defaults: the SmolLM2-135M test pair (the fastest tokens here, so the worst case for overhead).
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -143,6 +148,9 @@ def main() -> int:
     parser.add_argument("-n", "--n-tokens", type=int, default=256)
     parser.add_argument("--repeat", type=int, default=8)
     parser.add_argument("-t", "--threads", type=int, default=None)
+    parser.add_argument("--settings", default=",".join(SETTINGS), metavar="LIST",
+                        help=f"which of: {', '.join(SETTINGS)} (default all)")
+    parser.add_argument("--no-in-window", action="store_true", help="leave out the in-window side")
     parser.add_argument("--serve", metavar="FOLDER", help=argparse.SUPPRESS)    # the in-process side
     args = parser.parse_args()
     target = models.path_for(args.model)
@@ -170,7 +178,8 @@ def main() -> int:
     receiver.wait()
     window_store = HistoryStore(os.path.join(folder, "window.db"))
 
-    in_window = EngineThread(target, draft, options, HistoryStore(os.path.join(folder, "in-window.db")))
+    in_window = None if args.no_in_window else EngineThread(target, draft, options,
+                                                            HistoryStore(os.path.join(folder, "in-window.db")))
 
     def run_in_window(spec) -> tuple[float, int]:
         return in_window(spec, args.n_tokens)
@@ -181,21 +190,38 @@ def main() -> int:
         reference.stdin.flush()
         return tuple(json.loads(reference.stdout.readline()))
 
+    costs: dict[str, list[float]] = {name: [] for name in SETTINGS}
+
     def run_window(spec) -> tuple[float, int]:
         cid = window_store.create_conversation("bench")
         receiver.times = []
+        worker.pair.last_transfer = None
+        cpu = time.process_time()
         receiver.requestGenerate.emit(GenerateRequest("send", cid, PROMPT, GenerationOptions(GREEDY, spec, args.n_tokens)))
         receiver.wait()
+        while worker.pair.last_transfer is None:          # the engine's answer follows the reply's end
+            time.sleep(0.001)
+        cpu = time.process_time() - cpu
+        # The most the window's side can take from decoding: all the CPU this process used for the
+        # reply (the worker's reading and history writes, the UI thread's signals), plus the time the
+        # engine process spent pickling and writing its messages, over the decoding time.
+        decode_s = receiver.times[-1] - receiver.times[0]
+        transfer = worker.pair.last_transfer
+        name = next(k for k, v in SETTINGS.items() if v == spec)
+        costs.setdefault(name, []).append((cpu + transfer.send_s) / decode_s)
         return rate(receiver.times), len(receiver.times)
 
     print(f"target {os.path.basename(target)}, draft {os.path.basename(draft)}, {args.n_tokens} tokens, "
           f"{args.repeat} repeats, {threads} threads")
     sides = {"window": run_window, "in-process": run_in_process, "in-window": run_in_window}
-    results: dict[str, list[dict[str, float]]] = {name: [] for name in SETTINGS}
+    if args.no_in_window:
+        del sides["in-window"]
+    chosen = {name: SETTINGS[name] for name in args.settings.split(",")}
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in chosen}
     for repeat in range(args.repeat + 1):                 # repeat 0 warms all up and is not counted
-        for name, spec in SETTINGS.items():
+        for name, spec in chosen.items():
             order = list(sides)
-            order = order[repeat % 3:] + order[:repeat % 3]
+            order = order[repeat % len(order):] + order[:repeat % len(order)]
             got = {}
             for side in order:
                 time.sleep(0.3)                           # let the other sides' threads go idle
@@ -210,10 +236,17 @@ def main() -> int:
                       + f" tok/s; window ÷ in-process {rates['window'] / rates['in-process']:.3f}")
     print()
     for name, runs in results.items():
-        for side in ("window", "in-window"):
+        for side in (s for s in sides if s != "in-process"):
             ratios = [r[side] / r["in-process"] for r in runs]
+            logs = [math.log(x) for x in ratios]
+            half = 1.96 * statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else float("nan")
+            mean = statistics.mean(logs)
             print(f"{name:16s} {side:9s} ÷ in-process: median {statistics.median(ratios):.3f} "
-                  f"({min(ratios):.3f}–{max(ratios):.3f})")
+                  f"({min(ratios):.3f}–{max(ratios):.3f}); geometric mean {math.exp(mean):.3f}, "
+                  f"95 % interval {math.exp(mean - half):.3f}–{math.exp(mean + half):.3f}")
+        print(f"{name:16s} bound on the window's cost (its process's CPU time and the engine's pipe writes, "
+              f"over decoding time): median {100 * statistics.median(costs[name]):.1f} %, "
+              f"max {100 * max(costs[name]):.1f} %")
         print(f"{name:16s} medians: " + ", ".join(f"{side} {statistics.median(r[side] for r in runs):.1f}"
                                                   for side in sides) + " tok/s")
     reference.stdin.close()

@@ -82,8 +82,9 @@ def test_cancel_and_new_settings_reach_a_running_reply(engine):
         elif isinstance(ev, FinishEvent):
             finish = ev
     assert finish.stop_reason == StopReason.CANCELLED
-    # The engine runs ahead of its reader by at most the round in flight when a message lands.
-    assert after_cancel <= 2, f"{after_cancel} rounds came after the cancel"
+    # The engine runs ahead of its reader by the round it holds back to share a message (host.py,
+    # FLUSH_INTERVAL_S) and the round it is computing when the cancel lands, which it finishes.
+    assert after_cancel <= 3, f"{after_cancel} rounds came after the cancel"
     assert all(r.drafter == "model" for r in seen[:4]) and all(r.drafter == "none" for r in seen[6:])
     assert len(finish.tokens) < 60
     # a cancel sent before the reply reached the engine still lands

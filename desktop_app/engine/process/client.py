@@ -262,6 +262,7 @@ class RemotePair:
         self.draft = RemoteModel(engine, info.draft) if info.draft else None
         self.n_ctx = info.n_ctx
         self.notice = info.notice
+        self.last_transfer: P.Transfer | None = None      # what streaming the last reply cost the engine
 
     def generate(self, prompt: Sequence[int], sampling: SamplingParams, controls: Controls | None = None,
                  max_tokens: int = 256, stop: Sequence[str] = ()) -> Iterator:
@@ -300,6 +301,7 @@ class RemotePair:
                             yield event
                     elif isinstance(reply, P.Done):
                         done = True
+                        self.last_transfer = reply.value
                         return
                     elif isinstance(reply, P.Failed):
                         done = True

@@ -11,11 +11,15 @@ from __future__ import annotations
 import faulthandler
 import queue
 import threading
+import time
 from multiprocessing.connection import Connection
 
 from desktop_app.engine.events import FinishEvent, RoundEvent
 from desktop_app.engine.process import protocol as P
 from desktop_app.engine.settings import Controls
+
+
+FLUSH_INTERVAL_S = 0.02            # rounds completed within 20 ms of the last message go out together
 
 
 class Host:
@@ -123,27 +127,38 @@ class Host:
         return P.PairInfo(_model_info(pair.target), _model_info(pair.draft) if pair.draft else None,
                           pair.n_ctx, getattr(repack, "notice", "") or "")
 
-    def generate(self, message: P.Generate) -> None:
-        """Stream the engine's events, one message per round (the round, its tokens, the finish), so a
-        round costs one pipe write and nothing waits: the tokens follow their round at once."""
+    def generate(self, message: P.Generate) -> P.Transfer:
+        """Stream the engine's events in whole rounds (a round, its tokens, the finish if it ended the
+        reply). A round is sent as soon as it is complete, unless the last message left less than
+        FLUSH_INTERVAL_S ago: then it waits for the next round, so fast small rounds share a pipe
+        write (a window repaints at about that rate anyway) and a token is never held back longer
+        than one round. Returns what the streaming cost this process."""
         controls = self._controls[message.id]
+        transfer = P.Transfer()
         batch: list = []
         expected = 0                       # tokens of the current round not yet in the batch
+        last_sent = time.perf_counter()
         for event in self.pair.generate(list(message.prompt), message.sampling, controls, message.max_tokens,
                                         message.stop):
             batch.append(event)
             if isinstance(event, RoundEvent):
                 expected = len(event.emitted)
                 continue
-            if isinstance(event, FinishEvent):
-                expected = 0
-            else:
-                expected -= 1
-            if expected <= 0:
-                self.send(P.Events(tuple(batch)))
+            finished = isinstance(event, FinishEvent)
+            expected = 0 if finished else expected - 1
+            if expected <= 0 and (finished or time.perf_counter() - last_sent >= FLUSH_INTERVAL_S):
+                self._send_events(batch, transfer)
                 batch = []
+                last_sent = time.perf_counter()
         if batch:
-            self.send(P.Events(tuple(batch)))
+            self._send_events(batch, transfer)
+        return transfer
+
+    def _send_events(self, batch: list, transfer: P.Transfer) -> None:
+        t0 = time.perf_counter()
+        self.send(P.Events(tuple(batch)))
+        transfer.messages += 1
+        transfer.send_s += time.perf_counter() - t0
 
 
 def _model_info(model) -> P.ModelInfo:

@@ -119,6 +119,15 @@ class Events:
     events: tuple                  # RoundEvent, TokenEvent..., [FinishEvent]
 
 
+@dataclass
+class Transfer:
+    """What streaming one reply cost the engine process: pipe messages, and seconds spent pickling and
+    writing them (time the decoding loop waited)."""
+
+    messages: int = 0
+    send_s: float = 0.0
+
+
 @dataclass(frozen=True)
 class Done:
     id: int

@@ -4,6 +4,7 @@ bundle too (where the executable itself takes Tandem's arguments)."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -21,3 +22,21 @@ def child_environment() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     return env
+
+
+def signal_name(returncode: int) -> str | None:
+    """The name of the signal that ended a child (SIGSEGV, ...), or None if it exited by itself."""
+    if returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def exit_description(returncode: int) -> str:
+    """How a child ended, in a few words: "killed by SIGSEGV", "exit code 3"."""
+    name = signal_name(returncode)
+    if name:
+        return f"killed by {name}"
+    return f"exit code {returncode}" + (f" (0x{returncode:08X})" if returncode > 0xFFFF else "")

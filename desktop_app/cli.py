@@ -133,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         from desktop_app.engine.process.host import main as engine_host
 
         return engine_host(argv[1:])
+    if argv[:1] == ["--repack-probe"]:           # the CPU probe's child (engine/repack.py), not for users
+        from desktop_app.engine.repack_probe import main as repack_probe
+
+        return repack_probe(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -51,7 +51,7 @@ def _folders() -> dict:
     folders = {"models": _folder(models_dir()), "data": _folder(history_path().parent),
                "config": _folder(settings_path().parent)}
     try:
-        from desktop_app.engine.repack import cache_dir     # the engine package loads llama.cpp
+        from desktop_app.engine.repack import cache_dir
         folders["cache"] = _folder(cache_dir())
     except Exception:  # reported in the llama_cpp section
         pass
@@ -86,10 +86,13 @@ def _repack(no_repack: bool, probe: bool, reprobe: bool) -> dict:
 
     if reprobe:
         repack.forget()
-    decision = repack.decide(False if no_repack else None, probe=False)
-    probed_now = False
-    if decision is None and probe:
-        decision, probed_now = repack.decide(), True
+    verdict = repack.decide(probe=False, respect_env=False)       # the machine's own, if remembered
+    probed_now = verdict is None and probe
+    if probed_now:                                                # (even under --no-repack: --reprobe)
+        verdict = repack.decide(respect_env=False)
+    decision = repack.decide(False if no_repack else None, probe=False)     # what loading does now
+    if probed_now and decision is not None and decision.source == repack.REMEMBERED:
+        decision = verdict                                        # (with its notice, if it just failed)
     record = repack.remembered()
     return {"state": "not probed" if decision is None else ("on" if decision.enabled else "off"),
             "source": decision.source if decision else None,
@@ -168,6 +171,9 @@ def format_text(doc: dict) -> str:
         lines.append(f"  overrides: --no-repack {_yes(ov.get('no_repack_flag'))} · TANDEM_NO_REPACK "
                      f"{ov.get('env') if ov.get('env') is not None else 'unset'} · window setting "
                      f"{ov.get('window_setting') or 'auto'}")
+        window = {"off": "off", "on": "on"}.get(ov.get("window_setting") or "")
+        if window and window != rp.get("state") and not (window == "on" and rp.get("source") == "override"):
+            lines.append(f"  the window loads models with repacking {window} (its Weight repacking setting)")
     remembered = rp.get("remembered")
     if remembered and rp.get("source") in ("override", "forced"):
         lines.append(f"  remembered probe: {remembered.get('outcome')} {remembered.get('probed_at', '')}: "

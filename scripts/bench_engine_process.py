@@ -27,6 +27,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -251,6 +252,7 @@ def main() -> int:
                                                   for side in sides) + " tok/s")
     reference.stdin.close()
     reference.wait()
+    shutil.rmtree(folder, ignore_errors=True)
     worker.shutdown()
     thread.quit()
     thread.wait()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -9,7 +10,14 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # The CPU probe's remembered verdict (engine/repack.py) goes to a folder of this test session, never the
 # user's: the suite probes once, as a fresh install does.
-os.environ.setdefault("TANDEM_CACHE_DIR", tempfile.mkdtemp(prefix="tandem-test-cache-"))
+_CACHE = None
+if "TANDEM_CACHE_DIR" not in os.environ:
+    _CACHE = os.environ["TANDEM_CACHE_DIR"] = tempfile.mkdtemp(prefix="tandem-test-cache-")
+
+
+def pytest_unconfigure(config):
+    if _CACHE:
+        shutil.rmtree(_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -94,6 +94,7 @@ def test_greedy_speculation_equals_plain_greedy(pair, spec, monkeypatch):
         costs = pair.decoder.costs
         monkeypatch.setattr(costs, "verify_s", {1: 0.030, 2: 0.031, 3: 0.032, 5: 0.034, 9: 0.038, 17: 0.046})
         monkeypatch.setattr(costs, "draft_step_s", {"model": 0.001})
+        monkeypatch.setattr(costs, "acceptance", {})              # (this test's α stays with it)
         monkeypatch.setattr(costs, "record_verify", lambda *a: None)
         monkeypatch.setattr(costs, "record_draft", lambda *a: None)
     prompt = prompt_tokens(pair.target)

@@ -318,6 +318,7 @@ def test_full_context_offers_choices_in_the_window(qtbot, loaded):
     assert db[-1].role == "assistant" and db[-1].complete and len(db) == 122
 
 
+@pytest.mark.network
 def test_the_engine_process_dying_mid_reply_keeps_the_window_and_the_reply(qtbot, loaded):
     """A native fault or the OOM killer ends the engine process, never the window: the partial reply is
     saved and marked, the window says what happened, and one click brings the models back."""

@@ -11,10 +11,10 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "IncompatiblePair": "compat", "check_pair": "compat",
+    "IncompatiblePair": "errors", "check_pair": "compat",
     "FinishEvent": "events", "GenerationStats": "events", "RoundEvent": "events", "StopReason": "events",
     "TokenEvent": "events", "TokenKind": "events",
-    "LoadCancelled": "loading", "LoadOptions": "loading", "ModelLoadError": "loading",
+    "LoadCancelled": "errors", "LoadOptions": "load_options", "ModelLoadError": "errors",
     "ModelPair": "pair",
     "GREEDY": "sampling", "SamplingParams": "sampling",
     "Controls": "settings", "SpecSettings": "settings",

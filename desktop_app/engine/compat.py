@@ -4,8 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from desktop_app.engine import backend
-from desktop_app.engine.errors import IncompatiblePair  # noqa: F401 (re-exported)
+from desktop_app.engine.errors import IncompatiblePair
 from desktop_app.engine.loading import load_model
+
+__all__ = ["IncompatiblePair", "Compatibility", "check_pair", "compare_vocabularies", "VOCAB_MAX_SIZE_DIFFERENCE"]
 
 VOCAB_MAX_SIZE_DIFFERENCE = 128     # as llama.cpp's common/speculative.cpp
 VOCAB_CHECK_START_TOKEN_ID = 5

@@ -199,7 +199,7 @@ class SpeculativeDecoder:
         n_copied = len(copied.tokens)
         if drafter is lookup:
             return lookup, n_copied, copied
-        gamma = costs.choose_gamma(drafter.name, gamma_max)
+        gamma = costs.choose_gamma(drafter.name, gamma_max) if drafter.can_draft(tokens) else 0
         if not copied.tokens:
             return drafter, gamma, None
         rate_lookup = round_rate(lookup.alpha, n_copied, 0.0, costs.verify_cost(n_copied + 1))

@@ -56,6 +56,11 @@ class Drafter(ABC):
         reply's `rng`. A draft model stops early where its most likely token has probability below
         p_min. An empty proposal makes the round a plain step; raising backend.ContextFullError does too."""
 
+    def can_draft(self, context: Sequence[int]) -> bool:
+        """Whether draft() could propose anything after `context` at all (auto mode does not weigh a
+        drafter that cannot). Default: yes."""
+        return True
+
     def rollback(self, n: int) -> None:
         """The verdict kept the first n tokens of the context the last draft followed, plus the
         accepted drafts: forget anything evaluated past them. Default: nothing."""
@@ -89,6 +94,12 @@ class ModelDrafter(Drafter):
         self.ctx = ctx
         self.n_vocab_target = ctx.n_vocab if n_vocab_target is None else n_vocab_target
         self.n_common = min(ctx.n_vocab, self.n_vocab_target)     # ids both models have
+
+    def can_draft(self, context: Sequence[int]) -> bool:
+        """Not once the text holds an id the draft's vocabulary lacks (a bigger target's padding id):
+        from then on, for as long as the text keeps it (the rest of that conversation), this drafter
+        proposes nothing."""
+        return self.can_read(context)
 
     def can_read(self, tokens: Sequence[int]) -> bool:
         """Whether every id in `tokens` is in the draft's vocabulary. Only the part past what the

@@ -47,7 +47,14 @@ class ModelPair:
                 raise IncompatiblePair(f"{os.path.basename(draft_path)} cannot draft for "
                                        f"{os.path.basename(target_path)}: {verdict.reason}")
         draft_options = draft_options or target_options
-        repack = decide(_repack_override(target_options, draft_options))
+        override = _repack_override(target_options, draft_options)
+        repack = decide(override, probe=False)
+        if repack is None:                       # the first model on this machine: the CPU probe runs
+            if progress:
+                progress("probe", 0.0)
+            repack = decide(override)
+        if cancel and cancel():
+            raise LoadCancelled(target_path)
         target_options = replace(target_options, repack=repack.enabled)
         draft_options = replace(draft_options, repack=repack.enabled)
         sizes = [os.path.getsize(target_path), os.path.getsize(draft_path) if draft_path else 0]
@@ -75,6 +82,8 @@ class ModelPair:
                     obj.close()
             raise
         pair = cls(target, target_ctx, draft, draft_ctx, repack)
+        if progress:
+            progress("measuring", 1.0)
         pair.decoder.calibrate()
         if progress:
             progress("ready", 1.0)

@@ -17,12 +17,11 @@ the remembered verdict > a new probe.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -31,8 +30,8 @@ from pathlib import Path
 
 from platformdirs import user_cache_dir
 
-from desktop_app import APP_NAME
-from desktop_app import machine
+from desktop_app import APP_NAME, machine
+from desktop_app.child import child_environment, exit_description, tandem_command
 from desktop_app.engine.probe_model import probe_model_path
 
 CACHE_DIR_ENV = "TANDEM_CACHE_DIR"
@@ -42,9 +41,14 @@ PROBE_TIMEOUT_S = 60.0
 ISSUE = "llama.cpp issue #20824"
 HOW_TO_CHANGE = ("`tandem doctor --reprobe` probes again; Settings → Loading → Weight repacking: On forces it on "
                  "(at the risk of that crash)")
-# Probe outcomes. Only "passed" turns repacking on; "unavailable" (the probe itself could not run)
-# is not remembered, so the next load tries again.
+# Probe outcomes. Only "passed" turns repacking on. "crashed" and "failed" are verdicts on repacked
+# weights and are remembered; "timeout" (a busy machine, two first runs at once) and "unavailable"
+# (the probe itself could not run, or died before it tried repacked weights) are no verdict: repacking
+# stays off in this process, nothing is remembered, the next process tries again.
 PASSED, CRASHED, FAILED, TIMEOUT, UNAVAILABLE = "passed", "crashed", "failed", "timeout", "unavailable"
+NO_VERDICT = (TIMEOUT, UNAVAILABLE)
+PROBE_ARG = "--repack-probe"           # cli.main hands these command lines to repack_probe.main
+LOCK_FILE = "repack.lock"
 # Where a decision came from.
 OVERRIDE, FORCED, REMEMBERED, PROBED = "override", "forced", "remembered", "probe"
 
@@ -91,28 +95,15 @@ def probe_threads() -> int:
 
 def probe_command(model: Path) -> list[str]:
     """The child process that evaluates repacked weights (tests swap it for one that crashes)."""
-    return [sys.executable, "-m", "desktop_app.engine.repack_probe", os.fspath(model), str(probe_threads())]
+    return tandem_command(PROBE_ARG, os.fspath(model), str(probe_threads()))
 
 
-def _child_env() -> dict:
-    """The child imports this very copy of desktop_app, whatever the working folder."""
-    root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
-
-
-def _death(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            return f"killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exit code {returncode}" + (f" (0x{returncode:08X})" if returncode > 0xFFFF else "")
+def _steps(stderr: str) -> list[str]:
+    return [line[len("step: "):] for line in stderr.splitlines() if line.startswith("step: ")]
 
 
 def _last_step(stderr: str) -> str:
-    steps = [line[len("step: "):] for line in stderr.splitlines() if line.startswith("step: ")]
+    steps = _steps(stderr)
     return f" while {steps[-1]}" if steps else ""
 
 
@@ -121,8 +112,9 @@ def _last_message(stderr: str) -> str:
     return lines[-1] if lines else ""
 
 
-def run_probe(timeout: float = PROBE_TIMEOUT_S) -> ProbeResult:
-    """Run the probe child once and classify how it ended."""
+def run_probe(timeout: float | None = None) -> ProbeResult:
+    """Run the probe child once (within `timeout`, default PROBE_TIMEOUT_S) and classify how it ended."""
+    timeout = PROBE_TIMEOUT_S if timeout is None else timeout
     from desktop_app.engine.repack_probe import EXIT_UNAVAILABLE
 
     t0 = time.monotonic()
@@ -134,7 +126,7 @@ def run_probe(timeout: float = PROBE_TIMEOUT_S) -> ProbeResult:
             scratch = tempfile.mkdtemp(prefix="tandem-probe-")
             model = probe_model_path(Path(scratch))
         proc = subprocess.run(probe_command(model), capture_output=True, text=True, timeout=timeout,
-                              env=_child_env(), stdin=subprocess.DEVNULL)
+                              env=child_environment(), stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as exc:
         stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
         return ProbeResult(TIMEOUT, f"the probe did not finish within {timeout:.0f} s{_last_step(stderr)}",
@@ -156,9 +148,13 @@ def run_probe(timeout: float = PROBE_TIMEOUT_S) -> ProbeResult:
     if proc.returncode == EXIT_UNAVAILABLE:
         return ProbeResult(UNAVAILABLE, message or "the probe could not run", seconds, {})
     if proc.returncode < 0 or proc.returncode > 0xFFFF:      # a signal (POSIX) or an exception code (Windows)
-        return ProbeResult(CRASHED, f"the probe process was {_death(proc.returncode)}{_last_step(proc.stderr)}",
-                           seconds, {})
-    return ProbeResult(FAILED, message or f"the probe ended with {_death(proc.returncode)}", seconds, {})
+        detail = f"the probe process was {exit_description(proc.returncode)}{_last_step(proc.stderr)}"
+        if not any("repacked" in step for step in _steps(proc.stderr)):
+            # It died before it tried repacked weights (a build for another CPU, the OOM killer):
+            # whatever it was, it says nothing about repacking.
+            return ProbeResult(UNAVAILABLE, detail, seconds, {})
+        return ProbeResult(CRASHED, detail, seconds, {})
+    return ProbeResult(FAILED, message or f"the probe ended with {exit_description(proc.returncode)}", seconds, {})
 
 
 # --- remembered verdicts --------------------------------------------------------------------------
@@ -226,8 +222,8 @@ def reason_for(record: dict) -> str:
     if record["enabled"]:
         kernels = ", ".join(record.get("info", {}).get("kernels", [])) or "no weights repacked on this CPU"
         return f"the CPU probe passed ({kernels}; {when})"
-    if record.get("outcome") == UNAVAILABLE:
-        return f"off for now: the CPU probe could not run ({record.get('detail', '')})"
+    if record.get("outcome") in NO_VERDICT:
+        return f"off for now: the CPU probe gave no verdict ({record.get('detail', '')})"
     return f"the CPU probe failed: {record.get('detail', '')} ({when}; {ISSUE})"
 
 
@@ -242,12 +238,13 @@ _lock = threading.Lock()
 _unsaved: dict[tuple[str, str], dict] = {}     # verdicts the cache folder would not take, for this process
 
 
-def decide(override: bool | None = None, probe: bool = True) -> RepackDecision | None:
+def decide(override: bool | None = None, probe: bool = True, respect_env: bool = True) -> RepackDecision | None:
     """Whether to load models with repacked weights on this machine.
 
     override: False (--no-repack, the setting "off") or True (the setting "on"), None to decide.
-    With probe=False, returns None where nothing is remembered instead of probing."""
-    if env_forbids_repack():
+    With probe=False, returns None where nothing is remembered instead of probing. respect_env=False
+    leaves TANDEM_NO_REPACK out (`tandem doctor` asks for the machine's own verdict)."""
+    if respect_env and env_forbids_repack():
         return RepackDecision(False, f"turned off by {NO_REPACK_ENV}={os.environ[NO_REPACK_ENV]}", source=OVERRIDE)
     if override is False:
         return RepackDecision(False, "turned off (--no-repack, or the setting Weight repacking: Off)", source=OVERRIDE)
@@ -256,14 +253,41 @@ def decide(override: bool | None = None, probe: bool = True) -> RepackDecision |
     with _lock:
         facts = machine.machine_facts()
         key = machine.machine_key(facts)
-        record = remembered(key) or _unsaved.get((str(verdicts_path()), key))
+
+        def known() -> dict | None:
+            return remembered(key) or _unsaved.get((str(verdicts_path()), key))
+
+        record = known()
         if record is not None:
             return RepackDecision(record["enabled"], reason_for(record), source=REMEMBERED)
         if not probe:
             return None
-        result = run_probe()
-        record = _record(result, facts)
-        if result.outcome == UNAVAILABLE or not _remember(key, record):     # try again in the next process
-            _unsaved[(str(verdicts_path()), key)] = record
-        notice = notice_for(record) if result.outcome not in (PASSED, UNAVAILABLE) else ""
+        with _machine_lock():                    # another Tandem probing now: wait for its verdict
+            record = known()
+            if record is not None:
+                return RepackDecision(record["enabled"], reason_for(record), source=REMEMBERED)
+            result = run_probe()
+            record = _record(result, facts)
+            if result.outcome in NO_VERDICT or not _remember(key, record):    # try again in the next process
+                _unsaved[(str(verdicts_path()), key)] = record
+        notice = notice_for(record) if result.outcome not in (PASSED, *NO_VERDICT) else ""
         return RepackDecision(record["enabled"], reason_for(record), notice, PROBED)
+
+
+@contextlib.contextmanager
+def _machine_lock():
+    """One probe at a time on this machine (an advisory lock file in the cache folder, POSIX); where the
+    folder cannot take it, no lock: at worst two probes run."""
+    try:
+        import fcntl
+
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        fh = open(cache_dir() / LOCK_FILE, "a")
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+    finally:
+        fh.close()

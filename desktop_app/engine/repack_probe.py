@@ -1,4 +1,4 @@
-"""The CPU probe's child process: `python -m desktop_app.engine.repack_probe MODEL THREADS`.
+"""The CPU probe's child process: `tandem --repack-probe MODEL THREADS` (see engine/repack.py).
 
 Loads the probe model twice, plain and with weight repacking (llama.cpp's extra buffer types:
 CPU_REPACK, AMX, ...), decodes a batch of several tokens and then one token with each, and checks

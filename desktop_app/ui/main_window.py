@@ -3,6 +3,7 @@ the right. All model work goes through the one EngineWorker on its own thread.""
 from __future__ import annotations
 
 import os
+import threading
 
 from PySide6.QtCore import QByteArray, Qt, QThread, Signal
 from PySide6.QtGui import QAction, QKeySequence
@@ -14,6 +15,7 @@ from desktop_app.chat.history import HistoryStore
 from desktop_app.chat.session import DEFAULT_TITLE, GenerationOptions
 from desktop_app.chat.settings_file import SettingsFile
 from desktop_app.engine.events import FinishEvent, StopReason, TokenEvent
+from desktop_app.engine.process.client import STAGES
 from desktop_app.models.discovery import find_gguf_files
 from desktop_app.ui.chat_view import ChatView
 from desktop_app.ui.composer import Composer
@@ -25,6 +27,7 @@ from desktop_app.ui.system_dialog import SystemDialog
 from desktop_app.ui.worker import EngineWorker, GenerateRequest, LoadedPair, LoadRequest
 
 FINISH_STATUS = {StopReason.CANCELLED: "cancelled"}
+CLOSE_GRACE_S = 3.0             # how long closing waits for the engine to stop a request by itself
 
 
 class Banner(QFrame):
@@ -151,6 +154,7 @@ class MainWindow(QMainWindow):
         w.contextOverflow.connect(self._on_overflow)
         w.busyChanged.connect(self._on_busy)
         w.engineDied.connect(self._on_engine_died)
+        w.requestRefused.connect(self._on_request_refused)
         self.thread.start()
 
         self._build()
@@ -297,7 +301,8 @@ class MainWindow(QMainWindow):
         self.requestLoad.emit(LoadRequest(target, draft, t_opts, d_opts))
 
     def _on_load_progress(self, what: str, fraction: float) -> None:
-        self.model_bar.show_progress(f"Loading {what}", fraction)
+        label = STAGES.get(what, f"loading {what}")
+        self.model_bar.show_progress(label[:1].upper() + label[1:], fraction)
 
     def load_demo(self) -> None:
         demo = models.resolve(["demo"])
@@ -359,8 +364,9 @@ class MainWindow(QMainWindow):
     def _reload_with(self, loading: dict) -> None:
         self.settings.data["loading"] = loading
         self.settings.save()
-        if self.loaded:
-            self.load_pair(self.loaded.target, self.loaded.draft)
+        pair = (self.loaded.target, self.loaded.draft) if self.loaded else self.lost_pair
+        if pair and pair[0]:
+            self.load_pair(*pair)
 
     # -- conversations
     def refresh_conversations(self) -> None:
@@ -560,10 +566,11 @@ class MainWindow(QMainWindow):
             self.lost_pair = (self.loaded.target, self.loaded.draft)
         elif self.lost_pair is None:
             self.lost_pair = (self.model_bar.target_path(), self.model_bar.draft_path())
-        if self.generating_id is not None:
+        if self.generating_id is not None and self.spec_panel.live:
             self.spec_panel.interrupt("Interrupted: the model engine stopped before this reply was finished.")
         self.loaded = None
         self.generating_id = None
+        self.busy = False                       # (what was running has ended with the engine)
         self.live_text = ""
         self.setWindowTitle("Tandem")
         self.model_bar.show_error("The model engine stopped. The models need loading again.")
@@ -573,6 +580,21 @@ class MainWindow(QMainWindow):
             self.banner.show_message(message)
         if conversation_id == self.current_id and conversation_id >= 0:
             self.open_conversation(conversation_id)
+        self._update_buttons()
+
+    def _on_request_refused(self, request: GenerateRequest, message: str) -> None:
+        """A message that reached the worker after the engine died: it was not stored, so it goes back
+        in the box, and the view shows the conversation as stored."""
+        if self._closing:
+            return
+        self.generating_id = None
+        if request.text and not self.composer.toPlainText().strip():
+            self.composer.setPlainText(request.text)
+            self.editing = request.kind == "edit"
+        if request.conversation_id == self.current_id:
+            self.open_conversation(request.conversation_id)
+        actions = [("Reload the models", self.reload_lost_pair)] if self.lost_pair and self.lost_pair[0] else []
+        self.banner.show_message(message, actions)
         self._update_buttons()
 
     def reload_lost_pair(self) -> None:
@@ -626,7 +648,12 @@ class MainWindow(QMainWindow):
             pass
         self.worker.blockSignals(True)       # nothing more for this window
         self.worker.cancel()                 # a running reply stops within one round and is saved
+        # An engine stuck in native code (a driver hang, the first-run CPU check) would hold the worker,
+        # and the window, forever: past a few seconds it is killed, and the worker's request ends.
+        stuck = threading.Timer(CLOSE_GRACE_S, self.worker.engine.kill)
+        stuck.start()
         self.requestShutdown.emit()          # waits until the worker has finished and freed the models
+        stuck.cancel()
         self.thread.quit()
         self.thread.wait()
         self.store.close()

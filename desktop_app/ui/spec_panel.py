@@ -153,6 +153,11 @@ class SpecPanel(QWidget):
         self._timer.stop()
         self.show_stats(stats)
 
+    @property
+    def live(self) -> bool:
+        """A reply is streaming into the panel."""
+        return self._timer.isActive()
+
     def interrupt(self, why: str) -> None:
         """The reply ended without its statistics (the engine stopped): keep what was seen, say so."""
         self._flush()

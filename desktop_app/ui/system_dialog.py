@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from PySide6.QtCore import QProcess, QTimer, Signal, Slot
+from PySide6.QtCore import QProcess, QProcessEnvironment, QTimer, Signal, Slot
 from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout
 
 from desktop_app import __version__
-from desktop_app.child import PACKAGE_ROOT, tandem_command
+from desktop_app.child import child_environment, tandem_command
 from desktop_app.diagnostics import format_text
 
 TIMEOUT_MS = 120_000            # doctor may run the CPU probe once (its own limit is 60 s)
@@ -58,7 +58,10 @@ class SystemDialog(QDialog):
 
         command = list(command or doctor_command())
         self.process = QProcess(self)
-        self.process.setWorkingDirectory(PACKAGE_ROOT)      # `-m desktop_app` runs this very copy
+        environment = QProcessEnvironment()                 # this very copy of Tandem, whatever the folder
+        for key, value in child_environment().items():
+            environment.insert(key, value)
+        self.process.setProcessEnvironment(environment)
         self.process.finished.connect(self._on_finished)
         self.process.errorOccurred.connect(self._on_error)
         self._timer = QTimer(self, singleShot=True, interval=TIMEOUT_MS)

@@ -70,6 +70,7 @@ class EngineWorker(QObject):
     contextOverflow = Signal(int, str, bool)  # conversation id, message, whether dropping turns helps
     busyChanged = Signal(bool)
     engineDied = Signal(int, str)           # conversation id whose reply it interrupted (-1: none), message
+    requestRefused = Signal(object, str)    # GenerateRequest that found no models (nothing stored), message
     _deathNoticed = Signal(object)          # from the engine's watcher thread, handled on the worker's
 
     def __init__(self, history_path: str | None = None):
@@ -86,8 +87,9 @@ class EngineWorker(QObject):
     # -- called from the UI thread (thread-safe)
     def cancel(self) -> None:
         """Stop the running generation within one round, and any load or fetch in progress."""
-        if self.session is not None:
-            self.session.controls.cancel()
+        session = self.session                   # (the worker thread may drop it meanwhile)
+        if session is not None:
+            session.controls.cancel()
         self.engine.cancel()
         self._fetch_cancel.set()
 
@@ -159,11 +161,17 @@ class EngineWorker(QObject):
             self.busyChanged.emit(False)
         self.fetched.emit(paths[0], paths[1])
 
+    def _refuse(self, request: GenerateRequest) -> None:
+        """No models to answer with (the engine died before the request got here): nothing was stored."""
+        self.busyChanged.emit(False)
+        self.requestRefused.emit(request, "The model engine is not running: reload the models, then send again."
+                                 if self._reported is not None else "No model is loaded yet.")
+
     @Slot(object)
     def generate(self, request: GenerateRequest) -> None:
         cid = request.conversation_id
         if self.session is None:
-            self.generationFailed.emit(cid, "No model is loaded yet.")
+            self._refuse(request)
             return
         self.busyChanged.emit(True)
         try:
@@ -194,8 +202,11 @@ class EngineWorker(QObject):
     @Slot(int, object)
     def drop_oldest_turns(self, conversation_id: int, options: GenerationOptions) -> None:
         """Make the conversation fit, then answer its last message."""
+        request = GenerateRequest("reply", conversation_id, "", options)
         if self.session is None:
+            self._refuse(request)
             return
+        self.busyChanged.emit(True)
         try:
             self.session.drop_oldest_turns(conversation_id, options)
         except ContextOverflow as exc:
@@ -204,7 +215,9 @@ class EngineWorker(QObject):
         except EngineCrashed as exc:
             self._report_death(exc, conversation_id)
             return
-        self.generate(GenerateRequest("reply", conversation_id, "", options))
+        finally:
+            self.busyChanged.emit(False)
+        self.generate(request)
 
     @Slot()
     def shutdown(self) -> None:

@@ -2,12 +2,13 @@
 
 `EngineProcess.load()` returns a `RemotePair`, which offers what a chat session uses of a
 `ModelPair` (`target`, `draft`, `n_ctx`, `generate`, `close`), so the session runs unchanged on
-either. Requests are made from one thread at a time (the window's worker); `cancel()` and the
-speculation settings of a running reply may be changed from any thread.
+either. Requests are made from one thread at a time (the window's worker); `cancel()`, `kill()` and
+the speculation settings of a running reply may be changed from any thread.
 
 When the child dies, the request in flight raises `EngineCrashed`, whose message says what happened
 (the signal, what the engine was doing, its last native message) and what to try; `on_death` is
-called once from a watcher thread, for deaths while idle too.
+called once per child from a watcher thread, for deaths while idle too. Each child is its own
+`_Child`: a death is always described from the process that died, never from a newer one.
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ SHUTDOWN_TIMEOUT_S = 5.0
 LOG_TAIL_BYTES = 16384
 NATIVE_ERROR = re.compile(r"GGML_ASSERT|GGML_ABORT|error|failed|out of memory", re.IGNORECASE)
 HOST_ARG = "--engine-host"             # cli.main hands these command lines to host.main
+STAGES = {"probe": "checking this CPU", "target": "loading the target model", "draft": "loading the draft model",
+          "measuring": "measuring the models' speed", "ready": "finishing loading"}
 
 
 class EngineError(RuntimeError):
@@ -42,174 +45,214 @@ class EngineError(RuntimeError):
         self.kind = kind
 
 
-class EngineProcess:
-    def __init__(self, on_death: Callable[[EngineCrashed], None] | None = None):
-        self.on_death = on_death
-        self._ids = itertools.count(1)
-        self._send_lock = threading.Lock()
-        self._request_lock = threading.Lock()
-        self._death_lock = threading.Lock()
-        self._process = None
-        self._requests = self._replies = None
-        self._log_path: str | None = None
-        self._stopping = False
-        self._death: EngineCrashed | None = None
-        self.stage = "starting"                     # what the engine is doing, for a death report
-        self.running_id = 0
+class _Child:
+    """One engine process: its pipes, its native log, and how it died."""
 
-    # -- lifetime
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
-
-    @property
-    def alive(self) -> bool:
-        return self._process is not None and self._process.poll() is None and self._death is None
-
-    def start(self) -> None:
-        """Start the child: a fresh interpreter (no fork of a process that runs Qt threads), talking over
-        two pipes, its native output (llama.cpp's log, a fault's traceback) going to a log file."""
+    def __init__(self):
         req_read, req_write = os.pipe()
         rep_read, rep_write = os.pipe()
-        fd, self._log_path = tempfile.mkstemp(prefix="tandem-engine-", suffix=".log")
+        fd, self.log_path = tempfile.mkstemp(prefix="tandem-engine-", suffix=".log")
         try:
-            self._process = subprocess.Popen(
+            # A session of its own: Ctrl+C in the window's terminal is the window's business; the child
+            # ends by itself when the window's end of its request pipe closes.
+            self.process = subprocess.Popen(
                 tandem_command(HOST_ARG, "--requests", str(req_read), "--replies", str(rep_write)),
                 pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
-                env=child_environment())
+                env=child_environment(), start_new_session=True)
+        except BaseException:
+            for own in (req_write, rep_read):
+                os.close(own)
+            os.unlink(self.log_path)
+            raise
         finally:
             for own in (fd, req_read, rep_write):   # the child holds these now; closing ours lets a
                 os.close(own)                       # dead child's pipe read as end-of-file
-        self._requests = Connection(req_write, readable=False)
-        self._replies = Connection(rep_read, writable=False)
-        self._stopping = False
-        self._death = None
-        self.stage = "idle"
-        threading.Thread(target=self._watch, args=(self._process,), name="engine-watch", daemon=True).start()
+        self.requests = Connection(req_write, readable=False)
+        self.replies = Connection(rep_read, writable=False)
+        self.send_lock = threading.Lock()
+        self.death_lock = threading.Lock()
+        self.death: EngineCrashed | None = None
+        self.stopping = False
+        self.closed = False
 
-    def ensure_started(self) -> None:
-        if not self.alive:
-            if self._process is not None:
-                self._discard()
-            self.start()
+    @property
+    def running(self) -> bool:
+        return self.process.poll() is None and self.death is None
 
-    def shutdown(self) -> None:
-        """Ask the child to free its models and exit; kill it if it does not within a few seconds."""
-        if self._process is None:
-            return
-        self._stopping = True
-        try:
-            self._send(P.Shutdown())
-        except (OSError, EngineCrashed):
-            pass
-        try:
-            self._process.wait(SHUTDOWN_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-        self._discard()
-
-    def kill(self) -> None:
-        """Kill the child at once, as the system would (for tests and a stuck engine)."""
-        if self._process is not None and self._process.poll() is None:
-            self._process.kill()
-
-    def _discard(self) -> None:
-        for conn in (self._requests, self._replies):
-            if conn is not None:
-                conn.close()
-        self._requests = self._replies = None
-        if self._log_path and os.path.exists(self._log_path):
-            os.unlink(self._log_path)
-        self._process = None
-
-    def _watch(self, process) -> None:
-        process.wait()
-        if self._process is process and not self._stopping:
-            death = self._crash()
-            if self.on_death is not None:
-                self.on_death(death)
-
-    def _crash(self) -> EngineCrashed:
-        """The death of the current child, described once (the watcher and a reader may both ask)."""
-        with self._death_lock:
-            return self._describe_crash()
-
-    def _describe_crash(self) -> EngineCrashed:
-        if self._death is None:
-            process = self._process
+    def send(self, message, stage: str) -> None:
+        with self.send_lock:
+            if self.closed:
+                raise EngineCrashed("The model engine is not running.")
             try:
-                process.wait(5)
-            except subprocess.TimeoutExpired:        # its pipe broke, yet it runs: it is of no use now
-                process.kill()
-                process.wait()
-            self._death = EngineCrashed(P.describe_death(process.returncode, self.stage, self._log_tail()),
-                                        process.returncode, self.stage)
-        return self._death
+                self.requests.send(message)
+            except OSError:                          # a broken pipe: the child is gone
+                raise self.crash(stage) from None
 
-    def _log_tail(self) -> str:
+    def receive(self, stage: str):
+        try:
+            return self.replies.recv()
+        except (EOFError, OSError):
+            raise self.crash(stage) from None
+
+    def crash(self, stage: str) -> EngineCrashed:
+        """This child's death, described once (the watcher and a reader may both ask)."""
+        with self.death_lock:
+            if self.death is None:
+                try:
+                    self.process.wait(5)
+                except subprocess.TimeoutExpired:    # its pipe broke, yet it runs: it is of no use now
+                    self.process.kill()
+                    self.process.wait()
+                code = self.process.returncode
+                self.death = EngineCrashed(P.describe_death(code, stage, self.log_tail()), code, stage)
+            return self.death
+
+    def log_tail(self) -> str:
         """The last error line the child wrote natively (llama.cpp's GGML_ASSERT and the like)."""
         try:
-            with open(self._log_path, "rb") as fh:
-                fh.seek(max(0, os.path.getsize(self._log_path) - LOG_TAIL_BYTES))
+            with open(self.log_path, "rb") as fh:
+                fh.seek(max(0, os.path.getsize(self.log_path) - LOG_TAIL_BYTES))
                 lines = fh.read().decode("utf-8", "replace").splitlines()
-        except (OSError, TypeError):
+        except OSError:
             return ""
         said = [ln.strip() for ln in lines if NATIVE_ERROR.search(ln) and not ln.startswith("Fatal Python error")]
         return said[-1][:300] if said else ""
 
+    def close(self) -> None:
+        with self.send_lock:
+            self.closed = True
+            self.requests.close()
+        self.replies.close()
+        if os.path.exists(self.log_path):
+            os.unlink(self.log_path)
+
+
+class EngineProcess:
+    def __init__(self, on_death: Callable[[EngineCrashed], None] | None = None):
+        self.on_death = on_death
+        self._ids = itertools.count(1)
+        self._request_lock = threading.Lock()
+        self._requester: int | None = None          # the thread in a request, to refuse a nested one
+        self._child: _Child | None = None
+        self.stage = "idle"                         # what the engine is doing, for a death report
+
+    # -- lifetime
+    @property
+    def pid(self) -> int | None:
+        return self._child.process.pid if self._child is not None else None
+
+    @property
+    def alive(self) -> bool:
+        return self._child is not None and self._child.running
+
+    def ensure_started(self) -> None:
+        """Start a child unless one runs: a fresh interpreter (no fork of a process with Qt threads)
+        talking over two pipes, its native output (llama.cpp's, a fault's traceback) in a log file."""
+        if self.alive:
+            return
+        if self._child is not None:
+            self._child.close()
+        child = self._child = _Child()
+        self.stage = "idle"
+        threading.Thread(target=self._watch, args=(child,), name="engine-watch", daemon=True).start()
+
+    def shutdown(self) -> None:
+        """Stop what runs, ask the child to free its models and exit; kill it if it has not within a
+        few seconds."""
+        child, self._child = self._child, None
+        if child is None:
+            return
+        child.stopping = True
+        for message in (P.Cancel(0), P.Shutdown()):
+            try:
+                child.send(message, self.stage)
+            except EngineCrashed:
+                break
+        try:
+            child.process.wait(SHUTDOWN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            child.process.kill()
+            child.process.wait()
+        child.close()
+
+    def kill(self) -> None:
+        """Kill the child at once, as the system would (a stuck engine; tests)."""
+        child = self._child
+        if child is not None and child.process.poll() is None:
+            child.process.kill()
+
+    def _watch(self, child: _Child) -> None:
+        child.process.wait()
+        if not child.stopping:
+            death = child.crash(self.stage if child is self._child else "idle")
+            if self.on_death is not None:
+                self.on_death(death)
+
     # -- talking
-    def _send(self, message) -> None:
-        with self._send_lock:
-            if self._requests is None:
-                raise EngineCrashed("The model engine is not running.")
-            try:
-                self._requests.send(message)
-            except (OSError, ValueError):
-                raise self._crash() from None
+    def _current(self) -> _Child:
+        child = self._child
+        if child is None:
+            raise EngineCrashed("The model engine is not running.")
+        return child
 
-    def _receive(self):
+    def send_control(self, message) -> None:
+        """A control message (cancel, new settings): from any thread; nothing to do if the engine is gone."""
         try:
-            return self._replies.recv()
-        except (EOFError, OSError):
-            raise self._crash() from None
-
-    def request(self, message, on_message: Callable[[object], None] | None = None):
-        """Send a request and wait for its answer, passing Progress/Events to `on_message`."""
-        with self._request_lock:
-            self.running_id = message.id
-            try:
-                self._send(message)
-                while True:
-                    reply = self._receive()
-                    if isinstance(reply, P.Done):
-                        return reply.value
-                    if isinstance(reply, P.Failed):
-                        raise _error(reply)
-                    if on_message is not None:
-                        on_message(reply)
-            finally:
-                self.running_id = 0
-
-    def cancel(self, request_id: int = 0) -> None:
-        """Cancel a request (0: whatever runs). Safe from any thread; a dead engine has nothing to cancel."""
-        try:
-            self._send(P.Cancel(request_id))
+            self._current().send(message, self.stage)
         except EngineCrashed:
             pass
 
+    def cancel(self, request_id: int = 0) -> None:
+        """Cancel a request (0: whatever runs)."""
+        self.send_control(P.Cancel(request_id))
+
     def next_id(self) -> int:
         return next(self._ids)
+
+    def _enter(self) -> None:
+        if self._requester == threading.get_ident():
+            raise RuntimeError("a request to the engine was made while another one is being read")
+        self._request_lock.acquire()
+        self._requester = threading.get_ident()
+
+    def _leave(self) -> None:
+        self._requester = None
+        self._request_lock.release()
+
+    def _answers(self, child: _Child, request_id: int) -> Iterator:
+        """The replies to one request, up to and including its Done or Failed."""
+        while True:
+            reply = child.receive(self.stage)
+            if getattr(reply, "id", request_id) != request_id:
+                raise EngineError("ProtocolError", f"the engine answered request {reply.id} during {request_id}")
+            yield reply
+            if isinstance(reply, (P.Done, P.Failed)):
+                return
+
+    def request(self, message, on_message: Callable[[object], None] | None = None):
+        """Send a request and wait for its answer, passing Progress/Events to `on_message`."""
+        self._enter()
+        try:
+            child = self._current()
+            child.send(message, self.stage)
+            for reply in self._answers(child, message.id):
+                if isinstance(reply, P.Done):
+                    return reply.value
+                if isinstance(reply, P.Failed):
+                    raise _error(reply)
+                if on_message is not None:
+                    on_message(reply)
+        finally:
+            self._leave()
 
     # -- what the worker asks
     def load(self, target: str, draft: str | None, target_options, draft_options,
              progress: Callable[[str, float], None] | None = None) -> "RemotePair":
         self.ensure_started()
-        names = {"target": "the target model", "draft": "the draft model", "ready": "measuring the models"}
 
         def on_message(reply):
             if isinstance(reply, P.Progress):
-                self.stage = f"loading {names.get(reply.what, reply.what)} ({100 * reply.fraction:.0f} %)"
+                self.stage = f"{STAGES.get(reply.what, reply.what)} ({100 * reply.fraction:.0f} %)"
                 if progress is not None:
                     progress(reply.what, reply.fraction)
 
@@ -247,10 +290,6 @@ class RemoteModel:
             return self.info.special_pieces[token]
         return self._engine.request(P.Pieces(self._engine.next_id(), (token,)))[0]
 
-    def detokenize(self, tokens: Sequence[int]) -> str:
-        pieces = self._engine.request(P.Pieces(self._engine.next_id(), tuple(tokens)))
-        return b"".join(pieces).decode("utf-8", errors="replace")
-
 
 class RemotePair:
     """A loaded pair in the engine process, used like a `ModelPair`."""
@@ -273,50 +312,43 @@ class RemotePair:
         rid = engine.next_id()
 
         def forward(c: Controls) -> None:
-            if c.cancelled:
-                engine.cancel(rid)
-            else:
-                try:
-                    engine._send(P.SetSpec(rid, c.settings))
-                except EngineCrashed:
-                    pass                        # the reply's own read reports the death
+            engine.send_control(P.Cancel(rid) if c.cancelled else P.SetSpec(rid, c.settings))
 
-        with engine._request_lock:
-            engine.running_id = rid
-            unsubscribe = controls.subscribe(forward)
-            done = False
-            try:
-                engine.stage = "reading the prompt"
-                engine._send(P.Generate(rid, tuple(prompt), sampling, controls.settings, max_tokens, tuple(stop)))
-                if controls.cancelled:
-                    engine.cancel(rid)
-                rounds = 0
-                while True:
-                    reply = engine._receive()
-                    if isinstance(reply, P.Events):
-                        for event in reply.events:
-                            if isinstance(event, RoundEvent):
-                                rounds += 1
-                                engine.stage = f"generating a reply (after round {rounds})"
-                            yield event
-                    elif isinstance(reply, P.Done):
-                        done = True
-                        self.last_transfer = reply.value
-                        return
-                    elif isinstance(reply, P.Failed):
-                        done = True
-                        raise _error(reply)
-            finally:
-                unsubscribe()
-                if not done and engine.alive:              # the consumer stopped early: stop the
-                    engine.cancel(rid)                     # engine too, and read to the end of the
-                    try:                                   # reply so the next request starts clean
-                        while not isinstance(engine._receive(), (P.Done, P.Failed)):
-                            pass
-                    except EngineCrashed:
+        engine._enter()
+        unsubscribe = controls.subscribe(forward)
+        sent = answered = False
+        try:
+            child = engine._current()
+            engine.stage = "reading the prompt"
+            child.send(P.Generate(rid, tuple(prompt), sampling, controls.settings, max_tokens, tuple(stop)), engine.stage)
+            sent = True
+            if controls.cancelled:
+                engine.cancel(rid)
+            rounds = 0
+            for reply in engine._answers(child, rid):
+                if isinstance(reply, P.Events):
+                    for event in reply.events:
+                        if isinstance(event, RoundEvent):
+                            rounds += 1
+                            engine.stage = f"generating a reply (after round {rounds})"
+                        yield event
+                elif isinstance(reply, P.Done):
+                    answered = True
+                    self.last_transfer = reply.value
+                elif isinstance(reply, P.Failed):
+                    answered = True
+                    raise _error(reply)
+        finally:
+            unsubscribe()
+            if sent and not answered and child.running:     # the consumer stopped early: stop the engine
+                try:                                        # too, and read to the end of the reply so the
+                    child.send(P.Cancel(rid), engine.stage)  # next request starts clean
+                    for _ in engine._answers(child, rid):
                         pass
-                engine.stage = "idle"
-                engine.running_id = 0
+                except EngineCrashed:
+                    pass
+            engine.stage = "idle"
+            engine._leave()
 
     def close(self) -> None:
         """The models are freed when another pair is loaded or the engine shuts down."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import faulthandler
 import queue
+import signal
+import sys
 import threading
 import time
 from multiprocessing.connection import Connection
@@ -19,7 +21,7 @@ from desktop_app.engine.process import protocol as P
 from desktop_app.engine.settings import Controls
 
 
-FLUSH_INTERVAL_S = 0.02            # rounds completed within 20 ms of the last message go out together
+BATCH_WINDOW_S = 0.02              # rounds completed within 20 ms of the last message go out together
 
 
 class Host:
@@ -29,15 +31,22 @@ class Host:
         self.queue: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
         self._controls: dict[int, Controls] = {}          # running or queued generations
+        self._transfers: dict[int, P.Transfer] = {}        # ... and what their streaming cost
         self._load_cancels: dict[int, threading.Event] = {}
         self._cancelled: set[int] = set()                  # cancels that came before their request
+        self.failed = False                                # the reader met a message it could not read
 
     # -- reader thread
     def read(self, requests: Connection) -> None:
         while True:
             try:
                 message = requests.recv()
-            except (EOFError, OSError):
+            except (EOFError, OSError):                    # the window is gone: end
+                self.queue.put(P.Shutdown())
+                return
+            except Exception as exc:                       # a message that does not unpickle: a bug
+                print(f"engine error: unreadable request ({type(exc).__name__}: {exc})", file=sys.stderr)
+                self.failed = True
                 self.queue.put(P.Shutdown())
                 return
             with self._lock:
@@ -48,11 +57,14 @@ class Host:
                     controls = self._controls.get(message.id)
                     if controls is not None:
                         controls.set(message.spec)
+                        self._log_control(message.id, "spec")
                     continue
                 if isinstance(message, P.Generate):
                     controls = self._controls[message.id] = Controls(message.spec)
+                    self._transfers[message.id] = P.Transfer()
                     if message.id in self._cancelled:
                         controls.cancel()
+                        self._log_control(message.id, "cancel")
                 elif isinstance(message, P.Load):
                     event = self._load_cancels[message.id] = threading.Event()
                     if message.id in self._cancelled:
@@ -64,10 +76,15 @@ class Host:
         for rid in targets:
             if rid in self._controls:
                 self._controls[rid].cancel()
+                self._log_control(rid, "cancel")
             elif rid in self._load_cancels:
                 self._load_cancels[rid].set()
             else:
                 self._cancelled.add(rid)
+
+    def _log_control(self, request_id: int, kind: str) -> None:
+        transfer = self._transfers[request_id]
+        transfer.controls.append((kind, transfer.rounds))
 
     # -- main thread
     def serve(self) -> None:
@@ -84,6 +101,7 @@ class Host:
             finally:
                 with self._lock:
                     self._controls.pop(message.id, None)
+                    self._transfers.pop(message.id, None)
                     self._load_cancels.pop(message.id, None)
                     self._cancelled.discard(message.id)
         if self.pair is not None:
@@ -130,28 +148,31 @@ class Host:
     def generate(self, message: P.Generate) -> P.Transfer:
         """Stream the engine's events in whole rounds (a round, its tokens, the finish if it ended the
         reply). A round is sent as soon as it is complete, unless the last message left less than
-        FLUSH_INTERVAL_S ago: then it waits for the next round, so fast small rounds share a pipe
-        write (a window repaints at about that rate anyway) and a token is never held back longer
-        than one round. Returns what the streaming cost this process."""
+        BATCH_WINDOW_S ago: then it waits for the next round, so fast small rounds share a pipe write
+        (a window repaints at about that rate anyway) and a token is never held back longer than one
+        round. Returns what the streaming cost this process."""
         controls = self._controls[message.id]
-        transfer = P.Transfer()
+        transfer = self._transfers[message.id]
         batch: list = []
         expected = 0                       # tokens of the current round not yet in the batch
         last_sent = time.perf_counter()
-        for event in self.pair.generate(list(message.prompt), message.sampling, controls, message.max_tokens,
-                                        message.stop):
-            batch.append(event)
-            if isinstance(event, RoundEvent):
-                expected = len(event.emitted)
-                continue
-            finished = isinstance(event, FinishEvent)
-            expected = 0 if finished else expected - 1
-            if expected <= 0 and (finished or time.perf_counter() - last_sent >= FLUSH_INTERVAL_S):
+        try:
+            for event in self.pair.generate(list(message.prompt), message.sampling, controls, message.max_tokens,
+                                            message.stop):
+                batch.append(event)
+                if isinstance(event, RoundEvent):
+                    transfer.rounds += 1
+                    expected = len(event.emitted)
+                    continue
+                finished = isinstance(event, FinishEvent)
+                expected = 0 if finished else expected - 1
+                if expected <= 0 and (finished or time.perf_counter() - last_sent >= BATCH_WINDOW_S):
+                    self._send_events(batch, transfer)
+                    batch = []
+                    last_sent = time.perf_counter()
+        finally:                           # (an error mid-reply still delivers what was computed)
+            if batch:
                 self._send_events(batch, transfer)
-                batch = []
-                last_sent = time.perf_counter()
-        if batch:
-            self._send_events(batch, transfer)
         return transfer
 
     def _send_events(self, batch: list, transfer: P.Transfer) -> None:
@@ -181,9 +202,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--requests", type=int, required=True)
     parser.add_argument("--replies", type=int, required=True)
     args = parser.parse_args(argv)
-    faulthandler.enable()                   # a native fault leaves its Python stack in the log
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl+C is for the window; this ends when it does
+    faulthandler.enable()                          # a native fault leaves its Python stack in the log
     requests = Connection(args.requests, writable=False)
     host = Host(Connection(args.replies, readable=False))
     threading.Thread(target=host.read, args=(requests,), name="requests", daemon=True).start()
     host.serve()
-    return 0
+    return 1 if host.failed else 0

@@ -15,6 +15,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
+from desktop_app.child import signal_name
 from desktop_app.engine.sampling import SamplingParams
 from desktop_app.engine.settings import SpecSettings
 
@@ -61,7 +62,7 @@ class Generate:
 
 @dataclass(frozen=True)
 class Shutdown:
-    id: int = 0
+    """Free the models and end the process (after the request in progress)."""
 
 
 # -- controls (parent -> child, acted on at once) ---------------------------------------------------
@@ -121,11 +122,14 @@ class Events:
 
 @dataclass
 class Transfer:
-    """What streaming one reply cost the engine process: pipe messages, and seconds spent pickling and
-    writing them (time the decoding loop waited)."""
+    """What streaming one reply cost the engine process, and when its controls landed: pipe messages,
+    seconds spent pickling and writing them (time the decoding loop waited), rounds completed, and
+    how many rounds were complete when each control arrived (("cancel" | "spec", rounds), in order)."""
 
     messages: int = 0
     send_s: float = 0.0
+    rounds: int = 0
+    controls: list[tuple[str, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,7 @@ class EngineCrashed(RuntimeError):
     """The engine process ended without being asked to. `str()` is a message for the user."""
 
     def __init__(self, message: str, exitcode: int | None = None, stage: str = ""):
+        """exitcode: the process's (negative: the signal that ended it); None when it was not running."""
         super().__init__(message)
         self.exitcode = exitcode
         self.stage = stage
@@ -180,18 +185,12 @@ ADVICE = {
 }
 
 
-def describe_death(exitcode: int | None, stage: str, log_tail: str = "") -> str:
+def describe_death(exitcode: int, stage: str, log_tail: str = "") -> str:
     """A few sentences for the user: what happened to the engine, when, why if known, what to try."""
     reason, kind = "", "fault"
-    if exitcode is None:
-        words = "stopped answering"
-    elif exitcode < 0:
-        try:
-            name = signal.Signals(-exitcode).name
-        except ValueError:
-            name = f"signal {-exitcode}"
+    if exitcode < 0:
         words, reason, kind = SIGNAL_WORDS.get(-exitcode, ("was stopped", "", "fault"))
-        words += f" [{name}]"
+        words += f" [{signal_name(exitcode)}]"
     else:
         words = f"exited unexpectedly with code {exitcode}"
     text = f"The model engine {words} while {stage or 'idle'}"

@@ -8,6 +8,7 @@ from PySide6.QtCore import QElapsedTimer, Qt, QTimer
 
 from desktop_app.chat.history import HistoryStore
 from desktop_app.ui.main_window import MainWindow
+from desktop_app.ui.worker import GenerateRequest
 
 LONG_PROMPT = "Write a long story about a dragon who learns to code. Make it at least five paragraphs."
 TIMEOUT_MS = 120_000
@@ -337,6 +338,11 @@ def test_the_engine_process_dying_mid_reply_keeps_the_window_and_the_reply(qtbot
     assert db[-1].role == "assistant" and db[-1].status == "interrupted" and len(db[-1].content) > 40
     assert w.chat.messages[-1].text == db[-1].content
     assert "interrupted" in w.chat.messages[-1].status.text()
+    # A message already on its way when the engine died is refused by the worker: it is not stored,
+    # and it comes back to the box.
+    w._start(GenerateRequest("send", cid, "Lost in the race?", w._options()))
+    qtbot.waitUntil(lambda: w.composer.toPlainText() == "Lost in the race?" and not w.busy, timeout=TIMEOUT_MS)
+    assert "not running" in w.banner.label.text() and len(stored(w, cid)) == 2
     # Sending now keeps the text and says how to go on.
     type_and_send(qtbot, w, "Are you there?")
     assert w.composer.toPlainText() == "Are you there?" and "reload the models" in w.banner.label.text()

@@ -90,10 +90,11 @@ def test_corrupt_database_is_set_aside_with_a_notice(tmp_path):
     path = tmp_path / "history.db"
     path.write_bytes(b"this is not sqlite" * 100)
     store = HistoryStore(path)
-    assert "could not be read" in store.notice and "moved to history.db.unreadable-" in store.notice
+    assert "was damaged (the history file is not a database)" in store.notice
+    assert "kept as history.db.damaged-" in store.notice
     assert store.list_conversations() == []
     store.create_conversation("works")
-    kept = list(tmp_path.glob("history.db.unreadable-*"))
+    kept = [p for p in tmp_path.glob("history.db.damaged-*") if not p.name.endswith(("-wal", "-shm"))]
     assert len(kept) == 1 and kept[0].read_bytes().startswith(b"this is not sqlite")
 
 

@@ -9,6 +9,7 @@ aside (never deleted) and a fresh one started, with a notice for the user.
 from __future__ import annotations
 
 import array
+import functools
 import json
 import os
 import sqlite3
@@ -21,6 +22,7 @@ from typing import Iterable
 from platformdirs import user_data_dir
 
 from desktop_app import APP_NAME
+from desktop_app.chat.history_file import HistoryError, NewerSchema, failure, open_history
 
 HISTORY_DIR_ENV = "TANDEM_DATA_DIR"
 
@@ -111,60 +113,49 @@ def unpack_rounds(blob: bytes | None) -> list | None:
     return None if blob is None else json.loads(zlib.decompress(blob))
 
 
+def _reports(what: str):
+    """A store method whose database or disk failure becomes a HistoryError saying `what` failed, and why."""
+    def wrap(method):
+        @functools.wraps(method)
+        def run(self, *args, **kwargs):
+            try:
+                return method(self, *args, **kwargs)
+            except HistoryError:
+                raise
+            except (sqlite3.Error, OSError) as exc:
+                raise failure(what, exc) from exc
+        return run
+    return wrap
+
+
 class HistoryStore:
+    """The conversations and their messages. `notice` is a sentence for the user when the file could
+    not be used as it was (see history_file); `writable` is False when it opened read-only. Every
+    method raises HistoryError, with a message for the window, when the database fails."""
+
     def __init__(self, path: Path | str | None = None):
         self.path = Path(path) if path else default_path()
-        self.notice = ""                        # set when the file had to be replaced
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._db = self._open()
-        except sqlite3.DatabaseError as exc:
-            aside = self.path.with_name(f"{self.path.name}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}")
-            for suffix in ("", "-wal", "-shm"):
-                src = Path(str(self.path) + suffix)
-                if src.exists():
-                    os.replace(src, Path(str(aside) + suffix))
-            self.notice = (f"The conversation history could not be read ({exc}); it was moved to "
-                           f"{aside.name} and a new history was started.")
-            self._db = self._open()
-
-    def _open(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA foreign_keys=ON")
-            db.execute("PRAGMA synchronous=NORMAL")
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise sqlite3.DatabaseError(f"history written by a newer Tandem (schema {version})")
-            for number in range(version, SCHEMA_VERSION):
-                db.execute("BEGIN")
-                for statement in _statements(MIGRATIONS[number]):
-                    db.execute(statement)
-                db.execute(f"PRAGMA user_version={number + 1}")
-                db.execute("COMMIT")
-            db.execute("UPDATE messages SET status='interrupted' WHERE status='streaming'")
-            db.execute("SELECT count(*) FROM conversations").fetchone()
-        except sqlite3.DatabaseError:
-            db.close()
-            raise
-        return db
+        opened = open_history(self.path, _prepare)
+        self._db, self.writable, self.notice = opened.db, opened.writable, opened.notice
 
     def close(self) -> None:
         self._db.close()
 
     # -- conversations
+    @_reports('Creating the conversation')
     def create_conversation(self, title: str = "New conversation", system_prompt: str = "") -> int:
         now = time.time()
         cur = self._db.execute("INSERT INTO conversations (title, system_prompt, created_at, updated_at) "
                                "VALUES (?, ?, ?, ?)", (title, system_prompt, now, now))
         return int(cur.lastrowid)
 
+    @_reports('Listing the conversations')
     def list_conversations(self) -> list[ConversationInfo]:
         rows = self._db.execute("SELECT id, title, system_prompt, created_at, updated_at, first_turn "
                                 "FROM conversations ORDER BY updated_at DESC, id DESC").fetchall()
         return [ConversationInfo(*r) for r in rows]
 
+    @_reports('Opening the conversation')
     def conversation(self, conversation_id: int) -> ConversationInfo:
         row = self._db.execute("SELECT id, title, system_prompt, created_at, updated_at, first_turn "
                                "FROM conversations WHERE id=?", (conversation_id,)).fetchone()
@@ -174,19 +165,24 @@ class HistoryStore:
         info.messages = self.messages(conversation_id)
         return info
 
+    @_reports('Renaming the conversation')
     def rename(self, conversation_id: int, title: str) -> None:
         self._db.execute("UPDATE conversations SET title=?, updated_at=? WHERE id=?", (title, time.time(), conversation_id))
 
+    @_reports('Saving the system prompt')
     def set_system_prompt(self, conversation_id: int, system_prompt: str) -> None:
         self._db.execute("UPDATE conversations SET system_prompt=?, updated_at=? WHERE id=?",
                          (system_prompt, time.time(), conversation_id))
 
+    @_reports('Leaving out the oldest turns')
     def set_first_turn(self, conversation_id: int, first_turn: int) -> None:
         self._db.execute("UPDATE conversations SET first_turn=? WHERE id=?", (first_turn, conversation_id))
 
+    @_reports('Deleting the conversation')
     def delete_conversation(self, conversation_id: int) -> None:
         self._db.execute("DELETE FROM conversations WHERE id=?", (conversation_id,))
 
+    @_reports('Searching the conversations')
     def search(self, text: str) -> list[ConversationInfo]:
         """Conversations whose title or any message contains `text` (case-insensitive)."""
         pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
@@ -198,6 +194,7 @@ class HistoryStore:
         return [ConversationInfo(*r) for r in rows]
 
     # -- messages
+    @_reports('Reading the conversation')
     def messages(self, conversation_id: int) -> list[StoredMessage]:
         rows = self._db.execute(
             "SELECT id, conversation_id, position, role, content, status, token_ids, settings, stats, rounds, "
@@ -206,20 +203,23 @@ class HistoryStore:
                               json.loads(r[7]) if r[7] else None, json.loads(r[8]) if r[8] else None,
                               unpack_rounds(r[9]), r[10]) for r in rows]
 
+    @_reports('Saving the message')
     def add_message(self, conversation_id: int, role: str, content: str, status: str = "done",
                     token_ids: list[int] | None = None, settings: dict | None = None) -> StoredMessage:
         now = time.time()
-        position = self._db.execute("SELECT coalesce(max(position) + 1, 0) FROM messages WHERE conversation_id=?",
-                                    (conversation_id,)).fetchone()[0]
-        cur = self._db.execute(
+        # The next position is read and taken in one statement, so two processes adding messages to one
+        # conversation never pick the same one.
+        row = self._db.execute(
             "INSERT INTO messages (conversation_id, position, role, content, status, token_ids, settings, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (conversation_id, position, role, content, status, pack_tokens(token_ids),
-             json.dumps(settings) if settings is not None else None, now))
+            "SELECT ?, coalesce(max(position) + 1, 0), ?, ?, ?, ?, ?, ? FROM messages WHERE conversation_id=? "
+            "RETURNING id, position",
+            (conversation_id, role, content, status, pack_tokens(token_ids),
+             json.dumps(settings) if settings is not None else None, now, conversation_id)).fetchone()
         self._db.execute("UPDATE conversations SET updated_at=? WHERE id=?", (now, conversation_id))
-        return StoredMessage(int(cur.lastrowid), conversation_id, position, role, content, status, token_ids,
+        return StoredMessage(int(row[0]), conversation_id, int(row[1]), role, content, status, token_ids,
                              settings, None, None, now)
 
+    @_reports('Saving the reply')
     def update_message(self, message_id: int, **fields) -> None:
         """Set the given fields of a message (content, status, token_ids, stats, rounds); None clears one."""
         encode = {"content": lambda v: v, "status": lambda v: v, "token_ids": pack_tokens,
@@ -232,11 +232,13 @@ class HistoryStore:
             values = [encode[column](value) for column, value in fields.items()]
             self._db.execute(f"UPDATE messages SET {sets} WHERE id=?", (*values, message_id))
 
+    @_reports('Removing the messages')
     def delete_messages_from(self, conversation_id: int, position: int) -> None:
         """Delete the message at `position` and everything after it (for edit and regenerate)."""
         self._db.execute("DELETE FROM messages WHERE conversation_id=? AND position>=?", (conversation_id, position))
 
     # -- export and import
+    @_reports('Exporting the conversation')
     def export_json(self, conversation_id: int) -> dict:
         c = self.conversation(conversation_id)
         return {"format": "tandem-conversation", "version": 1, "title": c.title, "system_prompt": c.system_prompt,
@@ -245,6 +247,7 @@ class HistoryStore:
                               "settings": m.settings, "stats": m.stats, "rounds": m.rounds,
                               "created_at": m.created_at} for m in c.messages]}
 
+    @_reports('Importing the conversation')
     def import_json(self, doc: dict) -> int:
         if doc.get("format") != "tandem-conversation":
             raise ValueError("not a Tandem conversation export")
@@ -259,6 +262,7 @@ class HistoryStore:
                          (doc.get("created_at", time.time()), doc.get("updated_at", time.time()), cid))
         return cid
 
+    @_reports('Exporting the conversation')
     def export_markdown(self, conversation_id: int) -> str:
         c = self.conversation(conversation_id)
         lines = [f"# {c.title}", ""]
@@ -276,6 +280,24 @@ class HistoryStore:
                     extra += f", {100 * s['acceptance_rate']:.0f} % of drafted tokens accepted"
                 lines += [f"_{extra}_", ""]
         return "\n".join(lines).rstrip() + "\n"
+
+
+def _prepare(db: sqlite3.Connection) -> None:
+    """Bring a writable connection up to date: WAL, foreign keys, the schema's migrations, and the
+    replies a dead process left streaming, marked interrupted."""
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA foreign_keys=ON")
+    db.execute("PRAGMA synchronous=NORMAL")
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise NewerSchema(f"schema {version}; this Tandem knows {SCHEMA_VERSION}")
+    for number in range(version, SCHEMA_VERSION):
+        db.execute("BEGIN IMMEDIATE")
+        for statement in _statements(MIGRATIONS[number]):
+            db.execute(statement)
+        db.execute(f"PRAGMA user_version={number + 1}")
+        db.execute("COMMIT")
+    db.execute("UPDATE messages SET status='interrupted' WHERE status='streaming'")
 
 
 def _statements(script: str) -> list[str]:

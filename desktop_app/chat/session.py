@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
-from desktop_app.chat.history import ConversationInfo, HistoryStore
+from desktop_app.chat.history import ConversationInfo, HistoryError, HistoryStore
 from desktop_app.chat.template import ChatTemplate, Message
 
 from desktop_app.engine.events import FinishEvent, RoundEvent, StopReason, TokenEvent
@@ -99,11 +99,15 @@ class ChatSession:
     # -- turns
     def send(self, conversation_id: int, text: str, options: GenerationOptions) -> Iterator:
         """Add the user's message and stream the reply (engine events)."""
+        self.add_user_message(conversation_id, text)
+        return self.reply(conversation_id, options)
+
+    def add_user_message(self, conversation_id: int, text: str) -> None:
+        """Store the user's message (a first message also names the conversation)."""
         conversation = self.store.conversation(conversation_id)
         if conversation.title == DEFAULT_TITLE and not conversation.messages:
             self.store.rename(conversation_id, _title_from(text))
         self.store.add_message(conversation_id, "user", text)
-        return self.reply(conversation_id, options)
 
     def regenerate(self, conversation_id: int, options: GenerationOptions) -> Iterator:
         """Replace the last reply with a new one."""
@@ -115,14 +119,16 @@ class ChatSession:
 
     def edit_last_user_message(self, conversation_id: int, text: str, options: GenerationOptions) -> Iterator:
         """Change the last user message, drop what followed it, and answer again."""
-        messages = self.store.messages(conversation_id)
-        users = [m for m in messages if m.role == "user"]
+        self.replace_last_user_message(conversation_id, text)
+        return self.reply(conversation_id, options)
+
+    def replace_last_user_message(self, conversation_id: int, text: str) -> None:
+        """Store `text` in place of the last user message, dropping what followed it."""
+        users = [m for m in self.store.messages(conversation_id) if m.role == "user"]
         if not users:
             raise ValueError("there is no message to edit")
-        last = users[-1]
-        self.store.delete_messages_from(conversation_id, last.position)
+        self.store.delete_messages_from(conversation_id, users[-1].position)
         self.store.add_message(conversation_id, "user", text)
-        return self.reply(conversation_id, options)
 
     def reply(self, conversation_id: int, options: GenerationOptions) -> Iterator:
         """Generate the assistant's reply to the conversation as stored, writing it as it streams."""
@@ -166,18 +172,26 @@ class ChatSession:
                                               stats=event.stats.to_json(), rounds=rounds)
                     finished = True
                 yield event
+        except HistoryError:           # the history refused a write (a full disk): nothing more to try
+            raise
         except GeneratorExit:          # the consumer walked away: keep what was streamed
             if not finished:
-                self.store.update_message(message.id, content=text, status="cancelled", token_ids=tokens,
-                                          rounds=rounds)
+                self._keep(message.id, text, tokens, rounds, "cancelled")
             raise
         except EngineCrashed:          # the engine process died: the reply so far is kept, as incomplete
-            self.store.update_message(message.id, content=text, status="interrupted", token_ids=tokens,
-                                      rounds=rounds)
+            self._keep(message.id, text, tokens, rounds, "interrupted")
             raise
         except Exception:
-            self.store.update_message(message.id, content=text, status="error", token_ids=tokens, rounds=rounds)
+            self._keep(message.id, text, tokens, rounds, "error")
             raise
+
+    def _keep(self, message_id: int, text: str, tokens: list[int], rounds: list, status: str) -> None:
+        """Save a reply that ended early, as far as the history lets us (the error that ended it is
+        what gets reported)."""
+        try:
+            self.store.update_message(message_id, content=text, status=status, token_ids=tokens, rounds=rounds)
+        except HistoryError:
+            pass
 
 
 def _title_from(text: str) -> str:

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QMainWindow, QProgre
                                QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
 
 from desktop_app import models
-from desktop_app.chat.history import HistoryStore
+from desktop_app.chat.history import HistoryError, HistoryStore
 from desktop_app.chat.session import DEFAULT_TITLE, GenerationOptions
 from desktop_app.chat.settings_file import SettingsFile
 from desktop_app.engine.events import FinishEvent, StopReason, TokenEvent
@@ -124,6 +124,8 @@ class MainWindow(QMainWindow):
         self.live_text = ""
         self.loaded: LoadedPair | None = None
         self.lost_pair: tuple[str, str | None] | None = None   # the pair the engine had when it died
+        self.pending_text = ""                  # a message sent but not yet stored: it stays in the box
+        self._settings_warned = False
         self.busy = False
         self.editing = False
         self._closing = False
@@ -155,6 +157,7 @@ class MainWindow(QMainWindow):
         w.busyChanged.connect(self._on_busy)
         w.engineDied.connect(self._on_engine_died)
         w.requestRefused.connect(self._on_request_refused)
+        w.messageStored.connect(self._on_message_stored)
         self.thread.start()
 
         self._build()
@@ -291,7 +294,7 @@ class MainWindow(QMainWindow):
     def add_model_folder(self, folder: str) -> None:
         if folder not in self.settings["model_folders"]:
             self.settings["model_folders"].append(folder)
-            self.settings.save()
+            self._say(self._save_settings())
         self.refresh_models()
 
     def load_pair(self, target: str, draft: str | None) -> None:
@@ -339,13 +342,12 @@ class MainWindow(QMainWindow):
         self.loaded = info
         self.lost_pair = None
         self.settings.remember_pair(info.target, info.draft)
-        self.settings.save()
+        unsaved = self._save_settings()
         names = os.path.basename(info.target) + (f" + {os.path.basename(info.draft)}" if info.draft else "")
         self.model_bar.show_loaded(f"Loaded {names} (context {info.n_ctx} tokens)."
                                    + (f" Note: {info.template_note}." if info.template_note else ""))
         self.settings_panel.template_note.setText(info.template_note)
-        if info.notice:
-            self.banner.show_message(info.notice)
+        self._say(" ".join(n for n in (info.notice, unsaved) if n))
         self.setWindowTitle(f"Tandem — {names}")
         self.refresh_models()
         self.stack.setCurrentWidget(self.chat)
@@ -363,19 +365,43 @@ class MainWindow(QMainWindow):
 
     def _reload_with(self, loading: dict) -> None:
         self.settings.data["loading"] = loading
-        self.settings.save()
+        self._say(self._save_settings())
         pair = (self.loaded.target, self.loaded.draft) if self.loaded else self.lost_pair
         if pair and pair[0]:
             self.load_pair(*pair)
 
     # -- conversations
+    def _save_settings(self) -> str:
+        """Save the settings; the reason they could not be, the first time only ("" otherwise)."""
+        if self.settings.save() or self._settings_warned:
+            return ""
+        self._settings_warned = True
+        return self.settings.save_error
+
+    def _say(self, message: str) -> None:
+        if message:
+            self.banner.show_message(message)
+
+    def _history(self, call, *args, default=None):
+        """A history call from the window: a failure (a full disk, a damaged or busy file) is a message
+        in the window, saying what failed and why, and the window goes on."""
+        try:
+            return call(*args)
+        except HistoryError as exc:
+            self.banner.show_message(f"{exc}.")
+            return default
+
     def refresh_conversations(self) -> None:
         query = self.sidebar.search.text().strip()
-        conversations = self.store.search(query) if query else self.store.list_conversations()
+        conversations = (self._history(self.store.search, query, default=[]) if query
+                         else self._history(self.store.list_conversations, default=[]))
         self.sidebar.set_conversations(conversations, self.current_id)
 
     def new_conversation(self) -> None:
-        self.current_id = self.store.create_conversation(DEFAULT_TITLE, self.settings["generation"]["system_prompt"])
+        cid = self._history(self.store.create_conversation, DEFAULT_TITLE, self.settings["generation"]["system_prompt"])
+        if cid is None:
+            return
+        self.current_id = cid
         self.sidebar.search.clear()
         self.refresh_conversations()
         self.open_conversation(self.current_id)
@@ -386,7 +412,9 @@ class MainWindow(QMainWindow):
         self.chat.clear()
         try:
             conversation = self.store.conversation(conversation_id)
-        except KeyError:
+        except (KeyError, HistoryError) as exc:
+            if isinstance(exc, HistoryError):
+                self.banner.show_message(f"{exc}.")
             self.current_id = None
             self._update_buttons()
             return
@@ -406,14 +434,15 @@ class MainWindow(QMainWindow):
         self._update_buttons()
 
     def _rename(self, conversation_id: int, title: str) -> None:
-        self.store.rename(conversation_id, title)
+        self._history(self.store.rename, conversation_id, title)
         self.refresh_conversations()
 
     def _delete(self, conversation_id: int) -> None:
         if conversation_id == self.generating_id:
             self.banner.show_message("Stop the reply before deleting this conversation.")
             return
-        self.store.delete_conversation(conversation_id)
+        if self._history(self.store.delete_conversation, conversation_id, default=False) is False:
+            return
         if conversation_id == self.current_id:
             self.current_id = None
             self.chat.clear()
@@ -422,12 +451,12 @@ class MainWindow(QMainWindow):
 
     def _system_prompt_edited(self, text: str) -> None:
         if self.current_id is not None:
-            self.store.set_system_prompt(self.current_id, text)
+            self._history(self.store.set_system_prompt, self.current_id, text)
 
     def _show_rounds(self, message_id: int) -> None:
         if self.current_id is None:
             return
-        for m in self.store.messages(self.current_id):
+        for m in self._history(self.store.messages, self.current_id, default=[]):
             if m.id == message_id:
                 self.spec_panel.show_stored(m.rounds, m.stats)
                 self.tabs.setCurrentWidget(self.spec_panel)
@@ -451,15 +480,23 @@ class MainWindow(QMainWindow):
             return
         if self.current_id is None:
             self.new_conversation()
+            if self.current_id is None:         # (the history refused it, and said so)
+                return
         kind = "edit" if self.editing else "send"
         self.editing = False
-        self.composer.clear()
+        self.pending_text = text                # the box is cleared once the message is stored
         if kind == "edit":                      # the edited message replaces the last one and what followed
             users = [i for i, w in enumerate(self.chat.messages) if w.role == "user"]
             self.chat.truncate(users[-1] if users else len(self.chat.messages))
             self.banner.hide()
         self.chat.add_message("user", text)
         self._start(GenerateRequest(kind, self.current_id, text, self._options()))
+
+    def _on_message_stored(self, conversation_id: int) -> None:
+        """The message is safe in the history: now the box may be emptied (unless more was typed)."""
+        if self.composer.toPlainText().strip() == self.pending_text:
+            self.composer.clear()
+        self.pending_text = ""
 
     def _start(self, request: GenerateRequest) -> None:
         self.generating_id = request.conversation_id
@@ -471,7 +508,7 @@ class MainWindow(QMainWindow):
     def regenerate(self) -> None:
         if self.busy or self.current_id is None or not self.loaded:
             return
-        messages = self.store.messages(self.current_id)
+        messages = self._history(self.store.messages, self.current_id, default=[])
         if not messages or messages[-1].role != "assistant":
             return
         self.chat.truncate(len(self.chat.messages) - 1)
@@ -480,7 +517,7 @@ class MainWindow(QMainWindow):
     def edit_last(self) -> None:
         if self.busy or self.current_id is None:
             return
-        users = [m for m in self.store.messages(self.current_id) if m.role == "user"]
+        users = [m for m in self._history(self.store.messages, self.current_id, default=[]) if m.role == "user"]
         if users:
             self.editing = True
             self.composer.setPlainText(users[-1].content)
@@ -540,7 +577,7 @@ class MainWindow(QMainWindow):
             return
         self.spec_panel.finish(event.stats)
         if conversation_id == self.current_id:
-            stored = self.store.messages(conversation_id)
+            stored = self._history(self.store.messages, conversation_id, default=[])
             last = stored[-1] if stored else None
             self.chat.end_reply(event.text, FINISH_STATUS.get(event.stop_reason, "done"),
                                 last.id if last else None, bool(last and last.rounds))
@@ -642,10 +679,7 @@ class MainWindow(QMainWindow):
                                         "splitter": bytes(self.splitter.saveState().toBase64()).decode()}
         self.settings.data["generation"].update(self.settings_panel.generation())
         self.settings.data["loading"] = self.settings_panel.loading()
-        try:
-            self.settings.save()
-        except OSError:
-            pass
+        self.settings.save()                 # (a failure was told when it first happened)
         self.worker.blockSignals(True)       # nothing more for this window
         self.worker.cancel()                 # a running reply stops within one round and is saved
         # An engine stuck in native code (a driver hang, the first-run CPU check) would hold the worker,

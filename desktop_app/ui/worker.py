@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QObject, Signal, Slot
 
 from desktop_app import models
-from desktop_app.chat.history import HistoryStore
+from desktop_app.chat.history import HistoryError, HistoryStore
 from desktop_app.chat.session import ChatSession, ContextOverflow, GenerationOptions
 from desktop_app.engine.errors import IncompatiblePair, LoadCancelled, ModelLoadError
 from desktop_app.engine.events import FinishEvent, RoundEvent, TokenEvent
@@ -71,6 +71,7 @@ class EngineWorker(QObject):
     busyChanged = Signal(bool)
     engineDied = Signal(int, str)           # conversation id whose reply it interrupted (-1: none), message
     requestRefused = Signal(object, str)    # GenerateRequest that found no models (nothing stored), message
+    messageStored = Signal(int)             # conversation id: the user's message is in the history
     _deathNoticed = Signal(object)          # from the engine's watcher thread, handled on the worker's
 
     def __init__(self, history_path: str | None = None):
@@ -174,13 +175,19 @@ class EngineWorker(QObject):
             self._refuse(request)
             return
         self.busyChanged.emit(True)
+        stored = False                           # is the user's message (send, edit) in the history yet?
         try:
             session = self.session
-            start = {"send": lambda: session.send(cid, request.text, request.options),
-                     "regenerate": lambda: session.regenerate(cid, request.options),
-                     "edit": lambda: session.edit_last_user_message(cid, request.text, request.options),
-                     "reply": lambda: session.reply(cid, request.options)}[request.kind]
-            events = start()
+            if request.kind in ("send", "edit"):
+                store = session.add_user_message if request.kind == "send" else session.replace_last_user_message
+                store(cid, request.text)
+                stored = True
+                self.messageStored.emit(cid)
+                events = session.reply(cid, request.options)
+            elif request.kind == "regenerate":
+                events = session.regenerate(cid, request.options)
+            else:
+                events = session.reply(cid, request.options)
             self.generationStarted.emit(cid)
             for event in events:
                 if isinstance(event, TokenEvent):
@@ -193,9 +200,15 @@ class EngineWorker(QObject):
             self.contextOverflow.emit(cid, str(exc), exc.can_drop_turns)
         except EngineCrashed as exc:
             self._report_death(exc, cid)
+        except HistoryError as exc:              # say exactly what is, and is not, saved
+            if request.text and not stored:
+                self.generationFailed.emit(cid, f"{exc}. Your message was not saved: it is still in the box.")
+            else:
+                self.generationFailed.emit(cid, f"{exc}. The reply was stopped; what is shown below is what "
+                                                f"the history holds.")
         except Exception as exc:
             traceback.print_exc()
-            self.generationFailed.emit(cid, f"The reply failed: {exc}. The conversation is saved.")
+            self.generationFailed.emit(cid, f"The reply failed: {exc}. The conversation so far is saved.")
         finally:
             self.busyChanged.emit(False)
 
@@ -214,6 +227,9 @@ class EngineWorker(QObject):
             return
         except EngineCrashed as exc:
             self._report_death(exc, conversation_id)
+            return
+        except HistoryError as exc:
+            self.generationFailed.emit(conversation_id, str(exc))
             return
         finally:
             self.busyChanged.emit(False)

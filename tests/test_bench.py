@@ -76,6 +76,24 @@ def test_prompt_files(tmp_path):
     assert "```python" in BUILTIN[1].text                     # the edit prompt carries code to copy
 
 
+def test_memory_budget_of_a_damaged_header_is_left_out_not_raised(tmp_path, capsys):
+    """The header is read after the whole run: a damaged one must not lose the results."""
+    import struct
+
+    from desktop_app.commands.bench import memory_budget
+    from desktop_app.engine.probe_model import write_probe_model
+
+    good = tmp_path / "good.gguf"
+    write_probe_model(good)
+    budget = memory_budget([str(good)], 256, 50_000_000, 60_000_000)
+    assert budget["model_files_mb"] == pytest.approx(good.stat().st_size / 1e6) and budget["kv_caches_mb"] > 0
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(good.read_bytes()[:8] + struct.pack("<Q", 2**62) + good.read_bytes()[16:])
+    assert memory_budget([str(good), str(bad)], 256, 50_000_000, 60_000_000) is None
+    assert "no memory budget: the header claims" in capsys.readouterr().err
+    assert "Memory:" not in to_markdown([], {"memory": None})
+
+
 @pytest.mark.network
 def test_bench_command_end_to_end(tmp_path, test_model_path):
     prompts = tmp_path / "p.json"

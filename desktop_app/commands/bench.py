@@ -13,6 +13,22 @@ def _list(text: str, cast):
     return [cast(x) for x in text.split(",") if x.strip()]
 
 
+def memory_budget(paths: list[str], n_ctx: int, rss_loaded: int, peak: int) -> dict | None:
+    """Resident memory against model files plus KV caches, from the files' headers; None when a header
+    cannot be read (the run's results are kept all the same)."""
+    from desktop_app.models.gguf_info import GGUFError, read_info
+
+    try:
+        infos = [read_info(p) for p in paths]
+    except GGUFError as exc:
+        print(f"note: no memory budget: {exc}", file=sys.stderr)
+        return None
+    files = sum(i.file_size for i in infos)
+    kv = sum(i.kv_cache_bytes(n_ctx) for i in infos)
+    return {"rss_loaded_mb": rss_loaded / 1e6, "rss_peak_mb": peak / 1e6, "model_files_mb": files / 1e6,
+            "kv_caches_mb": kv / 1e6, "budget_base_mb": (files + kv) / 1e6, "overhead_mb": (peak - files - kv) / 1e6}
+
+
 def run(args: argparse.Namespace) -> int:
     from desktop_app import models
     from desktop_app.bench.plot import plot_speedups
@@ -21,7 +37,6 @@ def run(args: argparse.Namespace) -> int:
     from desktop_app.bench.runner import (ceiling_draft_max, current_rss_bytes, make_settings, peak_rss_bytes,
                                           run_bench)
     from desktop_app.engine import IncompatiblePair, LoadOptions, ModelLoadError, ModelPair
-    from desktop_app.models.gguf_info import read_info
 
     try:
         drafters = _list(args.drafter, str)
@@ -55,19 +70,13 @@ def run(args: argparse.Namespace) -> int:
             n_ctx = pair.target_ctx.n_ctx
     except KeyboardInterrupt:
         return fail(args, "interrupted", EXIT_INTERRUPTED)
-    infos = [read_info(p) for p in (target, draft) if p]
-    files = sum(i.file_size for i in infos)
-    kv = sum(i.kv_cache_bytes(n_ctx) for i in infos)
-    peak = peak_rss_bytes()
     meta = {"command": "tandem " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
             "target": target, "draft": draft, "target_name": os.path.basename(target),
             "draft_name": os.path.basename(draft) if draft else None, "threads": threads, "n_ctx": n_ctx,
             "n_tokens": args.n_tokens, "repeats": args.repeat, "prompts": [p.name for p in prompts],
             "lookup_ceiling_draft_max": ceiling_draft_max(settings),
             "repack": {"enabled": pair.repack.enabled, "reason": pair.repack.reason},
-            "memory": {"rss_loaded_mb": rss_loaded / 1e6, "rss_peak_mb": peak / 1e6, "model_files_mb": files / 1e6,
-                       "kv_caches_mb": kv / 1e6, "budget_base_mb": (files + kv) / 1e6,
-                       "overhead_mb": (peak - files - kv) / 1e6}}
+            "memory": memory_budget([p for p in (target, draft) if p], n_ctx, rss_loaded, peak_rss_bytes())}
     rows = summarize(results, settings)
     markdown = to_markdown(rows, meta)
     if args.json:

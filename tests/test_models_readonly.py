@@ -54,7 +54,7 @@ def test_a_models_folder_that_is_a_file_is_a_one_line_error(tmp_path, offline_pi
     (tmp_path / "models").write_text("not a folder")
     doc = one_line_error(tandem("models", "fetch", "test", "--json", folder=tmp_path / "models",
                                 extra_env=offline_pip_env))
-    assert "cannot be written (File exists)" in doc["error"]
+    assert f"the models folder {tmp_path / 'models'} cannot be written (it is not a folder)" in doc["error"]
 
 
 def test_list_verify_in_a_read_only_folder_reports_instead_of_raising(tmp_path):

@@ -51,10 +51,8 @@ CancelFn = Callable[[], bool]
 
 
 class _Unwritable(Exception):
-    """The models folder cannot be created or locked (read-only, not a folder, no permission)."""
-
-    def __init__(self, exc: OSError):
-        super().__init__(exc.strerror or str(exc))
+    """The models folder cannot be created or locked (read-only, not a folder, no permission); the
+    message says why in a few words."""
 
 
 @contextmanager
@@ -63,7 +61,8 @@ def _folder_lock(folder: Path) -> Iterator[None]:
         folder.mkdir(parents=True, exist_ok=True)
         fh = open(folder / ".lock", "w")
     except OSError as exc:
-        raise _Unwritable(exc) from exc
+        why = "it is not a folder" if folder.exists() and not folder.is_dir() else exc.strerror or str(exc)
+        raise _Unwritable(why) from exc
     with fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:

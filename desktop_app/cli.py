@@ -2,10 +2,25 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import sys
 
 from desktop_app import __version__
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors read like every other command-line error: one line on stderr, exit code
+    2, and with --json on the command line a {"ok": false, "error": ...} document on stdout."""
+
+    def __init__(self, *args, json_errors: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.json_errors = json_errors
+
+    def error(self, message: str):
+        from desktop_app.commands.output import EXIT_USAGE, fail
+
+        sys.exit(fail(argparse.Namespace(json=self.json_errors), f"{message} (see {self.prog} -h)", EXIT_USAGE))
 
 
 def _run(command: str, args: argparse.Namespace) -> int:
@@ -58,12 +73,13 @@ def _add_gui_options(p: argparse.ArgumentParser) -> None:
     _add_repack_option(p)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tandem", description="Local chat sped up by speculative decoding. "
-                                                                "Without a command, opens the window.")
+def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
+    parser_class = functools.partial(_Parser, json_errors=json_errors)
+    parser = parser_class(prog="tandem", description="Local chat sped up by speculative decoding. "
+                                                     "Without a command, opens the window.")
     parser.add_argument("--version", action="version", version=f"tandem {__version__}")
     _add_gui_options(parser)
-    sub = parser.add_subparsers(dest="command")
+    sub = parser.add_subparsers(dest="command", parser_class=parser_class)
 
     p_gui = sub.add_parser("gui", help="open the window (the default)")
     _add_gui_options(p_gui)
@@ -115,7 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_doctor.set_defaults(func=lambda a: _run("doctor", a))
 
     p_models = sub.add_parser("models", help="fetch and list model files")
-    msub = p_models.add_subparsers(dest="models_command", required=True)
+    msub = p_models.add_subparsers(dest="models_command", required=True, metavar="{fetch,list}",
+                                   parser_class=parser_class)
     p_fetch = msub.add_parser("fetch", help="fetch model files or sets (demo, test, incompatible, or a model key)")
     p_fetch.add_argument("names", nargs="+", metavar="NAME")
     p_fetch.add_argument("--json", action="store_true", help="print one JSON document")
@@ -137,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         from desktop_app.engine.repack_probe import main as repack_probe
 
         return repack_probe(argv[1:])
-    parser = build_parser()
+    parser = build_parser(json_errors="--json" in argv)
     args = parser.parse_args(argv)
     if args.command is None:
         return _run("gui", args)

@@ -1,9 +1,13 @@
-"""Folders this process cannot write, even when the tests run as root (as CI does).
+"""Folders the code under test cannot write, even when the tests run as root (as CI does).
 
-Root writes anywhere because of its CAP_DAC_OVERRIDE capability, not because of permission bits.
-`permissions_apply()` drops that capability from the calling thread's effective set (threads started
-meanwhile inherit it) and restores it afterwards, so a folder made read-only with chmod is read-only
-for the code under test, as it is for any user. Elsewhere it does nothing: the bits already apply.
+Root writes anywhere because of its capabilities (CAP_DAC_OVERRIDE, CAP_FOWNER), not because of
+permission bits. Two ways to make chmod bind root as it binds any user:
+- in this process, `permissions_apply()` drops CAP_DAC_OVERRIDE from the calling thread's effective
+  set (threads started meanwhile inherit it) and restores it afterwards;
+- for a child, `run_as_user()` drops the overriding capabilities from its bounding set between fork
+  and exec, and `read_only_for_children()` checks that a child's write is really refused, skipping
+  the test, saying why, where that cannot be arranged.
+Where the tests do not run as root, both do nothing: the bits already apply.
 """
 from __future__ import annotations
 
@@ -11,9 +15,16 @@ import contextlib
 import ctypes
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
+from typing import Iterator
+
+import pytest
 
 CAP_DAC_OVERRIDE = 1
+PR_CAPBSET_DROP = 24
+ROOT_OVERRIDES = (1, 2, 3)          # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 
@@ -62,3 +73,36 @@ def writable(folder: Path) -> None:
     """Undo read_only (so pytest can clean up)."""
     for path in [folder, *folder.rglob("*")]:
         path.chmod(path.stat().st_mode | stat.S_IWUSR)
+
+
+def _drop_root_overrides() -> None:          # runs in the child, between fork and exec
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in ROOT_OVERRIDES:
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), f"prctl(PR_CAPBSET_DROP, {cap})")
+
+
+def run_as_user(cmd: list[str], env: dict, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run `cmd` as an ordinary user would be, as far as file permissions go."""
+    preexec = _drop_root_overrides if os.geteuid() == 0 else None
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, preexec_fn=preexec)
+
+
+@contextlib.contextmanager
+def read_only_for_children(folder: Path) -> Iterator[Path]:
+    """`folder` without write permission for the children `run_as_user` starts; restored afterwards."""
+    mode = folder.stat().st_mode & 0o7777
+    folder.chmod(0o555)
+    try:
+        probe = [sys.executable, "-c", f"open({str(folder / 'write-probe')!r}, 'w')"]
+        try:
+            refused = run_as_user(probe, dict(os.environ), timeout=60)
+        except (OSError, subprocess.SubprocessError) as exc:      # the capabilities could not be dropped
+            pytest.skip(f"running as root without the right to drop CAP_DAC_OVERRIDE ({exc}): "
+                        f"no folder can be made read-only for a child")
+        if refused.returncode == 0:
+            pytest.skip("a child could still write into a chmod 555 folder: no read-only folder here")
+        assert "PermissionError" in refused.stderr, refused.stderr
+        yield folder
+    finally:
+        folder.chmod(mode)

@@ -76,6 +76,24 @@ def test_prompt_files(tmp_path):
     assert "```python" in BUILTIN[1].text                     # the edit prompt carries code to copy
 
 
+def test_memory_budget_of_a_damaged_header_is_left_out_not_raised(tmp_path, capsys):
+    """The header is read after the whole run: a damaged one must not lose the results."""
+    import struct
+
+    from desktop_app.commands.bench import memory_budget
+    from desktop_app.engine.probe_model import write_probe_model
+
+    good = tmp_path / "good.gguf"
+    write_probe_model(good)
+    budget = memory_budget([str(good)], 256, 50_000_000, 60_000_000)
+    assert budget["model_files_mb"] == pytest.approx(good.stat().st_size / 1e6) and budget["kv_caches_mb"] > 0
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(good.read_bytes()[:8] + struct.pack("<Q", 2**62) + good.read_bytes()[16:])
+    assert memory_budget([str(good), str(bad)], 256, 50_000_000, 60_000_000) is None
+    assert "no memory budget: the header claims" in capsys.readouterr().err
+    assert "Memory:" not in to_markdown([], {"memory": None})
+
+
 @pytest.mark.network
 def test_bench_command_end_to_end(tmp_path, test_model_path):
     prompts = tmp_path / "p.json"
@@ -117,3 +135,52 @@ def test_bench_command_end_to_end(tmp_path, test_model_path):
     assert f"copy {ceiling['copy']:.2f}×" in md and f"free {ceiling['free']:.2f}×" in md
     image = QImage(str(tmp_path / "b.png"))
     assert image.width() == 1100 and image.height() == 650
+
+
+def test_a_plot_qt_cannot_save_is_an_error_not_silence(tmp_path):
+    from desktop_app.bench.plot import plot_speedups
+
+    with pytest.raises(OSError, match="Qt could not save a .nosuchformat image there"):
+        plot_speedups([], str(tmp_path / "b.nosuchformat"))
+    assert not (tmp_path / "b.nosuchformat").exists()
+
+
+def _bench(model: str, prompts_file, *args: str) -> list[str]:
+    return [sys.executable, "-m", "desktop_app", "bench", "-m", model, "--prompts", str(prompts_file),
+            "--drafter", "lookup", "--draft-max", "2", "-n", "8", "--repeat", "3", "-c", "512", *args]
+
+
+@pytest.mark.network
+def test_an_unwritable_output_is_refused_before_the_run(tmp_path, test_model_path):
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("Say something.")
+    out = subprocess.run(_bench(test_model_path, prompts, "--markdown", str(tmp_path / "no-such-dir" / "b.md")),
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr == f"tandem: error: --markdown {tmp_path}/no-such-dir/b.md: cannot be written " \
+                         f"(No such file or directory)\n"            # one line, and not one run made
+
+
+@pytest.mark.network
+def test_an_output_that_fails_after_the_run_loses_nothing(tmp_path, test_model_path):
+    """The folder of --json goes away during the run: the table is printed all the same, the other
+    outputs are written, and the failure is one line with exit code 1."""
+    import shutil
+
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("Say something.")
+    doomed, kept = tmp_path / "doomed", tmp_path / "kept"
+    doomed.mkdir()
+    kept.mkdir()
+    proc = subprocess.Popen(_bench(test_model_path, prompts, "--json", str(doomed / "b.json"),
+                                   "--markdown", str(kept / "b.md")),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = proc.stderr.readline()
+    assert first.startswith("[1/"), first                       # the run is under way
+    shutil.rmtree(doomed)
+    stdout, rest = proc.communicate(timeout=600)
+    assert proc.returncode == 1, rest
+    assert (kept / "b.md").read_text() in stdout                 # the table, printed before any file
+    errors = [line for line in rest.splitlines() if line.startswith("tandem: error:")]
+    assert errors == [f"tandem: error: --json {doomed}/b.json: cannot be written (No such file or directory) "
+                      f"(the table above has the results)"]

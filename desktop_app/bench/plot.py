@@ -96,4 +96,5 @@ def plot_speedups(rows: list[Row], path: str, title: str = "") -> None:
     p.setPen(QColor("black"))
     p.drawText(QPointF(width - right + 46, ly + 4), "predicted (measured α, c, verify)")
     p.end()
-    image.save(path)
+    if not image.save(path):
+        raise OSError(f"Qt could not save a {os.path.splitext(path)[1] or 'suffix-less'} image there")

@@ -6,11 +6,60 @@ import os
 import shlex
 import sys
 
+from desktop_app.commands import checks
 from desktop_app.commands.output import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, fail
+
+OUTPUTS = (("--json", "json"), ("--markdown", "markdown"), ("--plot", "plot"))
 
 
 def _list(text: str, cast):
     return [cast(x) for x in text.split(",") if x.strip()]
+
+
+def check_writable(option: str, path: str) -> None:
+    """Refuse, before the run (which can take an hour), an output file that cannot be written."""
+    existed = os.path.lexists(path)
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{option} {path}: cannot be written ({exc.strerror or exc})") from None
+    if not existed:
+        os.remove(path)
+
+
+def write_outputs(args: argparse.Namespace, write: dict) -> list[str]:
+    """Write each output asked for (option -> function of the path); what failed, one line each."""
+    failed = []
+    for option, attr in OUTPUTS:
+        path = getattr(args, attr)
+        if path:
+            try:
+                write[option](path)
+            except OSError as exc:
+                failed.append(f"{option} {path}: cannot be written ({exc.strerror or exc})")
+    return failed
+
+
+def _write_text(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def memory_budget(paths: list[str], n_ctx: int, rss_loaded: int, peak: int) -> dict | None:
+    """Resident memory against model files plus KV caches, from the files' headers; None when a header
+    cannot be read (the run's results are kept all the same)."""
+    from desktop_app.models.gguf_info import GGUFError, read_info
+
+    try:
+        infos = [read_info(p) for p in paths]
+    except GGUFError as exc:
+        print(f"note: no memory budget: {exc}", file=sys.stderr)
+        return None
+    files = sum(i.file_size for i in infos)
+    kv = sum(i.kv_cache_bytes(n_ctx) for i in infos)
+    return {"rss_loaded_mb": rss_loaded / 1e6, "rss_peak_mb": peak / 1e6, "model_files_mb": files / 1e6,
+            "kv_caches_mb": kv / 1e6, "budget_base_mb": (files + kv) / 1e6, "overhead_mb": (peak - files - kv) / 1e6}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -21,12 +70,11 @@ def run(args: argparse.Namespace) -> int:
     from desktop_app.bench.runner import (ceiling_draft_max, current_rss_bytes, make_settings, peak_rss_bytes,
                                           run_bench)
     from desktop_app.engine import IncompatiblePair, LoadOptions, ModelLoadError, ModelPair
-    from desktop_app.models.gguf_info import read_info
 
     try:
         drafters = _list(args.drafter, str)
         draft_maxes = _list(args.draft_max, int)
-        temps = _list(args.temp, float)
+        temps = [checks.temperature(t) for t in _list(args.temp, float)]
         prompts = load_prompts(args.prompts)
         if any(d not in ("model", "lookup") for d in drafters):
             raise ValueError("--drafter takes model and/or lookup")
@@ -34,49 +82,49 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--draft-max values must be between 1 and 32")
         if not prompts:
             raise ValueError("no prompts")
+        if args.n_tokens < 1 or args.repeat < 1:
+            raise ValueError("-n and --repeat must be at least 1")
+        seed = checks.seed(args.seed)
+        n_ctx = checks.ctx_size(args.ctx_size)
+        for option, attr in OUTPUTS:
+            if getattr(args, attr):
+                check_writable(option, getattr(args, attr))
+        threads = checks.threads(args.threads)
     except (ValueError, OSError) as exc:
         return fail(args, str(exc), EXIT_USAGE)
-    threads = args.threads or max(1, os.cpu_count() or 1)
-    target = models.path_for(args.target)
-    draft = models.path_for(args.draft) if args.draft else None
-    opts = LoadOptions(n_threads=threads, n_ctx=args.ctx_size, repack=False if args.no_repack else None)
+    opts = LoadOptions(n_threads=threads, n_ctx=n_ctx, repack=False if args.no_repack else None)
     try:
+        target = models.path_for(args.target)
+        draft = models.path_for(args.draft) if args.draft else None
         pair = ModelPair.load(target, draft, opts, opts)
-    except (ModelLoadError, IncompatiblePair) as exc:
+    except (ModelLoadError, IncompatiblePair, models.FetchError) as exc:
         return fail(args, str(exc), EXIT_FAIL)
     if pair.repack.notice:
-        print(f"note: {pair.repack.notice}", file=sys.stderr)
+        checks.note(pair.repack.notice)
+    checks.ctx_note(args.ctx_size, pair.n_ctx)
     settings = make_settings(drafters, draft_maxes, temps, args.auto, draft is not None)
     rss_loaded = current_rss_bytes()
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if not args.quiet else (lambda m: None)
     try:
         with pair:
-            results = run_bench(pair, prompts, settings, args.n_tokens, args.repeat, args.seed, log)
+            results = run_bench(pair, prompts, settings, args.n_tokens, args.repeat, seed, log)
             n_ctx = pair.target_ctx.n_ctx
     except KeyboardInterrupt:
         return fail(args, "interrupted", EXIT_INTERRUPTED)
-    infos = [read_info(p) for p in (target, draft) if p]
-    files = sum(i.file_size for i in infos)
-    kv = sum(i.kv_cache_bytes(n_ctx) for i in infos)
-    peak = peak_rss_bytes()
     meta = {"command": "tandem " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
             "target": target, "draft": draft, "target_name": os.path.basename(target),
             "draft_name": os.path.basename(draft) if draft else None, "threads": threads, "n_ctx": n_ctx,
-            "n_tokens": args.n_tokens, "repeats": args.repeat, "prompts": [p.name for p in prompts],
+            "n_tokens": args.n_tokens, "repeats": args.repeat, "seed": seed, "prompts": [p.name for p in prompts],
             "lookup_ceiling_draft_max": ceiling_draft_max(settings),
             "repack": {"enabled": pair.repack.enabled, "reason": pair.repack.reason},
-            "memory": {"rss_loaded_mb": rss_loaded / 1e6, "rss_peak_mb": peak / 1e6, "model_files_mb": files / 1e6,
-                       "kv_caches_mb": kv / 1e6, "budget_base_mb": (files + kv) / 1e6,
-                       "overhead_mb": (peak - files - kv) / 1e6}}
+            "memory": memory_budget([p for p in (target, draft) if p], n_ctx, rss_loaded, peak_rss_bytes())}
     rows = summarize(results, settings)
     markdown = to_markdown(rows, meta)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            fh.write(to_json(rows, results, meta))
-    if args.markdown:
-        with open(args.markdown, "w", encoding="utf-8") as fh:
-            fh.write(markdown)
-    if args.plot:
-        plot_speedups(rows, args.plot, f"{meta['target_name']}" + (f" + {meta['draft_name']}" if draft else ""))
-    print(markdown)
-    return EXIT_OK
+    print(markdown, flush=True)             # first: an output that fails to write below loses nothing
+    title = meta["target_name"] + (f" + {meta['draft_name']}" if draft else "")
+    failed = write_outputs(args, {"--json": lambda path: _write_text(path, to_json(rows, results, meta)),
+                                  "--markdown": lambda path: _write_text(path, markdown),
+                                  "--plot": lambda path: plot_speedups(rows, path, title)})
+    for message in failed:
+        print(f"tandem: error: {message} (the table above has the results)", file=sys.stderr)
+    return EXIT_FAIL if failed else EXIT_OK

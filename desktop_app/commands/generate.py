@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import os
-import random
 import sys
 
+from desktop_app.commands import checks
 from desktop_app.commands.output import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, emit_json, fail
 
 ANSI = {"accepted": "\x1b[32m", "correction": "\x1b[31m", "bonus": "\x1b[34m", "plain": ""}
@@ -13,6 +12,7 @@ RESET = "\x1b[0m"
 
 
 def _settings(args):
+    """Every option checked before a model loads (see checks.py); raises ValueError."""
     from desktop_app.engine import SamplingParams, SpecSettings
 
     drafter = args.drafter or ("model" if args.draft else "lookup")
@@ -24,18 +24,34 @@ def _settings(args):
         raise ValueError("--samples must be at least 1")
     if args.max_tokens < 1:
         raise ValueError("-n must be at least 1")
-    seed = args.seed if args.seed is not None else random.randrange(2**31)
-    sampling = SamplingParams(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, seed=seed)
+    sampling = SamplingParams(temperature=checks.temperature(args.temp), top_k=checks.top_k(args.top_k),
+                              top_p=checks.fraction("--top-p", args.top_p),
+                              min_p=checks.fraction("--min-p", args.min_p), seed=checks.seed(args.seed))
     return spec, sampling
 
 
-def _prompt_tokens(pair, args) -> list[int]:
+def _prompt_text(args) -> str:
+    """The prompt, read and checked before any model loads; raises ValueError."""
+    checks.text("--system", args.system)
+    for stop in args.stop:
+        checks.text("--stop", stop)
+    if args.prompt_file is None:
+        text = checks.text("the prompt (-p)", args.prompt)
+    else:
+        try:
+            with open(args.prompt_file, encoding="utf-8") as fh:
+                text = fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cannot read the prompt file {args.prompt_file}: "
+                             f"{exc.strerror if isinstance(exc, OSError) else 'it is not UTF-8 text'}") from None
+    if args.raw and not text and not args.system:
+        raise ValueError("the prompt is empty")
+    return text
+
+
+def _prompt_tokens(pair, args, text: str) -> list[int]:
     from desktop_app.chat.template import ChatTemplate, Message
 
-    text = args.prompt
-    if args.prompt_file is not None:
-        with open(args.prompt_file, encoding="utf-8") as fh:
-            text = fh.read()
     if args.raw:
         prefix = (args.system + "\n\n") if args.system else ""
         return pair.target.tokenize(prefix + text, add_special=True, parse_special=False)
@@ -55,12 +71,14 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         spec, sampling = _settings(args)
+        text = _prompt_text(args)
+        n_ctx = checks.ctx_size(args.ctx_size)
+        threads = checks.threads(args.threads)
     except ValueError as exc:
         return fail(args, str(exc), EXIT_USAGE)
-    threads = args.threads or max(1, os.cpu_count() or 1)
     repack = False if args.no_repack else None
-    target_opts = LoadOptions(n_gpu_layers=args.gpu_layers, n_threads=threads, n_ctx=args.ctx_size, repack=repack)
-    draft_opts = LoadOptions(n_gpu_layers=args.gpu_layers_draft, n_threads=threads, n_ctx=args.ctx_size, repack=repack)
+    target_opts = LoadOptions(n_gpu_layers=args.gpu_layers, n_threads=threads, n_ctx=n_ctx, repack=repack)
+    draft_opts = LoadOptions(n_gpu_layers=args.gpu_layers_draft, n_threads=threads, n_ctx=n_ctx, repack=repack)
     try:
         progress = None if args.json else TerminalProgress()
         args.target = models.path_for(args.target, progress)
@@ -70,15 +88,18 @@ def run(args: argparse.Namespace) -> int:
     except (ModelLoadError, IncompatiblePair, models.FetchError) as exc:
         return fail(args, str(exc), EXIT_FAIL)
     if pair.repack.notice:
-        print(f"note: {pair.repack.notice}", file=sys.stderr)
+        checks.note(pair.repack.notice)
+    checks.ctx_note(args.ctx_size, pair.n_ctx)
     color = sys.stdout.isatty() and not args.json
     samples = []
     try:
         with pair:
-            try:
-                prompt = _prompt_tokens(pair, args)
-            except (OSError, UnicodeDecodeError) as exc:
-                return fail(args, f"cannot read the prompt: {exc}", EXIT_USAGE)
+            prompt = _prompt_tokens(pair, args, text)
+            if not prompt:
+                return fail(args, "the prompt is empty", EXIT_USAGE)
+            if len(prompt) >= pair.n_ctx:
+                return fail(args, f"the prompt has {len(prompt)} tokens and the context holds {pair.n_ctx}, "
+                                  f"which leaves no room for a reply: shorten the prompt or raise -c", EXIT_FAIL)
             for k in range(args.samples):
                 params = SamplingParams(sampling.temperature, sampling.top_k, sampling.top_p, sampling.min_p,
                                         sampling.seed + k)
@@ -104,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
                    "settings": {"drafter": spec.drafter if spec.enabled else "none", "draft_max": spec.draft_max,
                                 "draft_min": spec.draft_min, "draft_p_min": spec.draft_p_min, "auto": spec.auto,
                                 "temp": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,
-                                "min_p": sampling.min_p},
+                                "min_p": sampling.min_p, "threads": threads, "n_ctx": pair.n_ctx},
                    "samples": [{"seed": seed, "text": f.text, "tokens": list(f.tokens),
                                 "rounds": [r.to_json() for r in rounds], "stats": f.stats.to_json()}
                                for seed, rounds, f in samples]})

@@ -68,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         for model in wanted:
             models.fetch(model, progress=progress)
-            fetched.append(models.inspect(model))
+            row = models.inspect(model)
+            row.verified = True         # fetch returns only a verified file, recorded or not (a read-only folder)
+            fetched.append(row)
     except models.FetchError as exc:
         return fail(args, str(exc), EXIT_FAIL)
     except KeyboardInterrupt:

@@ -3,6 +3,7 @@ llama.cpp's cache, and folders the user adds."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Iterable
 
@@ -25,10 +26,14 @@ def usual_folders() -> list[Path]:
 
 def find_gguf_files(extra_folders: Iterable[str | Path] = ()) -> list[Path]:
     """GGUF files under the usual folders and the extra ones, newest first, without duplicates
-    (hub caches link the same blob from several names: the resolved file is listed once)."""
+    (hub caches link the same blob from several names: the resolved file is listed once).
+
+    Lists regular files only (not a folder, pipe or device named *.gguf, nor a broken or looping
+    link) and never raises: a folder or file it cannot read is left out. Headers are not read here."""
     seen: set[Path] = set()
     found: list[tuple[float, Path]] = []
-    for folder in [*usual_folders(), *map(Path, extra_folders)]:
+    extra = [Path(f) for f in extra_folders if isinstance(f, (str, os.PathLike))]
+    for folder in [*usual_folders(), *extra]:
         if not folder.is_dir():
             continue
         base_depth = len(folder.parts)
@@ -42,9 +47,12 @@ def find_gguf_files(extra_folders: Iterable[str | Path] = ()) -> list[Path]:
                 path = Path(root) / name
                 try:
                     real = path.resolve()
-                    mtime = real.stat().st_mtime
-                except OSError:
+                    st = real.stat()
+                except (OSError, RuntimeError):         # RuntimeError: a symlink loop, before Python 3.13
                     continue
+                if not stat.S_ISREG(st.st_mode):
+                    continue
+                mtime = st.st_mtime
                 if real not in seen:
                     seen.add(real)
                     found.append((mtime, path))

@@ -3,7 +3,8 @@
 The file is assembled under a temporary name in the models folder and renamed onto its final name
 only after its SHA-256 matched, so an interrupted fetch never leaves a half-written file under the
 final name. A lock file serialises fetches into the same folder; leftovers of a killed fetch are
-swept by the next one.
+swept by the next one. Reading takes no lock: a verified file in a read-only folder is used as it is,
+and what cannot be written there is a FetchError of one line, never an OSError.
 """
 from __future__ import annotations
 
@@ -49,10 +50,20 @@ ProgressFn = Callable[[FetchProgress], None]
 CancelFn = Callable[[], bool]
 
 
+class _Unwritable(Exception):
+    """The models folder cannot be created or locked (read-only, not a folder, no permission); the
+    message says why in a few words."""
+
+
 @contextmanager
 def _folder_lock(folder: Path) -> Iterator[None]:
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as fh:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fh = open(folder / ".lock", "w")
+    except OSError as exc:
+        why = "it is not a folder" if folder.exists() and not folder.is_dir() else exc.strerror or str(exc)
+        raise _Unwritable(why) from exc
+    with fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -87,35 +98,68 @@ def fetch(model: ModelFile, folder: Path | None = None, progress: ProgressFn | N
           cancel: CancelFn | None = None) -> Path:
     """Make sure a verified copy of `model` is in `folder` and return its path.
 
-    A file already there and verified is left alone (nothing is downloaded). A file that fails
-    verification is fetched again. Raises FetchError (one-line message) on any failure, leaving no
-    file under the final name that was not verified.
+    A file already there and verified is left alone (nothing is downloaded, no lock is taken). A
+    file that fails verification is fetched again. Raises FetchError (one-line message) on any
+    failure, leaving no file under the final name that was not verified.
     """
     folder = folder or store.models_dir()
     final = store.model_path(model, folder)
     report = progress or (lambda _p: None)
     n = len(model.parts)
-    with _folder_lock(folder):
-        _sweep_leftovers(folder)
+
+    def done() -> Path:
+        report(FetchProgress(model.key, "done", n, n, model.size, model.size))
+        return final
+
+    if store.marker_matches(model, final):
+        return done()
+    try:
+        with _folder_lock(folder):
+            _sweep_leftovers(folder)
+            _fetch_locked(model, folder, final, report, cancel)
+    except _Unwritable as why:
+        # Nothing can be written here, but a file already in place is still of use if it verifies.
         if final.is_file():
-            if store.marker_matches(model, final):
-                report(FetchProgress(model.key, "done", n, n, model.size, model.size))
-                return final
             report(FetchProgress(model.key, "verify", 0, n, 0, model.size))
             if store.verify(model, final):
-                report(FetchProgress(model.key, "done", n, n, model.size, model.size))
-                return final
+                return done()
+            raise FetchError(f"{final} failed its checksum, and the models folder cannot be written for a "
+                             f"fresh copy ({why}); set {store.MODELS_DIR_ENV} to a writable folder") from None
+        raise FetchError(f"cannot fetch {model.filename}: the models folder {folder} cannot be written ({why}); "
+                         f"set {store.MODELS_DIR_ENV} to a writable folder") from None
+    return done()
+
+
+def _fetch_locked(model: ModelFile, folder: Path, final: Path, report: ProgressFn, cancel: CancelFn | None) -> None:
+    """Verify the file in place, else assemble a fresh copy and rename it into place. Holds the lock."""
+    n = len(model.parts)
+    cached_failed = False
+    if final.is_file():
+        if store.marker_matches(model, final):
+            return
+        report(FetchProgress(model.key, "verify", 0, n, 0, model.size))
+        if store.verify(model, final):
+            return
+        cached_failed = True
+    try:
         work = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=folder))
         try:
             assembled = work / model.filename
             _assemble(model, work, assembled, report, cancel)
             os.replace(assembled, final)
             _fsync_dir(folder)
-            store.write_marker(final, model.sha256)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    report(FetchProgress(model.key, "done", n, n, model.size, model.size))
-    return final
+    except FetchCancelled:
+        raise
+    except FetchError as exc:
+        if cached_failed:
+            raise FetchError(f"the cached copy of {model.filename} failed its checksum, and fetching it "
+                             f"again failed: {exc}") from None
+        raise
+    except OSError as exc:                    # the folder filled up or turned read-only under us
+        raise FetchError(f"could not write {model.filename} into {folder}: {exc.strerror or exc}") from None
+    store.write_marker(final, model.sha256)
 
 
 def _assemble(model: ModelFile, work: Path, out_path: Path, report: ProgressFn,

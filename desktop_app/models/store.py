@@ -2,13 +2,15 @@
 
 A verified file has a small sidecar `<file>.verified` recording its SHA-256 together with the size
 and modification time it had when hashed. While those match, the file is trusted without hashing
-1 GB again; any change to the file (a truncation, an edit) changes them and forces a re-hash.
+1 GB again; any change to the file (a truncation, an edit) changes them and forces a re-hash. The
+sidecar is only a shortcut: in a folder that cannot be written, files are hashed and used without one.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -43,12 +45,18 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def write_marker(path: Path, sha256: str) -> None:
-    st = path.stat()
-    record = {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+def write_marker(path: Path, sha256: str) -> bool:
+    """Record that `path` hashed to `sha256`; False when the folder cannot take the record."""
     tmp = _marker_path(path).with_suffix(".tmp")
-    tmp.write_text(json.dumps(record))
-    os.replace(tmp, _marker_path(path))
+    try:
+        st = path.stat()
+        tmp.write_text(json.dumps({"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns}))
+        os.replace(tmp, _marker_path(path))
+        return True
+    except OSError:
+        with suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        return False
 
 
 def marker_matches(model: ModelFile, path: Path) -> bool:
@@ -63,12 +71,18 @@ def marker_matches(model: ModelFile, path: Path) -> bool:
 
 
 def verify(model: ModelFile, path: Path) -> bool:
-    """Hash the file; record the result when it is right, drop a stale record when it is not."""
-    if not path.is_file() or path.stat().st_size != model.size or sha256_of(path) != model.sha256:
+    """Hash the file; record the result when it is right, drop a stale record when it is not (both
+    as far as the folder allows). A file that cannot be read is not verified."""
+    try:
+        good = path.is_file() and path.stat().st_size == model.size and sha256_of(path) == model.sha256
+    except OSError:
+        good = False
+    if good:
+        write_marker(path, model.sha256)
+        return True
+    with suppress(OSError):
         _marker_path(path).unlink(missing_ok=True)
-        return False
-    write_marker(path, model.sha256)
-    return True
+    return False
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Choosing and loading the target and draft models."""
 from __future__ import annotations
 
+import html
 import os
 from functools import lru_cache
 
@@ -17,11 +18,12 @@ NO_DRAFT = "(no draft model)"
 def _summary(path: str, mtime: float) -> str:
     try:
         return read_info(path).summary()
-    except (GGUFError, OSError) as exc:
+    except GGUFError as exc:                 # read_info's only error: a damaged file is described, never raised
         return f"cannot read: {exc}"
 
 
 def describe(path: str | None) -> str:
+    """One line on a model file, as plain text (a damaged or missing file says so)."""
     if not path:
         return ""
     try:
@@ -162,9 +164,9 @@ class ModelBar(QWidget):
         t, d = self.target_path(), self.draft_path()
         lines = []
         if t:
-            lines.append(f"<b>Target</b>: {describe(t)}")
+            lines.append(f"<b>Target</b>: {html.escape(describe(t))}")
         if d:
-            lines.append(f"<b>Draft</b>: {describe(d)}")
+            lines.append(f"<b>Draft</b>: {html.escape(describe(d))}")
         self.info.setText("<br>".join(lines))
 
     def _request_load(self) -> None:

@@ -1,0 +1,93 @@
+"""Checks of what a command line gives `generate` and `bench`, before any model loads.
+
+Where llama.cpp has a convention, it is followed (common/arg.cpp and its samplers):
+  -t 0 or below     every CPU (llama.cpp: std::thread::hardware_concurrency())
+  --seed -1         a random seed (llama.cpp's default, LLAMA_DEFAULT_SEED); seeds are 32-bit
+  --temp 0 or below greedy decoding
+  --top-k 0 or below off;  --top-p 1: off;  --min-p 0: off
+  -c 0              the model's own training context
+Where it has none, values that would fail later or quietly do something else are refused or
+adjusted with a note: more threads than CPUs (llama.cpp starts them all, and decoding crawls), a
+context below llama.cpp's smallest (256 tokens), a temperature that is not a number, p values
+outside [0, 1], text that is not UTF-8. A refusal is a ValueError whose message is one line.
+"""
+from __future__ import annotations
+
+import math
+import os
+import random
+import sys
+
+SEED_MAX = 2**32 - 1
+RANDOM_SEED = -1
+MIN_CTX = 256                  # llama.cpp makes contexts of at least 256 tokens, in steps of 256
+
+
+def note(message: str) -> None:
+    print(f"note: {message}", file=sys.stderr)
+
+
+def cpu_count() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def threads(value: int | None) -> int:
+    """-t: None, 0 or below mean every CPU; more than the CPUs here is capped to them, with a note."""
+    if value is None or value <= 0:
+        return cpu_count()
+    if value > cpu_count():
+        note(f"-t {value}: this machine has {cpu_count()} CPUs; using {cpu_count()} threads")
+        return cpu_count()
+    return value
+
+
+def ctx_size(value: int) -> int:
+    """-c: 0 is the model's own context; below llama.cpp's smallest, the smallest (noted once the
+    context exists, see ctx_note)."""
+    if value < 0:
+        raise ValueError(f"-c must be 0 (the model's own context length, as in llama.cpp) or a number of "
+                         f"tokens, not {value}")
+    return MIN_CTX if 0 < value < MIN_CTX else value
+
+
+def ctx_note(asked: int, got: int) -> None:
+    if asked and got != asked:
+        note(f"-c {asked}: the context holds {got} tokens (llama.cpp makes contexts of at least {MIN_CTX} "
+             f"tokens, in steps of {MIN_CTX})")
+
+
+def seed(value: int | None) -> int:
+    """--seed: a 32-bit seed; None or -1 draw a random one (reported by the command)."""
+    if value is None or value == RANDOM_SEED:
+        return random.randrange(2**31)
+    if not 0 <= value <= SEED_MAX:
+        raise ValueError(f"--seed must be -1 (random, as in llama.cpp) or between 0 and {SEED_MAX}, not {value}")
+    return value
+
+
+def temperature(value: float) -> float:
+    """--temp: a finite number; 0 or below is greedy, reported as 0."""
+    if not math.isfinite(value):
+        raise ValueError(f"--temp must be a finite number (0 or below: greedy), not {value}")
+    return max(value, 0.0)
+
+
+def fraction(option: str, value: float) -> float:
+    if not 0.0 <= value <= 1.0:                           # also refuses nan
+        raise ValueError(f"{option} must be between 0 and 1, not {value}")
+    return value
+
+
+def top_k(value: int) -> int:
+    """--top-k: 0 or below is off, reported as 0."""
+    return max(value, 0)
+
+
+def text(what: str, value: str | None) -> str | None:
+    """Command-line text must be UTF-8: invalid bytes reach Python as lone surrogates."""
+    if value is not None:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{what} is not valid UTF-8 text") from None
+    return value

@@ -1,0 +1,124 @@
+"""Command-line input (issue #12, item 9): every bad value is one line on stderr, a non-zero exit and,
+with --json, a {"ok": false, "error": ...} document, found before any model loads; values llama.cpp
+gives a meaning (--seed -1, -t 0 or below, --top-k 0 or below, --temp 0 or below) mean the same here."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+MISSING = "/nonexistent/model.gguf"       # the checks must come before any model is looked at
+
+
+def tandem(*args, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "desktop_app", *args], capture_output=True, text=True,
+                          errors="backslashreplace", timeout=timeout)
+
+
+def usage_error(out: subprocess.CompletedProcess, json_doc: bool = True) -> str:
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    assert "Traceback" not in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith("tandem: error: ")
+    message = out.stderr[len("tandem: error: "):].rstrip("\n")
+    if json_doc:
+        assert json.loads(out.stdout) == {"ok": False, "error": message}
+    else:
+        assert out.stdout == ""
+    assert "model.gguf" not in message and "file not found" not in message
+    return message
+
+
+GENERATE_ERRORS = {
+    # the issue's inputs that gave a traceback (with a real model) or were accepted unchecked
+    "--min-p 1.5": (["-p", "hi", "--min-p", "1.5", "--temp", "1"], "--min-p must be between 0 and 1, not 1.5"),
+    "invalid UTF-8 in -p": ([b"-p", b"caf\xe9 \xff"], "the prompt (-p) is not valid UTF-8 text"),
+    "invalid UTF-8 in --system": (["-p", "hi", b"--system", b"\xc3("], "--system is not valid UTF-8 text"),
+    "empty raw prompt": (["-p", "", "--raw"], "the prompt is empty"),
+    "--temp nan": (["-p", "hi", "--temp", "nan"], "--temp must be a finite number (0 or below: greedy), not nan"),
+    "--temp inf": (["-p", "hi", "--temp", "inf"], "--temp must be a finite number (0 or below: greedy), not inf"),
+    "--top-p 1.5": (["-p", "hi", "--top-p", "1.5"], "--top-p must be between 0 and 1, not 1.5"),
+    "--top-p -0.5": (["-p", "hi", "--top-p", "-0.5"], "--top-p must be between 0 and 1, not -0.5"),
+    "--min-p nan": (["-p", "hi", "--min-p", "nan"], "--min-p must be between 0 and 1, not nan"),
+    "--seed -2": (["-p", "hi", "--seed", "-2"],
+                  "--seed must be -1 (random, as in llama.cpp) or between 0 and 4294967295, not -2"),
+    "--seed 2^32": (["-p", "hi", "--seed", str(2**32)], "--seed must be -1 (random, as in llama.cpp) or between"),
+    "-c -5": (["-p", "hi", "-c", "-5"], "-c must be 0 (the model's own context length, as in llama.cpp) or a "
+                                        "number of tokens, not -5"),
+    "--draft-p-min nan": (["-p", "hi", "--draft-p-min", "nan"], "draft p-min must be in [0, 1), not nan"),
+    "missing prompt file": (["-f", "/nonexistent/prompt.txt"],
+                            "cannot read the prompt file /nonexistent/prompt.txt: No such file or directory"),
+    "not an int": (["-p", "hi", "--seed", "abc"], "argument --seed: invalid int value: 'abc' (see tandem generate -h)"),
+    "no prompt": ([], "one of the arguments -p/--prompt -f/--prompt-file is required (see tandem generate -h)"),
+}
+
+
+@pytest.mark.parametrize("case", list(GENERATE_ERRORS))
+def test_generate_refuses_bad_input_before_loading_a_model(case):
+    args, says = GENERATE_ERRORS[case]
+    message = usage_error(tandem("generate", "-m", MISSING, "--json", *args))
+    assert message.startswith(says) or message == says, message
+
+
+def test_a_prompt_file_that_is_not_utf8_is_refused_before_loading(tmp_path):
+    prompt = tmp_path / "latin1.txt"
+    prompt.write_bytes("café".encode("latin-1"))
+    message = usage_error(tandem("generate", "-m", MISSING, "-f", str(prompt)), json_doc=False)
+    assert message == f"cannot read the prompt file {prompt}: it is not UTF-8 text"
+
+
+def test_errors_without_json_are_one_line_and_nothing_on_stdout():
+    assert usage_error(tandem("generate", "-m", MISSING, "-p", "hi", "--seed", "x"), json_doc=False)
+    assert usage_error(tandem("models"), json_doc=False) == "the following arguments are required: {fetch,list} " \
+                                                            "(see tandem models -h)"
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--temp", "0,nan"], "--temp must be a finite number"),
+    (["--seed", "-7"], "--seed must be -1 (random, as in llama.cpp)"),
+    (["-c", "-1"], "-c must be 0"),
+    (["--repeat", "0"], "-n and --repeat must be at least 1"),
+    (["--json", "/nonexistent/dir/bench.json"], "--json /nonexistent/dir/bench.json: cannot be written "
+                                                "(No such file or directory)"),
+    (["--plot", "/"], "--plot /: cannot be written (Is a directory)"),
+])
+def test_bench_refuses_bad_input_before_loading_a_model(args, says):
+    message = usage_error(tandem("bench", "-m", MISSING, *args), json_doc="--json" in args)
+    assert message.startswith(says), message
+
+
+# -- with the real test model
+
+@pytest.mark.network
+def test_llama_cpp_conventions_and_values_it_would_not_take(test_model_path):
+    """--seed -1 is random, -t 0 or below every CPU, --top-k and --temp 0 or below off and greedy; -t 1000
+    (it used to start 1000 threads and crawl) is capped and -c 64 (raised silently) is said."""
+    first = tandem("generate", "-m", test_model_path, "-p", "Say hi.", "-n", "4", "--json", "--seed", "-1",
+                   "-t", "1000", "-c", "64", "--top-k", "-1", "--temp", "-2", timeout=120)
+    assert first.returncode == 0, first.stderr
+    doc = json.loads(first.stdout)
+    assert doc["settings"]["threads"] == os.cpu_count() and doc["settings"]["n_ctx"] == 256
+    assert (doc["settings"]["top_k"], doc["settings"]["temp"]) == (0, 0.0)
+    assert f"note: -t 1000: this machine has {os.cpu_count()} CPUs; using {os.cpu_count()} threads" in first.stderr
+    assert "note: -c 64: the context holds 256 tokens" in first.stderr
+    second = tandem("generate", "-m", test_model_path, "-p", "Say hi.", "-n", "4", "--json", "--seed", "-1",
+                    "-t", "-1", "--temp", "1")
+    assert second.returncode == 0, second.stderr
+    doc2 = json.loads(second.stdout)
+    assert doc2["settings"]["threads"] == os.cpu_count()
+    seeds = [doc["samples"][0]["seed"], doc2["samples"][0]["seed"]]
+    assert all(0 <= s < 2**32 for s in seeds) and seeds[0] != seeds[1]
+
+
+@pytest.mark.network
+def test_a_prompt_longer_than_the_context_fails_with_a_message(test_model_path):
+    out = tandem("generate", "-m", test_model_path, "-p", "word " * 400, "-c", "256", "--raw", "--json")
+    assert out.returncode == 1, out.stderr
+    error = json.loads(out.stdout)["error"]
+    assert re.match(r"the prompt has (\d+) tokens and the context holds 256, which leaves no room for a reply: "
+                    r"shorten the prompt or raise -c$", error), error
+    assert int(error.split()[3]) > 256
+    assert out.stderr.strip() == f"tandem: error: {error}"

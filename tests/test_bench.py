@@ -137,7 +137,8 @@ def test_bench_command_end_to_end(tmp_path, test_model_path):
     assert image.width() == 1100 and image.height() == 650
 
 
-def test_a_plot_qt_cannot_save_is_an_error_not_silence(tmp_path):
+def test_a_plot_qt_cannot_save_is_an_error_not_silence(tmp_path, qapp):
+    # qapp: the widget tests that follow need a QApplication, not the QGuiApplication plot would make
     from desktop_app.bench.plot import plot_speedups
 
     with pytest.raises(OSError, match="Qt could not save a .nosuchformat image there"):

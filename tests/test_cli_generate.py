@@ -20,11 +20,15 @@ def check_rounds_add_up(sample: dict) -> None:
         kinds = r["kinds"]
         assert kinds.count("accepted") == r["accepted"] <= len(r["drafted"])
         assert kinds.count("accepted") + kinds.count("correction") + kinds.count("bonus") \
-            + kinds.count("plain") == len(r["emitted"]) == r["accepted"] + 1
+            + kinds.count("plain") == len(r["emitted"])
+        # a round emits its kept drafts and one token of the target's, unless the reply ended on a kept draft
+        assert len(r["emitted"]) == r["accepted"] + (kinds[-1] != "accepted")
+        assert kinds[-1] != "accepted" or r.get("end")
         assert r["emitted"][:r["accepted"]] == r["drafted"][:r["accepted"]]
         assert r["t_draft_s"] >= 0 and r["t_verify_s"] > 0
         emitted += r["emitted"]
     assert emitted[:len(sample["tokens"])] == sample["tokens"]
+    assert len(emitted) - len(sample["tokens"]) == (sample["rounds"][-1].get("end") == "eos")   # nothing past the end
     stats = sample["stats"]
     assert stats["n_tokens"] == len(sample["tokens"])
     assert stats["n_drafted"] == sum(len(r["drafted"]) for r in sample["rounds"])

@@ -62,12 +62,18 @@ def test_every_emitted_token_is_the_verifying_batch_argmax(pair, which):
         assert list(r.target_top) == tops
         assert list(r.emitted) == tops[:len(r.emitted)]            # kept drafts and the correction/bonus
         assert list(r.drafted[:r.accepted]) == tops[:r.accepted]
-        if r.accepted < r.gamma:
+        if r.end and r.kinds[-1] == TokenKind.ACCEPTED:      # the reply ended on a kept draft: cut there
+            assert r.accepted == r.gamma == len(r.emitted)
+        elif r.accepted < r.gamma:
             assert r.drafted[r.accepted] != tops[r.accepted]
             assert r.kinds[-1] == TokenKind.CORRECTION
         elif r.gamma:
             assert r.kinds[-1] == TokenKind.BONUS
-    assert sum(len(r.emitted) for r in rounds) >= len(finish.tokens)
+    assert [r.end for r in rounds[:-1]] == [""] * (len(rounds) - 1) and rounds[-1].end
+    # nothing past the reply's end: the rounds emit exactly the reply, plus an end-of-generation token
+    emitted = [t for r in rounds for t in r.emitted]
+    assert emitted[:len(finish.tokens)] == list(finish.tokens)
+    assert len(emitted) == len(finish.tokens) + (rounds[-1].end == "eos")
 
 
 @pytest.mark.parametrize("which", range(len(PROMPTS)))

@@ -49,14 +49,6 @@ class GenerationOptions:
     stop: tuple[str, ...] = ()
 
 
-def compact_round(r: RoundEvent) -> dict:
-    """A round as stored in the history (short keys; the whole log is compressed)."""
-    return {"s": r.drafter, "d": list(r.drafted), "dt": list(r.drafted_text), "a": r.accepted,
-            "e": list(r.emitted), "et": r.emitted_text[-1], "k": "".join(k.value[0] for k in r.kinds),
-            "q": [round(x, 4) for x in r.q],
-            "p": [round(x, 4) for x in r.p], "td": round(r.t_draft_s, 5), "tv": round(r.t_verify_s, 5)}
-
-
 class ChatSession:
     def __init__(self, pair: "ModelPair", store: HistoryStore, flush_interval_s: float = FLUSH_INTERVAL_S):
         self.pair = pair
@@ -162,7 +154,7 @@ class ChatSession:
                         self.store.update_message(message.id, content=text, token_ids=tokens)
                         last_flush = time.monotonic()
                 elif isinstance(event, RoundEvent):
-                    rounds.append(compact_round(event))
+                    rounds.append(event.to_record())
                 elif isinstance(event, FinishEvent):
                     status = "cancelled" if event.stop_reason == StopReason.CANCELLED else "done"
                     # after a stop string the last tokens hold text that was cut: re-tokenise next turn

@@ -18,7 +18,7 @@ Invariant at the start of every round: the target's KV cache holds every token b
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Generator, Iterator, NamedTuple, Sequence
 
 import numpy as np
@@ -234,7 +234,7 @@ class SpeculativeDecoder:
                 times: RoundTimes, max_tokens: int) -> Generator[Event, None, bool]:
         """Commit: record the round's costs, yield its RoundEvent, then add its tokens to the text, one
         TokenEvent each. Returns True when the reply ended here (its FinishEvent yielded)."""
-        event = self._record_round(reply, drafter, proposal, judgement, times)
+        event = self._record_round(reply, drafter, proposal, judgement, times, max_tokens)
         yield event
         model = self.model
         for token, kind in zip(event.emitted, event.kinds):
@@ -256,7 +256,7 @@ class SpeculativeDecoder:
         return False
 
     def _record_round(self, reply: Reply, drafter: Drafter, proposal: Proposal, judgement: Judgement,
-                      times: RoundTimes) -> RoundEvent:
+                      times: RoundTimes, max_tokens: int) -> RoundEvent:
         drafted = proposal.tokens
         k = len(drafted)
         verdict = judgement.verdict
@@ -277,6 +277,7 @@ class SpeculativeDecoder:
             emitted_text=drafted_text[:n_acc] + (model.special_piece(emitted[-1]).decode("utf-8", "replace"),),
             kinds=tuple(kinds), target_top=tuple(judgement.target_top), t_draft_s=times.draft_s,
             t_verify_s=times.verify_s, t_round_s=time.perf_counter() - times.start, n_past=len(reply.tokens))
+        event = _cut_at_end(event, model.is_eog, max_tokens - len(reply.reply))
         reply.recorder.add_round(event, proposal.n_steps)
         reply.n_round += 1
         return event
@@ -287,3 +288,25 @@ class SpeculativeDecoder:
         stats = reply.recorder.finish(len(reply.reply), t_end - reply.t_start, reply.t_prompt,
                                       (reply.t_first or t_end) - reply.t_start, reason.value, self.costs)
         return FinishEvent(reply.stream.text, tuple(reply.reply), stats, reason, message, tail)
+
+
+def _cut_at_end(event: RoundEvent, is_eog, room: int) -> RoundEvent:
+    """The round as far as the reply goes: up to and including an end-of-generation token, and no more
+    tokens than max_tokens leaves `room` for. Drafts past that point are dropped with it (they were
+    proposals for text that will never exist); the statistics count the round as cut."""
+    n = len(event.emitted)
+    end = ""
+    for i, token in enumerate(event.emitted):
+        if is_eog(token):
+            n, end = i + 1, "eos"
+            break
+    if end != "eos" and n >= room:
+        n, end = room, "max_tokens"
+    if not end:
+        return event
+    accepted = min(event.accepted, n)
+    keep_drafts = min(event.gamma, n)
+    return replace(event, drafted=event.drafted[:keep_drafts], drafted_text=event.drafted_text[:keep_drafts],
+                   q=event.q[:keep_drafts], p=event.p[:keep_drafts], accepted=accepted,
+                   emitted=event.emitted[:n], emitted_text=event.emitted_text[:n], kinds=event.kinds[:n],
+                   target_top=event.target_top[:keep_drafts + 1], end=end)

@@ -15,6 +15,9 @@ class TokenKind(str, Enum):
     PLAIN = "plain"              # a round with nothing drafted: ordinary decoding
 
 
+_KIND_OF_LETTER = {k.value[0]: k for k in TokenKind}
+
+
 class StopReason(str, Enum):
     EOS = "eos"                  # an end-of-generation token
     STOP_STRING = "stop_string"
@@ -43,16 +46,52 @@ class RoundEvent:
     t_round_s: float
     n_past: int                       # tokens in the context before the round
 
+    end: str = ""                     # "eos" or "max_tokens" when the reply ended in this round: the
+                                      # round is cut there, so nothing past the reply's end is in it
+                                      # (an end-of-generation token stays as its last emitted token)
+
     @property
     def gamma(self) -> int:
         return len(self.drafted)
+
+    def to_record(self) -> dict:
+        """The round as the history stores it: short keys, probabilities rounded (the whole log is
+        compressed). `from_record` reads it back; the two are the one place the format lives."""
+        record = {"s": self.drafter, "d": list(self.drafted), "dt": list(self.drafted_text), "a": self.accepted,
+                  "e": list(self.emitted), "ets": list(self.emitted_text),
+                  "k": "".join(k.value[0] for k in self.kinds),
+                  "q": [round(x, 4) for x in self.q], "p": [round(x, 4) for x in self.p],
+                  "tt": list(self.target_top), "td": round(self.t_draft_s, 5), "tv": round(self.t_verify_s, 5),
+                  "tr": round(self.t_round_s, 5), "n": self.n_past}
+        if self.end:
+            record["end"] = self.end
+        return record
+
+    @classmethod
+    def from_record(cls, index: int, r: dict) -> "RoundEvent":
+        """A stored round (`to_record`'s format, or the older one that kept only the last emitted text)."""
+        drafted = tuple(r.get("d", ()))
+        kinds = tuple(_KIND_OF_LETTER.get(c, TokenKind.PLAIN) for c in r.get("k", "p"))
+        emitted = tuple(r.get("e", ()))
+        if "ets" in r:
+            emitted_text = tuple(r["ets"])
+        else:                                    # the first format: the kept drafts, then the last token
+            dt = tuple(r.get("dt", ()))
+            emitted_text = dt[:r.get("a", 0)] + (r.get("et", "?"),)
+        return cls(index=index, drafter=r.get("s", "none"), drafted=drafted,
+                   drafted_text=tuple(r.get("dt", ("?",) * len(drafted))), q=tuple(r.get("q", ())),
+                   p=tuple(r.get("p", ())), accepted=r.get("a", 0), emitted=emitted, emitted_text=emitted_text,
+                   kinds=kinds, target_top=tuple(r.get("tt", ())), t_draft_s=r.get("td", 0.0),
+                   t_verify_s=r.get("tv", 0.0), t_round_s=r.get("tr", r.get("td", 0.0) + r.get("tv", 0.0)),
+                   n_past=r.get("n", 0), end=r.get("end", ""))
 
     def to_json(self) -> dict:
         return {"drafted": list(self.drafted), "accepted": self.accepted, "emitted": list(self.emitted),
                 "kinds": [k.value for k in self.kinds], "drafted_text": list(self.drafted_text),
                 "emitted_text": list(self.emitted_text),
                 "q": [round(x, 6) for x in self.q], "p": [round(x, 6) for x in self.p],
-                "t_draft_s": round(self.t_draft_s, 6), "t_verify_s": round(self.t_verify_s, 6)}
+                "t_draft_s": round(self.t_draft_s, 6), "t_verify_s": round(self.t_verify_s, 6),
+                **({"end": self.end} if self.end else {})}
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import threading
 
 from PySide6.QtCore import QByteArray, Qt, QThread, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QMainWindow, QProgressBar, QPushButton, QSplitter,
+from PySide6.QtWidgets import (QHBoxLayout, QMainWindow, QPushButton, QSplitter,
                                QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
 
 from desktop_app import models
@@ -17,9 +17,11 @@ from desktop_app.chat.settings_file import SettingsFile
 from desktop_app.engine.events import FinishEvent, StopReason, TokenEvent
 from desktop_app.engine.process.client import STAGES
 from desktop_app.models.discovery import find_gguf_files
+from desktop_app.ui.banner import Banner
 from desktop_app.ui.chat_view import ChatView
 from desktop_app.ui.composer import Composer
 from desktop_app.ui.conversation_list import ConversationList
+from desktop_app.ui.first_run import FirstRun
 from desktop_app.ui.model_bar import ModelBar
 from desktop_app.ui.settings_panel import SettingsPanel, load_options
 from desktop_app.ui.spec_panel import SpecPanel
@@ -28,83 +30,6 @@ from desktop_app.ui.worker import EngineWorker, GenerateRequest, LoadedPair, Loa
 
 FINISH_STATUS = {StopReason.CANCELLED: "cancelled"}
 CLOSE_GRACE_S = 3.0             # how long closing waits for the engine to stop a request by itself
-
-
-class Banner(QFrame):
-    """A message across the top of the chat, with up to two actions."""
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.setObjectName("banner")
-        self.setFrameShape(QFrame.StyledPanel)
-        row = QHBoxLayout(self)
-        self.label = QLabel()
-        self.label.setWordWrap(True)
-        row.addWidget(self.label, 1)
-        self.buttons = [QPushButton(), QPushButton()]
-        self._callbacks = [None, None]
-        for i, b in enumerate(self.buttons):
-            b.clicked.connect(lambda _=False, i=i: self._clicked(i))
-            row.addWidget(b)
-        close = QPushButton("Dismiss")
-        close.clicked.connect(self.hide)
-        row.addWidget(close)
-        self.hide()
-
-    def show_message(self, text: str, actions: list[tuple[str, object]] = ()) -> None:
-        self.label.setText(text)
-        for i, button in enumerate(self.buttons):
-            if i < len(actions):
-                button.setText(actions[i][0])
-                self._callbacks[i] = actions[i][1]
-                button.show()
-            else:
-                self._callbacks[i] = None
-                button.hide()
-        self.show()
-
-    def _clicked(self, i: int) -> None:
-        callback = self._callbacks[i]
-        self.hide()
-        if callback is not None:
-            callback()
-
-
-class FirstRun(QWidget):
-    """Shown while no model is loaded: fetch the demo pair, or pick files."""
-
-    fetchRequested = Signal()
-    pickRequested = Signal()
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        layout = QVBoxLayout(self)
-        layout.addStretch(1)
-        title = QLabel("<h2>Welcome to Tandem</h2>")
-        title.setAlignment(Qt.AlignCenter)
-        text = QLabel("Tandem chats with a model on this machine and speeds it up with a small draft model, "
-                      "showing every round. Start with the demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft, "
-                      "1.6 GB, fetched once — or choose GGUF files you already have.")
-        text.setWordWrap(True)
-        text.setAlignment(Qt.AlignCenter)
-        row = QHBoxLayout()
-        self.fetch_button = QPushButton("Fetch the demo pair")
-        self.fetch_button.setObjectName("fetchDemo")
-        self.fetch_button.clicked.connect(self.fetchRequested)
-        pick = QPushButton("Choose GGUF files…")
-        pick.clicked.connect(self.pickRequested)
-        row.addStretch(1)
-        row.addWidget(self.fetch_button)
-        row.addWidget(pick)
-        row.addStretch(1)
-        self.progress = QProgressBar()
-        self.progress.setRange(0, 1000)
-        self.progress.hide()
-        for w in (title, text):
-            layout.addWidget(w)
-        layout.addLayout(row)
-        layout.addWidget(self.progress)
-        layout.addStretch(2)
 
 
 class MainWindow(QMainWindow):

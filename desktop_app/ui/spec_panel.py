@@ -15,7 +15,6 @@ from desktop_app.engine.events import GenerationStats, RoundEvent
 from desktop_app.engine.explain import explain
 
 MAX_ROUNDS_SHOWN = 300
-KIND_LETTER = {"a": "accepted", "c": "correction", "b": "bonus", "p": "plain"}
 
 
 @dataclass(frozen=True)
@@ -36,11 +35,6 @@ class RoundView:
         return cls(r.index, r.drafter, r.drafted_text, r.accepted, r.emitted_text[-1], r.kinds[-1].value,
                    r.q, r.p, r.t_draft_s, r.t_verify_s)
 
-    @classmethod
-    def from_stored(cls, index: int, r: dict) -> "RoundView":
-        return cls(index, r.get("s", ""), tuple(r.get("dt", ["?"] * len(r.get("d", [])))), r.get("a", 0),
-                   r.get("et", "?"), KIND_LETTER.get(r.get("k", "p")[-1:], "plain"), tuple(r.get("q", [])),
-                   tuple(r.get("p", [])), r.get("td", 0.0), r.get("tv", 0.0))
 
 
 def _visible(text: str) -> str:
@@ -186,7 +180,7 @@ class SpecPanel(QWidget):
     def show_stored(self, rounds: list[dict] | None, stats: dict | None) -> None:
         self._timer.stop()
         self._pending = []
-        self._rows = [self._row(RoundView.from_stored(i, r)) for i, r in enumerate(rounds or [])][-MAX_ROUNDS_SHOWN:]
+        self._rows = [self._row(RoundView.from_event(RoundEvent.from_record(i, r))) for i, r in enumerate(rounds or [])][-MAX_ROUNDS_SHOWN:]
         self.rounds_view.setHtml("".join(self._rows))
         if stats:
             known = {k: v for k, v in stats.items() if k in GenerationStats.__dataclass_fields__}

@@ -133,6 +133,24 @@ class GenerationStats:
     predicted_speedup_measured: float | None = None  # same, with the measured cost of verify batches
     stop_reason: str = ""
 
+    @property
+    def plain_tokens_per_s(self) -> float | None:
+        """What plain decoding would have given on this machine at this point: one single-token target
+        pass per token (measured), plus the loop's own time per round as this reply spent it (sampling,
+        text, events), so that a reply decoded plainly is 1.00× of it."""
+        if not self.t_target_step_s or not self.n_rounds or not self.tokens_per_s:
+            return None
+        decode_s = self.n_tokens / self.tokens_per_s
+        overhead = max(0.0, decode_s - self.t_draft_s - self.t_verify_s) / self.n_rounds
+        return 1.0 / (self.t_target_step_s + overhead)
+
+    @property
+    def measured_speedup(self) -> float | None:
+        """This reply's tokens per second over plain_tokens_per_s: the one "× plain (measured)" number
+        every view shows (predicted speed-ups are labelled as predictions)."""
+        plain = self.plain_tokens_per_s
+        return self.tokens_per_s / plain if plain else None
+
     def to_json(self) -> dict:
         return asdict(self)
 

@@ -58,7 +58,7 @@ class SpecBar(QFrame):
             b.setObjectName(f"drafter_{key}")
             b.setText(label)
             b.setCheckable(True)
-            b.setAutoRaise(False)
+            b.setProperty("segment", True)
             self.drafter_group.addButton(b)
             self.drafter_buttons[key] = b
             segments.addWidget(b)
@@ -244,16 +244,25 @@ class SpecBar(QFrame):
         if not on:
             text, state = "Plain decoding", "plain"
         elif self._auto:
-            uses = "draft model or lookup" if self._has_draft else "prompt lookup"
-            text, state = f"Speculating: auto ({uses}, γ ≤ {gamma})", "auto"
+            text, state = f"Speculating: auto, γ ≤ {gamma}", "auto"
         else:
             text, state = f"Speculating: {DRAFTER_WORDS[self._effective_drafter()]}, γ {gamma}", "on"
         self.mode.setText(text)
+        if state == "auto":
+            text += (", each round the draft model or a lookup copy" if self._has_draft
+                     else ", each round a lookup copy (no draft model loaded)")
         self.mode.setToolTip(text)
         self.setProperty("mode", state)
         self.setStyleSheet(
             "#specBar { border: 1px solid palette(mid); border-left: 4px solid %s; border-radius: 3px; }"
             "#specMode { color: %s; font-weight: bold; }"
+            "#specBar QToolButton[segment=\"true\"] { border: 1px solid palette(mid); padding: 2px 8px;"
+            " background: palette(button); }"
+            "#specBar QToolButton[segment=\"true\"]:checked { background: palette(highlight);"
+            " color: palette(highlighted-text); }"
+            "#specBar QToolButton[segment=\"true\"]:disabled { color: palette(mid); background: palette(button); }"
+            "#specBar QToolButton[segment=\"true\"]:checked:disabled { background: palette(midlight);"
+            " color: palette(dark); }"
             "#speculateSwitch:checked { background: #2e9d4a; color: white; border: 1px solid #23783a;"
             " border-radius: 3px; padding: 2px 6px; }"
             % (("palette(mid)", "palette(text)") if state == "plain" else ("#2e9d4a", "#2e9d4a")))

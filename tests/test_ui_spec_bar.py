@@ -170,6 +170,8 @@ def test_gamma_disabled_when_off_or_auto_and_auto_shows_the_latest_round(qtbot, 
     assert bar.gamma.isEnabled() and bar.gamma_label.text() == "γ = 4"
     bar.show_round(last)                                        # a round outside auto changes nothing shown
     assert bar.gamma_label.text() == "γ = 4"
+    qtbot.mouseClick(bar.drafter_buttons["auto"], Qt.LeftButton)              # back in auto: no stale round
+    assert bar.gamma_label.text() == "auto: γ ≤ 4"
 
 
 # -- (3) shortcuts
@@ -196,6 +198,13 @@ def test_shortcuts_toggle_and_step_gamma(qtbot, window):
     assert bar.gamma.value() == 5
     qtbot.keyClick(window, Qt.Key_T, Qt.ControlModifier)
     assert bar.switch.isChecked() and bar.mode_text() == "Speculating: prompt lookup, γ 5"
+    window.composer.setFocus()                                   # typing in the composer: the keys still work
+    qtbot.keyClick(window.composer, Qt.Key_BracketRight, Qt.ControlModifier)
+    assert bar.gamma.value() == 6 and window.composer.toPlainText() == ""
+    qtbot.keyClick(window.composer, Qt.Key_T, Qt.ControlModifier)
+    assert not bar.switch.isChecked()
+    qtbot.keyClick(window.composer, Qt.Key_T, Qt.ControlModifier)
+    assert bar.switch.isChecked()
     for _ in range(40):                                          # γ stays within 1..DRAFT_MAX_LIMIT
         qtbot.keyClick(window, Qt.Key_BracketLeft, Qt.ControlModifier)
     assert bar.gamma.value() == 1 and bar.spec(False).draft_max == 1

@@ -139,7 +139,7 @@ class SpecBar(QFrame):
         self.actions_list = [self.toggle_action, self.gamma_up_action, self.gamma_down_action]
 
         self.set_generation(generation or {})
-        self.switch.toggled.connect(self._changed)
+        self.switch.toggled.connect(self._switched)
         self.drafter_group.buttonClicked.connect(self._drafter_clicked)
         self.gamma.valueChanged.connect(self._changed)
         self.draft_min.valueChanged.connect(self._changed)
@@ -182,8 +182,8 @@ class SpecBar(QFrame):
     # -- the running reply
     def show_round(self, r: RoundEvent) -> None:
         """A round of the running reply: in Auto, the bar shows the γ and drafter auto chose for it."""
-        self._last_round = r
         if self._auto and self.switch.isChecked():
+            self._last_round = r
             self.gamma_label.setText(auto_text(r))
 
     # -- actions
@@ -201,8 +201,13 @@ class SpecBar(QFrame):
     def _drafter_clicked(self, button) -> None:
         key = next(k for k, b in self.drafter_buttons.items() if b is button)
         self._auto = key == "auto"
+        self._last_round = None             # (Auto shows only rounds it chose)
         if key != "auto":
             self._choice = key
+        self._changed()
+
+    def _switched(self, on: bool) -> None:
+        self._last_round = None
         self._changed()
 
     def _show_advanced(self, shown: bool) -> None:

@@ -7,7 +7,7 @@ import threading
 
 from PySide6.QtCore import QByteArray, Qt, QThread, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QHBoxLayout, QMainWindow, QPushButton, QSplitter,
+from PySide6.QtWidgets import (QHBoxLayout, QMainWindow, QMenu, QPushButton, QSplitter,
                                QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
 
 from desktop_app import models
@@ -24,6 +24,7 @@ from desktop_app.ui.conversation_list import ConversationList
 from desktop_app.ui.first_run import FirstRun
 from desktop_app.ui.model_bar import ModelBar
 from desktop_app.ui.settings_panel import SettingsPanel, load_options
+from desktop_app.ui.spec_bar import SpecBar
 from desktop_app.ui.spec_panel import SpecPanel
 from desktop_app.ui.system_dialog import SystemDialog
 from desktop_app.ui.worker import EngineWorker, GenerateRequest, LoadedPair, LoadRequest
@@ -142,13 +143,15 @@ class MainWindow(QMainWindow):
         v = QVBoxLayout(center)
         v.setContentsMargins(0, 0, 0, 0)
         v.addWidget(self.model_bar)
+        self.spec_bar = SpecBar(self.settings["generation"])
+        self.spec_bar.changed.connect(self._on_spec_changed)
+        v.addWidget(self.spec_bar)
         v.addWidget(self.banner)
         v.addWidget(self.stack, 1)
         v.addLayout(composer_row)
 
         self.spec_panel = SpecPanel()
         self.settings_panel = SettingsPanel(self.settings["generation"], self.settings["loading"])
-        self.settings_panel.specChanged.connect(self._on_spec_changed)
         self.settings_panel.reloadRequested.connect(self._reload_with)
         self.settings_panel.systemPromptEdited.connect(self._system_prompt_edited)
         self.tabs = QTabWidget()
@@ -183,6 +186,7 @@ class MainWindow(QMainWindow):
             action.setShortcut(QKeySequence(keys))
             action.triggered.connect(slot)
             self.addAction(action)
+        self.addActions(self.spec_bar.actions_list)
         menus = self.menuBar()
         for title, names in (("&File", ("New conversation", "Open target model…", None, "Quit")),
                              ("&Help", ("About Tandem and this system…",))):
@@ -192,6 +196,9 @@ class MainWindow(QMainWindow):
                     menu.addAction(actions[name])
                 else:
                     menu.addSeparator()
+        speculation = QMenu("&Speculation", self)          # the speculation bar's shortcuts, before Help
+        speculation.addActions(self.spec_bar.actions_list)
+        menus.insertMenu(menu.menuAction(), speculation)
 
     def show_system(self) -> SystemDialog:
         """Versions, the llama.cpp build and its CPU features, the weight-repacking decision and the
@@ -272,6 +279,7 @@ class MainWindow(QMainWindow):
         self.model_bar.show_loaded(f"Loaded {names} (context {info.n_ctx} tokens)."
                                    + (f" Note: {info.template_note}." if info.template_note else ""))
         self.settings_panel.template_note.setText(info.template_note)
+        self.spec_bar.set_draft_available(bool(info.draft))
         self._say(" ".join(n for n in (info.notice, unsaved) if n))
         self.setWindowTitle(f"Tandem — {names}")
         self.refresh_models()
@@ -389,7 +397,7 @@ class MainWindow(QMainWindow):
     # -- generation
     def _options(self) -> GenerationOptions:
         has_draft = bool(self.loaded and self.loaded.draft)
-        return self.settings_panel.options(has_draft)
+        return self.settings_panel.options(self.spec_bar.spec(has_draft))
 
     def submit(self, text: str) -> None:
         if not self.loaded:
@@ -474,7 +482,7 @@ class MainWindow(QMainWindow):
     def _on_spec_changed(self, generation: dict) -> None:
         self.settings.data["generation"].update(generation)
         if self.busy and self.loaded:
-            self.worker.update_spec(self.settings_panel.spec(bool(self.loaded.draft)))
+            self.worker.update_spec(self.spec_bar.spec(bool(self.loaded.draft)))
 
     def _on_generation_started(self, conversation_id: int) -> None:
         if self._closing:          # already-queued worker signals after close
@@ -496,6 +504,7 @@ class MainWindow(QMainWindow):
         if self._closing:          # already-queued worker signals after close
             return
         self.spec_panel.add_round(event)
+        self.spec_bar.show_round(event)
 
     def _on_finished(self, conversation_id: int, event: FinishEvent) -> None:
         if self._closing:          # already-queued worker signals after close
@@ -603,6 +612,7 @@ class MainWindow(QMainWindow):
         self.settings.data["window"] = {"geometry": bytes(self.saveGeometry().toBase64()).decode(),
                                         "splitter": bytes(self.splitter.saveState().toBase64()).decode()}
         self.settings.data["generation"].update(self.settings_panel.generation())
+        self.settings.data["generation"].update(self.spec_bar.generation())
         self.settings.data["loading"] = self.settings_panel.loading()
         self.settings.save()                 # (a failure was told when it first happened)
         self.worker.blockSignals(True)       # nothing more for this window

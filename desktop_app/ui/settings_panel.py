@@ -1,17 +1,15 @@
-"""Generation settings. Sampling and speculation apply to the next reply (speculation even to the
-running one, from its next round); context size, threads, GPU layers and weight repacking reload the models."""
+"""Generation settings. Sampling applies to the next reply (speculation has its own bar above the chat,
+ui/spec_bar.py); context size, threads, GPU layers and weight repacking reload the models."""
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QLabel, QPlainTextEdit,
+from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QLabel, QPlainTextEdit,
                                QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
 from desktop_app.chat.session import GenerationOptions
 from desktop_app.engine import SamplingParams, SpecSettings
 from desktop_app.engine.load_options import LoadOptions
-from desktop_app.engine.settings import DRAFT_MAX_LIMIT
 
-DRAFTERS = [("Draft model", "model"), ("Prompt lookup", "lookup")]
 REPACK_CHOICES = [("Auto (probe this CPU once)", "auto"), ("Off", "off"), ("On", "on")]
 REPACK_OPTION = {"auto": None, "off": False, "on": True}        # the setting → LoadOptions.repack
 
@@ -27,33 +25,12 @@ def _spin(lo, hi, value, step=1, decimals=None):
 
 
 class SettingsPanel(QWidget):
-    specChanged = Signal(object)           # SpecSettings
     reloadRequested = Signal(object)       # dict of loading settings
     systemPromptEdited = Signal(str)
 
     def __init__(self, generation: dict, loading: dict, parent=None):
         super().__init__(parent)
         layout = QVBoxLayout(self)
-        spec_box = QGroupBox("Speculation")
-        form = QFormLayout(spec_box)
-        self.speculation = QCheckBox("Speculate")
-        self.speculation.setObjectName("speculationToggle")
-        self.drafter = QComboBox()
-        for label, key in DRAFTERS:
-            self.drafter.addItem(label, key)
-        self.draft_max = _spin(1, DRAFT_MAX_LIMIT, 4)
-        self.draft_max.setObjectName("draftMax")
-        self.auto = QCheckBox("Auto: choose the length (and, with a draft model, copying) each round")
-        self.draft_min = _spin(0, DRAFT_MAX_LIMIT, 0)
-        self.p_min = _spin(0.0, 0.99, 0.0, 0.05, 2)
-        form.addRow(self.speculation)
-        form.addRow("Drafter", self.drafter)
-        form.addRow("Draft length", self.draft_max)
-        form.addRow(self.auto)
-        form.addRow("Draft min", self.draft_min)
-        form.addRow("Draft p-min", self.p_min)
-        layout.addWidget(spec_box)
-
         sampling_box = QGroupBox("Sampling")
         form = QFormLayout(sampling_box)
         self.temperature = _spin(0.0, 2.0, 0.7, 0.05, 2)
@@ -107,19 +84,8 @@ class SettingsPanel(QWidget):
 
         self.set_generation(generation)
         self.set_loading(loading)
-        for w in (self.speculation, self.auto):
-            w.toggled.connect(self._spec_changed)
-        for w in (self.draft_max, self.draft_min, self.p_min):
-            w.valueChanged.connect(self._spec_changed)
-        self.drafter.currentIndexChanged.connect(self._spec_changed)
 
     def set_generation(self, g: dict) -> None:
-        self.speculation.setChecked(bool(g.get("speculation", True)))
-        self.drafter.setCurrentIndex(max(0, self.drafter.findData(g.get("drafter", "model"))))
-        self.draft_max.setValue(int(g.get("draft_max", 4)))
-        self.auto.setChecked(bool(g.get("auto", False)))
-        self.draft_min.setValue(int(g.get("draft_min", 0)))
-        self.p_min.setValue(float(g.get("draft_p_min", 0.0)))
         self.temperature.setValue(float(g.get("temperature", 0.7)))
         self.top_k.setValue(int(g.get("top_k", 40)))
         self.top_p.setValue(float(g.get("top_p", 0.95)))
@@ -137,10 +103,7 @@ class SettingsPanel(QWidget):
 
     def generation(self) -> dict:
         seed = self.seed.value()
-        return {"speculation": self.speculation.isChecked(), "drafter": self.drafter.currentData(),
-                "draft_max": self.draft_max.value(), "draft_min": min(self.draft_min.value(), self.draft_max.value()),
-                "draft_p_min": self.p_min.value(), "auto": self.auto.isChecked(),
-                "temperature": self.temperature.value(), "top_k": self.top_k.value(), "top_p": self.top_p.value(),
+        return {"temperature": self.temperature.value(), "top_k": self.top_k.value(), "top_p": self.top_p.value(),
                 "min_p": self.min_p.value(), "seed": None if seed < 0 else seed,
                 "max_tokens": self.max_tokens.value()}
 
@@ -148,20 +111,12 @@ class SettingsPanel(QWidget):
         return {"n_ctx": self.n_ctx.value(), "n_threads": self.n_threads.value(), "n_gpu_layers": self.ngl.value(),
                 "n_gpu_layers_draft": self.ngld.value(), "repack": self.repack.currentData()}
 
-    def spec(self, has_draft_model: bool) -> SpecSettings:
-        g = self.generation()
-        drafter = g["drafter"] if (g["drafter"] != "model" or has_draft_model) else "lookup"
-        return SpecSettings(enabled=g["speculation"], drafter=drafter, draft_max=g["draft_max"],
-                            draft_min=g["draft_min"], draft_p_min=g["draft_p_min"], auto=g["auto"])
-
-    def options(self, has_draft_model: bool) -> GenerationOptions:
+    def options(self, spec: SpecSettings) -> GenerationOptions:
+        """The options of the next reply: this panel's sampling with `spec` (from the speculation bar)."""
         g = self.generation()
         sampling = SamplingParams(temperature=g["temperature"], top_k=g["top_k"], top_p=g["top_p"],
                                   min_p=g["min_p"], seed=g["seed"])
-        return GenerationOptions(sampling=sampling, spec=self.spec(has_draft_model), max_tokens=g["max_tokens"])
-
-    def _spec_changed(self, *_):
-        self.specChanged.emit(self.generation())
+        return GenerationOptions(sampling=sampling, spec=spec, max_tokens=g["max_tokens"])
 
 
 def load_options(d: dict) -> tuple[LoadOptions, LoadOptions]:

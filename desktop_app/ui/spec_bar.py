@@ -1,0 +1,273 @@
+"""The speculation bar: always in view above the chat, it turns speculation on and off, picks the
+drafter (draft model, prompt lookup or auto) and the draft length γ, and says which mode is on.
+
+A change applies from the next round, also in the middle of a reply: the bar emits `changed` with its
+settings (the `settings["generation"]` keys it owns) and the window passes `spec(has_draft_model)` to
+the worker. In Auto the engine chooses γ (and, with a draft model, model or lookup) each round; the
+window gives the bar each RoundEvent (`show_round`) so that it shows what auto is choosing."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (QButtonGroup, QDoubleSpinBox, QFrame, QHBoxLayout, QLabel, QSizePolicy, QSlider,
+                               QSpinBox, QToolButton, QVBoxLayout, QWidget)
+
+from desktop_app.engine.events import RoundEvent
+from desktop_app.engine.settings import DRAFT_MAX_LIMIT, SpecSettings
+
+SPEC_KEYS = ("speculation", "drafter", "draft_max", "draft_min", "draft_p_min", "auto")   # in settings["generation"]
+CHOICES = [("model", "Draft model"), ("lookup", "Prompt lookup"), ("auto", "Auto")]
+DRAFTER_WORDS = {"model": "draft model", "lookup": "prompt lookup"}
+TOGGLE_KEYS, UP_KEYS, DOWN_KEYS = "Ctrl+T", "Ctrl+]", "Ctrl+["
+P_MIN_MAX = 0.99                 # the settings file's bound (a probability below 1)
+
+NO_DRAFT_TIP = ("No draft model is loaded: choose one in the Draft box of the model bar and load the pair "
+                "to draft with it. Prompt lookup and Auto work without one.")
+
+
+def auto_text(r: RoundEvent) -> str:
+    """What auto chose in round r: "auto: γ 3 (lookup)", or "auto: plain step" when it drafted nothing."""
+    return f"auto: γ {r.gamma} ({r.drafter})" if r.gamma else "auto: plain step"
+
+
+class SpecBar(QFrame):
+    changed = Signal(dict)            # the bar's generation settings (SPEC_KEYS), after every change
+
+    def __init__(self, generation: dict | None = None, parent=None):
+        super().__init__(parent)
+        self.setObjectName("specBar")
+        self.setFrameShape(QFrame.StyledPanel)
+        self._has_draft = False
+        self._choice = "model"        # the drafter chosen under Auto too ("model" or "lookup"), as saved
+        self._last_round: RoundEvent | None = None
+        self._quiet = False
+
+        self.switch = QToolButton()
+        self.switch.setObjectName("speculateSwitch")
+        self.switch.setText("Speculate")
+        self.switch.setCheckable(True)
+        self.switch.setToolTip(f"Speculative decoding on or off ({TOGGLE_KEYS}); off decodes plainly, "
+                               "one target pass per token. Applies from the next round.")
+        self.drafter_group = QButtonGroup(self)
+        self.drafter_group.setExclusive(True)
+        self.drafter_buttons: dict[str, QToolButton] = {}
+        segments = QHBoxLayout()
+        segments.setSpacing(0)
+        for key, label in CHOICES:
+            b = QToolButton()
+            b.setObjectName(f"drafter_{key}")
+            b.setText(label)
+            b.setCheckable(True)
+            b.setProperty("segment", True)
+            self.drafter_group.addButton(b)
+            self.drafter_buttons[key] = b
+            segments.addWidget(b)
+        self.drafter_buttons["lookup"].setToolTip("Copy the continuation of an earlier match in the conversation "
+                                                  "(costs no model pass).")
+        self.drafter_buttons["auto"].setToolTip(
+            "Choose γ each round for the best expected tokens per second, up to the draft length last set; "
+            "with a draft model loaded, each round may use the model or a lookup copy; without one, lookup.")
+        self.advanced_button = QToolButton()
+        self.advanced_button.setObjectName("advancedButton")
+        self.advanced_button.setText("Advanced")
+        self.advanced_button.setCheckable(True)
+        self.advanced_button.setArrowType(Qt.RightArrow)
+        self.advanced_button.setToolButtonStyle(Qt.ToolButtonTextBesideIcon)
+        self.advanced_button.setToolTip("Draft min and draft p-min")
+
+        self.gamma = QSlider(Qt.Horizontal)
+        self.gamma.setObjectName("gammaSlider")
+        self.gamma.setRange(1, DRAFT_MAX_LIMIT)
+        self.gamma.setPageStep(1)
+        self.gamma.setMinimumWidth(80)
+        self.gamma_label = QLabel()
+        self.gamma_label.setObjectName("gammaLabel")
+        self.gamma_label.setMinimumWidth(self.gamma_label.fontMetrics().horizontalAdvance("auto: γ 32 (lookup)"))
+        self.mode = QLabel()
+        self.mode.setObjectName("specMode")
+        self.mode.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)   # never widens the window
+
+        self.draft_min = QSpinBox()
+        self.draft_min.setObjectName("draftMin")
+        self.draft_min.setRange(0, DRAFT_MAX_LIMIT)
+        self.draft_min.setToolTip("A draft shorter than this is dropped (a plain step instead)")
+        self.p_min = QDoubleSpinBox()
+        self.p_min.setObjectName("draftPMin")
+        self.p_min.setDecimals(2)
+        self.p_min.setRange(0.0, P_MIN_MAX)
+        self.p_min.setSingleStep(0.05)
+        self.p_min.setToolTip("Stop drafting when the draft's top probability falls below this")
+        self.advanced = QWidget()
+        adv = QHBoxLayout(self.advanced)
+        adv.setContentsMargins(0, 0, 0, 0)
+        adv.addWidget(QLabel("Draft min"))
+        adv.addWidget(self.draft_min)
+        adv.addSpacing(12)
+        adv.addWidget(QLabel("Draft p-min"))
+        adv.addWidget(self.p_min)
+        adv.addStretch(1)
+        self.advanced.hide()
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 4, 8, 4)
+        layout.setSpacing(3)
+        top = QHBoxLayout()
+        top.addWidget(self.switch)
+        top.addSpacing(6)
+        top.addLayout(segments)
+        top.addSpacing(6)
+        top.addWidget(self.mode, 1)
+        layout.addLayout(top)
+        second = QHBoxLayout()
+        second.addWidget(QLabel("γ"))
+        second.addWidget(self.gamma, 1)
+        second.addWidget(self.gamma_label)
+        second.addWidget(self.advanced_button)
+        layout.addLayout(second)
+        layout.addWidget(self.advanced)
+
+        # the shortcuts: the window adds these to itself and to its "Speculation" menu
+        self.toggle_action = QAction("Speculate on/off", self)
+        self.toggle_action.setShortcut(QKeySequence(TOGGLE_KEYS))
+        self.toggle_action.triggered.connect(lambda: self.switch.toggle())
+        self.gamma_up_action = QAction("Longer drafts (γ + 1)", self)
+        self.gamma_up_action.setShortcut(QKeySequence(UP_KEYS))
+        self.gamma_up_action.triggered.connect(lambda: self.step_gamma(1))
+        self.gamma_down_action = QAction("Shorter drafts (γ − 1)", self)
+        self.gamma_down_action.setShortcut(QKeySequence(DOWN_KEYS))
+        self.gamma_down_action.triggered.connect(lambda: self.step_gamma(-1))
+        self.actions_list = [self.toggle_action, self.gamma_up_action, self.gamma_down_action]
+
+        self.set_generation(generation or {})
+        self.switch.toggled.connect(self._switched)
+        self.drafter_group.buttonClicked.connect(self._drafter_clicked)
+        self.gamma.valueChanged.connect(self._changed)
+        self.draft_min.valueChanged.connect(self._changed)
+        self.p_min.valueChanged.connect(self._changed)
+        self.advanced_button.toggled.connect(self._show_advanced)
+
+    # -- settings in and out
+    def set_generation(self, g: dict) -> None:
+        """Show the settings of `g` (settings["generation"]; other keys are ignored). Emits nothing."""
+        self._quiet = True
+        drafter = g.get("drafter", "model")
+        self.switch.setChecked(bool(g.get("speculation", True)) and drafter != "none")
+        self._choice = drafter if drafter in DRAFTER_WORDS else "model"
+        self._auto = bool(g.get("auto", False))
+        self.gamma.setValue(int(g.get("draft_max", 4)))
+        self.draft_min.setValue(int(g.get("draft_min", 0)))
+        self.p_min.setValue(float(g.get("draft_p_min", 0.0)))
+        self._quiet = False
+        self._refresh()
+
+    def generation(self) -> dict:
+        """The bar's settings as settings["generation"] keeps them."""
+        return {"speculation": self.switch.isChecked(), "drafter": self._choice, "draft_max": self.gamma.value(),
+                "draft_min": min(self.draft_min.value(), self.gamma.value()),
+                "draft_p_min": min(self.p_min.value(), P_MIN_MAX), "auto": self._auto}
+
+    def spec(self, has_draft_model: bool) -> SpecSettings:
+        """The SpecSettings for the engine: Auto drafts with the model when one is loaded, else by lookup."""
+        g = self.generation()
+        drafter = "model" if (g["auto"] or g["drafter"] == "model") and has_draft_model else "lookup"
+        return SpecSettings(enabled=g["speculation"], drafter=drafter, draft_max=g["draft_max"],
+                            draft_min=g["draft_min"], draft_p_min=g["draft_p_min"], auto=g["auto"])
+
+    def set_draft_available(self, available: bool) -> None:
+        """Whether a draft model is loaded: without one, "Draft model" cannot be chosen (the saved choice
+        stays, and prompt lookup drafts meanwhile)."""
+        self._has_draft = available
+        self._refresh()
+
+    # -- the running reply
+    def show_round(self, r: RoundEvent) -> None:
+        """A round of the running reply: in Auto, the bar shows the γ and drafter auto chose for it."""
+        if self._auto and self.switch.isChecked():
+            self._last_round = r
+            self.gamma_label.setText(auto_text(r))
+
+    # -- actions
+    def toggle(self) -> None:
+        self.switch.toggle()
+
+    def step_gamma(self, delta: int) -> None:
+        if self.gamma.isEnabled():
+            self.gamma.setValue(self.gamma.value() + delta)
+
+    def mode_text(self) -> str:
+        return self.mode.text()
+
+    # -- internals
+    def _drafter_clicked(self, button) -> None:
+        key = next(k for k, b in self.drafter_buttons.items() if b is button)
+        self._auto = key == "auto"
+        self._last_round = None             # (Auto shows only rounds it chose)
+        if key != "auto":
+            self._choice = key
+        self._changed()
+
+    def _switched(self, on: bool) -> None:
+        self._last_round = None
+        self._changed()
+
+    def _show_advanced(self, shown: bool) -> None:
+        self.advanced.setVisible(shown)
+        self.advanced_button.setArrowType(Qt.DownArrow if shown else Qt.RightArrow)
+
+    def _changed(self, *_) -> None:
+        if self._quiet:
+            return
+        self._refresh()
+        self.changed.emit(self.generation())
+
+    def _effective_drafter(self) -> str:
+        return "model" if self._choice == "model" and self._has_draft else "lookup"
+
+    def _refresh(self) -> None:
+        on = self.switch.isChecked()
+        model = self.drafter_buttons["model"]
+        model.setEnabled(self._has_draft)
+        model.setToolTip("Draft with the small draft model loaded beside the target" if self._has_draft
+                         else NO_DRAFT_TIP)
+        shown = "auto" if self._auto else self._effective_drafter()
+        self.drafter_buttons[shown].setChecked(True)
+        for b in self.drafter_buttons.values():
+            b.setEnabled(on and (b is not model or self._has_draft))
+        self.gamma.setEnabled(on and not self._auto)
+        for a in (self.gamma_up_action, self.gamma_down_action):
+            a.setEnabled(self.gamma.isEnabled())
+        gamma = self.gamma.value()
+        if on and self._auto:
+            self.gamma_label.setText(auto_text(self._last_round) if self._last_round else f"auto: γ ≤ {gamma}")
+        else:
+            self.gamma_label.setText(f"γ = {gamma}")
+        self.gamma.setToolTip(
+            f"Draft length γ: tokens drafted per round ({UP_KEYS} longer, {DOWN_KEYS} shorter). "
+            + ("In Auto the engine picks γ each round, up to this." if self._auto else "")
+            + ("" if on else "Speculation is off."))
+        self.advanced.setEnabled(on)
+        if not on:
+            text, state = "Plain decoding", "plain"
+        elif self._auto:
+            text, state = f"Speculating: auto, γ ≤ {gamma}", "auto"
+        else:
+            text, state = f"Speculating: {DRAFTER_WORDS[self._effective_drafter()]}, γ {gamma}", "on"
+        self.mode.setText(text)
+        if state == "auto":
+            text += (", each round the draft model or a lookup copy" if self._has_draft
+                     else ", each round a lookup copy (no draft model loaded)")
+        self.mode.setToolTip(text)
+        self.setProperty("mode", state)
+        self.setStyleSheet(
+            "#specBar { border: 1px solid palette(mid); border-left: 4px solid %s; border-radius: 3px; }"
+            "#specMode { color: %s; font-weight: bold; }"
+            "#specBar QToolButton[segment=\"true\"] { border: 1px solid palette(mid); padding: 2px 8px;"
+            " background: palette(button); }"
+            "#specBar QToolButton[segment=\"true\"]:checked { background: palette(highlight);"
+            " color: palette(highlighted-text); }"
+            "#specBar QToolButton[segment=\"true\"]:disabled { color: palette(mid); background: palette(button); }"
+            "#specBar QToolButton[segment=\"true\"]:checked:disabled { background: palette(midlight);"
+            " color: palette(dark); }"
+            "#speculateSwitch:checked { background: #2e9d4a; color: white; border: 1px solid #23783a;"
+            " border-radius: 3px; padding: 2px 6px; }"
+            % (("palette(mid)", "palette(text)") if state == "plain" else ("#2e9d4a", "#2e9d4a")))

@@ -1,0 +1,249 @@
+"""The speculation bar above the chat (issue #13 item 1), in the real window on the real SmolLM2 pair:
+its changes reach the engine in the middle of a reply, γ is only adjustable where it means something,
+Auto shows what the engine chose, the shortcuts work, and the choices survive a restart."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QGroupBox
+
+from desktop_app.ui.main_window import MainWindow
+
+LONG_PROMPT = "Write a long story about a dragon who learns to code. Make it at least five paragraphs."
+TIMEOUT_MS = 120_000
+
+
+def open_window(qtbot, folder) -> MainWindow:
+    w = MainWindow(str(folder / "history.db"), str(folder / "settings.json"))
+    qtbot.addWidget(w)
+    w.show()
+    return w
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    w = open_window(qtbot, tmp_path)
+    yield w
+    if not w._closing:
+        w.close()
+
+
+def load(qtbot, window, target, draft):
+    window.load_pair(target, draft)
+    qtbot.waitUntil(lambda: window.loaded is not None and window.loaded.target == target and not window.busy,
+                    timeout=TIMEOUT_MS)
+
+
+def wait_idle(qtbot, window):
+    qtbot.waitUntil(lambda: window.generating_id is None and not window.busy, timeout=TIMEOUT_MS)
+
+
+def send(qtbot, window, text):
+    window.composer.setFocus()
+    window.composer.setPlainText(text)
+    qtbot.keyClick(window.composer, Qt.Key_Return)
+
+
+@pytest.fixture
+def loaded(qtbot, window, test_model_path, q2k_draft_path):
+    window.settings_panel.n_threads.setValue(1)        # one thread: the test machine's cores are shared
+    load(qtbot, window, test_model_path, q2k_draft_path)
+    window.settings_panel.temperature.setValue(0.0)
+    window.settings_panel.max_tokens.setValue(48)
+    return window
+
+
+def collect_rounds(window) -> list:
+    rounds = []
+    window.worker.round.connect(rounds.append)      # runs on the worker thread; a list append is safe
+    return rounds
+
+
+def change_mid_reply(qtbot, w, change, enough, after_rounds=4):
+    """A long greedy reply; `change` is made after a few rounds, and the reply is stopped once the rounds
+    after it are `enough` (or it ends by itself). Returns (rounds before the change, rounds after)."""
+    rounds = collect_rounds(w)
+    w.settings_panel.max_tokens.setValue(200)
+    send(qtbot, w, LONG_PROMPT)
+    qtbot.waitUntil(lambda: len(rounds) >= after_rounds, timeout=TIMEOUT_MS)
+    assert w.busy and w.generating_id is not None          # the reply is still running
+    n = len(rounds)
+    change()
+    qtbot.waitUntil(lambda: enough(rounds[n:]) or not w.busy, timeout=4 * TIMEOUT_MS)
+    w.stop()
+    wait_idle(qtbot, w)
+    return rounds[:n], rounds[n:]
+
+
+def changed_from(after, holds) -> list:
+    """The rounds from the first one that shows the change (rounds already on their way when the change
+    was made come before it); every one of them must show it."""
+    first = next((i for i, r in enumerate(after) if holds(r)), None)
+    assert first is not None, f"no round after the change shows it: {[(r.drafter, r.gamma) for r in after]}"
+    tail = after[first:]
+    assert all(holds(r) for r in tail), [(r.drafter, r.gamma) for r in tail]
+    return tail
+
+
+# -- (1) the bar's changes reach the engine in the middle of a reply
+
+@pytest.mark.network
+def test_gamma_slider_applies_mid_reply(qtbot, loaded):
+    bar = loaded.spec_bar
+    assert bar.spec(True).draft_max == 4 and bar.mode_text() == "Speculating: draft model, γ 4"
+    before, after = change_mid_reply(qtbot, loaded, lambda: bar.gamma.setValue(2), lambda after: len(after) >= 12)
+    assert all(r.drafter == "model" for r in before) and max(r.gamma for r in before) == 4
+    tail = changed_from(after, lambda r: r.drafter == "model" and 1 <= r.gamma <= 2)
+    assert len(tail) >= 5                    # the reply went on at γ 2 (not just its last round)
+    assert bar.mode_text() == "Speculating: draft model, γ 2"
+    assert loaded.settings["generation"]["draft_max"] == 2
+
+
+@pytest.mark.network
+def test_switching_to_prompt_lookup_applies_mid_reply(qtbot, loaded):
+    bar = loaded.spec_bar
+    before, after = change_mid_reply(
+        qtbot, loaded, lambda: qtbot.mouseClick(bar.drafter_buttons["lookup"], Qt.LeftButton),
+        lambda after: len(after) >= 12 and any(r.drafter == "lookup" for r in after))
+    assert all(r.drafter == "model" for r in before)
+    tail = changed_from(after, lambda r: r.drafter != "model")
+    assert any(r.drafter == "lookup" and r.gamma > 0 for r in tail)     # it copied from the text
+    assert {r.drafter for r in tail} <= {"lookup", "none"}               # (none: nothing matched that round)
+    assert bar.mode_text() == "Speculating: prompt lookup, γ 4"
+    assert loaded.settings["generation"]["drafter"] == "lookup"
+
+
+@pytest.mark.network
+def test_switching_speculation_off_applies_mid_reply(qtbot, loaded):
+    bar = loaded.spec_bar
+    before, after = change_mid_reply(qtbot, loaded, lambda: qtbot.mouseClick(bar.switch, Qt.LeftButton),
+                                     lambda after: len(after) >= 12)
+    assert all(r.drafter == "model" and r.gamma > 0 for r in before)
+    tail = changed_from(after, lambda r: r.drafter == "none" and r.gamma == 0)
+    assert len(tail) >= 5
+    assert not bar.switch.isChecked() and bar.mode_text() == "Plain decoding"
+    assert loaded.settings["generation"]["speculation"] is False
+
+
+# -- (2) γ is adjustable only where it applies; Auto shows what the engine chose
+
+@pytest.mark.network
+def test_gamma_disabled_when_off_or_auto_and_auto_shows_the_latest_round(qtbot, window, test_model_path,
+                                                                       q2k_draft_path):
+    bar = window.spec_bar
+    model = bar.drafter_buttons["model"]
+    assert not model.isEnabled() and "No draft model" in model.toolTip()      # nothing loaded yet
+    assert bar.drafter_buttons["lookup"].isChecked() and bar.spec(False).drafter == "lookup"
+    window.settings_panel.n_threads.setValue(1)        # one thread: the test machine's cores are shared
+    load(qtbot, window, test_model_path, q2k_draft_path)
+    assert model.isEnabled() and model.isChecked() and "No draft model" not in model.toolTip()
+    assert bar.gamma.isEnabled() and bar.gamma_up_action.isEnabled()
+
+    qtbot.mouseClick(bar.switch, Qt.LeftButton)                                # off
+    assert not bar.gamma.isEnabled() and not bar.gamma_up_action.isEnabled()
+    assert bar.mode_text() == "Plain decoding" and not window.spec_bar.spec(True).speculating
+    qtbot.mouseClick(bar.switch, Qt.LeftButton)                                # on again
+    assert bar.gamma.isEnabled()
+    qtbot.mouseClick(bar.drafter_buttons["lookup"], Qt.LeftButton)
+    assert bar.gamma.isEnabled() and bar.spec(True).drafter == "lookup"
+    qtbot.mouseClick(bar.drafter_buttons["auto"], Qt.LeftButton)               # auto
+    assert not bar.gamma.isEnabled() and not bar.gamma_down_action.isEnabled()
+    spec = bar.spec(True)
+    assert spec.auto and spec.drafter == "model"               # with a draft model auto may use it (or lookup)
+    assert bar.spec(False).drafter == "lookup"                 # without one, lookup
+    assert bar.gamma_label.text() == "auto: γ ≤ 4" and bar.mode_text().startswith("Speculating: auto")
+
+    window.settings_panel.temperature.setValue(0.0)
+    window.settings_panel.max_tokens.setValue(48)
+    rounds = collect_rounds(window)
+    send(qtbot, window, "Write a Python function that adds two numbers.")
+    qtbot.waitUntil(lambda: bar.gamma_label.text() != "auto: γ ≤ 4", timeout=TIMEOUT_MS)   # live, mid-reply
+    wait_idle(qtbot, window)
+    last = rounds[-1]
+    shown = f"auto: γ {last.gamma} ({last.drafter})" if last.gamma else "auto: plain step"
+    assert bar.gamma_label.text() == shown
+    assert all(r.gamma <= 4 for r in rounds)                   # auto keeps to the ceiling last set
+
+    qtbot.mouseClick(bar.drafter_buttons["model"], Qt.LeftButton)             # out of auto: γ is the slider's
+    assert bar.gamma.isEnabled() and bar.gamma_label.text() == "γ = 4"
+    bar.show_round(last)                                        # a round outside auto changes nothing shown
+    assert bar.gamma_label.text() == "γ = 4"
+    qtbot.mouseClick(bar.drafter_buttons["auto"], Qt.LeftButton)              # back in auto: no stale round
+    assert bar.gamma_label.text() == "auto: γ ≤ 4"
+
+
+# -- (3) shortcuts
+
+def test_shortcuts_toggle_and_step_gamma(qtbot, window):
+    bar = window.spec_bar
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow)
+    menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&Speculation")
+    assert menu.actions() == [bar.toggle_action, bar.gamma_up_action, bar.gamma_down_action]
+    assert [a.shortcut().toString() for a in menu.actions()] == ["Ctrl+T", "Ctrl+]", "Ctrl+["]
+    assert "Ctrl+T" in bar.switch.toolTip()
+    assert "Ctrl+]" in bar.gamma.toolTip() and "Ctrl+[" in bar.gamma.toolTip()
+
+    assert bar.gamma.value() == 4
+    qtbot.keyClick(window, Qt.Key_BracketRight, Qt.ControlModifier)
+    qtbot.keyClick(window, Qt.Key_BracketRight, Qt.ControlModifier)
+    assert bar.gamma.value() == 6 and bar.gamma_label.text() == "γ = 6"
+    qtbot.keyClick(window, Qt.Key_BracketLeft, Qt.ControlModifier)
+    assert bar.gamma.value() == 5 and window.settings["generation"]["draft_max"] == 5
+    qtbot.keyClick(window, Qt.Key_T, Qt.ControlModifier)
+    assert not bar.switch.isChecked() and window.settings["generation"]["speculation"] is False
+    qtbot.keyClick(window, Qt.Key_BracketRight, Qt.ControlModifier)            # γ is off with speculation
+    assert bar.gamma.value() == 5
+    qtbot.keyClick(window, Qt.Key_T, Qt.ControlModifier)
+    assert bar.switch.isChecked() and bar.mode_text() == "Speculating: prompt lookup, γ 5"
+    window.composer.setFocus()                                   # typing in the composer: the keys still work
+    qtbot.keyClick(window.composer, Qt.Key_BracketRight, Qt.ControlModifier)
+    assert bar.gamma.value() == 6 and window.composer.toPlainText() == ""
+    qtbot.keyClick(window.composer, Qt.Key_T, Qt.ControlModifier)
+    assert not bar.switch.isChecked()
+    qtbot.keyClick(window.composer, Qt.Key_T, Qt.ControlModifier)
+    assert bar.switch.isChecked()
+    for _ in range(40):                                          # γ stays within 1..DRAFT_MAX_LIMIT
+        qtbot.keyClick(window, Qt.Key_BracketLeft, Qt.ControlModifier)
+    assert bar.gamma.value() == 1 and bar.spec(False).draft_max == 1
+
+
+# -- (4) one place for the controls, and they persist
+
+def test_settings_persist_across_windows(qtbot, tmp_path):
+    w = open_window(qtbot, tmp_path)
+    bar = w.spec_bar
+    assert not any(b.title() == "Speculation" for b in w.settings_panel.findChildren(QGroupBox))
+    assert not bar.advanced.isVisible()
+    qtbot.mouseClick(bar.advanced_button, Qt.LeftButton)
+    assert bar.advanced.isVisible()
+    bar.gamma.setValue(7)
+    bar.draft_min.setValue(2)
+    bar.p_min.setValue(0.3)
+    qtbot.mouseClick(bar.drafter_buttons["lookup"], Qt.LeftButton)
+    qtbot.mouseClick(bar.drafter_buttons["auto"], Qt.LeftButton)
+    w.settings_panel.top_k.setValue(17)                        # the settings panel's own keys still saved
+    w.close()
+    saved = json.loads((tmp_path / "settings.json").read_text())["generation"]
+    assert {k: saved[k] for k in ("speculation", "drafter", "draft_max", "draft_min", "draft_p_min", "auto",
+                                  "top_k")} == {"speculation": True, "drafter": "lookup", "draft_max": 7,
+                                                "draft_min": 2, "draft_p_min": 0.3, "auto": True, "top_k": 17}
+
+    w2 = open_window(qtbot, tmp_path)
+    bar2 = w2.spec_bar
+    assert bar2.generation() == {"speculation": True, "drafter": "lookup", "draft_max": 7, "draft_min": 2,
+                                 "draft_p_min": 0.3, "auto": True}
+    assert bar2.drafter_buttons["auto"].isChecked() and not bar2.gamma.isEnabled()
+    assert w2.settings_panel.top_k.value() == 17
+    opts = w2._options()
+    assert opts.spec.auto and opts.spec.drafter == "lookup" and opts.spec.draft_max == 7   # no draft model loaded
+    qtbot.mouseClick(bar2.drafter_buttons["lookup"], Qt.LeftButton)            # out of auto, then off
+    qtbot.mouseClick(bar2.switch, Qt.LeftButton)
+    w2.close()
+
+    w3 = open_window(qtbot, tmp_path)
+    assert w3.spec_bar.generation()["speculation"] is False and w3.spec_bar.generation()["auto"] is False
+    assert w3.spec_bar.mode_text() == "Plain decoding" and not w3._options().spec.speculating
+    w3.close()

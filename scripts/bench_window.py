@@ -102,7 +102,7 @@ def main() -> int:
     window.worker.finished.connect(lambda _cid, event: finished.append(event.stats))
 
     def run_window(name: str) -> tuple[float, int, float]:
-        window.settings_panel.set_generation({**window.settings_panel.generation(), **SETTINGS[name]})
+        window.spec_bar.set_generation({**window.spec_bar.generation(), **SETTINGS[name]})
         window.new_conversation()
         finished.clear()
         cpu = time.process_time()

@@ -221,6 +221,11 @@ def test_stats_keep_verify_costs_through_the_history_json(reply, qtbot, tmp_path
     b.show(raw, 4)                     # the stored dict as it is
     assert b.speedups == a.speedups and b.best_gamma == a.best_gamma and b.sentence.text() == a.sentence.text()
     assert all(v is not None and math.isfinite(v) for v in b.speedups)
+    # stats stored before the costs travelled with them: said so, nothing drawn
+    older = {k: v for k, v in raw.items() if k != "verify_s_by_batch"}
+    b.show(older, 4)
+    assert "no measured verify costs" in b.sentence.text() and b.best_gamma == 0
+    assert len(b.curve.getData()[0] or []) == 0
 
 
 def test_redraws_are_throttled(reply, qtbot):

@@ -101,8 +101,8 @@ class PayCurve(QWidget):
         self.speedups = speedup_curve(alpha, step, s.verify_s_by_batch, plain, self.gammas)
         known = [(g, v) for g, v in zip(self.gammas, self.speedups) if v is not None]
         if not known:
-            self.sentence.setText(f"At α {alpha:.2f}, the verify passes' costs on this machine are not measured, "
-                                  "so no speed-up can be predicted.")
+            self.sentence.setText(f"At α {alpha:.2f}: these stats hold no measured verify costs (replies stored "
+                                  "by older versions lack them), so no speed-up can be predicted.")
             return
         self.curve.setData([g for g, _ in known], [v for _, v in known])
         self.best_gamma = best = best_gamma(self.gammas, self.speedups)

@@ -9,6 +9,7 @@ no γ is predicted to beat plain decoding.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 EMA = 0.2                   # weight of a new timing measurement
@@ -47,6 +48,25 @@ def formula_speedup(alpha: float, gamma: float, c: float) -> float:
     """The paper's speed-up estimate: E(α, γ) / (1 + γc), verify cost taken as one target pass."""
     g = max(0, round(gamma))
     return expected_tokens(alpha, g) / (1.0 + gamma * c)
+
+
+def speedup_curve(alpha: float, draft_step_s: float, verify_s_by_batch: Mapping[int, float],
+                  plain_step_s: float | None, gammas: Iterable[int]) -> list[float | None]:
+    """The predicted speed-up over plain decoding for each γ in `gammas`, from acceptance α, the
+    seconds of one draft step, the measured seconds of a verify pass per batch size (interpolated
+    between sizes as CostModel.verify_cost does) and the seconds of one plain step: what auto mode
+    weighs, for a view to draw. None where a cost is not known."""
+    return CostModel(verify_s=dict(verify_s_by_batch)).speedup_curve(alpha, draft_step_s, plain_step_s, gammas)
+
+
+def best_gamma(gammas: Sequence[int], curve: Sequence[float | None], margin: float = WIN_MARGIN) -> int:
+    """The γ of `curve` (speed-ups over plain, one per γ of `gammas`) predicted fastest, or 0 when none
+    is predicted to beat plain decoding by `margin`: how auto mode chooses."""
+    best_g, best = 0, margin
+    for g, s in zip(gammas, curve):
+        if s is not None and s > best:
+            best_g, best = g, s
+    return best_g
 
 
 @dataclass
@@ -133,18 +153,24 @@ class CostModel:
         ta, tb = self.verify_s[a], self.verify_s[b]
         return max(ta, ta + (tb - ta) * (batch - a) / (b - a)) if batch > a else ta
 
+    def speedup_curve(self, alpha: float, step_s: float, plain_step_s: float | None,
+                      gammas: Iterable[int]) -> list[float | None]:
+        """The predicted speed-up over plain decoding (one token per plain_step_s) of rounds that draft
+        γ tokens, for each γ in `gammas`: round_rate with this model's verify cost of γ+1 tokens.
+        None where that cost (or plain_step_s) is not known."""
+        out: list[float | None] = []
+        for g in gammas:
+            verify = self.verify_cost(g + 1)
+            out.append(speedup(round_rate(alpha, g, step_s, verify), plain_step_s)
+                       if verify is not None and plain_step_s else None)
+        return out
+
     def best_gamma(self, alpha: float, gamma_max: int, step_s: float) -> int:
         """The γ in 1..gamma_max with the best predicted tokens per second for acceptance α and a draft
         step of step_s seconds, or 0 when none is predicted to beat plain decoding by WIN_MARGIN (or
         the costs needed to predict are not measured yet)."""
-        best_g, best_rate = 0, WIN_MARGIN * round_rate(alpha, 0, step_s, self.verify_cost(1))
-        if best_rate <= 0.0:
-            return 0
-        for g in range(1, gamma_max + 1):
-            rate = round_rate(alpha, g, step_s, self.verify_cost(g + 1))
-            if rate > best_rate:
-                best_g, best_rate = g, rate
-        return best_g
+        gammas = list(range(1, gamma_max + 1))
+        return best_gamma(gammas, self.speedup_curve(alpha, step_s, self.verify_cost(1), gammas))
 
     def choose_gamma(self, drafter: str, gamma_max: int) -> int:
         """The draft length for the next round in auto mode (0: decode plainly). Every REPROBE_EVERY

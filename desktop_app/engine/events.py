@@ -132,6 +132,12 @@ class GenerationStats:
     predicted_speedup: float | None = None          # (1-α^(γ+1)) / ((1-α)(1+γc)), the paper's formula
     predicted_speedup_measured: float | None = None  # same, with the measured cost of verify batches
     stop_reason: str = ""
+    verify_s_by_batch: dict[int, float] = field(default_factory=dict)  # the pair's measured verify pass
+                                      # seconds per batch size when the reply ended (auto mode's costs)
+
+    def __post_init__(self):
+        # stored as JSON, the batch sizes come back as strings: a GenerationStats(**stored) has ints
+        self.verify_s_by_batch = {int(k): float(v) for k, v in (self.verify_s_by_batch or {}).items()}
 
     @property
     def plain_tokens_per_s(self) -> float | None:

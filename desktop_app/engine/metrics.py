@@ -51,6 +51,7 @@ class StatsRecorder:
         decode_s = t_total_s - t_prompt_s
         s.tokens_per_s = n_tokens / decode_s if decode_s > 0 else 0.0
         s.stop_reason = stop_reason
+        s.verify_s_by_batch = dict(sorted(costs.verify_s.items()))    # measured sizes only
         s.n_plain_rounds = self._plain_rounds
         s.t_plain_s = self._plain_round_s
         if s.n_drafted:

@@ -1,0 +1,267 @@
+"""Live charts of one reply, drawn from its rounds (the RoundEvents the speculation panel shows, or the
+stored ones read back with RoundEvent.from_record): speed over time against plain decoding's, acceptance
+by draft position, tokens kept per round, and where the time went.
+
+Events are only buffered as they arrive; a QTimer redraws at most every REDRAW_MS, never per token.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QColor, QFont, QPalette
+from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
+
+from desktop_app.engine.events import GenerationStats, RoundEvent
+
+DRAFTER_COLOURS = {"model": "#2ca02c", "lookup": "#9467bd", "none": "#8c8c8c"}
+DRAFTER_NAMES = {"model": "model", "lookup": "lookup", "none": "plain"}
+SPLIT = (("draft", "#1f77b4"), ("verify", "#ff7f0e"), ("other", "#8c8c8c"))
+
+
+def stats_from(stats: GenerationStats | Mapping | None) -> GenerationStats | None:
+    """A GenerationStats from itself or from its stored JSON (fields this version does not know are
+    left out; verify_s_by_batch's keys become ints again in GenerationStats itself)."""
+    if stats is None or isinstance(stats, GenerationStats):
+        return stats
+    return GenerationStats(**{k: v for k, v in stats.items() if k in GenerationStats.__dataclass_fields__})
+
+
+def rounds_from(rounds: Sequence[RoundEvent | Mapping] | None) -> list[RoundEvent]:
+    """RoundEvents from themselves or from the history's records (RoundEvent.from_record)."""
+    return [r if isinstance(r, RoundEvent) else RoundEvent.from_record(i, r) for i, r in enumerate(rounds or [])]
+
+
+def rolling_rate(times: Sequence[float], origin: float, min_tokens: int = 16, min_span_s: float = 0.25,
+                 burst_s: float = 0.01) -> tuple[list[float], list[float]]:
+    """Tokens per second at each arrival (seconds since origin, rate), over a window reaching back at
+    least min_tokens tokens and at least min_span_s seconds (clipped at the origin). Tokens arriving
+    within burst_s of each other (one round's) are one burst, sampled once, at its last token; tokens
+    of the burst at the origin open the window and are not counted in it."""
+    xs, ys = [], []
+    for k, t in enumerate(times):
+        if k + 1 < len(times) and times[k + 1] - t <= burst_s:
+            continue                                  # the rest of this burst arrives with it
+        j = k - min_tokens
+        while j >= 0 and times[j] > t - min_span_s:
+            j -= 1
+        if j < 0:
+            j = -1                                    # back to the origin: count every token after it
+            while j + 1 < k and times[j + 1] - origin <= burst_s:
+                j += 1
+        start = origin if j < 0 else times[j]
+        if t - start <= burst_s:
+            continue
+        xs.append(t - origin)
+        ys.append((k - j) / (t - start))
+    return xs, ys
+
+
+def _small_plot(fg: QColor, bg: QColor) -> pg.PlotWidget:
+    w = pg.PlotWidget(background=bg)
+    w.setMinimumSize(150, 110)
+    item = w.getPlotItem()
+    item.setMenuEnabled(False)
+    item.hideButtons()
+    w.setMouseEnabled(x=False, y=False)
+    font = QFont()
+    font.setPointSize(7)
+    for name in ("left", "bottom"):
+        axis = item.getAxis(name)
+        axis.setTickFont(font)
+        axis.setPen(pg.mkPen(fg))
+        axis.setTextPen(pg.mkPen(fg))
+    item.getAxis("left").setWidth(30)
+    item.layout.setContentsMargins(0, 4, 4, 0)
+    return w
+
+
+def _titled(title: QLabel, plot: pg.PlotWidget) -> QWidget:
+    """A plot under its title (a QLabel: it wraps where a plot's own title would be cut)."""
+    box = QWidget()
+    column = QVBoxLayout(box)
+    column.setContentsMargins(0, 0, 0, 0)
+    column.setSpacing(0)
+    title.setWordWrap(True)
+    title.setAlignment(Qt.AlignCenter)
+    font = title.font()
+    font.setPointSizeF(max(7.0, font.pointSizeF() - 1))
+    title.setFont(font)
+    column.addWidget(title)
+    column.addWidget(plot, 1)
+    return box
+
+
+class LiveCharts(QWidget):
+    REDRAW_MS = 100
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        pal = self.palette()
+        fg, bg = pal.color(QPalette.WindowText), pal.color(QPalette.Base)
+        layout = QGridLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(4)
+
+        self.speed_plot = _small_plot(fg, bg)
+        self.speed_title = QLabel("Tokens/s over time (s)")
+        self.speed_curve = self.speed_plot.plot([], [], pen=pg.mkPen("#1f77b4", width=2))
+        self.plain_line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(fg, width=1, style=Qt.DashLine))
+        self.plain_line.setVisible(False)
+        self.speed_plot.addItem(self.plain_line)
+
+        self.position_plot = _small_plot(fg, bg)
+        self.position_title = QLabel("Kept, by draft position")
+        self.position_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush=DRAFTER_COLOURS["model"])
+        self.position_plot.addItem(self.position_bars)
+        self.position_plot.setYRange(0, 1, padding=0.02)
+
+        self.kept_plot = _small_plot(fg, bg)
+        self.kept_title = QLabel("Kept per round")
+        self.kept_line = self.kept_plot.plot([], [], pen=pg.mkPen(QColor(fg.red(), fg.green(), fg.blue(), 60)))
+        self.kept_points = pg.ScatterPlotItem(size=5, pen=None)
+        self.kept_plot.addItem(self.kept_points)
+
+        self.split_plot = _small_plot(fg, bg)
+        self.split_title = QLabel("Time spent (s)")
+        self.split_bars = pg.BarGraphItem(x=[0, 1, 2], height=[0, 0, 0], width=0.7,
+                                          brushes=[c for _, c in SPLIT])
+        self.split_plot.addItem(self.split_bars)
+        self.split_plot.setXRange(-0.6, 2.6, padding=0)
+        self.split_plot.getPlotItem().getAxis("bottom").setTicks([[(i, name) for i, (name, _) in enumerate(SPLIT)]])
+
+        layout.addWidget(_titled(self.speed_title, self.speed_plot), 0, 0)
+        layout.addWidget(_titled(self.position_title, self.position_plot), 0, 1)
+        layout.addWidget(_titled(self.kept_title, self.kept_plot), 1, 0)
+        layout.addWidget(_titled(self.split_title, self.split_plot), 1, 1)
+
+        self.redraws = 0                                # how many times the plots were redrawn
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(self.REDRAW_MS)
+        self._timer.timeout.connect(self._redraw)
+        self._reset()
+        self._redraw()
+
+    # -- the API
+    def begin(self) -> None:
+        """A reply starts: the charts empty and follow it."""
+        self._timer.stop()
+        self._reset()
+        self._redraw()
+
+    def add_round(self, r: RoundEvent) -> None:
+        self._rounds.append(r)
+        self._schedule()
+
+    def add_token(self, monotonic_time: float | None = None) -> None:
+        """A token arrived (time.monotonic() when it did)."""
+        t = time.monotonic() if monotonic_time is None else monotonic_time
+        if self._origin is None:
+            self._origin = t
+        self._times.append(t)
+        self._schedule()
+
+    def finish(self, stats: GenerationStats) -> None:
+        """The reply ended: the measured plain rate replaces the estimate; everything is drawn now."""
+        self._stats = stats
+        self._timer.stop()
+        self._redraw()
+
+    def show_stored(self, rounds: Sequence[RoundEvent | Mapping] | None, stats: GenerationStats | Mapping | None) -> None:
+        """A stored reply: its rounds (RoundEvents, or the history's records) and its stats. Its tokens'
+        times are the ends of the rounds that emitted them, counted from the first round's start."""
+        self._timer.stop()
+        self._reset()
+        self._rounds = rounds_from(rounds)
+        t = 0.0
+        for r in self._rounds:
+            t += r.t_round_s
+            self._times += [t] * (len(r.emitted) - (r.end == "eos" and len(r.emitted) > 0))
+        self._origin = 0.0
+        self._stats = stats_from(stats)
+        self._redraw()
+
+    def clear(self) -> None:
+        self._timer.stop()
+        self._reset()
+        self._redraw()
+
+    # -- what is drawn, from the rounds shown (for the window's tooltips and for tests)
+    @property
+    def rounds(self) -> list[RoundEvent]:
+        return list(self._rounds)
+
+    def position_acceptance(self) -> list[float]:
+        """P(x_i kept | x_i drafted), i = 1..γmax, over the rounds shown."""
+        drafted: list[int] = []
+        kept: list[int] = []
+        for r in self._rounds:
+            while len(drafted) < r.gamma:
+                drafted.append(0)
+                kept.append(0)
+            for i in range(r.gamma):
+                drafted[i] += 1
+                kept[i] += i < r.accepted
+        return [k / d for k, d in zip(kept, drafted)]
+
+    def time_split(self) -> tuple[float, float, float]:
+        """Seconds spent drafting, verifying and on the rest of the rounds shown."""
+        draft = verify = other = 0.0
+        for r in self._rounds:
+            draft += r.t_draft_s
+            verify += r.t_verify_s
+            other += max(0.0, r.t_round_s - r.t_draft_s - r.t_verify_s)
+        return draft, verify, other
+
+    def plain_rate(self) -> tuple[float | None, str]:
+        """The plain-decoding reference: stats.plain_tokens_per_s once the reply ended, before that an
+        estimate from the single-token passes of its plain rounds, if any (else None)."""
+        if self._stats is not None:
+            rate = self._stats.plain_tokens_per_s
+            return rate, "plain (measured)" if rate else ""
+        plain = [r.t_verify_s for r in self._rounds if not r.gamma and r.t_verify_s > 0]
+        if plain:
+            return len(plain) / sum(plain), "plain (estimate)"
+        return None, ""
+
+    # -- drawing
+    def _reset(self) -> None:
+        self._rounds: list[RoundEvent] = []
+        self._times: list[float] = []
+        self._origin: float | None = None
+        self._stats: GenerationStats | None = None
+
+    def _schedule(self) -> None:
+        if not self._timer.isActive():
+            self._timer.start()
+
+    def _redraw(self) -> None:
+        self.redraws += 1
+        xs, ys = rolling_rate(self._times, self._origin or 0.0)
+        self.speed_curve.setData(xs, ys)
+        rate, label = self.plain_rate()
+        self.plain_line.setVisible(rate is not None)
+        if rate is not None:
+            self.plain_line.setValue(rate)
+            self.speed_title.setText(f"Tokens/s over time (s) · - - {label} {rate:.1f}")
+        else:
+            self.speed_title.setText("Tokens/s over time (s)")
+        self.speed_plot.getPlotItem().enableAutoRange()
+
+        acc = self.position_acceptance()
+        self.position_bars.setOpts(x=list(range(1, len(acc) + 1)), height=acc)
+        self.position_plot.setXRange(0.4, max(len(acc), 1) + 0.6, padding=0)
+
+        rounds = self._rounds
+        self.kept_points.setData(x=[r.index for r in rounds], y=[r.accepted for r in rounds],
+                                 brush=[pg.mkBrush(DRAFTER_COLOURS.get(r.drafter, DRAFTER_COLOURS["none"]))
+                                        for r in rounds])
+        present = [d for d in DRAFTER_COLOURS if any(r.drafter == d for r in rounds)]
+        legend = " ".join(f'<span style="color:{DRAFTER_COLOURS[d]}">●</span>{DRAFTER_NAMES[d]}' for d in present)
+        self.kept_title.setText(f"Kept per round {legend}")
+        self.kept_line.setData([r.index for r in rounds], [r.accepted for r in rounds])
+
+        self.split_bars.setOpts(height=list(self.time_split()))

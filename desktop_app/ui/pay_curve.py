@@ -1,0 +1,153 @@
+""""Does it pay?": the predicted speed-up over plain decoding against γ, from a reply's measured α, draft
+step and verify costs per batch size (engine.costs.speedup_curve: the cost model auto mode uses), with
+the γ in use, the best γ and the reply's measured speed-up marked, and one sentence that says the same.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont, QPalette
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from desktop_app.engine.costs import CostModel, WIN_MARGIN, best_gamma, speedup_curve
+from desktop_app.engine.events import GenerationStats
+from desktop_app.ui.charts import stats_from
+
+GAMMA_MAX = 16
+_WIDGET_SHOW = object()      # show() without a reply: the widget's own show
+
+
+class PayCurve(QWidget):
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        pal = self.palette()
+        fg, bg = pal.color(QPalette.WindowText), pal.color(QPalette.Base)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.plot = pg.PlotWidget(background=bg)
+        self.plot.setMinimumSize(200, 140)
+        item = self.plot.getPlotItem()
+        item.setTitle('<span style="font-size:8pt">Does it pay? Predicted speed-up against γ</span>', color=fg)
+        item.setMenuEnabled(False)
+        item.hideButtons()
+        self.plot.setMouseEnabled(x=False, y=False)
+        font = QFont()
+        font.setPointSize(7)
+        for name in ("left", "bottom"):
+            axis = item.getAxis(name)
+            axis.setTickFont(font)
+            axis.setPen(pg.mkPen(fg))
+            axis.setTextPen(pg.mkPen(fg))
+        item.getAxis("left").setWidth(30)
+        item.setLabel("bottom", "γ (tokens drafted per round)", **{"font-size": "7pt"})
+        self.curve = self.plot.plot([], [], pen=pg.mkPen("#1f77b4", width=2), symbol="o", symbolSize=4,
+                                    symbolBrush="#1f77b4", symbolPen=None)
+        self.plain_line = pg.InfiniteLine(pos=1.0, angle=0, movable=False,
+                                          pen=pg.mkPen(fg, width=1, style=Qt.DashLine), label="plain 1×",
+                                          labelOpts={"position": 0.92, "color": fg, "anchors": [(1, 1), (1, 1)]})
+        self.plot.addItem(self.plain_line)
+        self.current_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#8c8c8c", width=1, style=Qt.DotLine))
+        self.plot.addItem(self.current_line)
+        self.current_label = pg.TextItem("", color=fg, anchor=(-0.05, 0))
+        self.best_point = pg.ScatterPlotItem(size=12, symbol="star", brush="#2ca02c", pen=pg.mkPen(fg))
+        self.plot.addItem(self.best_point)
+        self.measured_point = pg.ScatterPlotItem(size=9, symbol="d", brush="#d62728", pen=pg.mkPen(fg))
+        self.plot.addItem(self.measured_point)
+        self.best_label = pg.TextItem("best", color="#2ca02c", anchor=(0.5, 1.3))
+        self.measured_label = pg.TextItem("measured", color="#d62728", anchor=(-0.15, 0.5))
+        for label in (self.best_label, self.measured_label, self.current_label):
+            label.setFont(QFont(self.font().family(), 7))
+            self.plot.addItem(label)
+        layout.addWidget(self.plot)
+        self.sentence = QLabel()
+        self.sentence.setObjectName("pay_sentence")
+        self.sentence.setWordWrap(True)
+        layout.addWidget(self.sentence)
+        self.gammas: list[int] = []
+        self.speedups: list[float | None] = []
+        self.best_gamma = 0
+        self.clear()
+
+    def clear(self) -> None:
+        self.gammas, self.speedups, self.best_gamma = [], [], 0
+        self.curve.setData([], [])
+        self.current_line.setVisible(False)
+        self.current_label.setVisible(False)
+        self.best_point.setData([], [])
+        self.measured_point.setData([], [])
+        self.best_label.setVisible(False)
+        self.measured_label.setVisible(False)
+        self.sentence.setText("")
+
+    def show(self, stats: GenerationStats | Mapping | None = _WIDGET_SHOW, current_gamma: int = 0) -> None:
+        """Draw the curve for this reply's measurements (a GenerationStats, or its stored JSON);
+        current_gamma is the γ the settings use. Called with no arguments, QWidget.show."""
+        if stats is _WIDGET_SHOW:
+            super().show()
+            return
+        self.clear()
+        s = stats_from(stats)
+        if s is None:
+            return
+        if not s.n_drafted or s.alpha is None:
+            self.sentence.setText("This reply drafted nothing (plain decoding), so there is no α to judge "
+                                  "from: no γ can be predicted.")
+            return
+        alpha, step = s.alpha, s.t_draft_step_s or 0.0
+        plain = s.t_target_step_s
+        self.gammas = list(range(1, max(GAMMA_MAX, current_gamma) + 1))
+        self.speedups = speedup_curve(alpha, step, s.verify_s_by_batch, plain, self.gammas)
+        known = [(g, v) for g, v in zip(self.gammas, self.speedups) if v is not None]
+        if not known:
+            self.sentence.setText(f"At α {alpha:.2f}: these stats hold no measured verify costs (replies stored "
+                                  "by older versions lack them), so no speed-up can be predicted.")
+            return
+        self.curve.setData([g for g, _ in known], [v for _, v in known])
+        self.best_gamma = best = best_gamma(self.gammas, self.speedups)
+        predicted = dict(known)
+        if best:
+            self.best_point.setData([best], [predicted[best]])
+            self.best_label.setPos(best, predicted[best])
+            self.best_label.setVisible(True)
+        if current_gamma > 0:
+            self.current_line.setValue(current_gamma)
+            self.current_line.setVisible(True)
+            self.current_label.setText(f"you: γ {current_gamma}")
+            self.current_label.setVisible(True)
+        measured = s.measured_speedup
+        if measured is not None and s.mean_drafted:
+            self.measured_point.setData([s.mean_drafted], [measured])
+            self.measured_label.setPos(s.mean_drafted, measured)
+            self.measured_label.setVisible(True)
+        top = max([v for _, v in known] + [measured or 0.0, 1.0])
+        self.plot.setYRange(0, top * 1.15, padding=0)
+        self.current_label.setPos(current_gamma, top * 1.12)
+        self.plot.setXRange(0.5, self.gammas[-1] + 0.5, padding=0)
+        self.sentence.setText(self._sentence(s, current_gamma, best, predicted, measured))
+
+    @staticmethod
+    def _sentence(s: GenerationStats, current: int, best: int, predicted: dict[int, float],
+                  measured: float | None) -> str:
+        measured_text = f"measured {measured:.2f}×" if measured is not None else ""
+        if best:
+            text = f"At α {s.alpha:.2f} on this machine, γ {best} is best (predicted {predicted[best]:.2f}×)"
+            if current == best:
+                text += "; you use it" + (f" ({measured_text})" if measured_text else "")
+            elif current in predicted:
+                text += f"; you use γ {current} (predicted {predicted[current]:.2f}×"
+                text += f", {measured_text})" if measured_text else ")"
+            elif measured_text:
+                text += f"; this reply: {measured_text}"
+            return text + "."
+        g = current if current in predicted else max(1, round(s.mean_drafted or 1))
+        verify = CostModel(verify_s=dict(s.verify_s_by_batch)).verify_cost(g + 1)
+        text = f"At α {s.alpha:.2f}, no γ is predicted to beat plain decoding here"
+        if WIN_MARGIN > 1 and max(predicted.values()) > 1.0:
+            text += f" by the {100 * (WIN_MARGIN - 1):.0f} % auto mode asks for"
+        if verify and s.t_target_step_s:
+            text += f": a {g + 1}-token check costs {verify / s.t_target_step_s:.1f} single passes"
+            if s.c:
+                text += f" and each drafted token {s.c:.2f} of one"
+        return text + (f" (this reply: {measured_text})." if measured_text else ".")

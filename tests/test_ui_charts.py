@@ -1,0 +1,251 @@
+"""Live charts and "Does it pay?" (#13 items 5, 6), fed by a real greedy reply of the SmolLM2 pair."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+import pytest
+
+from desktop_app.chat.history import HistoryStore
+from desktop_app.engine import (GREEDY, Controls, FinishEvent, LoadOptions, ModelPair, RoundEvent, SpecSettings,
+                                TokenEvent)
+from desktop_app.engine.costs import WIN_MARGIN
+from desktop_app.engine.events import GenerationStats
+from desktop_app.ui.charts import LiveCharts
+from desktop_app.ui.pay_curve import PayCurve
+
+from engine_helpers import prompt_tokens
+
+
+@pytest.fixture(scope="module")
+def pair(test_model_path, q2k_draft_path):
+    with ModelPair.load(test_model_path, q2k_draft_path, LoadOptions(n_ctx=1024, n_threads=2)) as p:
+        yield p
+
+
+def generate_into(charts: LiveCharts | None, pair, qapp, max_tokens=64, **spec):
+    """A greedy reply fed to the charts as the window feeds them, event by event; returns (rounds,
+    stats, what the charts showed just before the finish: (plain rate, its label))."""
+    pair.target_ctx.clear()
+    pair.draft_ctx.clear()
+    rounds, finish = [], None
+    if charts:
+        charts.begin()
+    for ev in pair.generate(prompt_tokens(pair.target), GREEDY, Controls(SpecSettings(**spec)), max_tokens, ()):
+        if isinstance(ev, RoundEvent):
+            rounds.append(ev)
+            if charts:
+                charts.add_round(ev)
+        elif isinstance(ev, TokenEvent):
+            if charts:
+                charts.add_token(time.monotonic())
+        else:
+            assert isinstance(ev, FinishEvent)
+            finish = ev
+        qapp.processEvents()
+    before_finish = charts.plain_rate() if charts else None
+    if charts:
+        charts.finish(finish.stats)
+    return rounds, finish.stats, before_finish
+
+
+@pytest.fixture(scope="module")
+def reply(pair, qapp):
+    """γ 4 with the draft model, 64 tokens, through LiveCharts."""
+    charts = LiveCharts()
+    rounds, stats, before = generate_into(charts, pair, qapp, drafter="model", draft_max=4)
+    return charts, rounds, stats, before
+
+
+def plotted_bars(bars) -> tuple[list[float], list[float]]:
+    return [float(x) for x in bars.opts["x"]], [float(h) for h in bars.opts["height"]]
+
+
+def assert_charts_show(charts: LiveCharts, rounds, stats: GenerationStats, abs_time=1e-9):
+    xs, heights = plotted_bars(charts.position_bars)
+    assert xs == [float(i) for i in range(1, len(stats.position_acceptance) + 1)]
+    assert heights == pytest.approx(stats.position_acceptance, abs=1e-12)
+    x, y = charts.kept_points.getData()
+    assert list(y) == [r.accepted for r in rounds] and list(x) == [r.index for r in rounds]
+    colours = [p.brush().color().name() for p in charts.kept_points.points()]
+    assert colours == ["#2ca02c" if r.drafter == "model" else "#8c8c8c" for r in rounds]
+    _, split = plotted_bars(charts.split_bars)
+    assert split == pytest.approx([stats.t_draft_s, stats.t_verify_s, stats.t_other_s], abs=abs_time)
+    assert charts.plain_line.isVisible() and charts.plain_line.value() == pytest.approx(stats.plain_tokens_per_s)
+    sx, sy = charts.speed_curve.getData()
+    assert len(sx) > 3 and all(v > 0 for v in sy)
+
+
+def test_live_charts_show_the_rounds_of_a_real_reply(reply, qtbot, tmp_path):
+    charts, rounds, stats, before = reply
+    qtbot.addWidget(charts)
+    assert stats.n_drafted and any(r.accepted < r.gamma for r in rounds) and max(r.gamma for r in rounds) == 4
+    assert_charts_show(charts, rounds, stats)
+    assert charts.rounds == rounds
+    # the drafted reply had no plain round: no estimate of plain speed until the finish
+    if not any(r.gamma == 0 for r in rounds):
+        assert before == (None, "")
+    # the same rounds as the history stores them, and the stats as its JSON, show the same
+    stored = LiveCharts()
+    qtbot.addWidget(stored)
+    store = HistoryStore(str(tmp_path / "history.db"))
+    cid = store.create_conversation()
+    m = store.add_message(cid, "assistant", "reply")
+    store.update_message(m.id, stats=stats.to_json(), rounds=[r.to_record() for r in rounds])
+    back = store.messages(cid)[-1]
+    store.close()
+    stored.show_stored(back.rounds, back.stats)
+    assert_charts_show(stored, rounds, stats, abs_time=1e-5 * len(rounds))
+    assert stored.rounds == [RoundEvent.from_record(i, r) for i, r in enumerate(back.rounds)]
+    # the tokens' times of a stored reply are its rounds' ends: the last rate is within the reply's range
+    sx, _ = stored.speed_curve.getData()
+    assert sx[-1] == pytest.approx(sum(r.t_round_s for r in rounds), abs=1e-4 * len(rounds))
+    stored.clear()
+    assert plotted_bars(stored.position_bars)[1] == [] and len(stored.kept_points.getData()[0]) == 0
+    assert not stored.plain_line.isVisible()
+
+
+def test_plain_reply_estimates_plain_speed_live_and_has_no_alpha(pair, qapp, qtbot):
+    charts = LiveCharts()
+    qtbot.addWidget(charts)
+    rounds, stats, (estimate, label) = generate_into(charts, pair, qapp, max_tokens=12, drafter="none")
+    assert rounds and all(r.gamma == 0 for r in rounds)
+    assert label == "plain (estimate)"
+    assert estimate == pytest.approx(len(rounds) / sum(r.t_verify_s for r in rounds))
+    assert charts.plain_rate() == (pytest.approx(stats.plain_tokens_per_s), "plain (measured)")
+    assert plotted_bars(charts.position_bars)[1] == [] == stats.position_acceptance
+    pay = PayCurve()
+    qtbot.addWidget(pay)
+    pay.show(stats, 4)
+    assert "no α to judge from" in pay.sentence.text()
+    assert pay.best_gamma == 0 and len(pay.curve.getData()[0] or []) == 0
+
+
+# -- "Does it pay?", against the formula written out here
+
+def expected(alpha, g):
+    return (1 - alpha ** (g + 1)) / (1 - alpha)
+
+
+def verify_by_hand(measured: dict[int, float], batch: int) -> float:
+    if batch in measured:
+        return measured[batch]
+    below = max(b for b in measured if b < batch)
+    above = min(b for b in measured if b > batch)
+    line = measured[below] + (measured[above] - measured[below]) * (batch - below) / (above - below)
+    return max(measured[below], line)      # between sizes, never cheaper than the smaller measured one
+
+
+def speedups_by_hand(alpha, step, measured, plain, gammas):
+    return [expected(alpha, g) / (g * step + verify_by_hand(measured, g + 1)) * plain for g in gammas]
+
+
+def best_by_hand(gammas, speedups):
+    best, top = 0, WIN_MARGIN
+    for g, s in zip(gammas, speedups):
+        if s > top:
+            best, top = g, s
+    return best
+
+
+def check_curve(pay: PayCurve, s: GenerationStats, current: int):
+    gammas = list(range(1, 17))
+    assert max(s.verify_s_by_batch) >= 17 and min(s.verify_s_by_batch) <= 2   # no extrapolation needed
+    hand = speedups_by_hand(s.alpha, s.t_draft_step_s or 0.0, s.verify_s_by_batch, s.t_target_step_s, gammas)
+    assert pay.gammas == gammas
+    assert pay.speedups == pytest.approx(hand, rel=1e-9)
+    x, y = pay.curve.getData()
+    assert list(x) == gammas and list(y) == pytest.approx(hand, rel=1e-9)
+    best = best_by_hand(gammas, hand)
+    assert pay.best_gamma == best
+    text = pay.sentence.text()
+    assert f"α {s.alpha:.2f}" in text
+    if best:
+        assert f"γ {best} is best (predicted {hand[best - 1]:.2f}×)" in text
+        assert list(pay.best_point.getData()[0]) == [best]
+        if current != best:
+            assert f"you use γ {current} (predicted {hand[current - 1]:.2f}×" in text
+    else:
+        assert "no γ is predicted to beat plain decoding" in text
+        check = current + 1
+        ratio = verify_by_hand(s.verify_s_by_batch, check) / s.t_target_step_s
+        assert f"a {check}-token check costs {ratio:.1f} single passes" in text
+        assert len(pay.best_point.getData()[0]) == 0
+    if s.measured_speedup is not None:
+        assert f"measured {s.measured_speedup:.2f}×" in text
+        mx, my = pay.measured_point.getData()
+        assert list(mx) == [s.mean_drafted] and list(my) == [pytest.approx(s.measured_speedup)]
+    return best
+
+
+def test_pay_curve_of_the_real_reply_follows_the_formula(reply, qtbot):
+    _, _, stats, _ = reply
+    pay = PayCurve()
+    qtbot.addWidget(pay)
+    pay.show(stats, 4)
+    assert pay.current_line.isVisible() and pay.current_line.value() == 4
+    check_curve(pay, stats, 4)
+    # the same α on a machine where verifying a batch costs hardly more than one pass and drafting is
+    # cheap: drafting pays, and the sentence names the best γ and the one in use
+    plain = stats.t_target_step_s
+    cheap = dataclasses.replace(stats, t_draft_step_s=0.05 * plain,
+                                verify_s_by_batch={b: plain * (1 + 0.03 * (b - 1)) for b in stats.verify_s_by_batch})
+    pay.show(cheap, 1)
+    best = check_curve(pay, cheap, 1)
+    assert best >= 1
+    pay.show(cheap, best)
+    assert check_curve(pay, cheap, best) == best and "; you use it" in pay.sentence.text()
+
+
+def test_stats_keep_verify_costs_through_the_history_json(reply, qtbot, tmp_path):
+    _, _, stats, _ = reply
+    assert stats.verify_s_by_batch and all(isinstance(k, int) and v > 0 for k, v in stats.verify_s_by_batch.items())
+    assert 1 in stats.verify_s_by_batch
+    if not stats.n_plain_rounds:        # the single-token pass the reply's plain speed rests on
+        assert stats.verify_s_by_batch[1] == pytest.approx(stats.t_target_step_s)
+    store = HistoryStore(str(tmp_path / "history.db"))
+    cid = store.create_conversation()
+    m = store.add_message(cid, "assistant", "reply")
+    store.update_message(m.id, stats=stats.to_json())
+    raw = store.messages(cid)[-1].stats
+    store.close()
+    assert set(raw["verify_s_by_batch"]) == {str(k) for k in stats.verify_s_by_batch}   # JSON made them str
+    # as the speculation panel rebuilds stored stats
+    back = GenerationStats(**{k: v for k, v in raw.items() if k in GenerationStats.__dataclass_fields__})
+    assert back.verify_s_by_batch == stats.verify_s_by_batch
+    a, b = PayCurve(), PayCurve()
+    qtbot.addWidget(a)
+    qtbot.addWidget(b)
+    a.show(stats, 4)
+    b.show(raw, 4)                     # the stored dict as it is
+    assert b.speedups == a.speedups and b.best_gamma == a.best_gamma and b.sentence.text() == a.sentence.text()
+    assert all(v is not None and math.isfinite(v) for v in b.speedups)
+    # stats stored before the costs travelled with them: said so, nothing drawn
+    older = {k: v for k, v in raw.items() if k != "verify_s_by_batch"}
+    b.show(older, 4)
+    assert "no measured verify costs" in b.sentence.text() and b.best_gamma == 0
+    assert len(b.curve.getData()[0] or []) == 0
+
+
+def test_redraws_are_throttled(reply, qtbot):
+    _, rounds, _, _ = reply
+    charts = LiveCharts()
+    qtbot.addWidget(charts)
+    charts.begin()
+    before = charts.redraws
+    fed = [dataclasses.replace(rounds[i % len(rounds)], index=i) for i in range(1000)]
+    t0 = time.monotonic()
+    for i, r in enumerate(fed):
+        charts.add_round(r)
+        charts.add_token(t0 + 0.001 * i)
+    assert charts.redraws == before                      # nothing drawn per event
+    qtbot.waitUntil(lambda: charts.redraws > before, timeout=5000)
+    qtbot.wait(3 * LiveCharts.REDRAW_MS)
+    assert charts.redraws - before <= 3
+    # nothing was dropped: the one redraw shows all 1,000 rounds
+    x, y = charts.kept_points.getData()
+    assert list(y) == [r.accepted for r in fed] and len(x) == 1000
+    drafted = [sum(r.gamma > i for r in fed) for i in range(4)]
+    kept = [sum(r.accepted > i for r in fed) for i in range(4)]
+    assert plotted_bars(charts.position_bars)[1] == pytest.approx([k / d for k, d in zip(kept, drafted)])

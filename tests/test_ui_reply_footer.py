@@ -199,8 +199,10 @@ def test_reply_footer_origins_and_tooltips_live_and_after_a_restart(qtbot, tmp_p
     w.highlight_action.trigger()                        # View ▸ Highlight token origins
     assert w.chat.highlight_origins
 
-    tokens = []
+    tokens, events = [], []
     w.worker.token.connect(tokens.append)               # runs on the worker thread; a list append is safe
+    w.worker.token.connect(events.append)
+    w.worker.round.connect(events.append)
     w.composer.setPlainText("Write a Python function that adds two numbers.")
     qtbot.keyClick(w.composer, Qt.Key_Return)
     _wait_idle(qtbot, w)
@@ -238,6 +240,26 @@ def test_reply_footer_origins_and_tooltips_live_and_after_a_restart(qtbot, tmp_p
     assert tip == f"round {o.round + 1} · draft model · kept draft {o.position}/{o.gamma}"
     rounds = [RoundEvent.from_record(i, r) for i, r in enumerate(db.rounds)]
     assert rounds[o.round].kinds[o.position - 1] == TokenKind.ACCEPTED
+
+    # the same events streamed into a view token by token: each repaint appends the new tokens, coloured
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.set_highlight_origins(True)
+    live = view.begin_reply()
+    so_far = ""
+    for event in events:
+        if isinstance(event, RoundEvent):
+            view.record_round(event)
+            continue
+        view.record_token(event)
+        view.append_text(event.text)
+        so_far += event.text
+        view._flush()                                   # (what the repaint timer does)
+        assert live.body.document().toPlainText() == so_far
+    assert _shown_kinds(live.body) == _shown_kinds(reply.body)
+    assert live.body.tooltip_at_position(position) == tip
+    view.end_reply(db.content, "done", db.id, True, stats, db.settings)
+    assert live.footer_text == footer and live.body.document().toPlainText() == db.content
 
     # clicking the footer shows this reply's rounds in the panel
     w.spec_panel.rounds_view.clear()

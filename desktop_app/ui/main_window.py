@@ -201,7 +201,10 @@ class MainWindow(QMainWindow):
         if view is None:
             view = QMenu("&View", self)
             help_menu = next((a for a in menus.actions() if a.text() == "&Help"), None)
-            menus.insertMenu(help_menu, view) if help_menu else menus.addMenu(view)
+            if help_menu:
+                menus.insertMenu(help_menu, view)
+            else:
+                menus.addMenu(view)
         self.highlight_action = QAction("Highlight token origins", self, checkable=True)
         self.highlight_action.setShortcut(QKeySequence("Ctrl+Shift+H"))
         self.highlight_action.setToolTip("Colour each token of a reply by where it came from: kept draft, "

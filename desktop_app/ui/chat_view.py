@@ -1,18 +1,34 @@
-"""The conversation view: one block per message, Markdown rendered by Qt, streaming without flicker
-and without stealing the scroll position from a user who scrolled up."""
+"""The conversation view: one block per message, Markdown rendered by Qt (code blocks coloured by
+Pygments), streaming without flicker and without stealing the scroll position from a user who
+scrolled up. Under each reply, a footer says how it was made (click: its rounds in the speculation
+panel); with "Highlight token origins" on, a reply's text shows where each token came from."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication
+from bisect import bisect_right
+
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QGuiApplication, QPalette, QTextCharFormat, QTextCursor, QTextFormat
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSizePolicy, QTextBrowser,
-                               QVBoxLayout, QWidget)
+                               QToolTip, QVBoxLayout, QWidget)
+
+from desktop_app.chat.reply_footer import footer_text, stats_from_json
+from desktop_app.chat.token_origins import TokenOrigin, align, origin, origins_from_rounds
+from desktop_app.engine.events import GenerationStats, RoundEvent, TokenEvent, TokenKind
+from desktop_app.ui.code_highlight import CodeHighlighter
+from desktop_app.ui.spec_panel import Colours
 
 STATUS_NOTES = {"streaming": "writing…", "interrupted": "incomplete: interrupted while writing",
                 "cancelled": "stopped", "error": "failed"}
+KIND_PROPERTY = QTextFormat.UserProperty + 1      # a highlighted token's kind (TokenKind value)
+TOKEN_PROPERTY = QTextFormat.UserProperty + 2     # its place in the reply (keeps tokens apart as fragments)
+
+
+def _dark(widget: QWidget) -> bool:
+    return widget.palette().color(QPalette.Window).lightness() < 128
 
 
 class MessageText(QTextBrowser):
-    """A read-only Markdown view as tall as its text."""
+    """A read-only view as tall as its text: Markdown, or the reply's tokens coloured by origin."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -24,16 +40,84 @@ class MessageText(QTextBrowser):
         self.viewport().setAutoFillBackground(False)
         self.setStyleSheet("QTextBrowser { background: transparent; }")
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
-        self._markdown = ""
+        self.highlighter = CodeHighlighter(self.document(), _dark(self))
+        self.colours = Colours(_dark(self))
+        self._markdown: str | None = ""
+        self._tip_starts: list[int] = []              # highlighted tokens: where each starts in the text,
+        self._tip_spans: list[tuple[int, int, str]] = []   # and (start, end, tooltip)
+        self._n_spans = 0
 
     def set_markdown(self, text: str) -> None:
         if text != self._markdown:
             self._markdown = text
+            self._tip_starts, self._tip_spans, self._n_spans = [], [], 0
             self.setMarkdown(text)
 
     @property
     def markdown(self) -> str:
-        return self._markdown
+        return self._markdown or ""
+
+    # -- tokens coloured by origin
+    def _format(self, o: TokenOrigin | None) -> QTextCharFormat:
+        fmt = QTextCharFormat()
+        if o is None:
+            return fmt
+        c = self.colours
+        colour = {TokenKind.ACCEPTED: c.accepted, TokenKind.CORRECTION: c.correction,
+                  TokenKind.BONUS: c.bonus}.get(o.kind)
+        if colour:
+            fmt.setBackground(QColor(colour))
+        fmt.setToolTip(o.tooltip)
+        fmt.setProperty(KIND_PROPERTY, o.kind.value)
+        fmt.setProperty(TOKEN_PROPERTY, self._n_spans)
+        return fmt
+
+    def show_spans(self, spans: list[tuple[str, TokenOrigin | None]]) -> None:
+        """Show the text as plain pieces, each token's on its origin's colour (no Markdown)."""
+        self._markdown = None
+        self._tip_starts, self._tip_spans, self._n_spans = [], [], 0
+        self.document().clear()
+        self.append_spans(spans)
+
+    def append_spans(self, spans: list[tuple[str, TokenOrigin | None]]) -> None:
+        cursor = QTextCursor(self.document())
+        cursor.movePosition(QTextCursor.End)
+        for text, o in spans:
+            start = cursor.position()
+            cursor.insertText(text, self._format(o))
+            self._n_spans += 1
+            if o is not None and text:
+                self._tip_starts.append(start)
+                self._tip_spans.append((start, cursor.position(), o.tooltip))
+
+    def tooltip_at_position(self, position: int) -> str:
+        """The tooltip of the highlighted token holding the character at `position` ("" if none)."""
+        i = bisect_right(self._tip_starts, position) - 1
+        if i >= 0:
+            start, end, tip = self._tip_spans[i]
+            if start <= position < end:
+                return tip
+        return ""
+
+    def tooltip_at(self, point) -> str:
+        """The tooltip of the highlighted token under a point of the viewport."""
+        if not self._tip_spans:
+            return ""
+        cursor = self.cursorForPosition(point)
+        position = cursor.position()
+        if point.x() < self.cursorRect(cursor).x():        # the character left of the cursor
+            position -= 1
+        return self.tooltip_at_position(position)
+
+    def viewportEvent(self, event) -> bool:
+        if event.type() == QEvent.ToolTip and self._tip_spans:
+            tip = self.tooltip_at(event.pos())
+            if tip:
+                QToolTip.showText(event.globalPos(), tip, self.viewport())
+            else:
+                QToolTip.hideText()
+            return True
+        return super().viewportEvent(event)
 
     def _fit(self, size) -> None:
         extra = self.horizontalScrollBar().sizeHint().height() if self.horizontalScrollBar().isVisible() else 0
@@ -44,10 +128,12 @@ class MessageWidget(QFrame):
     showRounds = Signal(int)        # message id
 
     def __init__(self, role: str, text: str, status: str = "done", message_id: int | None = None,
-                 has_rounds: bool = False, parent=None):
+                 has_rounds: bool = False, parent=None, *, stats: dict | GenerationStats | None = None,
+                 settings: dict | None = None, rounds: list | None = None, highlight: bool = False):
         super().__init__(parent)
         self.role = role
         self.message_id = message_id
+        self.has_rounds = has_rounds
         self.setObjectName("userMessage" if role == "user" else "assistantMessage")
         self.setFrameShape(QFrame.StyledPanel)
         layout = QVBoxLayout(self)
@@ -59,35 +145,108 @@ class MessageWidget(QFrame):
         head.addWidget(self.title)
         head.addWidget(self.status)
         head.addStretch(1)
-        self.rounds_button = QPushButton("Rounds")
-        self.rounds_button.setToolTip("Show this reply's rounds in the speculation panel")
-        self.rounds_button.setFlat(True)
-        self.rounds_button.clicked.connect(lambda: self.showRounds.emit(self.message_id or -1))
         self.copy_button = QPushButton("Copy")
         self.copy_button.setFlat(True)
         self.copy_button.clicked.connect(self.copy)
-        head.addWidget(self.rounds_button)
         head.addWidget(self.copy_button)
-        self.rounds_button.setVisible(role == "assistant" and has_rounds)
         layout.addLayout(head)
         self.body = MessageText(self)
         layout.addWidget(self.body)
+        self.footer = QPushButton()
+        self.footer.setObjectName("replyFooter")
+        self.footer.setFlat(True)
+        self.footer.setCursor(Qt.PointingHandCursor)
+        self.footer.setStyleSheet("QPushButton#replyFooter { text-align: left; border: none; padding: 1px 0;"
+                                  " color: palette(placeholder-text); }"
+                                  " QPushButton#replyFooter:hover { text-decoration: underline; }")
+        self.footer.clicked.connect(self._footer_clicked)
+        self.footer.hide()
+        layout.addWidget(self.footer)
+        self._text = ""
+        self._status = status
+        self._stats = stats
+        self._settings = settings
+        self._rounds = rounds               # stored rounds: the origins are made from them when first shown
+        self._origins: list[TokenOrigin] | None = None
+        self._shown = 0                     # origins on screen while streaming (highlighting)
+        self.highlight = highlight and role == "assistant"
         self.set_text(text)
         self.set_status(status)
 
+    # -- text
     def set_text(self, text: str) -> None:
-        self.body.set_markdown(text)
+        self._text = text
+        if self.highlight:
+            self._show_origins()
+        else:
+            self.body.set_markdown(text)
 
+    def set_highlight(self, on: bool) -> None:
+        on = on and self.role == "assistant"
+        if on != self.highlight:
+            self.highlight = on
+            self.set_text(self._text)
+
+    @property
+    def origins(self) -> list[TokenOrigin]:
+        """Where each of this reply's tokens came from (from the live events, or its stored rounds)."""
+        if self._origins is None:
+            stats = stats_from_json(self._stats)
+            self._origins = origins_from_rounds(self._rounds, stats.n_tokens if stats and stats.n_tokens else None)
+        return self._origins
+
+    def _show_origins(self) -> None:
+        spans, rest = align(self.origins, self._text)
+        self.body.show_spans(spans + ([(rest, None)] if rest else []))
+        self._shown = len(self.origins) if not rest else -1
+
+    def stream(self, text: str, origins: list[TokenOrigin]) -> None:
+        """The streaming reply so far: its text and the origins of its tokens."""
+        if self.highlight:
+            new = origins[self._shown:] if self._shown >= 0 else None
+            if new is not None and text == self._text + "".join(o.text for o in new):
+                self._text, self._origins = text, origins
+                self.body.append_spans([(o.text, o) for o in new])
+                self._shown = len(origins)
+            else:
+                self._origins = origins
+                self.set_text(text)
+        else:
+            self._origins = origins
+            self.set_text(text)
+
+    # -- status and footer
     def set_status(self, status: str) -> None:
+        self._status = status
         note = STATUS_NOTES.get(status, "")
         self.status.setText(f"<i>{note}</i>" if note else "")
+        self._update_footer()
+
+    def set_stats(self, stats: dict | GenerationStats | None, settings: dict | None) -> None:
+        self._stats, self._settings = stats, settings
+        self._update_footer()
+
+    def _update_footer(self) -> None:
+        text = footer_text(self._stats, self._settings, self._status) if self.role == "assistant" else ""
+        self.footer.setText(text)
+        self.footer.setToolTip("Show this reply's rounds in the speculation panel" if self.has_rounds else
+                               "No rounds were recorded for this reply")
+        self.footer.setVisible(bool(text))
+
+    def _footer_clicked(self) -> None:
+        if self.has_rounds:
+            self.showRounds.emit(self.message_id or -1)
+
+    @property
+    def footer_text(self) -> str:
+        return self.footer.text() if self.footer.isVisibleTo(self) else ""
 
     def copy(self) -> None:
-        QGuiApplication.clipboard().setText(self.body.markdown)
+        QGuiApplication.clipboard().setText(self._text)
 
     @property
     def text(self) -> str:
-        return self.body.markdown
+        return self._text
 
 
 class ChatView(QScrollArea):
@@ -111,6 +270,10 @@ class ChatView(QScrollArea):
         self._streaming: MessageWidget | None = None
         self._pending = ""
         self._stick = True
+        self._highlight = False
+        self._live: list[TokenOrigin] = []          # the origins of the reply being generated
+        self._round: RoundEvent | None = None
+        self._round_i = 0
         bar = self.verticalScrollBar()
         bar.rangeChanged.connect(self._on_range)
         bar.valueChanged.connect(self._on_scroll)
@@ -130,6 +293,33 @@ class ChatView(QScrollArea):
     def following(self) -> bool:
         return self._stick
 
+    # -- token origins
+    @property
+    def highlight_origins(self) -> bool:
+        return self._highlight
+
+    def set_highlight_origins(self, on: bool) -> None:
+        """Show replies with each token on the colour of its origin (plain text), or as Markdown."""
+        self._highlight = on
+        for w in self.messages:
+            w.set_highlight(on)
+
+    def record_round(self, event: RoundEvent) -> None:
+        """A round of the reply being generated (whichever conversation is shown): its tokens follow."""
+        if event.index == 0:
+            self._live = []
+        self._round, self._round_i = event, 0
+
+    def record_token(self, event: TokenEvent) -> None:
+        if event.index == 0 and self._live:               # (a reply whose first round was not seen)
+            self._live = []
+        r = self._round
+        if r is not None and self._round_i < len(r.kinds):
+            self._live.append(origin(r, self._round_i, event.text))
+        else:                                             # no round for it: its kind is all we know
+            self._live.append(TokenOrigin(event.text, event.kind, r.index if r else 0, "none", 1, 0, 0))
+        self._round_i += 1
+
     # -- content
     def clear(self) -> None:
         self._timer.stop()
@@ -146,8 +336,11 @@ class ChatView(QScrollArea):
         del self.messages[n:]
 
     def add_message(self, role: str, text: str, status: str = "done", message_id: int | None = None,
-                    has_rounds: bool = False) -> MessageWidget:
-        w = MessageWidget(role, text, status, message_id, has_rounds, self._container)
+                    has_rounds: bool = False, *, stats: dict | None = None, settings: dict | None = None,
+                    rounds: list | None = None) -> MessageWidget:
+        """A message; a stored reply passes its stats, settings and rounds (the footer, the origins)."""
+        w = MessageWidget(role, text, status, message_id, has_rounds, self._container, stats=stats,
+                          settings=settings, rounds=rounds, highlight=self._highlight)
         w.showRounds.connect(self.showRounds)
         self._layout.insertWidget(self._layout.count() - 1, w)
         self.messages.append(w)
@@ -165,17 +358,23 @@ class ChatView(QScrollArea):
 
     def _flush(self) -> None:
         if self._streaming is not None and self._pending:
-            self._streaming.set_text(self._streaming.text + self._pending)
+            self._streaming.stream(self._streaming.text + self._pending, self._live)
             self._pending = ""
 
-    def end_reply(self, text: str, status: str, message_id: int | None, has_rounds: bool) -> None:
+    def end_reply(self, text: str, status: str, message_id: int | None, has_rounds: bool,
+                  stats: GenerationStats | dict | None = None, settings: dict | None = None) -> None:
+        """The reply is finished: its final text, and the stats and settings its footer tells."""
         self._timer.stop()
         if self._streaming is not None:
             self._pending = ""
-            self._streaming.set_text(text)
-            self._streaming.set_status(status)
-            self._streaming.message_id = message_id
-            self._streaming.rounds_button.setVisible(has_rounds)
+            w = self._streaming
+            w.message_id = message_id
+            w.has_rounds = has_rounds
+            w._origins = self._live
+            self._live = []
+            w.set_stats(stats, settings)
+            w.set_text(text)
+            w.set_status(status)
         self._streaming = None
 
     @property

@@ -88,6 +88,7 @@ class MainWindow(QMainWindow):
 
         self._build()
         self._actions()
+        self._view_menu()
         self._restore_layout()
         self.refresh_models()
         self.refresh_conversations()
@@ -199,6 +200,34 @@ class MainWindow(QMainWindow):
         speculation = QMenu("&Speculation", self)          # the speculation bar's shortcuts, before Help
         speculation.addActions(self.spec_bar.actions_list)
         menus.insertMenu(menu.menuAction(), speculation)
+
+    def _view_menu(self) -> None:
+        """View ▸ Highlight token origins (Ctrl+Shift+H), remembered in the window settings."""
+        menus = self.menuBar()
+        view = next((a.menu() for a in menus.actions() if a.menu() and a.text() == "&View"), None)
+        if view is None:
+            view = QMenu("&View", self)
+            help_menu = next((a for a in menus.actions() if a.text() == "&Help"), None)
+            if help_menu:
+                menus.insertMenu(help_menu, view)
+            else:
+                menus.addMenu(view)
+        self.highlight_action = QAction("Highlight token origins", self, checkable=True)
+        self.highlight_action.setShortcut(QKeySequence("Ctrl+Shift+H"))
+        self.highlight_action.setToolTip("Colour each token of a reply by where it came from: kept draft, "
+                                         "correction, bonus or plain step")
+        self.highlight_action.toggled.connect(self.set_highlight_origins)
+        self.addAction(self.highlight_action)
+        view.addAction(self.highlight_action)
+        self.highlight_action.setChecked(self.settings["window"].get("highlight_origins") == "on")
+
+    def set_highlight_origins(self, on: bool) -> None:
+        self.chat.set_highlight_origins(on)
+        if self.highlight_action.isChecked() != on:
+            self.highlight_action.setChecked(on)
+        if self.settings["window"].get("highlight_origins", "off") != ("on" if on else "off"):
+            self.settings.data["window"]["highlight_origins"] = "on" if on else "off"
+            self._say(self._save_settings())
 
     def show_system(self) -> SystemDialog:
         """Versions, the llama.cpp build and its CPU features, the weight-repacking decision and the
@@ -359,7 +388,8 @@ class MainWindow(QMainWindow):
         if live and messages and messages[-1].role == "assistant":
             messages = messages[:-1]
         for m in messages:
-            self.chat.add_message(m.role, m.content, m.status, m.id, bool(m.rounds))
+            self.chat.add_message(m.role, m.content, m.status, m.id, bool(m.rounds), stats=m.stats,
+                                  settings=m.settings, rounds=m.rounds)
         if live:
             self.chat.begin_reply().set_text(self.live_text)
         if self.stack.currentWidget() is not self.chat and self.loaded:
@@ -497,6 +527,7 @@ class MainWindow(QMainWindow):
             return
         self.live_text += event.text
         self.spec_panel.add_token()
+        self.chat.record_token(event)
         if self.generating_id == self.current_id:
             self.chat.append_text(event.text)
 
@@ -505,6 +536,7 @@ class MainWindow(QMainWindow):
             return
         self.spec_panel.add_round(event)
         self.spec_bar.show_round(event)
+        self.chat.record_round(event)
 
     def _on_finished(self, conversation_id: int, event: FinishEvent) -> None:
         if self._closing:          # already-queued worker signals after close
@@ -514,7 +546,8 @@ class MainWindow(QMainWindow):
             stored = self._history(self.store.messages, conversation_id, default=[])
             last = stored[-1] if stored else None
             self.chat.end_reply(event.text, FINISH_STATUS.get(event.stop_reason, "done"),
-                                last.id if last else None, bool(last and last.rounds))
+                                last.id if last else None, bool(last and last.rounds),
+                                event.stats, last.settings if last else None)
         if event.message:
             self.banner.show_message(event.message)
         self.generating_id = None
@@ -609,8 +642,8 @@ class MainWindow(QMainWindow):
             event.accept()
             return
         self._closing = True
-        self.settings.data["window"] = {"geometry": bytes(self.saveGeometry().toBase64()).decode(),
-                                        "splitter": bytes(self.splitter.saveState().toBase64()).decode()}
+        self.settings.data["window"].update({"geometry": bytes(self.saveGeometry().toBase64()).decode(),
+                                             "splitter": bytes(self.splitter.saveState().toBase64()).decode()})
         self.settings.data["generation"].update(self.settings_panel.generation())
         self.settings.data["generation"].update(self.spec_bar.generation())
         self.settings.data["loading"] = self.settings_panel.loading()

@@ -1,0 +1,83 @@
+"""The line under each assistant reply that says how it was made, from what the history stores with it
+(the message's `stats`, GenerationStats.to_json(), and `settings`, written by ChatSession._stream):
+
+    draft model · γ 4 · 46/76 drafted kept · 13.3 tok/s · 1.21× plain (measured)
+
+No Qt here: the chat view shows the text, tests check it.
+"""
+from __future__ import annotations
+
+from desktop_app.engine.events import GenerationStats
+
+DRAFTER_LABELS = {"model": "draft model", "lookup": "prompt lookup", "none": "plain decoding"}
+NO_STATS = {"cancelled": "stopped before the end: no statistics were recorded",
+            "interrupted": "interrupted: the model engine stopped before this reply's statistics were recorded",
+            "error": "failed: no statistics were recorded"}
+
+
+def stats_from_json(stats: dict | GenerationStats | None) -> GenerationStats | None:
+    """GenerationStats from the stored JSON, which may come from an older version: unknown keys are
+    dropped, missing ones keep their defaults, and a value of the wrong type is left out."""
+    if stats is None or isinstance(stats, GenerationStats):
+        return stats
+    if not isinstance(stats, dict):
+        return None
+    fields = GenerationStats.__dataclass_fields__
+    defaults = GenerationStats()
+    known = {}
+    for key, value in stats.items():
+        if key not in fields:
+            continue
+        default = getattr(defaults, key)
+        if isinstance(default, str):
+            ok = isinstance(value, str)
+        elif isinstance(default, list):
+            ok = isinstance(value, list)
+        else:                                           # a number, or a number that may be None
+            ok = (value is None and default is None) or (isinstance(value, (int, float))
+                                                         and not isinstance(value, bool))
+        if ok:
+            known[key] = value
+    return GenerationStats(**known)
+
+
+def drafter_label(settings: dict | None) -> str | None:
+    """"draft model", "prompt lookup", "auto (…)" or "plain decoding" from the stored settings (None
+    when they do not say). Auto mode picks γ each round, and with a draft model also the drafter."""
+    spec = settings.get("spec") if isinstance(settings, dict) else None
+    if not isinstance(spec, dict):
+        return None
+    if not spec.get("enabled", True) or spec.get("drafter") == "none":
+        return DRAFTER_LABELS["none"]
+    if spec.get("auto"):
+        return "auto (prompt lookup)" if spec.get("drafter") == "lookup" else "auto (draft model or lookup)"
+    return DRAFTER_LABELS.get(spec.get("drafter", "model"), str(spec.get("drafter")))
+
+
+def footer_text(stats: dict | GenerationStats | None, settings: dict | None, status: str = "done") -> str:
+    """The footer of one reply ("" while it is still being written)."""
+    s = stats_from_json(stats)
+    if s is None:
+        return "" if status in ("done", "streaming") else NO_STATS.get(status, f"{status}: no statistics were recorded")
+    label = drafter_label(settings)
+    spec = (settings or {}).get("spec") if isinstance(settings, dict) else None
+    spec = spec if isinstance(spec, dict) else {}
+    if label is None:                                   # settings missing: say what the numbers show
+        label = "speculative decoding" if s.n_drafted else DRAFTER_LABELS["none"]
+    speed = f"{s.tokens_per_s:.1f} tok/s"
+    if label == DRAFTER_LABELS["none"] and not s.n_drafted:
+        return f"{label} · {speed}"
+    parts = [label]
+    mean = f"{s.mean_drafted:.1f}" if s.mean_drafted is not None else "–"
+    if spec.get("auto"):
+        parts.append(f"auto γ ≈ {mean}")
+    elif isinstance(spec.get("draft_max"), int):
+        parts.append(f"γ {spec['draft_max']}")
+    elif s.mean_drafted is not None:
+        parts.append(f"γ ≈ {mean}")
+    parts.append(f"{s.n_accepted}/{s.n_drafted} drafted kept")
+    parts.append(speed)
+    measured = s.measured_speedup
+    if measured is not None:
+        parts.append(f"{measured:.2f}× plain (measured)")
+    return " · ".join(parts)

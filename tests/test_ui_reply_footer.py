@@ -1,0 +1,292 @@
+"""Every reply explains itself (#13 items 2, 3, 9): the footer under it, its tokens coloured by origin,
+and coloured code blocks. The footer text and the origins are checked against the engine's own events
+and the stored statistics, on the real SmolLM2 pair."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict
+
+import pytest
+from PySide6.QtCore import QEvent, QPoint, Qt
+from PySide6.QtGui import QHelpEvent, QTextCursor
+from PySide6.QtWidgets import QApplication, QToolTip
+
+from desktop_app.chat.history import HistoryStore
+from desktop_app.chat.reply_footer import footer_text, stats_from_json
+from desktop_app.chat.token_origins import TokenOrigin, align, kind_counts, origins_from_rounds
+from desktop_app.engine.events import GenerationStats, RoundEvent, TokenKind
+from desktop_app.engine.sampling import SamplingParams
+from desktop_app.engine.settings import SpecSettings
+from desktop_app.ui.chat_view import KIND_PROPERTY, TOKEN_PROPERTY, ChatView
+from desktop_app.ui.code_highlight import code_language
+from desktop_app.ui.main_window import MainWindow
+
+TIMEOUT_MS = 120_000
+
+
+# -- the footer's text, from stored stats and settings
+
+def _settings(**spec) -> dict:
+    return {"target": "t.gguf", "draft": "d.gguf", "sampling": asdict(SamplingParams(temperature=0.0)),
+            "spec": asdict(SpecSettings(**spec)), "max_tokens": 48}
+
+
+def _stats(**changes) -> GenerationStats:
+    """Stats as a drafted reply records them (measured_speedup needs the single-pass time and the rounds)."""
+    base = dict(n_tokens=76, tokens_per_s=13.3, n_rounds=30, n_drafted=76, n_accepted=46, mean_drafted=3.8,
+                acceptance_rate=46 / 76, t_draft_s=1.5, t_verify_s=3.5, t_target_step_s=0.09, stop_reason="eos")
+    base.update(changes)
+    return GenerationStats(**base)
+
+
+def test_footer_of_a_draft_model_reply_says_gamma_kept_speed_and_measured_speedup():
+    s = _stats()
+    assert s.measured_speedup is not None
+    text = footer_text(s.to_json(), _settings(drafter="model", draft_max=4))
+    assert text == f"draft model · γ 4 · 46/76 drafted kept · 13.3 tok/s · {s.measured_speedup:.2f}× plain (measured)"
+    assert footer_text(s, _settings(drafter="model", draft_max=4)) == text     # the live stats read the same
+
+
+def test_footer_of_a_plain_reply():
+    s = _stats(n_drafted=0, n_accepted=0, mean_drafted=None, acceptance_rate=None, tokens_per_s=14.1)
+    assert footer_text(s.to_json(), _settings(drafter="none")) == "plain decoding · 14.1 tok/s"
+    assert footer_text(s.to_json(), _settings(enabled=False)) == "plain decoding · 14.1 tok/s"
+
+
+def test_footer_of_a_prompt_lookup_reply():
+    s = _stats(n_drafted=20, n_accepted=15)
+    text = footer_text(s.to_json(), _settings(drafter="lookup", draft_max=6))
+    assert text.startswith("prompt lookup · γ 6 · 15/20 drafted kept · 13.3 tok/s · ")
+    assert text.endswith("× plain (measured)")
+
+
+def test_footer_in_auto_mode_gives_the_mean_gamma():
+    s = _stats(mean_drafted=3.24)
+    text = footer_text(s.to_json(), _settings(drafter="model", draft_max=8, auto=True))
+    assert text.startswith("auto (draft model or lookup) · auto γ ≈ 3.2 · 46/76 drafted kept · ")
+    assert "γ 8" not in text
+    assert footer_text(s.to_json(), _settings(drafter="lookup", auto=True)).startswith("auto (prompt lookup) · auto γ ≈ 3.2")
+
+
+def test_footer_of_a_reply_without_stats_says_why():
+    assert "stopped" in footer_text(None, _settings(), "cancelled")
+    assert "no statistics" in footer_text(None, _settings(), "cancelled")
+    assert "interrupted" in footer_text(None, _settings(), "interrupted")
+    assert "failed" in footer_text(None, None, "error")
+    assert footer_text(None, _settings(), "streaming") == ""
+    # a reply stopped by the user still has its stats: they are what the footer tells
+    assert footer_text(_stats().to_json(), _settings(), "cancelled").startswith("draft model · γ 4 · 46/76")
+
+
+def test_footer_of_old_stats_without_the_newer_fields():
+    old = {"n_tokens": 40, "tokens_per_s": 12.04, "n_drafted": 30, "n_accepted": 21, "acceptance_rate": 0.7,
+           "a_field_from_elsewhere": 3, "ttft_s": "soon"}
+    s = stats_from_json(old)
+    assert (s.n_tokens, s.n_drafted, s.n_accepted, s.ttft_s, s.measured_speedup) == (40, 30, 21, 0.0, None)
+    assert footer_text(old, _settings(draft_max=4)) == "draft model · γ 4 · 21/30 drafted kept · 12.0 tok/s"
+    # no settings stored either: what the numbers show
+    assert footer_text(old, None) == "speculative decoding · 21/30 drafted kept · 12.0 tok/s"
+    assert footer_text({"n_tokens": 5, "tokens_per_s": 9.0}, None) == "plain decoding · 9.0 tok/s"
+    # the current format reads back whole
+    s = _stats()
+    assert stats_from_json(s.to_json()) == s
+
+
+def test_align_keeps_the_text_whole_when_a_character_is_split_across_tokens():
+    def o(text):
+        return TokenOrigin(text, TokenKind.PLAIN, 0, "none", 1, 0, 0)
+    tokens = [o("Hi "), o("\ufffd"), o("\ufffd"), o(" there"), o("!")]
+    spans, rest = align(tokens, "Hi 🐉 there! (end)")
+    assert "".join(t for t, _ in spans) + rest == "Hi 🐉 there! (end)"
+    assert [t for t, _ in spans] == ["Hi ", "🐉", "", " there", "!"] and rest == " (end)"
+
+
+# -- code blocks
+
+def test_a_fenced_python_block_gets_several_colours(qtbot):
+    view = ChatView()
+    qtbot.addWidget(view)
+    code = "def add(a, b):\n    \"\"\"Sum.\"\"\"\n    return a + b  # done"
+    w = view.add_message("assistant", f"Here:\n\n```python\n{code}\n```\n\nAnd unlabelled:\n\n```\nimport os\nprint(os.sep)\n```\n\nThe end.")
+    doc = w.body.document()
+    code_blocks, prose_formats = [], []
+    block = doc.begin()
+    while block.isValid():
+        (code_blocks if code_language(block) is not None else prose_formats).append(block)
+        block = block.next()
+    python = [b for b in code_blocks if code_language(b) == "python"]
+    assert [b.text() for b in python] == code.split("\n")
+    colours = {r.format.foreground().color().name() for b in python for r in b.layout().formats()}
+    assert len(colours) > 1
+    first = python[0].layout().formats()
+    assert any(python[0].text()[r.start:r.start + r.length] == "def" for r in first)
+    guessed = [b for b in code_blocks if code_language(b) == ""]
+    assert guessed and any(b.layout().formats() for b in guessed)           # guessed as Python
+    assert all(not b.layout().formats() for b in prose_formats)               # prose is left alone
+
+
+# -- the window, on the real pair
+
+def _window(qtbot, tmp_path) -> MainWindow:
+    w = MainWindow(str(tmp_path / "history.db"), str(tmp_path / "settings.json"))
+    qtbot.addWidget(w)
+    w.show()
+    return w
+
+
+def _wait_idle(qtbot, w):
+    qtbot.waitUntil(lambda: w.generating_id is None and not w.busy, timeout=TIMEOUT_MS)
+
+
+def _stored(w, cid):
+    store = HistoryStore(w.store.path)
+    try:
+        return store.messages(cid)
+    finally:
+        store.close()
+
+
+def _shown_kinds(body) -> Counter:
+    """Kinds of the highlighted tokens as the document holds them (one fragment set per token)."""
+    seen = {}
+    block = body.document().begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fmt = it.fragment().charFormat()
+            if fmt.hasProperty(KIND_PROPERTY):
+                seen[fmt.intProperty(TOKEN_PROPERTY)] = fmt.stringProperty(KIND_PROPERTY)
+            it += 1
+        block = block.next()
+    return Counter(seen.values())
+
+
+def _hover(body, position: int) -> str:
+    """Hover over the character at `position` the way a user does; the tooltip Qt then shows."""
+    cursor = QTextCursor(body.document())
+    cursor.setPosition(position)
+    rect = body.cursorRect(cursor)
+    point = QPoint(rect.x() + 2, rect.center().y())
+    assert body.tooltip_at(point) == body.tooltip_at_position(position)
+    QApplication.sendEvent(body.viewport(), QHelpEvent(QEvent.ToolTip, point, body.viewport().mapToGlobal(point)))
+    return QToolTip.text()
+
+
+def _reference_counts(rounds: list[dict]) -> Counter:
+    """The reply's token kinds from its stored rounds, counted here without the view's code: every emitted
+    token of every round, less the end-of-generation token of a round cut at "eos"."""
+    counts = Counter()
+    for i, r in enumerate(rounds):
+        event = RoundEvent.from_record(i, r)
+        kinds = event.kinds[:-1] if event.end == "eos" else event.kinds
+        counts.update(k.value for k in kinds)
+    return counts
+
+
+@pytest.mark.network
+def test_reply_footer_origins_and_tooltips_live_and_after_a_restart(qtbot, tmp_path, test_model_path, q2k_draft_path):
+    w = _window(qtbot, tmp_path)
+    w.load_pair(test_model_path, q2k_draft_path)
+    qtbot.waitUntil(lambda: w.loaded is not None and not w.busy, timeout=TIMEOUT_MS)
+    p = w.settings_panel
+    p.temperature.setValue(0.0)
+    p.max_tokens.setValue(48)
+    p.speculation.setChecked(True)
+    p.drafter.setCurrentIndex(p.drafter.findData("model"))
+    p.draft_max.setValue(4)
+    p.auto.setChecked(False)
+    assert not w.highlight_action.isChecked()
+    w.highlight_action.trigger()                        # View ▸ Highlight token origins
+    assert w.chat.highlight_origins
+
+    tokens, events = [], []
+    w.worker.token.connect(tokens.append)               # runs on the worker thread; a list append is safe
+    w.worker.token.connect(events.append)
+    w.worker.round.connect(events.append)
+    w.composer.setPlainText("Write a Python function that adds two numbers.")
+    qtbot.keyClick(w.composer, Qt.Key_Return)
+    _wait_idle(qtbot, w)
+    cid = w.current_id
+    db = _stored(w, cid)[-1]
+    reply = w.chat.messages[-1]
+    assert reply.role == "assistant" and db.role == "assistant" and db.complete
+    stats = stats_from_json(db.stats)
+    assert stats.n_tokens == len(tokens) > 5 and stats.n_drafted > 0
+
+    # the footer: the final stats, formatted
+    footer = reply.footer_text
+    assert footer == footer_text(db.stats, db.settings)
+    assert footer.startswith("draft model · γ 4 · ")
+    assert f"{stats.n_accepted}/{stats.n_drafted} drafted kept" in footer
+    assert f"{stats.tokens_per_s:.1f} tok/s" in footer
+    assert stats.measured_speedup is not None
+    assert f"{stats.measured_speedup:.2f}× plain (measured)" in footer
+
+    # the origins: one per TokenEvent, of its kind, and the same as the stored rounds tell
+    event_counts = Counter(t.kind.value for t in tokens)
+    assert Counter(kind_counts(reply.origins)) == event_counts
+    assert _reference_counts(db.rounds) == event_counts
+    assert Counter(kind_counts(origins_from_rounds(db.rounds, stats.n_tokens))) == event_counts
+    # (a token of line breaks only is a block separator: no fragment of its own)
+    assert _shown_kinds(reply.body) == Counter(t.kind.value for t in tokens if t.text.replace("\n", ""))
+    assert reply.body.document().toPlainText() == db.content == reply.text
+
+    # a tooltip names the token's round
+    kept = [i for i, o in enumerate(reply.origins) if o.kind == TokenKind.ACCEPTED and o.text.strip()]
+    assert kept
+    o = reply.origins[kept[0]]
+    position = len("".join(x.text for x in reply.origins[:kept[0]]))
+    tip = _hover(reply.body, position)
+    assert tip == f"round {o.round + 1} · draft model · kept draft {o.position}/{o.gamma}"
+    rounds = [RoundEvent.from_record(i, r) for i, r in enumerate(db.rounds)]
+    assert rounds[o.round].kinds[o.position - 1] == TokenKind.ACCEPTED
+
+    # the same events streamed into a view token by token: each repaint appends the new tokens, coloured
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.set_highlight_origins(True)
+    live = view.begin_reply()
+    so_far = ""
+    for event in events:
+        if isinstance(event, RoundEvent):
+            view.record_round(event)
+            continue
+        view.record_token(event)
+        view.append_text(event.text)
+        so_far += event.text
+        view._flush()                                   # (what the repaint timer does)
+        assert live.body.document().toPlainText() == so_far
+    assert _shown_kinds(live.body) == _shown_kinds(reply.body)
+    assert live.body.tooltip_at_position(position) == tip
+    view.end_reply(db.content, "done", db.id, True, stats, db.settings)
+    assert live.footer_text == footer and live.body.document().toPlainText() == db.content
+
+    # clicking the footer shows this reply's rounds in the panel
+    w.spec_panel.rounds_view.clear()
+    w.tabs.setCurrentWidget(w.settings_panel)
+    qtbot.mouseClick(reply.footer, Qt.LeftButton)
+    assert w.tabs.currentWidget() is w.spec_panel
+    rows = [line for line in w.spec_panel.rounds_view.toPlainText().splitlines() if line.startswith("#")]
+    assert len(rows) == len(db.rounds) and rows[0].startswith("#1 ")
+
+    # Markdown again when highlighting is off
+    w.highlight_action.trigger()
+    assert not reply.highlight and reply.body.markdown == db.content and not _shown_kinds(reply.body)
+    w.highlight_action.trigger()
+    w.close()
+
+    # a new window on the same files: the same footer, the origins from the stored rounds, the toggle kept
+    w2 = _window(qtbot, tmp_path)
+    try:
+        assert w2.highlight_action.isChecked() and w2.chat.highlight_origins
+        w2.open_conversation(cid)
+        again = w2.chat.messages[-1]
+        assert again.footer_text == footer
+        assert Counter(kind_counts(again.origins)) == event_counts
+        assert again.body.document().toPlainText() == db.content
+        assert _shown_kinds(again.body) == _shown_kinds(reply.body)
+        o = again.origins[kept[0]]
+        position = len("".join(x.text for x in again.origins[:kept[0]]))
+        assert _hover(again.body, position) == tip
+    finally:
+        w2.close()

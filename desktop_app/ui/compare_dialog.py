@@ -7,8 +7,9 @@ they first differ and why, and each text. Nothing it shows is stored.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QTextCursor
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QGridLayout, QLabel, QPlainTextEdit, QPushButton,
-                               QVBoxLayout)
+                               QTextEdit, QVBoxLayout)
 
 from desktop_app.chat.compare import CompareResult, CompareRun
 
@@ -118,6 +119,7 @@ class CompareDialog(QDialog):
             w.setText("")
         for box in self.texts.values():
             box.setPlainText("")
+            box.setExtraSelections([])
 
     def show_progress(self, what: str) -> None:
         self.status.setText(what)
@@ -158,8 +160,10 @@ class CompareDialog(QDialog):
             return
         d = result.first_difference
         self.verdict.setText(f"The texts first differ at token {d.position}: without speculation {d.off_piece!r}, "
-                             f"with it {d.on_piece!r}. Around it: “…{d.before}⟦{d.off_after}…” against "
-                             f"“…{d.before}⟦{d.on_after}…”.")
+                             f"with it {d.on_piece!r}.\nBefore it: “…{d.before}”\nThen, without: “{d.off_after}…”"
+                             f"\nThen, with: “{d.on_after}…”")
+        for c, run in (("off", result.off), ("on", result.on)):      # mark where each text parts
+            _mark(self.texts[c], run.text_before(d.position))
         self.reason.setText(d.reason)
 
     def closeEvent(self, event) -> None:
@@ -167,3 +171,14 @@ class CompareDialog(QDialog):
             self.stopRequested.emit()
         super().closeEvent(event)
 
+
+
+def _mark(box: QPlainTextEdit, start: int) -> None:
+    """Highlight a text box from character `start` to its end (where the two texts part)."""
+    cursor = box.textCursor()
+    cursor.setPosition(min(start, len(box.toPlainText())))
+    cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
+    selection = QTextEdit.ExtraSelection()
+    selection.cursor = cursor
+    selection.format.setBackground(QColor(255, 230, 160))
+    box.setExtraSelections([selection])

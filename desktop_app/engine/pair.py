@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, Sequence
+
+import numpy as np
 
 from desktop_app.engine import backend
 from desktop_app.engine.compat import IncompatiblePair, compare_vocabularies
@@ -95,6 +97,20 @@ class ModelPair:
 
     def generate(self, *args, **kwargs):
         return self.decoder.generate(*args, **kwargs)
+
+    def top_logits(self, tokens: Sequence[int], k: int = 2) -> list[tuple[int, float]]:
+        """The target's k best next tokens after `tokens`, as (token, logit), highest first: how close a
+        greedy choice was. The target's cache keeps whatever prefix it shares with `tokens` (the next
+        generation reuses it as usual); the last token is evaluated alone, as plain decoding does."""
+        if not tokens:
+            raise ValueError("top_logits needs at least one token")
+        ctx = self.target_ctx
+        ctx.sync(list(tokens), logits="last")
+        logits = ctx.logits(-1)
+        k = max(1, min(k, logits.shape[0]))
+        best = np.argpartition(logits, -k)[-k:]
+        best = best[np.argsort(-logits[best], kind="stable")]
+        return [(int(t), float(logits[t])) for t in best]
 
     def close(self) -> None:
         for obj in (self.draft_ctx, self.target_ctx, self.draft, self.target):

@@ -19,6 +19,7 @@ from desktop_app.engine.process.client import STAGES
 from desktop_app.models.discovery import find_gguf_files
 from desktop_app.ui.banner import Banner
 from desktop_app.ui.chat_view import ChatView
+from desktop_app.ui.compare_dialog import CompareDialog
 from desktop_app.ui.composer import Composer
 from desktop_app.ui.conversation_list import ConversationList
 from desktop_app.ui.first_run import FirstRun
@@ -39,6 +40,7 @@ class MainWindow(QMainWindow):
     requestFetch = Signal()
     requestDrop = Signal(int, object)
     requestShutdown = Signal()
+    requestCompare = Signal(int, object)
 
     def __init__(self, history_path: str | None = None, settings_path: str | None = None):
         super().__init__()
@@ -55,6 +57,7 @@ class MainWindow(QMainWindow):
         self.busy = False
         self.editing = False
         self._closing = False
+        self.compare_dialog: CompareDialog | None = None
 
         # the worker and its thread
         self.thread = QThread(self)
@@ -65,6 +68,7 @@ class MainWindow(QMainWindow):
         self.requestGenerate.connect(self.worker.generate)
         self.requestFetch.connect(self.worker.fetch_demo)
         self.requestDrop.connect(self.worker.drop_oldest_turns)
+        self.requestCompare.connect(self.worker.compare)
         self.requestShutdown.connect(self.worker.shutdown, Qt.BlockingQueuedConnection)
         w = self.worker
         # every slot below is a method of this window, so Qt queues the calls onto the UI thread
@@ -84,6 +88,9 @@ class MainWindow(QMainWindow):
         w.engineDied.connect(self._on_engine_died)
         w.requestRefused.connect(self._on_request_refused)
         w.messageStored.connect(self._on_message_stored)
+        w.compareProgress.connect(self._on_compare_progress)
+        w.compared.connect(self._on_compared)
+        w.compareFailed.connect(self._on_compare_failed)
         self.thread.start()
 
         self._build()
@@ -133,8 +140,13 @@ class MainWindow(QMainWindow):
         self.regenerate_button.clicked.connect(self.regenerate)
         self.edit_button = QPushButton("Edit last")
         self.edit_button.clicked.connect(self.edit_last)
+        self.compare_button = QPushButton("Compare")
+        self.compare_button.setObjectName("compareButton")
+        self.compare_button.setToolTip("Answer the last message again with speculation off and on, side by side "
+                                       "(Ctrl+Shift+K); nothing is stored")
+        self.compare_button.clicked.connect(self.compare)
         buttons = QVBoxLayout()
-        for b in (self.send_button, self.regenerate_button, self.edit_button):
+        for b in (self.send_button, self.regenerate_button, self.compare_button, self.edit_button):
             buttons.addWidget(b)
         composer_row = QHBoxLayout()
         composer_row.addWidget(self.composer, 1)
@@ -178,6 +190,7 @@ class MainWindow(QMainWindow):
                 ("Regenerate", "Ctrl+R", self.regenerate),
                 ("Edit last message", "Ctrl+E", self.edit_last),
                 ("Copy last reply", "Ctrl+Shift+C", self.copy_last_reply),
+                ("Compare with and without speculation", "Ctrl+Shift+K", self.compare),
                 ("Focus composer", "Ctrl+L", lambda: self.composer.setFocus()),
                 ("Open target model…", QKeySequence.Open, self.model_bar.browse_target),
                 ("Rename conversation", "F2", self.sidebar.rename_current),
@@ -188,8 +201,12 @@ class MainWindow(QMainWindow):
             action.triggered.connect(slot)
             self.addAction(action)
         self.addActions(self.spec_bar.actions_list)
+        self.compare_action = actions["Compare with and without speculation"]
+        self._update_buttons()
         menus = self.menuBar()
         for title, names in (("&File", ("New conversation", "Open target model…", None, "Quit")),
+                             ("&Chat", ("Regenerate", "Edit last message", "Copy last reply", None,
+                                        "Compare with and without speculation")),
                              ("&Help", ("About Tandem and this system…",))):
             menu = menus.addMenu(title)
             for name in names:
@@ -504,6 +521,40 @@ class MainWindow(QMainWindow):
             if text:
                 self.submit(text)
 
+    def compare(self) -> None:
+        """Answer the last user message with speculation off, then on, in the Compare dialog (nothing is
+        stored; the worker is busy meanwhile, and Stop cancels it)."""
+        if self.busy or self.current_id is None or not self.loaded or not self._has_user_message():
+            return
+        if self.compare_dialog is None:
+            self.compare_dialog = CompareDialog(self)
+            self.compare_dialog.stopRequested.connect(self.stop)
+        self.compare_dialog.start()
+        self.compare_dialog.show()
+        self.compare_dialog.raise_()
+        self.busy = True
+        self._update_buttons()
+        self.requestCompare.emit(self.current_id, self._options())
+
+    def _has_user_message(self) -> bool:
+        return any(m.role == "user" for m in self.chat.messages)
+
+    def _on_compare_progress(self, what: str) -> None:
+        if self.compare_dialog is not None and not self._closing:
+            self.compare_dialog.show_progress(what)
+
+    def _on_compared(self, result) -> None:
+        if self.compare_dialog is not None and not self._closing:
+            self.compare_dialog.show_result(result)
+
+    def _on_compare_failed(self, message: str) -> None:
+        if self._closing:
+            return
+        if self.compare_dialog is not None:
+            self.compare_dialog.show_failed(message)
+        else:
+            self.banner.show_message(message)
+
     def copy_last_reply(self) -> None:
         replies = [m for m in self.chat.messages if m.role == "assistant"]
         if replies:
@@ -635,6 +686,10 @@ class MainWindow(QMainWindow):
         self.send_button.setEnabled(ready or bool(self.lost_pair))       # (after a crash: says how to go on)
         self.regenerate_button.setEnabled(ready and not self.busy and self.current_id is not None)
         self.edit_button.setEnabled(ready and not self.busy and self.current_id is not None)
+        can_compare = ready and not self.busy and self.current_id is not None and self._has_user_message()
+        self.compare_button.setEnabled(can_compare)
+        if hasattr(self, "compare_action"):
+            self.compare_action.setEnabled(can_compare)
 
     # -- closing
     def closeEvent(self, event) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QObject, Signal, Slot
 
 from desktop_app import models
+from desktop_app.chat.compare import compare as run_compare
 from desktop_app.chat.history import HistoryError, HistoryStore
 from desktop_app.chat.session import ChatSession, ContextOverflow, GenerationOptions
 from desktop_app.engine.errors import IncompatiblePair, LoadCancelled, ModelLoadError
@@ -72,6 +73,9 @@ class EngineWorker(QObject):
     engineDied = Signal(int, str)           # conversation id whose reply it interrupted (-1: none), message
     requestRefused = Signal(object, str)    # GenerateRequest that found no models (nothing stored), message
     messageStored = Signal(int)             # conversation id: the user's message is in the history
+    compareProgress = Signal(str)           # which run of a compare is going
+    compared = Signal(object)               # chat.compare.CompareResult
+    compareFailed = Signal(str)
     _deathNoticed = Signal(object)          # from the engine's watcher thread, handled on the worker's
 
     def __init__(self, history_path: str | None = None):
@@ -234,6 +238,30 @@ class EngineWorker(QObject):
         finally:
             self.busyChanged.emit(False)
         self.generate(request)
+
+    @Slot(int, object)
+    def compare(self, conversation_id: int, options: GenerationOptions) -> None:
+        """Answer the conversation's last user message with speculation off, then on (nothing stored);
+        busy meanwhile, like a generation, and cancelled by `cancel()`."""
+        if self.session is None:
+            self.compareFailed.emit("The model engine is not running: reload the models, then compare again."
+                                    if self._reported is not None else "No model is loaded yet.")
+            return
+        self.busyChanged.emit(True)
+        try:
+            result = run_compare(self.session, conversation_id, options, progress=self.compareProgress.emit)
+        except (ContextOverflow, ValueError, HistoryError) as exc:
+            self.compareFailed.emit(str(exc))
+        except EngineCrashed as exc:
+            self.compareFailed.emit(str(exc))
+            self._report_death(exc)
+        except Exception as exc:
+            traceback.print_exc()
+            self.compareFailed.emit(f"The compare failed: {exc}")
+        else:
+            self.compared.emit(result)
+        finally:
+            self.busyChanged.emit(False)
 
     @Slot()
     def shutdown(self) -> None:

@@ -350,6 +350,12 @@ class RemotePair:
             engine.stage = "idle"
             engine._leave()
 
+    def top_logits(self, tokens: Sequence[int], k: int = 2) -> list[tuple[int, float]]:
+        """The target's k best next tokens after `tokens`, as (token, logit), highest first (see
+        `ModelPair.top_logits`)."""
+        engine = self.engine
+        return [(int(t), float(v)) for t, v in engine.request(P.TopLogits(engine.next_id(), tuple(tokens), k))]
+
     def close(self) -> None:
         """The models are freed when another pair is loaded or the engine shuts down."""
 

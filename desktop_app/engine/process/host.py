@@ -123,6 +123,8 @@ class Host:
                     for text, special in message.parts]
         if isinstance(message, P.Pieces):
             return [self.pair.target.special_piece(t) for t in message.tokens]
+        if isinstance(message, P.TopLogits):
+            return self.pair.top_logits(list(message.tokens), message.k)
         raise ValueError(f"unknown request {type(message).__name__}")
 
     def load(self, message: P.Load) -> P.PairInfo:

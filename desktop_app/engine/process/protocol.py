@@ -51,6 +51,15 @@ class Pieces:
 
 
 @dataclass(frozen=True)
+class TopLogits:
+    """The target's k best next tokens after `tokens`, as (token, logit), highest first."""
+
+    id: int
+    tokens: tuple[int, ...]
+    k: int = 2
+
+
+@dataclass(frozen=True)
 class Generate:
     id: int
     prompt: tuple[int, ...]

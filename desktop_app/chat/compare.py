@@ -1,0 +1,227 @@
+"""Compare: the last user message answered again with speculation off, then on, side by side.
+
+Both runs continue the same prompt (the conversation as stored up to and including its last user
+message) with the same sampling and the same seed; nothing is written to the history. The target's
+cache keeps the conversation's prefix, so the next turn reuses it as before.
+
+With greedy decoding both texts are the target's argmax at every step, so they agree unless the
+target's two best tokens are nearly tied somewhere: speculation evaluates a position inside a verify
+batch, plain decoding one token at a time, and the two round their sums differently. The first
+difference is explained with the target's top two logits there (`top_logits`). Sampled texts follow
+the random draws, which the two runs spend differently: they differ by chance.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from desktop_app.chat.history import ConversationInfo
+from desktop_app.chat.session import ChatSession, ContextOverflow, GenerationOptions
+from desktop_app.engine.events import FinishEvent, GenerationStats, RoundEvent, StopReason, TokenEvent
+from desktop_app.engine.sampling import SamplingParams
+from desktop_app.engine.settings import Controls, SpecSettings
+
+CONTEXT_CHARS = 40              # text shown either side of the first difference
+NEAR_TIE = 0.05                 # a top-two logit gap batching can plausibly swap (it moves logits by ~1e-3)
+
+
+@dataclass
+class CompareRun:
+    """One of the two runs: its settings, what it wrote and what it cost."""
+
+    label: str                                  # "off" or "on"
+    spec: SpecSettings
+    text: str = ""
+    tokens: tuple[int, ...] = ()
+    offsets: list[int] = field(default_factory=list)   # characters of text before each token
+    stats: GenerationStats = field(default_factory=GenerationStats)
+    stop_reason: str = ""
+    rounds: int = 0
+    finished: bool = False
+
+    def text_before(self, position: int) -> int:
+        """Characters of the text before token `position` (the whole text past the last token)."""
+        return self.offsets[position] if position < len(self.offsets) else len(self.text)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Where the two texts first part, and why."""
+
+    position: int                               # token index in the reply
+    off_token: int | None                       # None: that reply ended here
+    on_token: int | None
+    off_piece: str
+    on_piece: str
+    before: str                                 # the common text just before the difference
+    off_after: str                              # each run's text from the difference on
+    on_after: str
+    reason: str                                 # a few sentences for the user
+    top: tuple[tuple[int, float, str], ...] = ()  # greedy: the target's two best (token, logit, piece) there
+    gap: float | None = None                    # greedy: their logit gap
+
+
+@dataclass
+class CompareResult:
+    conversation_id: int
+    n_prompt: int
+    sampling: SamplingParams                    # with the seed both runs used
+    max_tokens: int
+    off: CompareRun
+    on: CompareRun
+    identical: bool = False
+    first_difference: Difference | None = None
+    cancelled: bool = False
+
+    @property
+    def speedup(self) -> float | None:
+        """Tokens per second with speculation on over off, both measured in this compare."""
+        if not (self.off.finished and self.on.finished and self.off.stats.tokens_per_s):
+            return None
+        return self.on.stats.tokens_per_s / self.off.stats.tokens_per_s
+
+    @property
+    def time_ratio(self) -> float | None:
+        """Total time off over on (a reply's prompt evaluation included)."""
+        if not (self.off.finished and self.on.finished and self.on.stats.t_total_s):
+            return None
+        return self.off.stats.t_total_s / self.on.stats.t_total_s
+
+
+def compare_prompt(session: ChatSession, conversation: ConversationInfo) -> list[int]:
+    """The prompt for the last user message: the conversation as stored up to and including it."""
+    users = [i for i, m in enumerate(conversation.messages) if m.role == "user"]
+    if not users:
+        raise ValueError("this conversation has no message to answer")
+    trimmed = replace(conversation, messages=conversation.messages[:users[-1] + 1],
+                      first_turn=min(conversation.first_turn, users[-1]))
+    return session.prompt_tokens(trimmed)
+
+
+def spec_on(spec: SpecSettings, has_draft_model: bool) -> SpecSettings:
+    """The user's speculation settings, switched on (with a drafter, if they named none)."""
+    drafter = spec.drafter
+    if drafter == "none" or (drafter == "model" and not has_draft_model):
+        drafter = "model" if has_draft_model else "lookup"
+    return replace(spec, enabled=True, drafter=drafter)
+
+
+def compare(session: ChatSession, conversation_id: int, options: GenerationOptions,
+            progress: Callable[[str], None] | None = None) -> CompareResult:
+    """Answer the conversation's last user message twice, speculation off then on, with one seed; store
+    nothing. `session.controls.cancel()` stops it within a round (the result says `cancelled`).
+    Raises ContextOverflow when the prompt and the reply do not fit, ValueError without a user message."""
+    conversation = session.store.conversation(conversation_id)
+    prompt = compare_prompt(session, conversation)
+    reserve = session._reserve(options)
+    if len(prompt) + reserve > session.n_ctx:
+        raise ContextOverflow(len(prompt), session.n_ctx, reserve, False)
+    seed = options.sampling.seed if options.sampling.seed is not None else random.randrange(2**31)
+    sampling = replace(options.sampling, seed=seed)
+    pair = session.pair
+    runs = (CompareRun("off", SpecSettings(enabled=False)),
+            CompareRun("on", spec_on(options.spec, pair.draft is not None)))
+    result = CompareResult(conversation_id, len(prompt), sampling, options.max_tokens, *runs)
+
+    session.controls.reset_cancel()
+    for run, words in zip(runs, ("without speculation", "with speculation")):
+        if session.controls.cancelled:
+            break
+        if progress:
+            progress(f"Running {words} ({run.label})…")
+        _run(session, run, prompt, sampling, options)
+    result.cancelled = not all(r.finished for r in runs)
+    if result.cancelled:
+        return result
+    result.identical = result.off.tokens == result.on.tokens and result.off.text == result.on.text
+    if not result.identical:
+        if progress:
+            progress("Looking at where the texts part…")
+        result.first_difference = first_difference(pair, prompt, result.off, result.on, sampling)
+    return result
+
+
+def _run(session: ChatSession, run: CompareRun, prompt: list[int], sampling: SamplingParams,
+         options: GenerationOptions) -> None:
+    """One run, on controls of its own (speculation settings changed meanwhile do not reach it) that
+    follow the session's cancel."""
+    controls = Controls(run.spec)
+
+    def follow(c: Controls) -> None:
+        if c.cancelled and not controls.cancelled:
+            controls.cancel()
+
+    unsubscribe = session.controls.subscribe(follow)
+    try:
+        if session.controls.cancelled:
+            controls.cancel()
+        text, tokens = "", []
+        for event in session.pair.generate(prompt, sampling, controls, options.max_tokens, options.stop):
+            if isinstance(event, TokenEvent):
+                run.offsets.append(len(text))
+                text += event.text
+                tokens.append(event.token)
+            elif isinstance(event, RoundEvent):
+                run.rounds += 1
+            elif isinstance(event, FinishEvent):
+                run.text, run.tokens, run.stats = event.text, tuple(event.tokens), event.stats
+                run.stop_reason = event.stop_reason.value
+                run.finished = event.stop_reason != StopReason.CANCELLED
+    finally:
+        unsubscribe()
+
+
+def first_difference(pair, prompt: list[int], off: CompareRun, on: CompareRun,
+                     sampling: SamplingParams) -> Difference:
+    """Where two replies to `prompt` first part, with the reason: for greedy decoding, the target's top
+    two logits at that position (asked of `pair.top_logits`)."""
+    a, b = off.tokens, on.tokens
+    n = min(len(a), len(b))
+    position = next((i for i in range(n) if a[i] != b[i]), n)
+    off_token = a[position] if position < len(a) else None
+    on_token = b[position] if position < len(b) else None
+    start = off.text_before(position)
+    before = off.text[max(0, start - CONTEXT_CHARS):start]
+    off_after = off.text[start:start + CONTEXT_CHARS]
+    on_after = on.text[on.text_before(position):on.text_before(position) + CONTEXT_CHARS]
+    off_piece, on_piece = _piece(pair, off_token, off), _piece(pair, on_token, on)
+    if off_token is None and on_token is None:        # the same tokens: only the text's end differs
+        reason = ("Both runs chose the same tokens; only the text released at the end differs (where a stop "
+                  "string cut it, or an unfinished character).")
+        return Difference(position, None, None, off_piece, on_piece, before, off_after, on_after, reason)
+    if not sampling.greedy:
+        reason = (f"Sampled texts (temperature {sampling.temperature:g}): both runs used seed {sampling.seed}, "
+                  f"but they do not make the same random draws. Speculation spends draws on drafting and on "
+                  f"the accept/reject test of every drafted token, plain decoding one per token, so after the "
+                  f"first round the two follow different draws and differ by chance. Each text is a fair "
+                  f"sample of the same distribution (the exact rule guarantees that), not the same sample; "
+                  f"compare with temperature 0 to see identical texts.")
+        return Difference(position, off_token, on_token, off_piece, on_piece, before, off_after, on_after, reason)
+    top = tuple((t, logit, _piece(pair, t)) for t, logit in pair.top_logits(list(prompt) + list(a[:position]), 2))
+    gap = top[0][1] - top[1][1] if len(top) > 1 else None
+    reason = greedy_reason(top, gap, off_token, on_token, off_piece, on_piece)
+    return Difference(position, off_token, on_token, off_piece, on_piece, before, off_after, on_after, reason,
+                      top, gap)
+
+
+def greedy_reason(top, gap, off_token, on_token, off_piece, on_piece) -> str:
+    """Why two greedy texts part where the target's two best were `top` ((token, logit, piece) each)."""
+    (t1, l1, p1), (t2, l2, p2) = top[0], top[1]
+    said = (f"Here the target's two best tokens were {p1!r} (logit {l1:.4f}) and {p2!r} ({l2:.4f}): a gap "
+            f"of {gap:.4f}. ")
+    swapped = {off_token, on_token} <= {t1, t2, None}
+    if gap is not None and gap <= NEAR_TIE and swapped:
+        return said + ("That is a near-tie. Speculation evaluates this position inside a batch with the drafted "
+                       "tokens, plain decoding one token at a time; the two add up the same numbers in a "
+                       "different order and round differently, enough to swap a near-tie. Each text is the "
+                       "target's greedy choice as it was evaluated; from here on they continue different texts.")
+    return said + (f"That gap is too wide for rounding to swap, and greedy decoding with and without speculation should agree "
+                   f"here (without: {off_piece!r}, with: {on_piece!r}); this is unexpected, worth reporting.")
+
+
+def _piece(pair, token: int | None, run: CompareRun | None = None) -> str:
+    if token is None:
+        return "(end of reply)" if run is None or run.stop_reason != StopReason.MAX_TOKENS.value \
+            else "(max tokens reached)"
+    return pair.target.special_piece(token).decode("utf-8", errors="replace")

@@ -1,0 +1,184 @@
+"""Compare: the last user message answered with speculation off and on, side by side (chat.compare).
+
+A non-modal dialog: it says which run is going, then shows both runs' time to first token, tokens per
+second and total time, the speed-up measured in this compare, whether the texts are identical or where
+they first differ and why, and each text. Nothing it shows is stored.
+"""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QTextCursor
+from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QGridLayout, QLabel, QPlainTextEdit, QPushButton,
+                               QTextEdit, QVBoxLayout)
+
+from desktop_app.chat.compare import CompareResult, CompareRun
+
+ROWS = (("ttft", "Time to first token"), ("speed", "Tokens per second"), ("total", "Total time"),
+        ("tokens", "Tokens"), ("prompt", "Prompt tokens evaluated"), ("drafts", "Drafts accepted"),
+        ("plain", "× plain (measured)"), ("stop", "Stopped by"))
+COLUMNS = ("off", "on")
+
+
+def run_cells(run: CompareRun) -> dict[str, str]:
+    """What the table shows of one run."""
+    s = run.stats
+    cells = {"ttft": f"{1000 * s.ttft_s:.0f} ms", "speed": f"{s.tokens_per_s:.1f} tok/s",
+             "total": f"{s.t_total_s:.2f} s", "tokens": str(s.n_tokens),
+             "prompt": f"{s.n_prompt_evaluated} of {s.n_prompt_tokens}",
+             "drafts": (f"{s.n_accepted} of {s.n_drafted}"
+                        + (f" ({s.acceptance_rate:.0%})" if s.acceptance_rate is not None else ""))
+             if s.n_drafted else "–",
+             "plain": f"{s.measured_speedup:.2f}×" if s.measured_speedup is not None else "–",
+             "stop": s.stop_reason.replace("_", " ") or "–"}
+    return cells
+
+
+def spec_words(run: CompareRun) -> str:
+    spec = run.spec
+    if not spec.speculating:
+        return "Speculation off"
+    gamma = f"γ ≤ {spec.draft_max}, auto" if spec.auto else f"γ = {spec.draft_max}"
+    return f"Speculation on ({'draft model' if spec.drafter == 'model' else 'prompt lookup'}, {gamma})"
+
+
+class CompareDialog(QDialog):
+    """`stopRequested` asks the window to cancel the compare in progress."""
+
+    stopRequested = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Compare with and without speculation")
+        self.setModal(False)
+        self.resize(980, 620)
+        self.result: CompareResult | None = None
+        self.running = False
+        layout = QVBoxLayout(self)
+        self.status = QLabel()
+        self.status.setObjectName("compareStatus")
+        self.status.setWordWrap(True)
+        layout.addWidget(self.status)
+
+        grid = QGridLayout()
+        self.headers = {c: QLabel() for c in COLUMNS}
+        for j, c in enumerate(COLUMNS, start=1):
+            self.headers[c].setText(f"<b>Speculation {c}</b>")
+            grid.addWidget(self.headers[c], 0, j)
+        self.cells: dict[str, dict[str, QLabel]] = {}
+        for i, (key, title) in enumerate(ROWS, start=1):
+            grid.addWidget(QLabel(title), i, 0)
+            self.cells[key] = {}
+            for j, c in enumerate(COLUMNS, start=1):
+                cell = self.cells[key][c] = QLabel("–")
+                cell.setTextInteractionFlags(Qt.TextSelectableByMouse)
+                grid.addWidget(cell, i, j)
+        layout.addLayout(grid)
+
+        self.speedup = QLabel()
+        self.speedup.setObjectName("compareSpeedup")
+        self.speedup.setWordWrap(True)
+        self.verdict = QLabel()
+        self.verdict.setObjectName("compareVerdict")
+        self.verdict.setWordWrap(True)
+        self.verdict.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.reason = QLabel()
+        self.reason.setObjectName("compareReason")
+        self.reason.setWordWrap(True)
+        self.reason.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        for w in (self.speedup, self.verdict, self.reason):
+            layout.addWidget(w)
+
+        texts = QGridLayout()
+        self.texts: dict[str, QPlainTextEdit] = {}
+        for j, c in enumerate(COLUMNS):
+            box = self.texts[c] = QPlainTextEdit()
+            box.setReadOnly(True)
+            box.setObjectName(f"compareText_{c}")
+            texts.addWidget(box, 0, j)
+        layout.addLayout(texts, 1)
+
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.clicked.connect(self.stopRequested.emit)
+        buttons.addButton(self.stop_button, QDialogButtonBox.ButtonRole.ActionRole)
+        buttons.rejected.connect(self.close)
+        layout.addWidget(buttons)
+        self.start()
+
+    # -- what the window tells it
+    def start(self) -> None:
+        """A compare has been asked for: clear the last one."""
+        self.result = None
+        self.running = True
+        self.stop_button.setEnabled(True)
+        self.status.setText("Starting the compare…")
+        for row in self.cells.values():
+            for cell in row.values():
+                cell.setText("–")
+        for w in (self.speedup, self.verdict, self.reason):
+            w.setText("")
+        for box in self.texts.values():
+            box.setPlainText("")
+            box.setExtraSelections([])
+
+    def show_progress(self, what: str) -> None:
+        self.status.setText(what)
+
+    def show_failed(self, message: str) -> None:
+        self.running = False
+        self.stop_button.setEnabled(False)
+        self.status.setText(f"The compare could not run: {message}")
+
+    def show_result(self, result: CompareResult) -> None:
+        self.result = result
+        self.running = False
+        self.stop_button.setEnabled(False)
+        sampling = result.sampling
+        how = ("greedy (temperature 0)" if sampling.greedy
+               else f"sampled at temperature {sampling.temperature:g}, seed {sampling.seed} for both runs")
+        self.status.setText(f"The last message answered twice, {how}, at most {result.max_tokens} tokens; "
+                            f"nothing was stored." if not result.cancelled
+                            else "Cancelled: what ran is shown; nothing was stored.")
+        for c, run in (("off", result.off), ("on", result.on)):
+            self.headers[c].setText(f"<b>{spec_words(run)}</b>")
+            self.texts[c].setPlainText(run.text)
+            if run.finished:
+                for key, text in run_cells(run).items():
+                    self.cells[key][c].setText(text)
+        if result.cancelled:
+            return
+        if result.speedup is not None:
+            self.speedup.setText(f"Speed-up with speculation, measured in this compare: {result.speedup:.2f}× "
+                                 f"the tokens per second ({result.on.stats.tokens_per_s:.1f} against "
+                                 f"{result.off.stats.tokens_per_s:.1f} tok/s), total time "
+                                 f"{result.time_ratio:.2f}× as short.")
+        if result.identical:
+            self.verdict.setText(f"Identical texts: both runs wrote the same {len(result.on.tokens)} tokens.")
+            self.reason.setText("" if sampling.greedy else
+                                "(Sampled texts agree only by chance or where the model is nearly certain: "
+                                "the two runs spend their random draws differently.)")
+            return
+        d = result.first_difference
+        self.verdict.setText(f"The texts first differ at token {d.position}: without speculation {d.off_piece!r}, "
+                             f"with it {d.on_piece!r}.\nBefore it: “…{d.before}”\nThen, without: “{d.off_after}…”"
+                             f"\nThen, with: “{d.on_after}…”")
+        for c, run in (("off", result.off), ("on", result.on)):      # mark where each text parts
+            _mark(self.texts[c], run.text_before(d.position))
+        self.reason.setText(d.reason)
+
+    def closeEvent(self, event) -> None:
+        if self.running:                  # closing stops a compare that is still going
+            self.stopRequested.emit()
+        super().closeEvent(event)
+
+
+
+def _mark(box: QPlainTextEdit, start: int) -> None:
+    """Highlight a text box from character `start` to its end (where the two texts part)."""
+    cursor = box.textCursor()
+    cursor.setPosition(min(start, len(box.toPlainText())))
+    cursor.movePosition(QTextCursor.End, QTextCursor.KeepAnchor)
+    selection = QTextEdit.ExtraSelection()
+    selection.cursor = cursor
+    selection.format.setBackground(QColor(255, 230, 160))
+    box.setExtraSelections([selection])

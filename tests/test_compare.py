@@ -1,0 +1,303 @@
+"""Compare (speculation off, then on) on the real test pair: in the session, in the window, and the
+target's top-two logits that explain a greedy divergence."""
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+
+from desktop_app.chat.compare import (NEAR_TIE, CompareRun, compare, compare_prompt, first_difference,
+                                      greedy_reason)
+from desktop_app.chat.history import HistoryStore
+from desktop_app.chat.session import ChatSession, GenerationOptions
+from desktop_app.engine import GREEDY, FinishEvent, LoadOptions, ModelPair, SamplingParams, SpecSettings
+from desktop_app.engine.events import TokenEvent
+from desktop_app.engine.process.client import EngineProcess
+
+from engine_helpers import run
+from test_ui_window import TIMEOUT_MS, load, stored, type_and_send, wait_idle
+
+pytestmark = pytest.mark.network      # every test here needs a fetched model
+
+OPTIONS = GenerationOptions(sampling=GREEDY, spec=SpecSettings(drafter="model", draft_max=4), max_tokens=32)
+LOAD = LoadOptions(n_ctx=2048, n_threads=2)
+COMPARE_TIMEOUT_MS = 3 * TIMEOUT_MS   # two replies on a shared, busy machine
+
+
+@pytest.fixture(scope="module")
+def pair(test_model_path, q2k_draft_path):
+    with ModelPair.load(test_model_path, q2k_draft_path, LOAD) as p:
+        yield p
+
+
+@pytest.fixture
+def session(pair, tmp_path):
+    store = HistoryStore(tmp_path / "history.db")
+    yield ChatSession(pair, store, flush_interval_s=0.0)
+    store.close()
+
+
+def consume(events):
+    return [e for e in events if isinstance(e, FinishEvent)][-1]
+
+
+def snapshot(store, cid):
+    conv = store.conversation(cid)
+    return (conv.title, conv.system_prompt, conv.first_turn, [asdict(m) for m in conv.messages])
+
+
+def assert_explained_if_different(result):
+    """Greedy texts may part only at a near-tie of the target's top two logits (batch rounding); the
+    result must then say where and show that tie."""
+    if result.identical:
+        assert result.first_difference is None and result.off.text == result.on.text
+        return
+    d = result.first_difference
+    assert d is not None and d.gap is not None and d.gap <= NEAR_TIE and "near-tie" in d.reason, d
+
+
+def test_compare_reruns_the_last_message_off_then_on_and_stores_nothing(session, pair):
+    store = session.store
+    cid = store.create_conversation(system_prompt="You are a helpful assistant.")
+    first = consume(session.send(cid, "What is the capital of France?", OPTIONS))
+    consume(session.send(cid, "Name three rivers in Europe.", OPTIONS))
+    before = snapshot(store, cid)
+    stored_reply = store.messages(cid)[-1]
+    said = []
+
+    result = compare(session, cid, OPTIONS, progress=said.append)
+
+    assert not result.cancelled and result.off.finished and result.on.finished
+    assert len(said) >= 2 and "without" in said[0] and "with speculation" in said[1]
+    # the prompt is the conversation up to its last user message: the stored reply's own prompt
+    prompt = compare_prompt(session, store.conversation(cid))
+    assert result.n_prompt == len(prompt) == result.on.stats.n_prompt_tokens == result.off.stats.n_prompt_tokens
+    conv = store.conversation(cid)
+    assert prompt == session.prompt_tokens(replace(conv, messages=conv.messages[:-1]))   # (the last reply left out)
+    assert session.prompt_tokens(conv)[:len(prompt) + len(stored_reply.token_ids)] == prompt + stored_reply.token_ids
+    assert any(prompt[i:i + len(first.tokens)] == list(first.tokens) for i in range(len(prompt)))   # turn 1 in it
+    # speculation off drafted nothing; on drafted with the model, and the runs share one seed
+    assert result.off.stats.n_drafted == 0 and result.off.stats.n_plain_rounds == result.off.stats.n_rounds > 0
+    assert result.on.stats.n_drafted > 0 and result.on.spec.speculating and result.on.spec.drafter == "model"
+    assert result.sampling.seed is not None
+    for r in (result.off, result.on):
+        s = r.stats
+        assert s.n_tokens == len(r.tokens) > 0 and s.tokens_per_s > 0 and s.t_total_s > 0 and 0 < s.ttft_s <= s.t_total_s
+        assert r.text and r.stop_reason in ("eos", "max_tokens")
+    assert result.speedup == pytest.approx(result.on.stats.tokens_per_s / result.off.stats.tokens_per_s)
+    # greedy: identical (or a near-tie, explained), answering the message the stored reply answers
+    assert_explained_if_different(result)
+    assert result.identical, result.first_difference
+    assert list(result.on.tokens[:3]) == stored_reply.token_ids[:3]
+    # nothing was written: the same messages, contents and count
+    assert snapshot(store, cid) == before
+    # the conversation goes on, reusing its cache: the next turn evaluates its new tokens only
+    n_before = pair.target_ctx.n_evaluated
+    reply = consume(session.send(cid, "Thanks!", OPTIONS))
+    assert reply.stats.n_prompt_evaluated <= len(session.prompt_tokens(store.conversation(cid))) - len(prompt)
+    assert pair.target_ctx.n_evaluated - n_before < len(prompt)
+    assert [m.role for m in store.messages(cid)] == ["user", "assistant"] * 3
+
+
+class CancelMidRun:
+    """The pair, but the session's controls are cancelled (as the worker's Stop does) once the run with
+    speculation has emitted its fourth token."""
+
+    def __init__(self, session):
+        self.session, self.pair = session, session.pair
+
+    def __getattr__(self, name):
+        return getattr(self.pair, name)
+
+    def generate(self, prompt, sampling, controls, *args):
+        for event in self.pair.generate(prompt, sampling, controls, *args):
+            yield event
+            if isinstance(event, TokenEvent) and controls.settings.speculating and event.index == 3:
+                self.session.controls.cancel()
+
+
+def test_compare_is_cancelled_by_the_sessions_controls(session, pair):
+    cid = session.store.create_conversation()
+    session.add_user_message(cid, "Write a long story about a dragon.")
+    before = snapshot(session.store, cid)
+    session.pair = CancelMidRun(session)
+    try:
+        result = compare(session, cid, replace(OPTIONS, max_tokens=64))
+    finally:
+        session.pair = pair
+    assert result.cancelled and result.off.finished and len(result.off.tokens) == 64
+    assert not result.on.finished and result.on.stop_reason == "cancelled"
+    assert 4 <= result.on.stats.n_tokens < 4 + OPTIONS.spec.draft_max + 1      # stopped within the round
+    assert result.first_difference is None and not result.identical
+    assert snapshot(session.store, cid) == before
+    # the next compare starts afresh
+    result = compare(session, cid, replace(OPTIONS, max_tokens=8))
+    assert not result.cancelled and len(result.off.tokens) == 8
+
+
+def test_a_sampled_compare_says_the_texts_differ_by_chance(session):
+    cid = session.store.create_conversation()
+    session.add_user_message(cid, "Write a short poem about the sea.")
+    sampling = SamplingParams(temperature=1.0, seed=7)
+    result = compare(session, cid, replace(OPTIONS, sampling=sampling, max_tokens=48))
+    assert result.sampling.seed == 7
+    if result.identical:                 # (possible by chance: then nothing needs explaining)
+        assert result.first_difference is None
+        return
+    d = result.first_difference
+    assert result.off.tokens[:d.position] == result.on.tokens[:d.position]
+    assert "by chance" in d.reason and "seed 7" in d.reason and d.gap is None
+
+
+# -- top_logits: the target's two best tokens, and a forced divergence explained with them
+
+def top_logit_checks(pair, prompt, tokens):
+    """top_logits along a plain greedy reply: two tokens, best first, the best being the token greedy
+    decoding chose (unless those two are within batch rounding of each other)."""
+    clear = 0
+    for i in range(0, len(tokens), 3):
+        top = pair.top_logits(prompt + list(tokens[:i]), 2)
+        assert len(top) == 2 and top[0][0] != top[1][0] and top[0][1] >= top[1][1]
+        if top[0][1] - top[1][1] > 1e-3:
+            assert top[0][0] == tokens[i], f"position {i}: top {top}, greedy chose {tokens[i]}"
+            clear += 1
+    assert clear >= len(range(0, len(tokens), 3)) - 1
+
+
+def plain_run(pair, prompt, max_tokens=24):
+    rounds, token_events, finish = run(pair, prompt, GREEDY, max_tokens=max_tokens, enabled=False)
+    r = CompareRun("off", SpecSettings(enabled=False), finish.text, tuple(finish.tokens), stats=finish.stats,
+                   stop_reason=finish.stop_reason.value, rounds=len(rounds), finished=True)
+    text = ""
+    for t in token_events:
+        r.offsets.append(len(text))
+        text += t.text
+    return r
+
+
+def test_top_logits_give_the_greedy_choice_and_explain_a_forced_divergence(session, pair):
+    cid = session.store.create_conversation()
+    session.add_user_message(cid, "List five facts about the Moon.")
+    prompt = compare_prompt(session, session.store.conversation(cid))
+    off = plain_run(pair, prompt)
+    assert len(off.tokens) >= 12
+    logits = pair.top_logits(prompt, 5)
+    assert [v for _, v in logits] == sorted((v for _, v in logits), reverse=True)
+    top_logit_checks(pair, prompt, off.tokens)
+
+    # force a divergence: from position 6 the "on" run took the target's second-best token
+    p = 6
+    top = pair.top_logits(prompt + list(off.tokens[:p]), 2)
+    assert top[0][0] == off.tokens[p]
+    on = CompareRun("on", SpecSettings(), off.text[:off.offsets[p]] + "X", off.tokens[:p] + (top[1][0],),
+                    off.offsets[:p + 1], finished=True)
+    d = first_difference(pair, prompt, off, on, GREEDY)
+    assert d.position == p and (d.off_token, d.on_token) == (top[0][0], top[1][0])
+    assert [(t, v) for t, v, _ in d.top] == [(t, pytest.approx(v, abs=1e-4)) for t, v in top]
+    assert d.gap == pytest.approx(top[0][1] - top[1][1], abs=1e-4) and d.gap >= 0
+    assert d.top[0][2] == pair.target.special_piece(top[0][0]).decode("utf-8", "replace") == d.off_piece
+    assert d.before == off.text[:off.offsets[p]][-40:] and d.on_after == "X"
+    assert d.off_after == off.text[off.offsets[p]:off.offsets[p] + 40]
+    assert f"{d.gap:.4f}" in d.reason
+    assert ("near-tie" in d.reason) == (d.gap <= NEAR_TIE) and ("unexpected" in d.reason) == (d.gap > NEAR_TIE)
+
+    # the words for a near-tie, and for a gap rounding cannot explain
+    tie = ((5, 12.3456, " cat"), (9, 12.3311, " dog"))
+    said = greedy_reason(tie, 0.0145, 5, 9, " cat", " dog")
+    assert "near-tie" in said and "0.0145" in said and "' cat'" in said and "batch" in said
+    assert "unexpected" in greedy_reason(((5, 14.0, " cat"), (9, 12.0, " dog")), 2.0, 5, 9, " cat", " dog")
+
+    # a divergence at the reply's end: one run stopped where the other went on
+    shorter = CompareRun("on", SpecSettings(), off.text[:off.offsets[p]], off.tokens[:p], off.offsets[:p],
+                         stop_reason="eos", finished=True)
+    d = first_difference(pair, prompt, off, shorter, GREEDY)
+    assert d.position == p and d.on_token is None and d.off_token == off.tokens[p] and d.on_piece == "(end of reply)"
+
+
+def test_the_engine_process_answers_top_logits_as_the_pair_does(pair, test_model_path, q2k_draft_path):
+    engine = EngineProcess()
+    try:
+        remote = engine.load(test_model_path, q2k_draft_path, LOAD, LOAD)
+        from desktop_app.chat.template import ChatTemplate, Message
+
+        prompt = ChatTemplate(remote.target).tokenize([Message("user", "Name one animal.")])
+        _, _, finish = run(remote, prompt, GREEDY, max_tokens=16, enabled=False)
+        top_logit_checks(remote, prompt, finish.tokens)
+        for i in (0, 5):
+            here, there = pair.top_logits(prompt + list(finish.tokens[:i]), 2), \
+                remote.top_logits(prompt + list(finish.tokens[:i]), 2)
+            assert [t for t, _ in here] == [t for t, _ in there]
+            assert np.allclose([v for _, v in here], [v for _, v in there], atol=0.05)
+    finally:
+        engine.shutdown()
+
+
+# -- the window
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    from desktop_app.ui.main_window import MainWindow
+
+    w = MainWindow(str(tmp_path / "history.db"), str(tmp_path / "settings.json"))
+    qtbot.addWidget(w)
+    w.show()
+    yield w
+    if not w._closing:
+        w.close()
+
+
+def test_the_compare_button_shows_both_runs_side_by_side(qtbot, window, test_model_path, q2k_draft_path):
+    w = window
+    assert not w.compare_button.isEnabled() and not w.compare_action.isEnabled()
+    load(qtbot, w, test_model_path, q2k_draft_path)
+    w.settings_panel.temperature.setValue(0.0)
+    w.settings_panel.max_tokens.setValue(32)
+    w.new_conversation()
+    assert not w.compare_button.isEnabled()                  # no user message yet
+    type_and_send(qtbot, w, "What is the capital of France?")
+    wait_idle(qtbot, w)
+    assert w.compare_button.isEnabled() and w.compare_action.isEnabled()
+    assert w.compare_action.shortcut().toString() == "Ctrl+Shift+K"
+    before_db = [asdict(m) for m in stored(w)]
+    before_view = [(m.role, m.text) for m in w.chat.messages]
+    results = []
+    w.worker.compared.connect(results.append)                # (on the worker's thread: a list append)
+
+    qtbot.mouseClick(w.compare_button, Qt.LeftButton)
+    dialog = w.compare_dialog
+    assert dialog is not None and dialog.isVisible() and not dialog.isModal()
+    assert w.busy and not w.compare_button.isEnabled() and not w.regenerate_button.isEnabled()
+    try:
+        qtbot.waitUntil(lambda: dialog.result is not None and not w.busy, timeout=COMPARE_TIMEOUT_MS)
+    except Exception:
+        raise AssertionError(f"no result: {dialog.status.text()!r}, busy {w.busy}")
+
+    result = dialog.result
+    assert results and results[0] is result
+    assert not result.cancelled
+    assert_explained_if_different(result)
+    assert result.identical, result.first_difference
+    assert dialog.verdict.text().startswith("Identical texts") and f"{len(result.on.tokens)} tokens" in dialog.verdict.text()
+    for c, r in (("off", result.off), ("on", result.on)):
+        s = r.stats
+        assert dialog.cells["ttft"][c].text() == f"{1000 * s.ttft_s:.0f} ms"
+        assert dialog.cells["speed"][c].text() == f"{s.tokens_per_s:.1f} tok/s"
+        assert dialog.cells["total"][c].text() == f"{s.t_total_s:.2f} s"
+        assert dialog.cells["tokens"][c].text() == str(len(r.tokens)) and len(r.tokens) > 0
+        assert dialog.texts[c].toPlainText() == r.text and dialog.texts[c].isReadOnly()
+    assert dialog.cells["drafts"]["off"].text() == "–" and result.on.stats.n_drafted > 0
+    assert f"{result.on.stats.n_accepted} of {result.on.stats.n_drafted}" in dialog.cells["drafts"]["on"].text()
+    assert f"{result.speedup:.2f}×" in dialog.speedup.text()
+    assert f"{result.on.stats.tokens_per_s:.1f}" in dialog.speedup.text()
+    # the conversation, shown and stored, is as it was; the reply is the one the compare reproduced
+    assert [asdict(m) for m in stored(w)] == before_db
+    assert [(m.role, m.text) for m in w.chat.messages] == before_view
+    assert list(result.on.tokens[:3]) == before_db[-1]["token_ids"][:3]
+    # and the chat goes on
+    type_and_send(qtbot, w, "And of Italy?")
+    wait_idle(qtbot, w)
+    db = stored(w)
+    assert [m.role for m in db] == ["user", "assistant"] * 2 and db[-1].complete and db[-1].content
+    assert w.chat.messages[-1].text == db[-1].content

@@ -151,7 +151,7 @@ class Colours:
 
     def background(self, kind: str) -> str:
         return {KEPT: self.kept, REJECTED: self.rejected, DISCARDED: self.discarded, CORRECTION: self.correction,
-                BONUS: self.bonus, PLAIN: self.plain}.get(kind, "")
+                BONUS: self.bonus, PLAIN: self.plain}.get(kind, self.plain)
 
     def legend_html(self) -> str:
         def chip(kind, text, struck=False, colour=""):

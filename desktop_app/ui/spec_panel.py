@@ -3,6 +3,7 @@ as such, from the one GenerationStats), a plain-words verdict that agrees with t
 in the round strip (ui/round_strip.py) as it happens or as the history stored it."""
 from __future__ import annotations
 
+import re
 import time
 
 from PySide6.QtCore import QSize, Qt, QTimer
@@ -14,6 +15,7 @@ from desktop_app.engine.explain import ALPHA_TIP, explain, measured_text, predic
 from desktop_app.ui.round_strip import Colours, RoundStrip
 
 NO_REPLY = "No reply selected"
+_BREAKS = re.compile(r" (?=\()| (?=/ )")
 STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation excluded)"),
          ("vs_plain", "vs plain (measured)", "This reply's speed over plain decoding's on this machine, "
                                              "measured: one single-token target pass per token"),
@@ -34,8 +36,9 @@ def stored_header(title: str, created_at: float, number: int) -> str:
 
 
 class StatLabel(QLabel):
-    """A value in the grid: one line, never wrapped; when too narrow, whole words are left out from
-    the end (a number is never cut), and the full text is in the tooltip."""
+    """A value in the grid: one line, never wrapped; when too narrow, its last parts (a parenthesis, or
+    what follows a "/") are left out, so a number is never cut or parted from its unit; the full text
+    is in the tooltip."""
 
     def __init__(self, text: str = "–", parent=None):
         super().__init__(text, parent)
@@ -51,13 +54,13 @@ class StatLabel(QLabel):
         fm = self.fontMetrics()
         if fm.horizontalAdvance(text) <= width:
             return text
-        words = text.split(" ")
-        while len(words) > 1:
-            words.pop()
-            shown = " ".join(words).rstrip(",;:(") + " …"
+        parts = _BREAKS.split(text)             # a number keeps its unit: parts end before "(" or "/ "
+        while len(parts) > 1:
+            parts.pop()
+            shown = " ".join(parts) + " …"
             if fm.horizontalAdvance(shown) <= width:
                 return shown
-        return words[0]
+        return parts[0]
 
     def setText(self, text: str) -> None:
         super().setText(text)
@@ -85,6 +88,9 @@ class SpecPanel(QWidget):
         stats_box = QGroupBox("This reply")
         grid = QGridLayout(stats_box)
         grid.setColumnStretch(1, 1)
+        grid.setContentsMargins(6, 4, 4, 4)
+        grid.setHorizontalSpacing(8)
+        grid.setVerticalSpacing(2)
         self.labels: dict[str, StatLabel] = {}
         self.titles: dict[str, QLabel] = {}
         for i, (key, title, tip) in enumerate(STATS):

@@ -287,3 +287,42 @@ def test_after_a_restart_rounds_of_a_past_reply_come_from_the_history(qtbot, tmp
         assert again.spec_panel.labels["speed"].text() == rate_text(stats.tokens_per_s)
     finally:
         again.close()
+
+
+def test_cli_summary_labels_predictions_and_predicts_no_gain_when_nothing_was_kept(capsys):
+    from desktop_app.commands.generate import _print_stats
+    from desktop_app.engine.events import FinishEvent, StopReason
+
+    nothing = slow_stats(n_drafted=3, n_accepted=0, acceptance_rate=0.0, alpha=0.0, mean_accepted=0.0,
+                         mean_drafted=3.0, predicted_speedup_measured=11.1, tokens_per_s=0.3, t_verify_s=14 / 0.3 - 1.0)
+    _print_stats(FinishEvent("", (), nothing, StopReason.MAX_TOKENS), 0, 1)
+    err = capsys.readouterr().err
+    assert "accepted 0/3" in err and "no draft was kept" in err and "11.10" not in err
+    assert "measured 0.60x plain decoding (0.5 tok/s)" in err and "0 tok/s" not in err.replace("0.5 tok/s", "")
+    _print_stats(FinishEvent("", (), slow_stats(), StopReason.MAX_TOKENS), 0, 1)
+    err = capsys.readouterr().err
+    assert "predicted speed-up 1.20x (cost model" in err and "measured 1.40x plain decoding" in err
+    _print_stats(FinishEvent("", (), slow_stats(n_drafted=0, n_accepted=0), StopReason.EOS), 0, 1)
+    assert "predicted" not in capsys.readouterr().err
+
+
+def test_a_cleared_panel_keeps_recording_the_live_reply_and_shows_it_again(qtbot):
+    panel = SpecPanel()
+    qtbot.addWidget(panel)
+    rounds = [make_round(i, ["a", "b"], 1, ["a", "c"], [A, C]) for i in range(6)]
+    panel.begin("cats")
+    assert panel.header.text() == "Live: reply in 'cats'" and panel.live
+    for r in rounds[:3]:
+        panel.add_round(r)
+    qtbot.waitUntil(lambda: panel.strip.round_model.rowCount() == 3)      # the 100 ms flush
+    panel.clear()                                  # the user switched to another conversation
+    assert panel.strip.round_model.rowCount() == 0 and panel.header.text() == NO_REPLY
+    for r in rounds[3:]:
+        panel.add_round(r)
+    qtbot.wait(250)
+    assert panel.strip.round_model.rowCount() == 0
+    panel.show_live()                              # ... and back to the one generating
+    assert panel.strip.round_model.rounds == rounds and panel.header.text() == "Live: reply in 'cats'"
+    panel.clear()
+    panel.finish(slow_stats())                     # it finished while another conversation was shown
+    assert not panel.live and panel.labels["speed"].text() == "–" and panel.header.text() == NO_REPLY

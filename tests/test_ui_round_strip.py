@@ -3,7 +3,7 @@ on the real SmolLM2 pair (pytest-qt, offscreen)."""
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt
 
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenKind
 from desktop_app.engine.explain import explain, predicted_text, rate_text
@@ -94,6 +94,8 @@ def test_hovering_a_chip_tells_q_p_and_the_kind(qtbot):
     kept_tip = strip.tooltip_at(0, rects[0][0].center())
     assert "kept" in kept_tip and "q = 0.500" in kept_tip and "p = 0.400" in kept_tip and "min(1, p/q) = 0.800" in kept_tip
     assert strip.tooltip_at(0, rects[3][0].center()).startswith("correction")
+    label_tip = strip.tooltip_at(0, strip.visualRect(strip.round_model.index(0)).topLeft() + QPoint(8, 8))
+    assert label_tip.startswith("round 1: draft model drafted 3, the target kept 1") and "verify 2 ms" in label_tip
 
 
 # -- the numbers agree

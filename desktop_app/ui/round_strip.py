@@ -50,6 +50,14 @@ def row_label(r: RoundEvent) -> str:
     return f"#{r.index + 1} {drafter_label(r)}" + (f" γ{r.gamma}" if r.gamma else "")
 
 
+def round_tip(r: RoundEvent) -> str:
+    """The row label's tooltip: the round's drafter, γ, kept count and timing."""
+    what = (f"{drafter_label(r)} drafted {r.gamma}, the target kept {r.accepted}" if r.gamma
+            else "plain step: nothing drafted")
+    return (f"round {r.index + 1}: {what}\ndraft {1000 * r.t_draft_s:.0f} ms + verify {1000 * r.t_verify_s:.0f} ms, "
+            f"{r.n_past} tokens of context before it" + (f"\nthe reply ended here ({r.end})" if r.end else ""))
+
+
 def is_special(text: str) -> bool:
     return bool(_SPECIAL.match(text))
 
@@ -200,7 +208,7 @@ class RoundDelegate(QStyledItemDelegate):
         x, y = left, rect.top() + 2
         items = []
         label = row_label(r)
-        entries = [("label", label, "", False)]
+        entries = [("label", label, round_tip(r), False)]
         for c in round_chips(r):
             if c.kind == END:
                 entries.append((END, "■ " + ("eos" if r.end == "eos" else "max tokens"), c.tip, False))

@@ -197,7 +197,9 @@ def test_explanation_of_a_mixed_reply_times_only_the_drafting_rounds():
     # 10 rounds: 2 drafted 4 tokens each (kept 3 and 4) in 100 ms each, 8 plain steps of 30 ms.
     s = GenerationStats(n_tokens=17, n_rounds=10, n_plain_rounds=8, t_plain_s=0.240, n_drafted=8, n_accepted=7,
                         acceptance_rate=7 / 8, alpha=7 / 8, mean_accepted=3.5, mean_drafted=4.0,
-                        t_draft_s=0.0, t_verify_s=0.440, t_target_step_s=0.030, c=0.0)
+                        t_draft_s=0.0, t_verify_s=0.440, t_target_step_s=0.030, c=0.0, tokens_per_s=17 / 0.44)
     text = explain(s)
     assert "giving 4.5 tokens in 100 ms" in text and "2 of 10 rounds drafted" in text
-    assert "beats plain decoding (33 tok/s) by 1.35×" in text
+    # no time outside draft and verify: plain decoding is one 30 ms pass per token
+    assert s.plain_tokens_per_s == pytest.approx(1 / 0.030) and s.measured_speedup == pytest.approx(1.16, abs=0.01)
+    assert "beats plain decoding (33 tok/s, measured) by 1.16×" in text

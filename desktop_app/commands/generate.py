@@ -133,9 +133,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_stats(finish, k: int, n: int) -> None:
+    from desktop_app.engine.explain import rate_text
+
     s = finish.stats
     head = f"[sample {k + 1}/{n}] " if n > 1 else ""
-    parts = [f"{s.n_tokens} tokens, {s.tokens_per_s:.1f} tok/s, first token {s.ttft_s * 1000:.0f} ms",
+    parts = [f"{s.n_tokens} tokens, {rate_text(s.tokens_per_s)}, first token {s.ttft_s * 1000:.0f} ms",
              f"stop: {s.stop_reason}"]
     if s.n_drafted:
         parts.append(f"accepted {s.n_accepted}/{s.n_drafted} drafted ({100 * s.acceptance_rate:.0f} %), "
@@ -144,9 +146,13 @@ def _print_stats(finish, k: int, n: int) -> None:
         if s.c is not None:
             split += f", c = {s.c:.2f}"
         parts.append(split)
-        if s.predicted_speedup_measured is not None:
-            parts.append(f"predicted speed-up {s.predicted_speedup_measured:.2f}x with measured verify costs"
-                         + (f" ({s.predicted_speedup:.2f}x by the flat-cost formula)" if s.predicted_speedup else ""))
+        if not s.n_accepted:
+            parts.append("no draft was kept: drafting only cost time (no speed-up predicted)")
+        elif s.predicted_speedup_measured is not None:
+            parts.append(f"predicted speed-up {s.predicted_speedup_measured:.2f}x (cost model, measured verify costs"
+                         + (f"; flat-cost formula {s.predicted_speedup:.2f}x)" if s.predicted_speedup else ")"))
+    if s.measured_speedup is not None:
+        parts.append(f"measured {s.measured_speedup:.2f}x plain decoding ({rate_text(s.plain_tokens_per_s)})")
     if finish.message:
         parts.append(finish.message)
     print(head + "; ".join(parts), file=sys.stderr)

@@ -1,41 +1,106 @@
-"""Why speculation paid or not, in a sentence or two a user can act on, from a reply's statistics."""
+"""Why speculation paid or not, in a sentence or two a user can act on, from a reply's statistics.
+
+The verdict rests on the one measured comparison, `GenerationStats.measured_speedup` (this reply's
+rate over `plain_tokens_per_s`), the same number the panel's grid and the CLI show; predictions from
+the cost model are only ever shown labelled "predicted". The helpers here format those numbers for
+every view, so that they agree.
+"""
 from __future__ import annotations
 
-from desktop_app.engine.costs import speedup
 from desktop_app.engine.events import GenerationStats
+
+PAYS, COSTS = 1.05, 0.95     # measured speed-ups at or beyond which speculation pays / costs time
+
+
+def rate_text(rate: float | None) -> str:
+    """A rate in tokens per second: one decimal under 10, whole numbers above, never "0 tok/s"."""
+    if rate is None:
+        return "–"
+    if rate >= 10:
+        return f"{rate:.0f} tok/s"
+    if rate >= 0.1:
+        return f"{rate:.1f} tok/s"
+    return f"{rate:.2g} tok/s" if rate > 0 else "0 tok/s"
+
+
+def measured_text(stats: GenerationStats) -> str:
+    """"1.23× (plain 45 tok/s)": the measured comparison with plain decoding, or "–"."""
+    m = stats.measured_speedup
+    if m is None:
+        return "–"
+    return f"{m:.2f}× (plain {rate_text(stats.plain_tokens_per_s)})"
+
+
+def predicted_text(stats: GenerationStats) -> str:
+    """The cost model's predicted speed-up, labelled predicted; "" when nothing was drafted. A pair that
+    kept no draft gets no predicted gain: a formula at α = 0 says nothing about this pair."""
+    if not stats.n_drafted:
+        return ""
+    if not stats.n_accepted:
+        return f"none predicted: no draft was kept (0/{stats.n_drafted})"
+    if stats.predicted_speedup_measured is None:
+        return "–"
+    text = f"{stats.predicted_speedup_measured:.2f}× predicted"
+    if stats.predicted_speedup is not None:
+        text += f" (flat-cost formula {stats.predicted_speedup:.2f}×)"
+    return text
+
+
+ALPHA_TIP = ("α counts each round's drafts only up to its first rejection: the drafts after a rejected one are "
+             "discarded, never judged, so they count in \"drafts kept\" (kept / drafted) but not in α "
+             "(kept / (kept + rejections)). With long drafts α is therefore higher than the kept share.")
+
+
+def verdict(stats: GenerationStats) -> str:
+    """"pays", "costs", "even", or "" when there is no measured comparison."""
+    m = stats.measured_speedup
+    if m is None:
+        return ""
+    return "pays" if m >= PAYS else "costs" if m <= COSTS else "even"
 
 
 def explain(stats: GenerationStats) -> str:
+    m, plain = stats.measured_speedup, stats.plain_tokens_per_s
     if not stats.n_drafted:
         if stats.t_target_step_s:
             return (f"Plain decoding: one target pass per token, {1000 * stats.t_target_step_s:.0f} ms each "
-                    f"(≈{1 / stats.t_target_step_s:.0f} tok/s).")
+                    f"(≈{rate_text(1 / stats.t_target_step_s)}).")
         return "Plain decoding: nothing was drafted."
     alpha = stats.alpha if stats.alpha is not None else 0.0
     rounds = stats.n_drafted / stats.mean_drafted if stats.mean_drafted else 0
     # Only the rounds that drafted: auto mode mixes them with plain steps.
     per_round_ms = 1000 * (stats.t_draft_s + stats.t_verify_s - stats.t_plain_s) / rounds if rounds else 0.0
-    parts = [f"{100 * (stats.acceptance_rate or 0):.0f} % of drafted tokens were kept (α ≈ {alpha:.2f}); "
+    parts = [f"{100 * (stats.acceptance_rate or 0):.0f} % of drafted tokens were kept (α ≈ {alpha:.2f} per token); "
              f"a round drafted {stats.mean_drafted:.1f} and kept {stats.mean_accepted:.1f}, "
              f"giving {stats.mean_accepted + 1:.1f} tokens in {per_round_ms:.0f} ms."]
     if stats.n_plain_rounds:
         parts.append(f"{round(rounds)} of {stats.n_rounds} rounds drafted; the others were plain steps.")
-    if stats.t_target_step_s:
-        plain_rate = 1 / stats.t_target_step_s
-        measured_rate = (stats.mean_accepted + 1) / (per_round_ms / 1000) if per_round_ms else 0.0
-        ratio = speedup(measured_rate, stats.t_target_step_s)
-        if ratio >= 1.05:
-            parts.append(f"That beats plain decoding ({plain_rate:.0f} tok/s) by {ratio:.2f}×.")
-        else:
-            why = []
-            if stats.c is not None and stats.c > 0.3:
-                why.append(f"a draft step costs {stats.c:.2f} of a target pass")
-            if stats.t_verify_s and rounds:
-                verify_ms = 1000 * stats.t_verify_s / rounds
-                why.append(f"checking {stats.mean_drafted + 1:.0f} tokens takes {verify_ms:.0f} ms, "
-                           f"{verify_ms / (1000 * stats.t_target_step_s):.1f}× a single-token pass")
-            if alpha < 0.6:
-                why.append("the draft is often wrong")
-            parts.append(f"Plain decoding would give ≈{plain_rate:.0f} tok/s ({ratio:.2f}× of that here): "
-                         + ("; ".join(why) or "the rounds cost more than they save") + ".")
+    if m is None:
+        parts.append("There is no measured plain-decoding rate to compare with yet.")
+        return " ".join(parts)
+    plain_part = f"plain decoding ({rate_text(plain)}, measured)"
+    if m >= PAYS:
+        parts.append(f"That beats {plain_part} by {m:.2f}×.")
+        return " ".join(parts)
+    why = []
+    if stats.n_accepted == 0:
+        why.append("no draft was kept")
+    elif alpha < 0.6:
+        why.append("the draft is often wrong")
+    if stats.c is not None and stats.c > 0.3:
+        why.append(f"a draft step costs {stats.c:.2f} of a target pass")
+    if stats.t_verify_s and rounds and stats.t_target_step_s:
+        verify_ms = 1000 * max(0.0, stats.t_verify_s - _plain_verify_s(stats)) / rounds
+        why.append(f"checking {stats.mean_drafted + 1:.0f} tokens takes {verify_ms:.0f} ms, "
+                   f"{verify_ms / (1000 * stats.t_target_step_s):.1f}× a single-token pass")
+    reasons = "; ".join(why) or "the rounds cost about what they save"
+    if m <= COSTS:
+        parts.append(f"That loses to {plain_part}: {m:.2f}× its speed, because {reasons}.")
+    else:
+        parts.append(f"That is about even with {plain_part} ({m:.2f}×): {reasons}.")
     return " ".join(parts)
+
+
+def _plain_verify_s(stats: GenerationStats) -> float:
+    """The verify time of the plain steps (auto mode), estimated at one target pass each."""
+    return stats.n_plain_rounds * (stats.t_target_step_s or 0.0)

@@ -26,7 +26,7 @@ from desktop_app.ui.first_run import FirstRun
 from desktop_app.ui.model_bar import ModelBar
 from desktop_app.ui.settings_panel import SettingsPanel, load_options
 from desktop_app.ui.spec_bar import SpecBar
-from desktop_app.ui.spec_panel import SpecPanel
+from desktop_app.ui.spec_panel import SpecPanel, stored_header
 from desktop_app.ui.system_dialog import SystemDialog
 from desktop_app.ui.worker import EngineWorker, GenerateRequest, LoadedPair, LoadRequest
 
@@ -381,12 +381,18 @@ class MainWindow(QMainWindow):
         if cid is None:
             return
         self.current_id = cid
+        self.spec_panel.clear()
         self.sidebar.search.clear()
         self.refresh_conversations()
         self.open_conversation(self.current_id)
         self.composer.setFocus()
 
     def open_conversation(self, conversation_id: int) -> None:
+        if conversation_id != self.current_id:      # another conversation: the panel shows none of its
+            if conversation_id == self.generating_id:   # replies, except the one generating now
+                self.spec_panel.show_live()
+            else:
+                self.spec_panel.clear()
         self.current_id = conversation_id
         self.chat.clear()
         try:
@@ -426,6 +432,7 @@ class MainWindow(QMainWindow):
         if conversation_id == self.current_id:
             self.current_id = None
             self.chat.clear()
+            self.spec_panel.clear()
         self.refresh_conversations()
         self._update_buttons()
 
@@ -433,12 +440,19 @@ class MainWindow(QMainWindow):
         if self.current_id is not None:
             self._history(self.store.set_system_prompt, self.current_id, text)
 
+    def _title(self, conversation_id: int) -> str:
+        try:
+            return self.store.conversation(conversation_id).title
+        except (KeyError, HistoryError):
+            return ""
+
     def _show_rounds(self, message_id: int) -> None:
         if self.current_id is None:
             return
-        for m in self._history(self.store.messages, self.current_id, default=[]):
+        for n, m in enumerate(self._history(self.store.messages, self.current_id, default=[]), 1):
             if m.id == message_id:
-                self.spec_panel.show_stored(m.rounds, m.stats)
+                title = self._title(self.current_id)
+                self.spec_panel.show_stored(m.rounds, m.stats, stored_header(title, m.created_at, n))
                 self.tabs.setCurrentWidget(self.spec_panel)
 
     # -- generation
@@ -571,7 +585,7 @@ class MainWindow(QMainWindow):
         self.refresh_conversations()          # a first message names the conversation
         if conversation_id == self.current_id:
             self.chat.begin_reply()
-        self.spec_panel.begin()
+        self.spec_panel.begin(self._title(conversation_id))
 
     def _on_token(self, event: TokenEvent) -> None:
         if self._closing:          # already-queued worker signals after close

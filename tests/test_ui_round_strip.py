@@ -1,0 +1,330 @@
+"""The speculation panel's round strip, its header and its numbers: on synthetic rounds, and end to end
+on the real SmolLM2 pair (pytest-qt, offscreen)."""
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QPoint, Qt
+
+from desktop_app.engine.events import GenerationStats, RoundEvent, TokenKind
+from desktop_app.engine.explain import explain, predicted_text, rate_text
+from desktop_app.ui.main_window import MainWindow
+from desktop_app.ui.round_strip import (BONUS, CORRECTION, DISCARDED, END, KEPT, PLAIN, REJECTED, Colours,
+                                        RoundStrip, round_chips, visible)
+from desktop_app.ui.spec_panel import NO_REPLY, SpecPanel
+
+from tests.test_ui_window import load, stored, type_and_send, wait_idle
+
+A, C, B, P = TokenKind.ACCEPTED, TokenKind.CORRECTION, TokenKind.BONUS, TokenKind.PLAIN
+
+
+def make_round(index, drafted_text, accepted, emitted_text, kinds, drafter="model", end=""):
+    g = len(drafted_text)
+    return RoundEvent(index=index, drafter=drafter, drafted=tuple(range(g)), drafted_text=tuple(drafted_text),
+                      q=tuple(0.5 + 0.05 * i for i in range(g)), p=tuple(0.4 - 0.05 * i for i in range(g)),
+                      accepted=accepted, emitted=tuple(range(len(emitted_text))), emitted_text=tuple(emitted_text),
+                      kinds=tuple(kinds), target_top=(), t_draft_s=0.001, t_verify_s=0.002, t_round_s=0.003,
+                      n_past=10 + index, end=end)
+
+
+# -- the chips of a round
+
+def test_chips_of_a_rejected_round_a_bonus_a_plain_step_and_an_end():
+    rejected = make_round(0, [" the", " cat", " sat", "\n"], 1, [" the", " dog"], [A, C])
+    assert [c.kind for c in round_chips(rejected)] == [KEPT, REJECTED, DISCARDED, DISCARDED, CORRECTION]
+    assert [visible(c.text) for c in round_chips(rejected)] == ["·the", "·cat", "·sat", "⏎", "·dog"]
+    tip = round_chips(rejected)[1].tip
+    assert "q = 0.550" in tip and "p = 0.350" in tip and "min(1, p/q) = 0.636" in tip and "rejected" in tip
+    assert "not judged" in round_chips(rejected)[2].tip
+    assert "correction" in round_chips(rejected)[-1].tip
+
+    bonus = make_round(1, ["a", "b"], 2, ["a", "b", "c"], [A, A, B], drafter="lookup")
+    assert [c.kind for c in round_chips(bonus)] == [KEPT, KEPT, BONUS]
+    plain = make_round(2, [], 0, ["\t"], [P], drafter="none")
+    assert [(c.kind, visible(c.text)) for c in round_chips(plain)] == [(PLAIN, "⇥")]
+    # cut at an end-of-generation token that was a kept draft: no target token, an end marker
+    end = make_round(3, ["!", "<|im_end|>"], 2, ["!", "<|im_end|>"], [A, A], end="eos")
+    assert [c.kind for c in round_chips(end)] == [KEPT, KEPT, END]
+    assert visible("<|im_end|>") == "im_end" and visible("") == "∅"
+
+
+def test_strip_labels_name_the_drafter_and_gamma(qtbot):
+    strip = RoundStrip(Colours(False))
+    qtbot.addWidget(strip)
+    strip.append([make_round(0, ["a", "b", "c"], 1, ["a", "x"], [A, C]),
+                  make_round(1, ["a"], 1, ["a", "b"], [A, B], drafter="lookup"),
+                  make_round(2, [], 0, ["z"], [P], drafter="none")])
+    assert [strip.label(i) for i in range(3)] == ["#1 draft model γ3", "#2 lookup γ1", "#3 plain"]
+
+
+def test_5000_rounds_append_and_all_stay(qtbot):
+    strip = RoundStrip(Colours(False))
+    qtbot.addWidget(strip)
+    strip.resize(300, 400)
+    strip.show()
+    inserted = []
+    strip.round_model.rowsInserted.connect(lambda _p, first, last: inserted.append((first, last)))
+    rounds = [make_round(i, ["x", "y", "z"], i % 4, ["x", "y", "z", "w"][:i % 4 + 1],
+                         [A] * (i % 4) + [C if i % 4 < 3 else B]) for i in range(5000)]
+    for start in range(0, 5000, 50):                        # as the panel flushes: a batch at a time
+        strip.append(rounds[start:start + 50])
+    qtbot.wait(50)
+    assert strip.round_model.rowCount() == 5000
+    assert inserted[0] == (0, 49) and inserted[-1] == (4950, 4999) and len(inserted) == 100
+    assert strip.round_model.round(4999) is rounds[4999]    # no cap: the first and the last are both there
+    assert strip.label(0) == "#1 draft model γ3" and strip.label(4999) == "#5000 draft model γ3"
+    # it follows the bottom ...
+    bar = strip.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0 and bar.value() == bar.maximum())
+    # ... unless the user scrolled up
+    bar.setValue(0)
+    strip.append([make_round(5000, ["q"], 1, ["q", "r"], [A, B])])
+    qtbot.wait(50)
+    assert bar.value() == 0 and strip.round_model.rowCount() == 5001
+
+
+def test_hovering_a_chip_tells_q_p_and_the_kind(qtbot):
+    strip = RoundStrip(Colours(False))
+    qtbot.addWidget(strip)
+    strip.resize(400, 200)
+    strip.show()
+    strip.append([make_round(0, [" one", " two", " three"], 1, [" one", " four"], [A, C])])
+    qtbot.waitExposed(strip)
+    rects = strip.chip_rects(0)
+    assert [kind for _r, kind in rects] == [KEPT, REJECTED, DISCARDED, CORRECTION]
+    kept_tip = strip.tooltip_at(0, rects[0][0].center())
+    assert "kept" in kept_tip and "q = 0.500" in kept_tip and "p = 0.400" in kept_tip and "min(1, p/q) = 0.800" in kept_tip
+    assert strip.tooltip_at(0, rects[3][0].center()).startswith("correction")
+    label_tip = strip.tooltip_at(0, strip.visualRect(strip.round_model.index(0)).topLeft() + QPoint(8, 8))
+    assert label_tip.startswith("round 1: draft model drafted 3, the target kept 1") and "verify 2 ms" in label_tip
+
+
+# -- the numbers agree
+
+def slow_stats(**kw) -> GenerationStats:
+    """A slow machine: 0.5 tok/s plain decoding, 0.7 tok/s here (1.40× measured)."""
+    base = dict(n_tokens=14, n_rounds=5, tokens_per_s=0.7, t_target_step_s=2.0, t_draft_s=1.0, t_verify_s=19.0,
+                n_drafted=20, n_accepted=9, acceptance_rate=0.45, alpha=0.64, mean_accepted=1.8, mean_drafted=4.0,
+                c=0.05, predicted_speedup=0.16, predicted_speedup_measured=1.2, ttft_s=2.5)
+    base.update(kw)
+    return GenerationStats(**base)
+
+
+def test_rates_never_print_as_zero():
+    assert rate_text(0.7) == "0.7 tok/s" and rate_text(9.94) == "9.9 tok/s" and rate_text(12.4) == "12 tok/s"
+    assert rate_text(0.04) == "0.04 tok/s"
+
+
+def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
+    panel = SpecPanel()
+    qtbot.addWidget(panel)
+    panel.resize(300, 700)
+    panel.show()
+    s = slow_stats()
+    assert s.measured_speedup == pytest.approx(1.4)
+    panel.show_stats(s)
+    L = panel.labels
+    assert L["vs_plain"].text() == "1.40× (plain 0.5 tok/s)" and L["speed"].text() == "0.7 tok/s"
+    assert "predicted" in L["predicted"].text() and L["alpha"].text() == "0.64"
+    assert "first rejection" in panel.titles["alpha"].toolTip()
+    assert "beats plain decoding (0.5 tok/s, measured) by 1.40×" in panel.verdict.text()
+    qtbot.wait(10)
+    assert panel.width() == 300
+    for label in L.values():              # one line each; shortened only by whole parts, never in a number
+        assert not label.wordWrap()
+        shown = label.shown_text()
+        assert shown == label.text() or (shown.endswith(" …") and label.text().startswith(shown[:-2])
+                                         and label.text()[len(shown) - 2:].startswith((" (", " / ")))
+        assert label.fontMetrics().horizontalAdvance(shown) <= label.contentsRect().width()
+    assert L["vs_plain"].shown_text().startswith("1.40×") and L["speed"].shown_text() == "0.7 tok/s"
+    # slower than plain: the verdict says it loses, with the same number as the grid
+    s = slow_stats(tokens_per_s=0.3, t_verify_s=14 / 0.3 - 1.0)   # all of it in rounds: plain stays 0.5 tok/s
+    panel.show_stats(s)
+    assert panel.labels["vs_plain"].text().startswith("0.60×")
+    assert "beats" not in panel.verdict.text() and "loses to plain decoding" in panel.verdict.text()
+    assert "0.60×" in panel.verdict.text()
+    # about even
+    panel.show_stats(slow_stats(tokens_per_s=0.51, t_verify_s=14 / 0.51 - 1.0))
+    assert "about even" in panel.verdict.text() and "beats" not in panel.verdict.text()
+
+
+def test_nothing_kept_predicts_no_gain():
+    s = slow_stats(n_accepted=0, acceptance_rate=0.0, alpha=0.0, mean_accepted=0.0, predicted_speedup_measured=11.1,
+                   tokens_per_s=0.3, t_verify_s=14 / 0.3 - 1.0)
+    assert predicted_text(s) == "none predicted: no draft was kept (0/20)"
+    assert "loses to plain decoding" in explain(s) and "because no draft was kept" in explain(s)
+
+
+# -- end to end on the real pair
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    w = MainWindow(str(tmp_path / "history.db"), str(tmp_path / "settings.json"))
+    qtbot.addWidget(w)
+    w.show()
+    yield w
+    if not w._closing:
+        w.close()
+
+
+def stats_of(record: dict) -> GenerationStats:
+    return GenerationStats(**{k: v for k, v in record.items() if k in GenerationStats.__dataclass_fields__})
+
+
+def send_and_collect(qtbot, w, text):
+    events = []
+    w.worker.round.connect(events.append, Qt.DirectConnection)    # on the worker thread: a list append
+    try:
+        type_and_send(qtbot, w, text)
+        qtbot.waitUntil(lambda: w.generating_id is not None, timeout=120_000)
+        wait_idle(qtbot, w)
+    finally:
+        w.worker.round.disconnect(events.append)
+    return events
+
+
+def check_rows(strip, events):
+    assert strip.round_model.rowCount() == len(events)
+    for row, r in enumerate(events):
+        assert strip.round_model.round(row).to_record() == r.to_record()
+        label = strip.label(row)
+        assert label.startswith(f"#{r.index + 1} ")
+        if r.gamma:
+            assert label.endswith(f" γ{r.gamma}")
+            assert ("draft model" in label) == (r.drafter == "model") and ("lookup" in label) == (r.drafter == "lookup")
+        else:
+            assert label == f"#{r.index + 1} plain"
+        kinds = [c.kind for c in strip.chips(row)]
+        assert kinds.count(KEPT) == r.accepted
+        assert kinds.count(REJECTED) == (1 if r.accepted < r.gamma else 0)
+        assert kinds.count(DISCARDED) == max(0, r.gamma - r.accepted - 1)
+        target = [k for k in kinds if k in (CORRECTION, BONUS, PLAIN)]
+        assert target == [k.value for k in r.kinds[r.accepted:]]          # the target's token, if the round got there
+        assert (kinds[-1] == END) == bool(r.end)
+
+
+@pytest.mark.network
+def test_strip_rows_are_the_rounds_and_new_switch_delete_clear_the_panel(qtbot, window, test_model_path, q2k_draft_path):
+    w = window
+    load(qtbot, w, test_model_path, q2k_draft_path)
+    w.settings_panel.temperature.setValue(0.0)
+    w.settings_panel.max_tokens.setValue(40)
+    events = send_and_collect(qtbot, w, "List the planets of the solar system.")
+    panel, strip = w.spec_panel, w.spec_panel.strip
+    qtbot.waitUntil(lambda: strip.round_model.rowCount() == len(events))
+    assert len(events) >= 3
+    check_rows(strip, events)
+    reply = stored(w)[-1]
+    title = w.store.conversation(w.current_id).title
+    assert panel.header.text().startswith("Reply of ") and f"in '{title}'" in panel.header.text()
+    # nothing past the reply's end: the rounds' tokens are the reply's tokens, the last row ends it
+    tokens = [t for r in events for t in r.emitted]
+    assert tokens == reply.token_ids and len(tokens) == reply.stats["n_tokens"]
+    last = events[-1]
+    assert last.end in ("eos", "max_tokens") and all(not r.end for r in events[:-1])
+    assert list(last.emitted) == reply.token_ids[-len(last.emitted):]
+    assert [c.kind for c in strip.chips(len(events) - 1)][-1] == END
+    # the numbers agree: the grid's measured comparison and the sentence
+    s = stats_of(reply.stats)
+    m = s.measured_speedup
+    assert m is not None and panel.labels["vs_plain"].text().startswith(f"{m:.2f}×")
+    verdict = panel.verdict.text()
+    if s.n_drafted:
+        assert ("beats" in verdict) == (m >= 1.05) and ("loses" in verdict) == (m <= 0.95)
+        assert f"{m:.2f}×" in verdict
+    if s.n_drafted and not s.n_accepted:
+        assert "predicted" not in panel.labels["predicted"].text() or "none" in panel.labels["predicted"].text()
+
+    first = w.current_id
+    # New: the panel shows no reply
+    w.new_conversation()
+    assert strip.round_model.rowCount() == 0 and panel.header.text() == NO_REPLY
+    assert all(label.text() == "–" for label in panel.labels.values())
+    # back to the first conversation: still none, until its reply's footer is clicked
+    w.open_conversation(first)
+    assert strip.round_model.rowCount() == 0 and panel.header.text() == NO_REPLY
+    qtbot.mouseClick(w.chat.messages[-1].footer, Qt.LeftButton)
+    check_rows(strip, events)
+    assert panel.header.text().endswith(f"in '{title}' (message 2)")
+    # switching away clears it
+    second = max(c.id for c in w.store.list_conversations())
+    w.open_conversation(second)
+    assert strip.round_model.rowCount() == 0 and panel.header.text() == NO_REPLY
+    # deleting the conversation shown clears it
+    w.open_conversation(first)
+    qtbot.mouseClick(w.chat.messages[-1].footer, Qt.LeftButton)
+    assert strip.round_model.rowCount() == len(events)
+    w._delete(first)
+    assert strip.round_model.rowCount() == 0 and panel.header.text() == NO_REPLY
+
+
+@pytest.mark.network
+def test_after_a_restart_rounds_of_a_past_reply_come_from_the_history(qtbot, tmp_path, test_model_path, q2k_draft_path):
+    history, settings = str(tmp_path / "history.db"), str(tmp_path / "settings.json")
+    w = MainWindow(history, settings)
+    qtbot.addWidget(w)
+    w.show()
+    load(qtbot, w, test_model_path, q2k_draft_path)
+    w.settings_panel.temperature.setValue(0.0)
+    w.settings_panel.max_tokens.setValue(32)
+    events = send_and_collect(qtbot, w, "Name a colour.")
+    cid = w.current_id
+    title = w.store.conversation(cid).title
+    w.close()
+
+    again = MainWindow(history, settings)                     # no model loaded: the history alone
+    qtbot.addWidget(again)
+    again.show()
+    try:
+        assert again.spec_panel.header.text() == NO_REPLY and again.spec_panel.strip.round_model.rowCount() == 0
+        again.open_conversation(cid)
+        reply = again.chat.messages[-1]
+        # (the window shows the first-run page until a model is loaded: the button is shown within its message)
+        assert reply.role == "assistant" and reply.footer.isVisibleTo(reply)
+        reply.footer.click()
+        check_rows(again.spec_panel.strip, events)
+        header = again.spec_panel.header.text()
+        assert header.startswith("Reply of ") and header.endswith(f"in '{title}' (message 2)")
+        assert again.tabs.currentWidget() is again.spec_panel
+        stats = stats_of(stored(again, cid)[-1].stats)
+        assert again.spec_panel.labels["speed"].text() == rate_text(stats.tokens_per_s)
+    finally:
+        again.close()
+
+
+def test_cli_summary_labels_predictions_and_predicts_no_gain_when_nothing_was_kept(capsys):
+    from desktop_app.commands.generate import _print_stats
+    from desktop_app.engine.events import FinishEvent, StopReason
+
+    nothing = slow_stats(n_drafted=3, n_accepted=0, acceptance_rate=0.0, alpha=0.0, mean_accepted=0.0,
+                         mean_drafted=3.0, predicted_speedup_measured=11.1, tokens_per_s=0.3, t_verify_s=14 / 0.3 - 1.0)
+    _print_stats(FinishEvent("", (), nothing, StopReason.MAX_TOKENS), 0, 1)
+    err = capsys.readouterr().err
+    assert "accepted 0/3" in err and "no draft was kept" in err and "11.10" not in err
+    assert "measured 0.60x plain decoding (0.5 tok/s)" in err and "0 tok/s" not in err.replace("0.5 tok/s", "")
+    _print_stats(FinishEvent("", (), slow_stats(), StopReason.MAX_TOKENS), 0, 1)
+    err = capsys.readouterr().err
+    assert "predicted speed-up 1.20x (cost model" in err and "measured 1.40x plain decoding" in err
+    _print_stats(FinishEvent("", (), slow_stats(n_drafted=0, n_accepted=0), StopReason.EOS), 0, 1)
+    assert "predicted" not in capsys.readouterr().err
+
+
+def test_a_cleared_panel_keeps_recording_the_live_reply_and_shows_it_again(qtbot):
+    panel = SpecPanel()
+    qtbot.addWidget(panel)
+    rounds = [make_round(i, ["a", "b"], 1, ["a", "c"], [A, C]) for i in range(6)]
+    panel.begin("cats")
+    assert panel.header.text() == "Live: reply in 'cats'" and panel.live
+    for r in rounds[:3]:
+        panel.add_round(r)
+    qtbot.waitUntil(lambda: panel.strip.round_model.rowCount() == 3)      # the 100 ms flush
+    panel.clear()                                  # the user switched to another conversation
+    assert panel.strip.round_model.rowCount() == 0 and panel.header.text() == NO_REPLY
+    for r in rounds[3:]:
+        panel.add_round(r)
+    qtbot.wait(250)
+    assert panel.strip.round_model.rowCount() == 0
+    panel.show_live()                              # ... and back to the one generating
+    assert panel.strip.round_model.rounds == rounds and panel.header.text() == "Live: reply in 'cats'"
+    panel.clear()
+    panel.finish(slow_stats())                     # it finished while another conversation was shown
+    assert not panel.live and panel.labels["speed"].text() == "–" and panel.header.text() == NO_REPLY

@@ -12,7 +12,7 @@ from PySide6.QtGui import QHelpEvent, QTextCursor
 from PySide6.QtWidgets import QApplication, QToolTip
 
 from desktop_app.chat.history import HistoryStore
-from desktop_app.chat.reply_footer import footer_text, stats_from_json
+from desktop_app.chat.reply_footer import footer_text
 from desktop_app.chat.token_origins import TokenOrigin, align, kind_counts, origins_from_rounds
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenKind
 from desktop_app.engine.sampling import SamplingParams
@@ -81,7 +81,7 @@ def test_footer_of_a_reply_without_stats_says_why():
 def test_footer_of_old_stats_without_the_newer_fields():
     old = {"n_tokens": 40, "tokens_per_s": 12.04, "n_drafted": 30, "n_accepted": 21, "acceptance_rate": 0.7,
            "a_field_from_elsewhere": 3, "ttft_s": "soon"}
-    s = stats_from_json(old)
+    s = GenerationStats.from_json(old)
     assert (s.n_tokens, s.n_drafted, s.n_accepted, s.ttft_s, s.measured_speedup) == (40, 30, 21, 0.0, None)
     assert footer_text(old, _settings(draft_max=4)) == "draft model · γ 4 · 21/30 drafted kept · 12.0 tok/s"
     # no settings stored either: what the numbers show
@@ -89,7 +89,7 @@ def test_footer_of_old_stats_without_the_newer_fields():
     assert footer_text({"n_tokens": 5, "tokens_per_s": 9.0}, None) == "plain decoding · 9.0 tok/s"
     # the current format reads back whole
     s = _stats()
-    assert stats_from_json(s.to_json()) == s
+    assert GenerationStats.from_json(s.to_json()) == s
 
 
 def test_align_keeps_the_text_whole_when_a_character_is_split_across_tokens():
@@ -210,7 +210,7 @@ def test_reply_footer_origins_and_tooltips_live_and_after_a_restart(qtbot, tmp_p
     db = _stored(w, cid)[-1]
     reply = w.chat.messages[-1]
     assert reply.role == "assistant" and db.role == "assistant" and db.complete
-    stats = stats_from_json(db.stats)
+    stats = GenerationStats.from_json(db.stats)
     assert stats.n_tokens == len(tokens) > 5 and stats.n_drafted > 0
 
     # the footer: the final stats, formatted

@@ -15,32 +15,6 @@ NO_STATS = {"cancelled": "stopped before the end: no statistics were recorded",
             "error": "failed: no statistics were recorded"}
 
 
-def stats_from_json(stats: dict | GenerationStats | None) -> GenerationStats | None:
-    """GenerationStats from the stored JSON, which may come from an older version: unknown keys are
-    dropped, missing ones keep their defaults, and a value of the wrong type is left out."""
-    if stats is None or isinstance(stats, GenerationStats):
-        return stats
-    if not isinstance(stats, dict):
-        return None
-    fields = GenerationStats.__dataclass_fields__
-    defaults = GenerationStats()
-    known = {}
-    for key, value in stats.items():
-        if key not in fields:
-            continue
-        default = getattr(defaults, key)
-        if isinstance(default, str):
-            ok = isinstance(value, str)
-        elif isinstance(default, list):
-            ok = isinstance(value, list)
-        else:                                           # a number, or a number that may be None
-            ok = (value is None and default is None) or (isinstance(value, (int, float))
-                                                         and not isinstance(value, bool))
-        if ok:
-            known[key] = value
-    return GenerationStats(**known)
-
-
 def drafter_label(settings: dict | None) -> str | None:
     """"draft model", "prompt lookup", "auto (…)" or "plain decoding" from the stored settings (None
     when they do not say). Auto mode picks γ each round, and with a draft model also the drafter."""
@@ -56,7 +30,7 @@ def drafter_label(settings: dict | None) -> str | None:
 
 def footer_text(stats: dict | GenerationStats | None, settings: dict | None, status: str = "done") -> str:
     """The footer of one reply ("" while it is still being written)."""
-    s = stats_from_json(stats)
+    s = GenerationStats.from_json(stats)
     if s is None:
         return "" if status in ("done", "streaming") else NO_STATS.get(status, f"{status}: no statistics were recorded")
     label = drafter_label(settings)

@@ -139,6 +139,35 @@ class GenerationStats:
         # stored as JSON, the batch sizes come back as strings: a GenerationStats(**stored) has ints
         self.verify_s_by_batch = {int(k): float(v) for k, v in (self.verify_s_by_batch or {}).items()}
 
+    @classmethod
+    def from_json(cls, stats: "dict | GenerationStats | None") -> "GenerationStats | None":
+        """GenerationStats from the history's JSON (to_json), which may come from an older version:
+        unknown keys are dropped, missing ones keep their defaults, a value of the wrong type is left out.
+        The one reader of stored statistics."""
+        if stats is None or isinstance(stats, GenerationStats):
+            return stats
+        if not isinstance(stats, dict):
+            return None
+        defaults = cls()
+        known = {}
+        for key, value in stats.items():
+            if key not in cls.__dataclass_fields__:
+                continue
+            default = getattr(defaults, key)
+            if isinstance(default, str):
+                ok = isinstance(value, str)
+            elif isinstance(default, list):
+                ok = isinstance(value, list)
+            elif isinstance(default, dict):
+                ok = isinstance(value, dict) and all(
+                    str(k).isdigit() and isinstance(v, (int, float)) for k, v in value.items())
+            else:                                       # a number, or a number that may be None
+                ok = (value is None and default is None) or (isinstance(value, (int, float))
+                                                             and not isinstance(value, bool))
+            if ok:
+                known[key] = value
+        return cls(**known)
+
     @property
     def plain_tokens_per_s(self) -> float | None:
         """What plain decoding would have given on this machine at this point: one single-token target

@@ -24,9 +24,7 @@ SPLIT = (("draft", "#1f77b4"), ("verify", "#ff7f0e"), ("other", "#8c8c8c"))
 def stats_from(stats: GenerationStats | Mapping | None) -> GenerationStats | None:
     """A GenerationStats from itself or from its stored JSON (fields this version does not know are
     left out; verify_s_by_batch's keys become ints again in GenerationStats itself)."""
-    if stats is None or isinstance(stats, GenerationStats):
-        return stats
-    return GenerationStats(**{k: v for k, v in stats.items() if k in GenerationStats.__dataclass_fields__})
+    return GenerationStats.from_json(stats)
 
 
 def rounds_from(rounds: Sequence[RoundEvent | Mapping] | None) -> list[RoundEvent]:

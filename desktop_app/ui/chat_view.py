@@ -11,7 +11,7 @@ from PySide6.QtGui import QColor, QGuiApplication, QPalette, QTextCharFormat, QT
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSizePolicy, QTextBrowser,
                                QToolTip, QVBoxLayout, QWidget)
 
-from desktop_app.chat.reply_footer import footer_text, stats_from_json
+from desktop_app.chat.reply_footer import footer_text
 from desktop_app.chat.token_origins import TokenOrigin, align, origin, origins_from_rounds
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenEvent, TokenKind
 from desktop_app.ui.code_highlight import CodeHighlighter
@@ -191,7 +191,7 @@ class MessageWidget(QFrame):
     def origins(self) -> list[TokenOrigin]:
         """Where each of this reply's tokens came from (from the live events, or its stored rounds)."""
         if self._origins is None:
-            stats = stats_from_json(self._stats)
+            stats = GenerationStats.from_json(self._stats)
             self._origins = origins_from_rounds(self._rounds, stats.n_tokens if stats and stats.n_tokens else None)
         return self._origins
 

@@ -1,6 +1,7 @@
 """The speculation panel: which reply it shows, that reply's numbers (measured and predicted, labelled
-as such, from the one GenerationStats), a plain-words verdict that agrees with them, and every round
-in the round strip (ui/round_strip.py) as it happens or as the history stored it."""
+as such, from the one GenerationStats), a plain-words verdict that agrees with them, every round
+in the round strip (ui/round_strip.py) as it happens or as the history stored it, and under it the
+live charts (ui/charts.py) and "Does it pay?" (ui/pay_curve.py) for the same reply."""
 from __future__ import annotations
 
 import re
@@ -8,10 +9,13 @@ import time
 
 from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtGui import QPainter, QPalette
-from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QGridLayout, QGroupBox, QLabel, QSizePolicy, QSplitter, QTabWidget, QVBoxLayout,
+                               QWidget)
 
 from desktop_app.engine.events import GenerationStats, RoundEvent
 from desktop_app.engine.explain import ALPHA_TIP, explain, measured_text, predicted_text, rate_text
+from desktop_app.ui.charts import LiveCharts
+from desktop_app.ui.pay_curve import PayCurve
 from desktop_app.ui.round_strip import Colours, RoundStrip
 
 NO_REPLY = "No reply selected"
@@ -113,9 +117,24 @@ class SpecPanel(QWidget):
         self.legend.setToolTip("Kept drafts; the first rejected draft; drafts after it (discarded, not judged); "
                                "the target's token: a correction, a bonus (all drafts kept) or a plain step; "
                                "the end of the reply")
-        layout.addWidget(self.legend)
         self.strip = RoundStrip(self.colours)
-        layout.addWidget(self.strip, 1)
+        rounds = QWidget()
+        v = QVBoxLayout(rounds)
+        v.setContentsMargins(0, 0, 0, 0)
+        v.addWidget(self.legend)
+        v.addWidget(self.strip, 1)
+        self.charts = LiveCharts()
+        self.pay = PayCurve()
+        self.views = QTabWidget()
+        self.views.setObjectName("panelViews")
+        self.views.addTab(self.charts, "Charts")
+        self.views.addTab(self.pay, "Does it pay?")
+        self.split = QSplitter(Qt.Vertical)
+        self.split.setChildrenCollapsible(False)
+        self.split.addWidget(rounds)
+        self.split.addWidget(self.views)
+        self.split.setSizes([300, 360])
+        layout.addWidget(self.split, 1)
 
         self._pending: list[RoundEvent] = []
         self._live_rounds: list[RoundEvent] = []     # every round of the reply generating now
@@ -142,6 +161,8 @@ class SpecPanel(QWidget):
         self._attached = False
         self._pending = []
         self.strip.clear()
+        self.charts.clear()
+        self.pay.clear()
         self.header.setText(NO_REPLY)
         self._reset_numbers("")
 
@@ -154,6 +175,8 @@ class SpecPanel(QWidget):
         self._n_tokens = self._drafted = self._accepted = 0
         self._streaming = self._attached = True
         self.strip.clear()
+        self.charts.begin()
+        self.pay.clear()
         self.header.setText(f"Live: reply in '{title}'")
         self._reset_numbers("Generating…")
         self._timer.start()
@@ -165,6 +188,7 @@ class SpecPanel(QWidget):
         self._attached = True
         self._pending = []
         self.strip.set_rounds(self._live_rounds)
+        self.charts.show_stored(self._live_rounds, None)
         self.header.setText(f"Live: reply in '{self._live_title}'")
         self._reset_numbers("Generating…")
         self._flush()
@@ -175,12 +199,15 @@ class SpecPanel(QWidget):
         self._accepted += r.accepted
         if self._attached:
             self._pending.append(r)
+            self.charts.add_round(r)
 
     def add_token(self) -> None:
         self._last_token_at = time.monotonic()
         if self._first_token_at is None:
             self._first_token_at = self._last_token_at
         self._n_tokens += 1
+        if self._attached:
+            self.charts.add_token(self._last_token_at)
 
     def _flush(self) -> None:
         if not self._attached:
@@ -206,6 +233,7 @@ class SpecPanel(QWidget):
         self._live_stats = stats
         if self._attached:
             self.header.setText(f"Reply of {time.strftime('%H:%M')} in '{self._live_title}' (just finished)")
+            self.charts.finish(stats)
             self.show_stats(stats)
 
     @property
@@ -238,6 +266,7 @@ class SpecPanel(QWidget):
             for key in ("accepted", "alpha", "per_round", "split", "c", "predicted"):
                 L[key].setText("–")
         self.verdict.setText(explain(s))
+        self.pay.show(s, max(1, round(s.mean_drafted)) if s.mean_drafted else 0)   # the γ this reply used
 
     def show_stored(self, rounds: list[dict] | None, stats: dict | None, title_text: str) -> None:
         """A reply from the history: its stored rounds and statistics, under `title_text` (see
@@ -245,11 +274,14 @@ class SpecPanel(QWidget):
         self._attached = False
         self._pending = []
         self.header.setText(title_text)
-        self.strip.set_rounds([RoundEvent.from_record(i, r) for i, r in enumerate(rounds or [])])
+        events = [RoundEvent.from_record(i, r) for i, r in enumerate(rounds or [])]
+        self.strip.set_rounds(events)
         self._reset_numbers("")
-        if stats:
-            known = {k: v for k, v in stats.items() if k in GenerationStats.__dataclass_fields__}
-            self.show_stats(GenerationStats(**known))
+        self.pay.clear()
+        parsed = GenerationStats.from_json(stats) if stats else None
+        self.charts.show_stored(events, parsed)
+        if parsed is not None:
+            self.show_stats(parsed)
 
     @property
     def rounds_shown(self) -> list[RoundEvent]:

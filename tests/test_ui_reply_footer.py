@@ -191,10 +191,7 @@ def test_reply_footer_origins_and_tooltips_live_and_after_a_restart(qtbot, tmp_p
     p = w.settings_panel
     p.temperature.setValue(0.0)
     p.max_tokens.setValue(48)
-    p.speculation.setChecked(True)
-    p.drafter.setCurrentIndex(p.drafter.findData("model"))
-    p.draft_max.setValue(4)
-    p.auto.setChecked(False)
+    w.spec_bar.set_generation({"speculation": True, "drafter": "model", "draft_max": 4, "auto": False})
     assert not w.highlight_action.isChecked()
     w.highlight_action.trigger()                        # View ▸ Highlight token origins
     assert w.chat.highlight_origins
@@ -262,12 +259,12 @@ def test_reply_footer_origins_and_tooltips_live_and_after_a_restart(qtbot, tmp_p
     assert live.footer_text == footer and live.body.document().toPlainText() == db.content
 
     # clicking the footer shows this reply's rounds in the panel
-    w.spec_panel.rounds_view.clear()
-    w.tabs.setCurrentWidget(w.settings_panel)
+    w.spec_panel.clear()
+    w.tabs.setCurrentIndex(1)
     qtbot.mouseClick(reply.footer, Qt.LeftButton)
     assert w.tabs.currentWidget() is w.spec_panel
-    rows = [line for line in w.spec_panel.rounds_view.toPlainText().splitlines() if line.startswith("#")]
-    assert len(rows) == len(db.rounds) and rows[0].startswith("#1 ")
+    strip = w.spec_panel.strip
+    assert strip.round_model.rowCount() == len(db.rounds) and strip.label(0).startswith("#1 ")
 
     # Markdown again when highlighting is off
     w.highlight_action.trigger()

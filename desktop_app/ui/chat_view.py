@@ -15,7 +15,7 @@ from desktop_app.chat.reply_footer import footer_text
 from desktop_app.chat.token_origins import TokenOrigin, align, origin, origins_from_rounds
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenEvent, TokenKind
 from desktop_app.ui.code_highlight import CodeHighlighter
-from desktop_app.ui.spec_panel import Colours
+from desktop_app.ui.round_strip import Colours
 
 STATUS_NOTES = {"streaming": "writing…", "interrupted": "incomplete: interrupted while writing",
                 "cancelled": "stopped", "error": "failed"}
@@ -63,7 +63,7 @@ class MessageText(QTextBrowser):
         if o is None:
             return fmt
         c = self.colours
-        colour = {TokenKind.ACCEPTED: c.accepted, TokenKind.CORRECTION: c.correction,
+        colour = {TokenKind.ACCEPTED: c.kept, TokenKind.CORRECTION: c.correction,
                   TokenKind.BONUS: c.bonus}.get(o.kind)
         if colour:
             fmt.setBackground(QColor(colour))

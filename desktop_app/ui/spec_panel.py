@@ -129,6 +129,7 @@ class SpecPanel(QWidget):
         self.views.setObjectName("panelViews")
         self.views.addTab(self.charts, "Charts")
         self.views.addTab(self.pay, "Does it pay?")
+        self.views.setMinimumWidth(200)           # the plots shrink with the panel instead of widening it
         self.split = QSplitter(Qt.Vertical)
         self.split.setChildrenCollapsible(False)
         self.split.addWidget(rounds)

@@ -27,6 +27,8 @@ class ConversationList(QWidget):
         layout.addWidget(self.search)
         self.list = QListWidget()
         self.list.setObjectName("conversationList")
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)    # long titles end in "…"
+        self.list.setTextElideMode(Qt.ElideRight)
         self.list.currentItemChanged.connect(self._current_changed)
         layout.addWidget(self.list, 1)
         row = QHBoxLayout()

@@ -163,7 +163,8 @@ class MainWindow(QMainWindow):
         settings_scroll.setFrameShape(QScrollArea.NoFrame)
         settings_scroll.setWidget(self.settings_panel)
         self.tabs.addTab(settings_scroll, "Settings")
-        self.tabs.setMinimumWidth(260)
+        self.tabs.setMinimumWidth(300)           # what a page asks for beyond this is its own to fit, never
+                                                 # a reason for the window to outgrow the screen
 
         # conversations | chat | panel: the sides fold away (View menu, or dragging the handle to the
         # edge), the chat never does; sizes and what is folded are kept in the settings' "window"

@@ -13,7 +13,7 @@ from desktop_app.models.gguf_info import GGUFError, read_info
 from desktop_app.models.pairing import PairVerdict, check_headers
 
 NO_DRAFT = "(no draft model)"
-MAX_LABEL_CHARS = 40        # longer file names are cut in the middle in the boxes
+MAX_LABEL_CHARS = 46        # longer file names are cut in the middle in the boxes
 
 
 @lru_cache(maxsize=64)
@@ -76,6 +76,7 @@ class ModelBar(QWidget):
         self.cancel_button.hide()
         for b in (self.recent, self.load_button, self.cancel_button):
             b.setMinimumWidth(b.sizeHint().width())     # never squeezed into an elided text
+        self.load_button.setMinimumWidth(max(b.minimumWidth() for b in (self.load_button, self.cancel_button)))
         # two rows, so that each name has the room of the whole bar
         grid.addWidget(QLabel("Target"), 0, 0)
         grid.addWidget(self.target, 0, 1)
@@ -227,14 +228,16 @@ class ModelBar(QWidget):
     # -- progress and outcome
     def show_progress(self, text: str, fraction: float) -> None:
         self.progress.show()
-        self.cancel_button.show()
         self.load_button.setEnabled(False)
+        self.load_button.hide()                 # Cancel takes its place: the row keeps its width
+        self.cancel_button.show()
         self.progress.setValue(int(1000 * fraction))
         self.progress.setFormat(f"{text} %p%")
 
     def hide_progress(self) -> None:
         self.progress.hide()
         self.cancel_button.hide()
+        self.load_button.show()
         self.load_button.setEnabled(True)
 
     def show_loaded(self, text: str) -> None:

@@ -75,3 +75,22 @@ def test_suggest_pair_takes_the_larger_file_as_target(test_model_path, q2k_draft
         test_model_path, q2k_draft_path)
     assert suggest_pair([gemma_path, qwen_draft_path]) == (gemma_path, None)     # no pair: the newest alone
     assert suggest_pair([]) is None
+
+
+def test_strings_longer_than_a_read_chunk_are_skipped_and_read(tmp_path):
+    from desktop_app.models import gguf_info
+
+    path = tmp_path / "long.gguf"
+    long = "x" * (gguf_info._CHUNK + 12_345)
+    tokens = ["<s>", "</s>", long, "é", *(f"t{i}" for i in range(5000)), long + "y"]
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_array("test.strings", ["a", long, "b", long])       # skipped
+    writer.add_token_list(tokens)                                    # kept
+    writer.add_tokenizer_model("llama")
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    writer.close()
+    info, read = read_vocabulary(path)
+    assert read == [t.encode() for t in tokens]
+    assert read_info(path) == info and info.vocab_size == len(tokens) and info.tokenizer_model == "llama"

@@ -144,23 +144,20 @@ class _Reader:
         return self.read(n, what).decode("utf-8", errors="replace")
 
     def skip_strings(self, n: int, key: str) -> None:
-        """Skip n strings (a vocabulary: 262k of them), with the checks of `string` in a tight loop."""
-        fh, size, pos, unpack = self.fh, self.size, self.pos, _U64.unpack
-        for _ in range(n):
-            data = fh.read(8)
-            if len(data) != 8 or (length := unpack(data)[0]) > size - pos - 8:
-                self.pos = pos
-                raise GGUFError(f"the file ends inside its header (an item of {key} at byte {pos:,})")
-            fh.seek(length, os.SEEK_CUR)
-            pos += 8 + length
-        self.pos = pos
+        """Skip n strings (a vocabulary: 262k of them), with the checks of `string`."""
+        self._strings(n, key, None)
 
     def read_strings(self, n: int, key: str) -> list[bytes]:
-        """Read n strings (a vocabulary) as bytes, with the checks of `string`, in chunks of the file:
-        a 150k-token vocabulary in well under 0.1 s."""
+        """Read n strings (a vocabulary) as bytes, with the checks of `string`."""
+        out: list[bytes] = []
+        self._strings(n, key, out.append)
+        return out
+
+    def _strings(self, n: int, key: str, keep) -> None:
+        """n strings, each handed to `keep` (or skipped when None), parsed from chunks of the file in a
+        tight loop: a 150k-token vocabulary in a few tens of milliseconds."""
         fh, size, pos, unpack = self.fh, self.size, self.pos, _U64.unpack_from
-        buf, off, out = b"", 0, []
-        append = out.append
+        buf, off = b"", 0
         for _ in range(n):
             if len(buf) - off < 8:
                 buf, off = buf[off:] + fh.read(_CHUNK), 0
@@ -173,17 +170,21 @@ class _Reader:
                 raise GGUFError(f"the file ends inside its header (an item of {key} at byte {pos:,})")
             end = off + 8 + length
             if end > len(buf):
-                buf, off = buf[off:] + fh.read(max(_CHUNK, end - off)), 0
-                end = 8 + length
-                if end > len(buf):                        # the file shrank while we read it
-                    self.pos = pos
-                    raise GGUFError(f"the file ends inside its header (an item of {key} at byte {pos:,})")
-            append(buf[off + 8:end])
+                if keep is None:                              # a long string: skip it in the file
+                    fh.seek(pos + 8 + length)
+                    buf, end = b"", 0
+                else:
+                    buf, off = buf[off:] + fh.read(max(_CHUNK, 8 + length)), 0
+                    end = 8 + length
+                    if end > len(buf):                        # the file shrank while we read it
+                        self.pos = pos
+                        raise GGUFError(f"the file ends inside its header (an item of {key} at byte {pos:,})")
+            if keep is not None:
+                keep(buf[off + 8:end])
             pos += 8 + length
             off = end
-        fh.seek(pos)                                      # (the chunks read ahead of the last string)
+        fh.seek(pos)                                          # (the chunk read ahead of the last string)
         self.pos = pos
-        return out
 
     def value(self, vtype: int, key: str):
         """A metadata value; `key` is as shown in messages (printable)."""

@@ -18,7 +18,7 @@ from desktop_app.models.gguf_info import GGUFError, GGUFInfo, read_info, read_vo
 
 VOCAB_MAX_SIZE_DIFFERENCE = 128     # as engine/compat.py (llama.cpp's common/speculative.cpp)
 VOCAB_CHECK_START_TOKEN_ID = 5      # as engine/compat.py
-MAX_FILES_PAIRED = 32               # suggest_pair reads at most this many headers (newest first)
+MAX_FILES_PAIRED = 16               # suggest_pair reads at most this many headers (newest first)
 
 # tokenizer.ggml.model as people know it, and llama.cpp's defaults where the header says nothing
 TOKENIZER_NAMES = {"llama": "llama-spm", "gpt2": "gpt2", "bert": "bert-wpm", "t5": "t5-ugm", "rwkv": "rwkv",

@@ -319,7 +319,7 @@ class MainWindow(QMainWindow):
             choice, is_demo = (demo[0].path, demo[1].path if len(demo) > 1 else None), True
         else:
             choice, is_demo = suggest_pair(files), False
-        if choice:
+        if choice and self.first_run.offered is None:      # (later, the bar keeps what the user chose)
             self.model_bar.select(*choice)
         self.first_run.offer(*(choice or (None, None)), demo=is_demo)
 

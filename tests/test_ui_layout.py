@@ -155,38 +155,68 @@ def test_dragging_the_handle_to_the_edge_folds_the_sidebar_and_unchecks_its_acti
     assert w.side_shown(SIDEBAR)
 
 
-def test_first_run_preselects_the_pair_found_and_loads_it_in_one_click(qtbot, tmp_path, close_all,
-                                                                       test_model_path, q2k_draft_path):
-    w = open_window(qtbot, tmp_path, settings=folder_settings(test_model_path))
+def demo_cache(monkeypatch, tmp_path, paths: tuple[str, str] | None):
+    """The demo pair as cached and verified at `paths` (target, draft), or as not fetched (None)."""
+    from desktop_app.ui import main_window
+
+    demo = models.resolve(["demo"])
+
+    def inspect(m):
+        if paths:
+            path = paths[demo.index(m)]
+            return models.CachedModel(m.key, m.filename, m.description, path, True, m.size, m.size, True)
+        return models.CachedModel(m.key, m.filename, m.description, str(tmp_path / m.filename), False, 0, m.size,
+                                  False)
+    monkeypatch.setattr(main_window.models, "inspect", inspect)
+
+
+def test_first_run_preselects_the_pair_found_and_loads_it_in_one_click(qtbot, tmp_path, close_all, monkeypatch,
+                                                                       test_model_path, q2k_draft_path, gemma_path,
+                                                                       qwen_draft_path):
+    from desktop_app.models import discovery
+
+    demo_cache(monkeypatch, tmp_path, None)
+    monkeypatch.setattr(discovery, "usual_folders", lambda: [])     # only the folder of the settings
+    folder = tmp_path / "models"
+    folder.mkdir()
+    for path in (q2k_draft_path, gemma_path, test_model_path, qwen_draft_path):   # (Qwen 0.5B has no partner)
+        (folder / os.path.basename(path)).symlink_to(path)
+    target, draft = (str(folder / os.path.basename(p)) for p in (test_model_path, q2k_draft_path))
+    w = open_window(qtbot, tmp_path, settings={"model_folders": [str(folder)]})
     close_all.append(w)
     assert w.loaded is None and w.stack.currentWidget() is w.first_run
-    demo = [models.inspect(m) for m in models.resolve(["demo"])]
     offer = w.first_run.load_button
-    assert offer.isVisible()
-    if all(d.verified for d in demo):          # a machine with the demo pair cached: it comes first
-        expected = (demo[0].path, demo[1].path)
-        assert offer.text() == "Load the demo pair (cached)"
-        assert not w.first_run.fetch_button.isVisible()
-    else:                                      # else the pair in the folders: the larger file is the target
-        expected = (test_model_path, q2k_draft_path)
-        assert offer.text() == "Load this pair"
-        assert w.first_run.fetch_button.isVisible()
-    assert (w.model_bar.target_path(), w.model_bar.draft_path()) == expected
-    if expected[0] != test_model_path:
-        return                                 # (not loading 1.6 GB in a test)
+    assert offer.isVisible() and offer.text() == "Load this pair"
+    assert w.first_run.fetch_button.isVisible()                # fetching the demo stays on offer
+    # the larger file of the pair is the target (Q4_1, not its Q2_K copy)
+    assert (w.model_bar.target_path(), w.model_bar.draft_path()) == (target, draft)
+    assert "SmolLM2-135M-Instruct.Q4_1.gguf" in w.first_run.text.text()
     qtbot.mouseClick(offer, Qt.LeftButton)
     qtbot.waitUntil(lambda: w.loaded is not None and not w.busy, timeout=TIMEOUT_MS)
-    assert (w.loaded.target, w.loaded.draft) == expected
+    assert (w.loaded.target, w.loaded.draft) == (target, draft)
     assert w.stack.currentWidget() is w.chat
+
+
+def test_first_run_offers_the_cached_demo_pair_target_first(qtbot, tmp_path, close_all, monkeypatch,
+                                                            test_model_path, q2k_draft_path):
+    # the test pair stands in for the demo's files (the demo's own are 1.6 GB)
+    demo_cache(monkeypatch, tmp_path, (test_model_path, q2k_draft_path))
+    w = open_window(qtbot, tmp_path)
+    close_all.append(w)
+    offer = w.first_run.load_button
+    assert offer.isVisible() and offer.text() == "Load the demo pair (cached)"
+    assert not w.first_run.fetch_button.isVisible()
+    assert (w.model_bar.target_path(), w.model_bar.draft_path()) == (test_model_path, q2k_draft_path)
+    qtbot.mouseClick(offer, Qt.LeftButton)
+    qtbot.waitUntil(lambda: w.loaded is not None and not w.busy, timeout=TIMEOUT_MS)
+    assert (w.loaded.target, w.loaded.draft) == (test_model_path, q2k_draft_path)
 
 
 def test_first_run_with_nothing_found_is_todays_page(qtbot, tmp_path, close_all, monkeypatch):
     from desktop_app.ui import main_window
 
     monkeypatch.setattr(main_window, "find_gguf_files", lambda folders: [])
-    monkeypatch.setattr(main_window.models, "inspect",
-                        lambda m: models.CachedModel(m.key, m.filename, m.description, str(tmp_path / m.filename),
-                                                     False, 0, m.size, False))
+    demo_cache(monkeypatch, tmp_path, None)
     w = open_window(qtbot, tmp_path)
     close_all.append(w)
     assert not w.first_run.load_button.isVisible()

@@ -117,6 +117,7 @@ def test_sidebar_and_panel_fold_from_the_view_menu_and_stay_folded_after_a_resta
     view = next(a.menu() for a in w.menuBar().actions() if a.text() == "&View")
     assert {w.sidebar_action, w.panel_action} <= set(view.actions())
     assert w.sidebar_action.shortcut().toString() == "Ctrl+B"
+    assert w.panel_action.shortcut().toString() == "Ctrl+Shift+B"
     assert w.sidebar_action.isChecked() and w.panel_action.isChecked()
     chat_before = w.splitter.sizes()[CENTER]
     w.sidebar_action.trigger()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QHBoxLayout, QInputDialog, QLineEdit, QListWidget, QListWidgetItem, QMessageBox,
-                               QPushButton, QVBoxLayout, QWidget)
+                               QPushButton, QSizePolicy, QVBoxLayout, QWidget)
 
 from desktop_app.chat.history import ConversationInfo
 
@@ -18,17 +18,21 @@ class ConversationList(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(6, 6, 6, 6)
+        layout.setContentsMargins(4, 6, 4, 6)
         self.search = QLineEdit()
-        self.search.setPlaceholderText("Search conversations (Ctrl+F)")
+        self.search.setPlaceholderText("Search conversations")
+        self.search.setToolTip("Search conversations (Ctrl+F)")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(self.searchChanged)
         layout.addWidget(self.search)
         self.list = QListWidget()
         self.list.setObjectName("conversationList")
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)    # long titles end in "…"
+        self.list.setTextElideMode(Qt.ElideRight)
         self.list.currentItemChanged.connect(self._current_changed)
         layout.addWidget(self.list, 1)
         row = QHBoxLayout()
+        row.setSpacing(4)
         self.new_button = QPushButton("New")
         self.new_button.setToolTip("New conversation (Ctrl+N)")
         self.new_button.clicked.connect(self.newRequested)
@@ -38,7 +42,10 @@ class ConversationList(QWidget):
         delete = QPushButton("Delete")
         delete.clicked.connect(self.delete_current)
         for b in (self.new_button, rename, delete):
-            row.addWidget(b)
+            # as wide as the text (the style's 80 px minimum would make the sidebar 260 px wide)
+            b.setMinimumWidth(b.fontMetrics().horizontalAdvance(b.text()) + 14)
+            b.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
+            row.addWidget(b, 1)
         layout.addLayout(row)
 
     def set_conversations(self, conversations: list[ConversationInfo], current: int | None) -> None:

@@ -1,42 +1,91 @@
-"""What the window shows while no model is loaded: fetch the demo pair, or pick files."""
+"""What the window shows while no model is loaded: load the models already on this machine (the demo
+pair, or a pair found in the models folders), fetch the demo pair, or pick files."""
 from __future__ import annotations
+
+import html
+import os
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
+INTRO = ("Tandem chats with a model on this machine and speeds it up with a small draft model, showing every "
+         "round.")
+FETCH_TOO = ("Or fetch the demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft, 1.6 GB, fetched once — or "
+             "choose other GGUF files.")
+FETCH = (" Start with the demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft, 1.6 GB, fetched once — or choose "
+         "GGUF files you already have.")
+
 
 class FirstRun(QWidget):
-    """Shown while no model is loaded: fetch the demo pair, or pick files."""
+    """Shown while no model is loaded. With nothing on this machine: fetch the demo pair, or pick
+    files; with the demo pair cached, or models found, a Load button for them comes first."""
 
     fetchRequested = Signal()
     pickRequested = Signal()
+    loadRequested = Signal(str, object)      # target path, draft path or None
 
     def __init__(self, parent=None):
         super().__init__(parent)
+        self.offered: tuple[str, str | None] | None = None
         layout = QVBoxLayout(self)
         layout.addStretch(1)
         title = QLabel("<h2>Welcome to Tandem</h2>")
         title.setAlignment(Qt.AlignCenter)
-        text = QLabel("Tandem chats with a model on this machine and speeds it up with a small draft model, "
-                      "showing every round. Start with the demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft, "
-                      "1.6 GB, fetched once — or choose GGUF files you already have.")
-        text.setWordWrap(True)
-        text.setAlignment(Qt.AlignCenter)
+        self.text = QLabel(INTRO + FETCH)
+        self.text.setObjectName("firstRunText")
+        self.text.setWordWrap(True)
+        self.text.setAlignment(Qt.AlignCenter)
         row = QHBoxLayout()
+        self.load_button = QPushButton()
+        self.load_button.setObjectName("loadFound")
+        self.load_button.clicked.connect(self._load)
+        self.load_button.hide()
         self.fetch_button = QPushButton("Fetch the demo pair")
         self.fetch_button.setObjectName("fetchDemo")
         self.fetch_button.clicked.connect(self.fetchRequested)
         pick = QPushButton("Choose GGUF files…")
         pick.clicked.connect(self.pickRequested)
         row.addStretch(1)
+        row.addWidget(self.load_button)
         row.addWidget(self.fetch_button)
         row.addWidget(pick)
         row.addStretch(1)
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
         self.progress.hide()
-        for w in (title, text):
+        for w in (title, self.text):
             layout.addWidget(w)
         layout.addLayout(row)
         layout.addWidget(self.progress)
         layout.addStretch(2)
+
+    def offer(self, target: str | None, draft: str | None = None, demo: bool = False) -> None:
+        """Offer to load `target` (+ `draft`) directly: the cached demo pair (demo=True), or models found
+        on this machine. With no target: today's page, fetch or choose."""
+        self.offered = (target, draft) if target else None
+        if not target:
+            self.load_button.hide()
+            self.fetch_button.show()
+            self.fetch_button.setDefault(True)
+            self.text.setText(INTRO + FETCH)
+            return
+        if demo:
+            self.load_button.setText("Load the demo pair (cached)")
+            self.text.setText(INTRO + " The demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft — is already on "
+                                      "this machine.")
+        else:
+            names = f"<b>{html.escape(os.path.basename(target))}</b>"
+            if draft:
+                names += f" with the draft <b>{html.escape(os.path.basename(draft))}</b>"
+            self.load_button.setText("Load this pair" if draft else "Load this model")
+            self.text.setText(html.escape(INTRO) + f"<br>Found on this machine: {names}.<br>"
+                              + html.escape(FETCH_TOO))
+        self.load_button.setToolTip(target + (f"\n{draft}" if draft else ""))
+        self.load_button.show()
+        self.load_button.setDefault(True)
+        self.fetch_button.setDefault(False)
+        self.fetch_button.setVisible(not demo)
+
+    def _load(self) -> None:
+        if self.offered:
+            self.loadRequested.emit(*self.offered)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import threading
 
-from PySide6.QtCore import QByteArray, Qt, QThread, Signal
+from PySide6.QtCore import QByteArray, QSize, Qt, QThread, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QHBoxLayout, QMainWindow, QMenu, QPushButton, QSplitter,
+from PySide6.QtWidgets import (QHBoxLayout, QMainWindow, QMenu, QPushButton, QScrollArea, QSplitter,
                                QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
 
 from desktop_app import models
@@ -17,6 +17,7 @@ from desktop_app.chat.settings_file import SettingsFile
 from desktop_app.engine.events import FinishEvent, StopReason, TokenEvent
 from desktop_app.engine.process.client import STAGES
 from desktop_app.models.discovery import find_gguf_files
+from desktop_app.models.pairing import suggest_pair
 from desktop_app.ui.banner import Banner
 from desktop_app.ui.chat_view import ChatView
 from desktop_app.ui.compare_dialog import CompareDialog
@@ -32,6 +33,8 @@ from desktop_app.ui.worker import EngineWorker, GenerateRequest, LoadedPair, Loa
 
 FINISH_STATUS = {StopReason.CANCELLED: "cancelled"}
 CLOSE_GRACE_S = 3.0             # how long closing waits for the engine to stop a request by itself
+SIDEBAR, CENTER, PANEL = 0, 1, 2          # the splitter's parts
+MIN_CHAT_WIDTH = 500                      # what the default layout leaves the chat, at 1000 px and up
 
 
 class MainWindow(QMainWindow):
@@ -96,6 +99,7 @@ class MainWindow(QMainWindow):
         self._build()
         self._actions()
         self._view_menu()
+        self._layout_actions()
         self._restore_layout()
         self.refresh_models()
         self.refresh_conversations()
@@ -121,6 +125,7 @@ class MainWindow(QMainWindow):
         self.first_run = FirstRun()
         self.first_run.fetchRequested.connect(self.load_demo)
         self.first_run.pickRequested.connect(self.model_bar.browse_target)
+        self.first_run.loadRequested.connect(self.load_pair)
         self.chat = ChatView()
         self.chat.setObjectName("chatView")
         self.chat.showRounds.connect(self._show_rounds)
@@ -169,16 +174,29 @@ class MainWindow(QMainWindow):
         self.settings_panel.systemPromptEdited.connect(self._system_prompt_edited)
         self.tabs = QTabWidget()
         self.tabs.addTab(self.spec_panel, "Speculation")
-        self.tabs.addTab(self.settings_panel, "Settings")
+        settings_scroll = QScrollArea()          # the settings scroll in a short window, never squeeze
+        settings_scroll.setWidgetResizable(True)
+        settings_scroll.setFrameShape(QScrollArea.NoFrame)
+        settings_scroll.setWidget(self.settings_panel)
+        self.tabs.addTab(settings_scroll, "Settings")
+        self.tabs.setMinimumWidth(300)           # what a page asks for beyond this is its own to fit, never
+                                                 # a reason for the window to outgrow the screen
 
+        # conversations | chat | panel: the sides fold away (View menu, or dragging the handle to the
+        # edge), the chat never does; sizes and what is folded are kept in the settings' "window"
         self.splitter = QSplitter(Qt.Horizontal)
+        self.splitter.setObjectName("mainSplitter")
         self.splitter.addWidget(self.sidebar)
         self.splitter.addWidget(center)
         self.splitter.addWidget(self.tabs)
-        self.splitter.setStretchFactor(1, 1)
-        self.splitter.setSizes([210, 640, 420])
+        self.splitter.setStretchFactor(CENTER, 1)
+        self.splitter.setCollapsible(CENTER, False)
+        self.splitter.splitterMoved.connect(self._splitter_moved)
         self.setCentralWidget(self.splitter)
-        self.resize(1280, 800)
+        self.resize(self._default_size())
+        self.splitter.setSizes(self._default_sizes(self.width()))
+        self._side_widths = {SIDEBAR: self.splitter.sizes()[SIDEBAR], PANEL: self.splitter.sizes()[PANEL]}
+        self._default_layout = True        # until the splitter is moved or restored: defaults follow the width
         self._update_buttons()
 
     def _actions(self) -> None:
@@ -246,6 +264,77 @@ class MainWindow(QMainWindow):
             self.settings.data["window"]["highlight_origins"] = "on" if on else "off"
             self._say(self._save_settings())
 
+    def _layout_actions(self) -> None:
+        """View ▸ Show conversations (Ctrl+B) and Show speculation panel (Ctrl+Shift+B)."""
+        menus = self.menuBar()
+        view = next((a.menu() for a in menus.actions() if a.menu() and a.text() == "&View"), None)
+        if view is None:
+            view = QMenu("&View", self)
+            help_menu = next((a for a in menus.actions() if a.text() == "&Help"), None)
+            menus.insertMenu(help_menu, view) if help_menu else menus.addMenu(view)
+        self.sidebar_action = QAction("Show conversations", self, checkable=True, checked=True)
+        self.sidebar_action.setShortcut(QKeySequence("Ctrl+B"))
+        self.sidebar_action.toggled.connect(lambda on: self.show_side(SIDEBAR, on))
+        self.panel_action = QAction("Show speculation panel", self, checkable=True, checked=True)
+        self.panel_action.setShortcut(QKeySequence("Ctrl+Shift+B"))
+        self.panel_action.toggled.connect(lambda on: self.show_side(PANEL, on))
+        for action in (self.sidebar_action, self.panel_action):
+            self.addAction(action)
+            view.addAction(action)
+
+    def _default_size(self) -> QSize:
+        """1280×800, or the screen's free area where that is smaller."""
+        screen = self.screen().availableGeometry() if self.screen() else None
+        if screen is None or screen.isEmpty():
+            return QSize(1280, 800)
+        return QSize(min(1280, screen.width()), min(800, screen.height()))
+
+    def _default_sizes(self, width: int) -> list[int]:
+        """Conversations, chat, panel for a window `width` wide: the chat gets MIN_CHAT_WIDTH or more."""
+        width -= 2 * self.splitter.handleWidth()
+        side = max(self.sidebar.minimumSizeHint().width(), 200 if width >= 1200 else 170)
+        panel = max(self.tabs.minimumSizeHint().width(), min(420, width - side - MIN_CHAT_WIDTH, int(width * 0.32)))
+        return [side, max(MIN_CHAT_WIDTH, width - side - panel), panel]
+
+    def side_shown(self, index: int) -> bool:
+        """Whether the conversations (SIDEBAR) or the panel (PANEL) show (not folded away)."""
+        return self.splitter.sizes()[index] > 0
+
+    def show_side(self, index: int, show: bool) -> None:
+        """Unfold (at its last width) or fold away the conversations or the panel; the chat takes the rest."""
+        sizes = self.splitter.sizes()
+        if show != (sizes[index] > 0):
+            self._default_layout = False
+            if show:
+                width = self._side_widths.get(index) or self._default_sizes(self.width())[index]
+                width = max(width, self.splitter.widget(index).minimumSizeHint().width())
+                sizes[index], sizes[CENTER] = width, max(sizes[CENTER] - width, 1)
+            else:
+                self._side_widths[index] = sizes[index]
+                sizes[index], sizes[CENTER] = 0, sizes[CENTER] + sizes[index]
+            self.splitter.setSizes(sizes)
+        self._sync_layout_actions()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if self._default_layout:
+            self.splitter.setSizes(self._default_sizes(self.splitter.width()))
+
+    def _splitter_moved(self, *_args) -> None:
+        self._default_layout = False
+        self._sync_layout_actions()
+
+    def _sync_layout_actions(self) -> None:
+        """The View menu's checks follow the splitter (a handle dragged to the edge folds a side too)."""
+        sizes = self.splitter.sizes()
+        for index, action in ((SIDEBAR, self.sidebar_action), (PANEL, self.panel_action)):
+            if sizes[index] > 0:
+                self._side_widths[index] = sizes[index]
+            if action.isChecked() != (sizes[index] > 0):
+                action.blockSignals(True)
+                action.setChecked(sizes[index] > 0)
+                action.blockSignals(False)
+
     def show_system(self) -> SystemDialog:
         """Versions, the llama.cpp build and its CPU features, the weight-repacking decision and the
         folders: what a bug report needs, gathered by `tandem doctor` in a child process."""
@@ -259,7 +348,8 @@ class MainWindow(QMainWindow):
         if window.get("geometry"):
             self.restoreGeometry(QByteArray.fromBase64(window["geometry"].encode()))
         if window.get("splitter"):
-            self.splitter.restoreState(QByteArray.fromBase64(window["splitter"].encode()))
+            self._default_layout = not self.splitter.restoreState(QByteArray.fromBase64(window["splitter"].encode()))
+        self._sync_layout_actions()
 
     # -- models
     def refresh_models(self) -> None:
@@ -267,7 +357,24 @@ class MainWindow(QMainWindow):
         files = [str(p) for p in find_gguf_files(self.settings["model_folders"])]
         self.model_bar.set_choices(files, self.settings["recent_pairs"], all(d.verified for d in demo))
         self.model_bar.select(self.settings["last_target"], self.settings["last_draft"])
+        if not self.loaded:
+            self._offer_models(files, demo)
         self.stack.setCurrentWidget(self.chat if self.loaded else self.first_run)
+
+    def _offer_models(self, files: list[str], demo: list) -> None:
+        """The first-run page offers to load what is here: the demo pair when cached and verified, else
+        the best pair among the files found (the larger model as the target), preselected in the bar."""
+        last = self.settings["last_target"]
+        if last and os.path.exists(last):
+            self.first_run.offer(last, self.model_bar.draft_path())
+            return
+        if demo and all(d.verified for d in demo):
+            choice, is_demo = (demo[0].path, demo[1].path if len(demo) > 1 else None), True
+        else:
+            choice, is_demo = suggest_pair(files), False
+        if choice and self.first_run.offered is None:      # (later, the bar keeps what the user chose)
+            self.model_bar.select(*choice)
+        self.first_run.offer(*(choice or (None, None)), demo=is_demo)
 
     def add_model_folder(self, folder: str) -> None:
         if folder not in self.settings["model_folders"]:

@@ -5,13 +5,15 @@ import html
 import os
 from functools import lru_cache
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QGridLayout, QHBoxLayout, QLabel, QMenu, QProgressBar,
-                               QPushButton, QToolButton, QWidget)
+                               QPushButton, QStyle, QStyleOptionComboBox, QWidget)
 
 from desktop_app.models.gguf_info import GGUFError, read_info
+from desktop_app.models.pairing import PairVerdict, check_headers
 
 NO_DRAFT = "(no draft model)"
+MAX_LABEL_CHARS = 46        # longer file names are cut in the middle in the boxes
 
 
 @lru_cache(maxsize=64)
@@ -38,18 +40,21 @@ class ModelBar(QWidget):
     folderAdded = Signal(str)
     cancelRequested = Signal()
 
+    pair_verdict: PairVerdict | None = None     # the header check of the chosen pair (None: no draft)
+
     def __init__(self, parent=None):
         super().__init__(parent)
         grid = QGridLayout(self)
         grid.setContentsMargins(8, 6, 8, 6)
+        grid.setVerticalSpacing(4)
         self.target = QComboBox()
         self.target.setObjectName("targetCombo")
-        self.target.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
-        self.target.setMinimumContentsLength(16)
         self.draft = QComboBox()
         self.draft.setObjectName("draftCombo")
-        self.draft.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
-        self.draft.setMinimumContentsLength(16)
+        for combo in (self.target, self.draft):
+            # as wide as the longest name shown (names are cut in the middle past MAX_LABEL_CHARS)
+            combo.setSizeAdjustPolicy(QComboBox.AdjustToContents)
+            combo.setMinimumContentsLength(0)
         browse_t = QPushButton("…")
         browse_t.setToolTip("Choose a target GGUF file (Ctrl+O)")
         browse_t.clicked.connect(lambda: self._browse(self.target))
@@ -58,9 +63,9 @@ class ModelBar(QWidget):
         browse_d.clicked.connect(lambda: self._browse(self.draft))
         for b in (browse_t, browse_d):
             b.setFixedWidth(32)
-        self.recent = QToolButton()
-        self.recent.setText("Pairs")
-        self.recent.setPopupMode(QToolButton.InstantPopup)
+        self.recent = QPushButton("Pairs")
+        self.recent.setObjectName("pairsButton")
+        self.recent.setToolTip("Recent pairs, the demo pair, and adding a models folder")
         self.recent_menu = QMenu(self)
         self.recent.setMenu(self.recent_menu)
         self.load_button = QPushButton("Load")
@@ -69,35 +74,67 @@ class ModelBar(QWidget):
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancelRequested)
         self.cancel_button.hide()
+        for b in (self.recent, self.load_button, self.cancel_button):
+            b.setMinimumWidth(b.sizeHint().width())     # never squeezed into an elided text
+        self.load_button.setMinimumWidth(max(b.minimumWidth() for b in (self.load_button, self.cancel_button)))
+        # two rows, so that each name has the room of the whole bar
         grid.addWidget(QLabel("Target"), 0, 0)
         grid.addWidget(self.target, 0, 1)
         grid.addWidget(browse_t, 0, 2)
-        grid.addWidget(QLabel("Draft"), 0, 3)
-        grid.addWidget(self.draft, 0, 4)
-        grid.addWidget(browse_d, 0, 5)
+        grid.addWidget(self.recent, 0, 3)
+        grid.addWidget(QLabel("Draft"), 1, 0)
+        grid.addWidget(self.draft, 1, 1)
+        grid.addWidget(browse_d, 1, 2)
         buttons = QHBoxLayout()
-        buttons.addWidget(self.recent)
+        buttons.setSpacing(4)
         buttons.addWidget(self.load_button)
         buttons.addWidget(self.cancel_button)
-        grid.addLayout(buttons, 0, 6)
+        grid.addLayout(buttons, 1, 3)
+        self.verdict = QLabel()
+        self.verdict.setObjectName("pairVerdict")
+        self.verdict.setWordWrap(True)
+        self.verdict.hide()
+        grid.addWidget(self.verdict, 2, 0, 1, 4)
         self.info = QLabel()
         self.info.setObjectName("modelInfo")
         self.info.setWordWrap(True)
         self.info.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        grid.addWidget(self.info, 1, 0, 1, 7)
+        grid.addWidget(self.info, 3, 0, 1, 4)
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
         self.progress.hide()
-        grid.addWidget(self.progress, 2, 0, 1, 7)
+        grid.addWidget(self.progress, 4, 0, 1, 4)
         self.status = QLabel("No model loaded.")
         self.status.setObjectName("modelStatus")
         self.status.setWordWrap(True)
-        grid.addWidget(self.status, 3, 0, 1, 7)
+        grid.addWidget(self.status, 5, 0, 1, 4)
         grid.setColumnStretch(1, 1)
-        grid.setColumnStretch(4, 1)
         self.target.currentIndexChanged.connect(self._update_info)
         self.draft.currentIndexChanged.connect(self._update_info)
         self.draft.addItem(NO_DRAFT, None)
+        self._fit(self.draft)
+
+    def label(self, path: str) -> str:
+        """A file's name as the boxes show it: whole up to MAX_LABEL_CHARS average characters, else cut
+        in the middle (the path is in the tooltip)."""
+        name = os.path.basename(path)
+        fm = self.target.fontMetrics()
+        return fm.elidedText(name, Qt.ElideMiddle, fm.averageCharWidth() * MAX_LABEL_CHARS)
+
+    def _add(self, combo: QComboBox, path: str) -> None:
+        combo.addItem(self.label(path), path)
+        combo.setItemData(combo.count() - 1, path, Qt.ToolTipRole)
+        self._fit(combo)
+
+    @staticmethod
+    def _fit(combo: QComboBox) -> None:
+        """A box never narrower than its longest name (QComboBox keeps its first minimum size hint)."""
+        fm = combo.fontMetrics()
+        text = max((fm.horizontalAdvance(combo.itemText(i)) for i in range(combo.count())), default=0)
+        opt = QStyleOptionComboBox()
+        combo.initStyleOption(opt)
+        width = combo.style().sizeFromContents(QStyle.CT_ComboBox, opt, QSize(text + 8, fm.height()), combo).width()
+        combo.setMinimumWidth(width)
 
     # -- choices
     def set_choices(self, files: list[str], recent_pairs: list[dict], demo_available: bool) -> None:
@@ -107,11 +144,11 @@ class ModelBar(QWidget):
         self.target.clear()
         self.draft.clear()
         self.draft.addItem(NO_DRAFT, None)
+        for combo in (self.target, self.draft):
+            self._fit(combo)
         for path in files:
-            label = os.path.basename(path)
-            self.target.addItem(label, path)
-            self.draft.addItem(label, path)
-            self.target.setItemData(self.target.count() - 1, path, Qt.ToolTipRole)
+            self._add(self.target, path)
+            self._add(self.draft, path)
         self.target.blockSignals(False)
         self.draft.blockSignals(False)
         self.select(current_t, current_d)
@@ -130,7 +167,7 @@ class ModelBar(QWidget):
     def _ensure(self, combo: QComboBox, path: str) -> int:
         index = combo.findData(path)
         if index < 0:
-            combo.addItem(os.path.basename(path), path)
+            self._add(combo, path)
             index = combo.count() - 1
         return index
 
@@ -162,12 +199,27 @@ class ModelBar(QWidget):
 
     def _update_info(self) -> None:
         t, d = self.target_path(), self.draft_path()
+        self.target.setToolTip(t or "")
+        self.draft.setToolTip(d or "")
+        self._update_verdict(t, d)
         lines = []
         if t:
             lines.append(f"<b>Target</b>: {html.escape(describe(t))}")
         if d:
             lines.append(f"<b>Draft</b>: {html.escape(describe(d))}")
         self.info.setText("<br>".join(lines))
+
+    def _update_verdict(self, target: str | None, draft: str | None) -> None:
+        """Whether the chosen draft can speculate for the chosen target, from the headers alone, before
+        Load (which stays enabled: the engine's check on the loaded vocabularies decides)."""
+        if not (target and draft):
+            self.pair_verdict = None
+            self.verdict.hide()
+            return
+        self.pair_verdict = check_headers(target, draft)
+        self.verdict.setText(self.pair_verdict.text + ("." if self.pair_verdict.ok is False else ""))
+        self.verdict.setStyleSheet("" if self.pair_verdict.ok else "color: #c0392b;")
+        self.verdict.show()
 
     def _request_load(self) -> None:
         if self.target_path():
@@ -176,14 +228,16 @@ class ModelBar(QWidget):
     # -- progress and outcome
     def show_progress(self, text: str, fraction: float) -> None:
         self.progress.show()
-        self.cancel_button.show()
         self.load_button.setEnabled(False)
+        self.load_button.hide()                 # Cancel takes its place: the row keeps its width
+        self.cancel_button.show()
         self.progress.setValue(int(1000 * fraction))
         self.progress.setFormat(f"{text} %p%")
 
     def hide_progress(self) -> None:
         self.progress.hide()
         self.cancel_button.hide()
+        self.load_button.show()
         self.load_button.setEnabled(True)
 
     def show_loaded(self, text: str) -> None:

@@ -1,0 +1,150 @@
+"""Can this draft speculate for this target? Told from the two GGUF headers alone, before anything is
+loaded, in one line for the model bar; and which of the files found on this machine make a pair.
+
+The rules are llama.cpp's (common/speculative.cpp), as engine/compat.py applies them to the loaded
+vocabularies, which stays the authority: the same tokenizer type, the same BOS and EOS where they are
+added, vocabulary sizes at most 128 apart (padding), and the same token texts from id 5 on, up to the
+smaller vocabulary. What the header leaves out (add_bos, the BOS id...) takes llama.cpp's default for
+that tokenizer type. No llama.cpp here: the window process never loads it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Iterable
+
+from desktop_app.models.gguf_info import GGUFError, GGUFInfo, read_info, read_vocabulary
+
+VOCAB_MAX_SIZE_DIFFERENCE = 128     # as engine/compat.py (llama.cpp's common/speculative.cpp)
+VOCAB_CHECK_START_TOKEN_ID = 5      # as engine/compat.py
+MAX_FILES_PAIRED = 16               # suggest_pair reads at most this many headers (newest first)
+
+# tokenizer.ggml.model as people know it, and llama.cpp's defaults where the header says nothing
+TOKENIZER_NAMES = {"llama": "llama-spm", "gpt2": "gpt2", "bert": "bert-wpm", "t5": "t5-ugm", "rwkv": "rwkv",
+                   "plamo2": "plamo2"}
+_DEFAULTS = {   # model: (add_bos, add_eos, bos id, eos id), as llama.cpp's llama-vocab.cpp
+    "llama": (True, False, 1, 2), "gpt2": (False, False, 11, 11), "bert": (True, False, 101, 102),
+    "t5": (False, True, None, 1), "rwkv": (False, False, None, None),
+}
+CHOOSE = "choose a draft made for this target"
+
+
+@dataclass(frozen=True)
+class PairVerdict:
+    """ok: True (they pair), False (they cannot), None (cannot tell: a header could not be read)."""
+    ok: bool | None
+    text: str
+
+
+def tokenizer_name(info: GGUFInfo) -> str:
+    model = info.tokenizer_model
+    return TOKENIZER_NAMES.get(model, model) if model else "unknown"
+
+
+def _specials(info: GGUFInfo) -> tuple[bool, bool, int | None, int | None]:
+    add_bos, add_eos, bos, eos = _DEFAULTS.get(info.tokenizer_model or "", (False, False, None, None))
+    return (add_bos if info.add_bos is None else info.add_bos, add_eos if info.add_eos is None else info.add_eos,
+            bos if info.bos_id is None else info.bos_id, eos if info.eos_id is None else info.eos_id)
+
+
+def _show(token: bytes) -> str:
+    text = token.decode("utf-8", errors="replace")
+    return repr(text if len(text) <= 24 else text[:23] + "…")
+
+
+def compare(t: GGUFInfo, t_tokens: list[bytes], d: GGUFInfo, d_tokens: list[bytes]) -> PairVerdict:
+    """The verdict on target t and draft d, from their headers and token texts."""
+    if not t_tokens or not d_tokens:
+        which = "target's" if not t_tokens else "draft's"
+        return PairVerdict(None, f"Cannot tell whether these pair: the {which} header has no vocabulary")
+    if t.tokenizer_model != d.tokenizer_model:
+        return PairVerdict(False, f"These two cannot pair: the draft's tokenizer is {tokenizer_name(d)}, "
+                                  f"the target's {tokenizer_name(t)} — {CHOOSE}")
+    (t_add_bos, t_add_eos, t_bos, t_eos), (d_add_bos, d_add_eos, d_bos, d_eos) = _specials(t), _specials(d)
+    if t_add_bos != d_add_bos or (t_add_bos and t_bos != d_bos):
+        return PairVerdict(False, f"These two cannot pair: they begin text differently (target: "
+                                  f"{'BOS ' + str(t_bos) if t_add_bos else 'no BOS'}, draft: "
+                                  f"{'BOS ' + str(d_bos) if d_add_bos else 'no BOS'}) — {CHOOSE}")
+    if t_add_eos != d_add_eos or (t_add_eos and t_eos != d_eos):
+        return PairVerdict(False, f"These two cannot pair: they end text differently (target: "
+                                  f"{'EOS ' + str(t_eos) if t_add_eos else 'no EOS'}, draft: "
+                                  f"{'EOS ' + str(d_eos) if d_add_eos else 'no EOS'}) — {CHOOSE}")
+    n_t, n_d = len(t_tokens), len(d_tokens)
+    if abs(n_t - n_d) > VOCAB_MAX_SIZE_DIFFERENCE:
+        return PairVerdict(False, f"These two cannot pair: their vocabularies have {n_t:,} (target) and {n_d:,} "
+                                  f"(draft) tokens, more than {VOCAB_MAX_SIZE_DIFFERENCE} apart — {CHOOSE}")
+    n = min(n_t, n_d)
+    start = VOCAB_CHECK_START_TOKEN_ID
+    if t_tokens[start:n] != d_tokens[start:n]:
+        i = next(i for i in range(start, n) if t_tokens[i] != d_tokens[i])
+        return PairVerdict(False, f"These two cannot pair: token {i:,} differs (target {_show(t_tokens[i])}, "
+                                  f"draft {_show(d_tokens[i])}) — {CHOOSE}")
+    kind = tokenizer_name(t) + (f"/{t.tokenizer_pre}" if t.tokenizer_pre else "")
+    if n_d == n_t:
+        return PairVerdict(True, f"Pair OK: same tokenizer ({kind}, {n_t:,} tokens)")
+    size = (f"draft vocabulary smaller ({n_d:,} of {n_t:,})" if n_d < n_t
+            else f"draft vocabulary larger ({n_d:,}, the target's {n_t:,})")
+    return PairVerdict(True, f"Pair OK: same tokenizer ({kind}); {size}: fine")
+
+
+def _stamp(path: str) -> tuple[str, float, int]:
+    st = os.stat(path)
+    return path, st.st_mtime, st.st_size
+
+
+@lru_cache(maxsize=16)
+def _verdict(target: tuple[str, float, int], draft: tuple[str, float, int]) -> PairVerdict:
+    out = []
+    for role, (path, _, _) in (("target", target), ("draft", draft)):
+        try:
+            out.append(read_vocabulary(path))
+        except GGUFError as exc:
+            return PairVerdict(None, f"Cannot tell whether these pair: the {role}'s header cannot be read ({exc})")
+    (t, t_tokens), (d, d_tokens) = out
+    return compare(t, t_tokens, d, d_tokens)
+
+
+def check_headers(target_path: str, draft_path: str) -> PairVerdict:
+    """The verdict on a target and a draft file, from their headers alone (cached while the files
+    stay the same); never raises."""
+    try:
+        return _verdict(_stamp(os.fspath(target_path)), _stamp(os.fspath(draft_path)))
+    except OSError as exc:
+        return PairVerdict(None, f"Cannot tell whether these pair: {exc.strerror or exc}")
+
+
+@lru_cache(maxsize=256)
+def _info(stamp: tuple[str, float, int]) -> GGUFInfo | None:
+    try:
+        return read_info(stamp[0])
+    except GGUFError:
+        return None
+
+
+def suggest_pair(files: Iterable[str]) -> tuple[str, str | None] | None:
+    """A target and a draft among `files` (newest first): the largest model that has a smaller model
+    of the same tokenizer that pairs with it, with the smallest such draft; else the newest readable
+    model alone; None when there is none. Reads headers only."""
+    infos = []
+    for path in list(files)[:MAX_FILES_PAIRED]:
+        try:
+            info = _info(_stamp(os.fspath(path)))
+        except OSError:
+            continue
+        if info is not None:
+            infos.append(info)
+    if not infos:
+        return None
+
+    def weight(i: GGUFInfo) -> tuple[int, int]:
+        return i.n_params, i.file_size
+
+    for t in sorted(infos, key=weight, reverse=True):
+        drafts = sorted((d for d in infos if d.path != t.path and d.tokenizer_model == t.tokenizer_model
+                         and abs((d.vocab_size or 0) - (t.vocab_size or 0)) <= VOCAB_MAX_SIZE_DIFFERENCE
+                         and weight(d) < weight(t)), key=weight)
+        for d in drafts:
+            if check_headers(t.path, d.path).ok:
+                return t.path, d.path
+    return infos[0].path, None

@@ -1,0 +1,96 @@
+"""The pair check from GGUF headers alone (models/pairing.py): the vocabulary's texts read fast and
+exactly, damaged files refused, and verdicts that agree with the engine's own check on the loaded
+vocabularies (engine/compat.py), padded vocabularies included."""
+from __future__ import annotations
+
+import gguf
+import pytest
+
+from desktop_app.engine.compat import VOCAB_MAX_SIZE_DIFFERENCE, check_pair
+from desktop_app.models.gguf_info import GGUFError, read_info, read_vocabulary
+from desktop_app.models.pairing import check_headers, suggest_pair
+
+from gguf_padding import pad_vocabulary
+
+pytestmark = pytest.mark.network      # the fetched test models
+
+
+@pytest.fixture(scope="module")
+def padded(test_model_path, q2k_draft_path, tmp_path_factory):
+    """The test target with its vocabulary padded by the most llama.cpp allows, and by one more."""
+    folder = tmp_path_factory.mktemp("padded")
+    return {n: str(pad_vocabulary(test_model_path, folder / f"target-pad{n}.gguf", n))
+            for n in (VOCAB_MAX_SIZE_DIFFERENCE, VOCAB_MAX_SIZE_DIFFERENCE + 1)}
+
+
+def test_the_vocabulary_read_is_llama_cpps_own(test_model_path, gemma_path):
+    for path in (test_model_path, gemma_path):
+        info, tokens = read_vocabulary(path)
+        expected = gguf.GGUFReader(path).get_field("tokenizer.ggml.tokens").contents()
+        assert tokens == [t.encode("utf-8") for t in expected]
+        assert info == read_info(path) and info.vocab_size == len(tokens)
+    smol = read_info(test_model_path)
+    assert (smol.tokenizer_model, smol.tokenizer_pre, smol.bos_id, smol.eos_id, smol.add_bos) == (
+        "gpt2", "smollm", 1, 2, False)
+    gemma = read_info(gemma_path)
+    assert (gemma.tokenizer_model, gemma.bos_id, gemma.eos_id, gemma.add_bos, gemma.add_eos) == (
+        "llama", 2, 1, True, False)
+
+
+def test_a_file_cut_inside_its_vocabulary_is_refused(test_model_path, tmp_path):
+    field = gguf.GGUFReader(test_model_path).get_field("tokenizer.ggml.tokens")
+    start, end = field.offset, field.offset + sum(part.nbytes for part in field.parts)
+    with open(test_model_path, "rb") as fh:
+        data = fh.read(end + 1)
+    path = tmp_path / "cut.gguf"
+    for cut in [start + (end - start) * k // 7 for k in range(1, 7)] + [end - 1]:
+        path.write_bytes(data[:cut])
+        with pytest.raises(GGUFError, match="ends inside its header|more than the"):
+            read_vocabulary(path)
+    assert not check_headers(test_model_path, str(path)).ok
+
+
+def test_padded_target_pairs_and_says_the_draft_is_smaller(padded, q2k_draft_path):
+    verdict = check_headers(padded[VOCAB_MAX_SIZE_DIFFERENCE], q2k_draft_path)
+    assert verdict.ok is True
+    assert verdict.text == "Pair OK: same tokenizer (gpt2/smollm); draft vocabulary smaller (49,152 of 49,280): fine"
+    bigger_draft = check_headers(q2k_draft_path, padded[VOCAB_MAX_SIZE_DIFFERENCE])
+    assert bigger_draft.ok is True and "draft vocabulary larger (49,280" in bigger_draft.text
+    too_far = check_headers(padded[VOCAB_MAX_SIZE_DIFFERENCE + 1], q2k_draft_path)
+    assert too_far.ok is False and "49,281 (target) and 49,152 (draft) tokens" in too_far.text
+
+
+def test_header_verdicts_agree_with_the_engines_check(test_model_path, q2k_draft_path, gemma_path, qwen_draft_path,
+                                                       padded):
+    pairs = [(test_model_path, q2k_draft_path), (q2k_draft_path, test_model_path), (test_model_path, gemma_path),
+             (gemma_path, test_model_path), (qwen_draft_path, test_model_path), (qwen_draft_path, gemma_path),
+             (padded[VOCAB_MAX_SIZE_DIFFERENCE], q2k_draft_path), (q2k_draft_path, padded[VOCAB_MAX_SIZE_DIFFERENCE]),
+             (padded[VOCAB_MAX_SIZE_DIFFERENCE + 1], q2k_draft_path)]
+    for target, draft in pairs:
+        assert check_headers(target, draft).ok == check_pair(target, draft).ok, (target, draft)
+
+
+def test_suggest_pair_takes_the_larger_file_as_target(test_model_path, q2k_draft_path, gemma_path, qwen_draft_path):
+    assert suggest_pair([q2k_draft_path, gemma_path, test_model_path, qwen_draft_path]) == (
+        test_model_path, q2k_draft_path)
+    assert suggest_pair([gemma_path, qwen_draft_path]) == (gemma_path, None)     # no pair: the newest alone
+    assert suggest_pair([]) is None
+
+
+def test_strings_longer_than_a_read_chunk_are_skipped_and_read(tmp_path):
+    from desktop_app.models import gguf_info
+
+    path = tmp_path / "long.gguf"
+    long = "x" * (gguf_info._CHUNK + 12_345)
+    tokens = ["<s>", "</s>", long, "é", *(f"t{i}" for i in range(5000)), long + "y"]
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_array("test.strings", ["a", long, "b", long])       # skipped
+    writer.add_token_list(tokens)                                    # kept
+    writer.add_tokenizer_model("llama")
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    writer.close()
+    info, read = read_vocabulary(path)
+    assert read == [t.encode() for t in tokens]
+    assert read_info(path) == info and info.vocab_size == len(tokens) and info.tokenizer_model == "llama"

@@ -1,0 +1,246 @@
+"""The window's layout at 1000×700 (names whole, no squeezed button, room for the chat), the foldable
+conversations and panel, the first-run page offering what is cached, and the pair's verdict from the
+GGUF headers before Load (pytest-qt, offscreen, on the real test models)."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QAbstractButton, QApplication, QStyle, QStyleOptionComboBox
+
+from desktop_app import models
+from desktop_app.ui.main_window import CENTER, PANEL, SIDEBAR, MainWindow
+
+TIMEOUT_MS = 120_000
+SMALL = (1000, 700)
+
+
+def open_window(qtbot, tmp_path, size=SMALL, settings: dict | None = None) -> MainWindow:
+    path = tmp_path / "settings.json"
+    if settings is not None:
+        path.write_text(json.dumps(settings))
+    w = MainWindow(str(tmp_path / "history.db"), str(path))
+    qtbot.addWidget(w)
+    w.resize(*size)
+    w.show()
+    for _ in range(5):
+        QApplication.processEvents()
+    return w
+
+
+@pytest.fixture
+def close_all():
+    windows = []
+    yield windows
+    for w in windows:
+        if not w._closing:
+            w.close()
+
+
+def folder_settings(path: str) -> dict:
+    return {"model_folders": [os.path.dirname(path)]}
+
+
+def edit_field_width(combo) -> int:
+    opt = QStyleOptionComboBox()
+    combo.initStyleOption(opt)
+    return combo.style().subControlRect(QStyle.CC_ComboBox, opt, QStyle.SC_ComboBoxEditField, combo).width()
+
+
+def text_room(button) -> int:
+    """The width a button's text has: the button less the style's margins (and a menu's arrow)."""
+    style = button.style()
+    room = button.width() - 2 * style.pixelMetric(QStyle.PM_ButtonMargin, None, button)
+    if getattr(button, "menu", lambda: None)():
+        room -= style.pixelMetric(QStyle.PM_MenuButtonIndicator, None, button)
+    return room
+
+
+def assert_bar_readable(w: MainWindow, target: str) -> None:
+    bar = w.model_bar
+    name = os.path.basename(target)
+    assert bar.target.currentText() == name                 # the whole file name, not cut
+    for combo in (bar.target, bar.draft):
+        text = combo.currentText()
+        fm = combo.fontMetrics()
+        assert fm.horizontalAdvance(text) <= edit_field_width(combo), (text, combo.width())
+        assert fm.elidedText(text, Qt.ElideRight, edit_field_width(combo)) == text
+    buttons = [b for b in bar.findChildren(QAbstractButton) if b.isVisible()]
+    assert "Pairs" in {b.text() for b in buttons} and {"Load", "Cancel"} & {b.text() for b in buttons}
+    for b in buttons:
+        assert b.fontMetrics().horizontalAdvance(b.text()) <= text_room(b), (b.text(), b.width())
+
+
+def test_at_1000_by_700_names_and_buttons_are_whole_and_the_chat_has_room(qtbot, tmp_path, close_all,
+                                                                         test_model_path, q2k_draft_path):
+    w = open_window(qtbot, tmp_path, settings=folder_settings(test_model_path))
+    close_all.append(w)
+    assert (w.width(), w.height()) == SMALL                 # nothing forces the window wider or taller
+    w.model_bar.select(test_model_path, q2k_draft_path)
+    QApplication.processEvents()
+    assert_bar_readable(w, test_model_path)
+    assert w.stack.width() >= 450, w.splitter.sizes()
+    assert w.sidebar.width() > 0 and w.tabs.width() > 0     # both sides show by default
+    w.model_bar.show_progress("Loading", 0.3)               # Cancel takes Load's place: still whole
+    QApplication.processEvents()
+    assert w.model_bar.cancel_button.isVisible() and not w.model_bar.load_button.isVisible()
+    assert_bar_readable(w, test_model_path)
+    assert w.stack.width() >= 450
+
+
+def test_the_chat_column_at_its_narrowest_still_shows_whole_names_and_buttons(qtbot, tmp_path, close_all,
+                                                                             test_model_path, q2k_draft_path):
+    w = open_window(qtbot, tmp_path, settings=folder_settings(test_model_path))
+    close_all.append(w)
+    w.model_bar.select(test_model_path, q2k_draft_path)
+    w.splitter.moveSplitter(0, 2)              # the panel's handle dragged as far left as it goes
+    QApplication.processEvents()
+    assert w.splitter.sizes()[CENTER] <= w.splitter.widget(CENTER).minimumSizeHint().width() + 1
+    assert w.side_shown(PANEL)
+    assert_bar_readable(w, test_model_path)
+
+
+def test_at_1280_by_800_the_chat_gets_the_extra_room(qtbot, tmp_path, close_all, test_model_path, q2k_draft_path):
+    w = open_window(qtbot, tmp_path, size=(1280, 800), settings=folder_settings(test_model_path))
+    close_all.append(w)
+    w.model_bar.select(test_model_path, q2k_draft_path)
+    QApplication.processEvents()
+    assert_bar_readable(w, test_model_path)
+    assert w.stack.width() >= 600, w.splitter.sizes()
+
+
+def test_sidebar_and_panel_fold_from_the_view_menu_and_stay_folded_after_a_restart(qtbot, tmp_path, close_all):
+    w = open_window(qtbot, tmp_path)
+    close_all.append(w)
+    view = next(a.menu() for a in w.menuBar().actions() if a.text() == "&View")
+    assert {w.sidebar_action, w.panel_action} <= set(view.actions())
+    assert w.sidebar_action.shortcut().toString() == "Ctrl+B"
+    assert w.panel_action.shortcut().toString() == "Ctrl+Shift+B"
+    assert w.sidebar_action.isChecked() and w.panel_action.isChecked()
+    chat_before = w.splitter.sizes()[CENTER]
+    w.sidebar_action.trigger()
+    w.panel_action.trigger()
+    QApplication.processEvents()
+    assert not w.sidebar_action.isChecked() and not w.panel_action.isChecked()
+    assert w.splitter.sizes()[SIDEBAR] == 0 and w.splitter.sizes()[PANEL] == 0
+    assert w.splitter.sizes()[CENTER] > chat_before + 400
+    w.close()
+
+    again = open_window(qtbot, tmp_path)                    # the same settings file
+    close_all.append(again)
+    assert not again.sidebar_action.isChecked() and not again.panel_action.isChecked()
+    assert not again.side_shown(SIDEBAR) and not again.side_shown(PANEL)
+    again.sidebar_action.trigger()                          # unfolds, at least as wide as it needs
+    QApplication.processEvents()
+    assert again.sidebar_action.isChecked() and again.side_shown(SIDEBAR)
+    assert again.sidebar.width() >= again.sidebar.minimumSizeHint().width()
+    assert not again.side_shown(PANEL)
+    again.close()
+
+    third = open_window(qtbot, tmp_path)
+    close_all.append(third)
+    assert third.side_shown(SIDEBAR) and third.sidebar_action.isChecked()
+    assert not third.side_shown(PANEL) and not third.panel_action.isChecked()
+
+
+def test_dragging_the_handle_to_the_edge_folds_the_sidebar_and_unchecks_its_action(qtbot, tmp_path, close_all):
+    w = open_window(qtbot, tmp_path)
+    close_all.append(w)
+    w.splitter.moveSplitter(0, 1)                           # the sidebar's handle dragged to the left edge
+    QApplication.processEvents()
+    assert w.splitter.sizes()[SIDEBAR] == 0
+    assert not w.sidebar_action.isChecked()
+    w.sidebar_action.trigger()
+    assert w.side_shown(SIDEBAR)
+
+
+def demo_cache(monkeypatch, tmp_path, paths: tuple[str, str] | None):
+    """The demo pair as cached and verified at `paths` (target, draft), or as not fetched (None)."""
+    from desktop_app.ui import main_window
+
+    demo = models.resolve(["demo"])
+
+    def inspect(m):
+        if paths:
+            path = paths[demo.index(m)]
+            return models.CachedModel(m.key, m.filename, m.description, path, True, m.size, m.size, True)
+        return models.CachedModel(m.key, m.filename, m.description, str(tmp_path / m.filename), False, 0, m.size,
+                                  False)
+    monkeypatch.setattr(main_window.models, "inspect", inspect)
+
+
+def test_first_run_preselects_the_pair_found_and_loads_it_in_one_click(qtbot, tmp_path, close_all, monkeypatch,
+                                                                       test_model_path, q2k_draft_path, gemma_path,
+                                                                       qwen_draft_path):
+    from desktop_app.models import discovery
+
+    demo_cache(monkeypatch, tmp_path, None)
+    monkeypatch.setattr(discovery, "usual_folders", lambda: [])     # only the folder of the settings
+    folder = tmp_path / "models"
+    folder.mkdir()
+    for path in (q2k_draft_path, gemma_path, test_model_path, qwen_draft_path):   # (Qwen 0.5B has no partner)
+        (folder / os.path.basename(path)).symlink_to(path)
+    target, draft = (str(folder / os.path.basename(p)) for p in (test_model_path, q2k_draft_path))
+    w = open_window(qtbot, tmp_path, settings={"model_folders": [str(folder)]})
+    close_all.append(w)
+    assert w.loaded is None and w.stack.currentWidget() is w.first_run
+    offer = w.first_run.load_button
+    assert offer.isVisible() and offer.text() == "Load this pair"
+    assert w.first_run.fetch_button.isVisible()                # fetching the demo stays on offer
+    # the larger file of the pair is the target (Q4_1, not its Q2_K copy)
+    assert (w.model_bar.target_path(), w.model_bar.draft_path()) == (target, draft)
+    assert "SmolLM2-135M-Instruct.Q4_1.gguf" in w.first_run.text.text()
+    qtbot.mouseClick(offer, Qt.LeftButton)
+    qtbot.waitUntil(lambda: w.loaded is not None and not w.busy, timeout=TIMEOUT_MS)
+    assert (w.loaded.target, w.loaded.draft) == (target, draft)
+    assert w.stack.currentWidget() is w.chat
+
+
+def test_first_run_offers_the_cached_demo_pair_target_first(qtbot, tmp_path, close_all, monkeypatch,
+                                                            test_model_path, q2k_draft_path):
+    # the test pair stands in for the demo's files (the demo's own are 1.6 GB)
+    demo_cache(monkeypatch, tmp_path, (test_model_path, q2k_draft_path))
+    w = open_window(qtbot, tmp_path)
+    close_all.append(w)
+    offer = w.first_run.load_button
+    assert offer.isVisible() and offer.text() == "Load the demo pair (cached)"
+    assert not w.first_run.fetch_button.isVisible()
+    assert (w.model_bar.target_path(), w.model_bar.draft_path()) == (test_model_path, q2k_draft_path)
+    qtbot.mouseClick(offer, Qt.LeftButton)
+    qtbot.waitUntil(lambda: w.loaded is not None and not w.busy, timeout=TIMEOUT_MS)
+    assert (w.loaded.target, w.loaded.draft) == (test_model_path, q2k_draft_path)
+
+
+def test_first_run_with_nothing_found_is_todays_page(qtbot, tmp_path, close_all, monkeypatch):
+    from desktop_app.ui import main_window
+
+    monkeypatch.setattr(main_window, "find_gguf_files", lambda folders: [])
+    demo_cache(monkeypatch, tmp_path, None)
+    w = open_window(qtbot, tmp_path)
+    close_all.append(w)
+    assert not w.first_run.load_button.isVisible()
+    assert w.first_run.fetch_button.isVisible() and w.first_run.fetch_button.isEnabled()
+    assert w.model_bar.target_path() is None
+
+
+def test_the_pair_verdict_before_load_comes_from_the_headers(qtbot, tmp_path, close_all, test_model_path,
+                                                             q2k_draft_path, gemma_path):
+    w = open_window(qtbot, tmp_path, settings=folder_settings(test_model_path))
+    close_all.append(w)
+    bar = w.model_bar
+    bar.select(test_model_path, q2k_draft_path)
+    assert bar.verdict.isVisible()
+    assert bar.pair_verdict.ok is True
+    assert bar.verdict.text() == "Pair OK: same tokenizer (gpt2/smollm, 49,152 tokens)"
+
+    bar.select(test_model_path, gemma_path)
+    assert bar.pair_verdict.ok is False
+    assert bar.verdict.text().startswith("These two cannot pair: the draft's tokenizer is llama-spm, the target's "
+                                         "gpt2 — choose a draft made for this target")
+    assert bar.load_button.isEnabled()                      # a warning: the engine's own check decides
+    assert w.loaded is None                                 # nothing was loaded to tell
+
+    bar.select(test_model_path, None)                       # no draft: nothing to say
+    assert not bar.verdict.isVisible() and bar.pair_verdict is None

@@ -61,7 +61,7 @@ def main() -> int:
     else:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-    from PySide6.QtCore import QEventLoop, QObject, QThread, Signal, Slot
+    from PySide6.QtCore import QEventLoop, QObject, QThread, QTimer, Signal, Slot
     from PySide6.QtWidgets import QApplication
 
     from desktop_app import models
@@ -82,11 +82,19 @@ def main() -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
 
     def spin_until(predicate, timeout_s: float = 600.0) -> None:
+        """Run the event loop as the app does (blocked while nothing happens: a loop that polls would
+        take a core from the engine) until `predicate()` holds."""
         deadline = time.monotonic() + timeout_s
-        while not predicate():
-            app.processEvents(QEventLoop.AllEvents, 20)
-            if time.monotonic() > deadline:
-                raise SystemExit("timed out")
+        loop = QEventLoop()
+        timer = QTimer()
+        timer.setInterval(20)
+        timer.timeout.connect(lambda: loop.quit() if predicate() or time.monotonic() > deadline else None)
+        timer.start()
+        if not predicate():
+            loop.exec()
+        timer.stop()
+        if not predicate():
+            raise SystemExit("timed out")
 
     # -- the window
     width, height = (int(x) for x in args.size.split("x"))
@@ -108,8 +116,8 @@ def main() -> int:
         cpu = time.process_time()
         window.submit(PROMPT)
         spin_until(lambda: finished and window.generating_id is None and not window.busy)
-        for _ in range(10):                                             # the last repaints
-            app.processEvents(QEventLoop.AllEvents, 20)
+        settle = time.monotonic() + 0.3                                 # the last repaints
+        spin_until(lambda: time.monotonic() > settle)
         cpu = time.process_time() - cpu
         stats = finished[-1]
         return stats.tokens_per_s, stats.n_tokens, cpu / (stats.n_tokens / stats.tokens_per_s)

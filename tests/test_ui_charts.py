@@ -66,9 +66,8 @@ def assert_charts_show(charts: LiveCharts, rounds, stats: GenerationStats, abs_t
     xs, heights = plotted_bars(charts.position_bars)
     assert xs == [float(i) for i in range(1, len(stats.position_acceptance) + 1)]
     assert heights == pytest.approx(stats.position_acceptance, abs=1e-12)
-    x, y = charts.kept_points.getData()
+    x, y, colours = charts.kept_series()
     assert list(y) == [r.accepted for r in rounds] and list(x) == [r.index for r in rounds]
-    colours = [p.brush().color().name() for p in charts.kept_points.points()]
     assert colours == ["#2ca02c" if r.drafter == "model" else "#8c8c8c" for r in rounds]
     _, split = plotted_bars(charts.split_bars)
     assert split == pytest.approx([stats.t_draft_s, stats.t_verify_s, stats.t_other_s], abs=abs_time)
@@ -102,7 +101,7 @@ def test_live_charts_show_the_rounds_of_a_real_reply(reply, qtbot, tmp_path):
     sx, _ = stored.speed_curve.getData()
     assert sx[-1] == pytest.approx(sum(r.t_round_s for r in rounds), abs=1e-4 * len(rounds))
     stored.clear()
-    assert plotted_bars(stored.position_bars)[1] == [] and len(stored.kept_points.getData()[0]) == 0
+    assert plotted_bars(stored.position_bars)[1] == [] and len(stored.kept_series()[0]) == 0
     assert not stored.plain_line.isVisible()
 
 
@@ -244,7 +243,7 @@ def test_redraws_are_throttled(reply, qtbot):
     qtbot.wait(3 * LiveCharts.REDRAW_MS)
     assert charts.redraws - before <= 3
     # nothing was dropped: the one redraw shows all 1,000 rounds
-    x, y = charts.kept_points.getData()
+    x, y, _ = charts.kept_series()
     assert list(y) == [r.accepted for r in fed] and len(x) == 1000
     drafted = [sum(r.gamma > i for r in fed) for i in range(4)]
     kept = [sum(r.accepted > i for r in fed) for i in range(4)]

@@ -10,7 +10,7 @@ from desktop_app.engine.explain import explain, predicted_text, rate_text
 from desktop_app.ui.main_window import MainWindow
 from desktop_app.ui.round_strip import (BONUS, CORRECTION, DISCARDED, END, KEPT, PLAIN, REJECTED, Colours,
                                         RoundStrip, round_chips, visible)
-from desktop_app.ui.spec_panel import NO_REPLY, SpecPanel
+from desktop_app.ui.spec_panel import NO_REPLY, SpecPanel, StatLabel
 
 from tests.test_ui_window import load, stored, type_and_send, wait_idle
 
@@ -130,7 +130,7 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
     qtbot.wait(10)
     assert panel.width() == 300
     for label in L.values():              # one line each; shortened only by whole parts, never in a number
-        assert not label.wordWrap()
+        assert isinstance(label, StatLabel)                 # one line: its height never follows its text
         shown = label.shown_text()
         assert shown == label.text() or (shown.endswith(" …") and label.text().startswith(shown[:-2])
                                          and label.text()[len(shown) - 2:].startswith((" (", " / ")))

@@ -93,7 +93,8 @@ def _titled(title: QLabel, plot: pg.PlotWidget) -> QWidget:
 
 
 class LiveCharts(QWidget):
-    REDRAW_MS = 100
+    REDRAW_MS = 1000             # at most one redraw a second while a reply streams (a redraw of four plots
+                                 # costs more CPU than the rest of the panel); none while hidden
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -119,8 +120,12 @@ class LiveCharts(QWidget):
         self.kept_plot = _small_plot(fg, bg)
         self.kept_title = QLabel("Kept per round")
         self.kept_line = self.kept_plot.plot([], [], pen=pg.mkPen(QColor(fg.red(), fg.green(), fg.blue(), 60)))
-        self.kept_points = pg.ScatterPlotItem(size=5, pen=None)
-        self.kept_plot.addItem(self.kept_points)
+        # one scatter per drafter, each of one colour: pyqtgraph then draws every point from one cached
+        # symbol (per-point brushes rendered each point's symbol anew at every redraw)
+        self.kept_points = {d: pg.ScatterPlotItem(size=5, pen=None, brush=pg.mkBrush(c))
+                            for d, c in DRAFTER_COLOURS.items()}
+        for item in self.kept_points.values():
+            self.kept_plot.addItem(item)
 
         self.split_plot = _small_plot(fg, bg)
         self.split_title = QLabel("Time spent (s)")
@@ -136,6 +141,7 @@ class LiveCharts(QWidget):
         layout.addWidget(_titled(self.split_title, self.split_plot), 1, 1)
 
         self.redraws = 0                                # how many times the plots were redrawn
+        self._dirty = False                             # data came while the charts were hidden
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(self.REDRAW_MS)
@@ -236,7 +242,26 @@ class LiveCharts(QWidget):
         if not self._timer.isActive():
             self._timer.start()
 
+    def kept_series(self) -> tuple[list[int], list[int], list[str]]:
+        """What "Kept per round" shows, in round order: round indices, kept drafts, point colours."""
+        points = []
+        for drafter, item in self.kept_points.items():
+            x, y = item.getData()
+            colour = DRAFTER_COLOURS[drafter]
+            points += [(int(a), int(b), colour) for a, b in zip(x if x is not None else [], y if y is not None else [])]
+        points.sort()
+        return [p[0] for p in points], [p[1] for p in points], [p[2] for p in points]
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if self._dirty:
+            self._redraw()
+
     def _redraw(self) -> None:
+        if self.window().isVisible() and not self.isVisible():     # in a hidden tab or a folded panel
+            self._dirty = True
+            return
+        self._dirty = False
         self.redraws += 1
         xs, ys = rolling_rate(self._times, self._origin or 0.0)
         self.speed_curve.setData(xs, ys)
@@ -254,9 +279,9 @@ class LiveCharts(QWidget):
         self.position_plot.setXRange(0.4, max(len(acc), 1) + 0.6, padding=0)
 
         rounds = self._rounds
-        self.kept_points.setData(x=[r.index for r in rounds], y=[r.accepted for r in rounds],
-                                 brush=[pg.mkBrush(DRAFTER_COLOURS.get(r.drafter, DRAFTER_COLOURS["none"]))
-                                        for r in rounds])
+        for drafter, item in self.kept_points.items():
+            mine = [r for r in rounds if (r.drafter if r.drafter in DRAFTER_COLOURS else "none") == drafter]
+            item.setData(x=[r.index for r in mine], y=[r.accepted for r in mine])
         present = [d for d in DRAFTER_COLOURS if any(r.drafter == d for r in rounds)]
         legend = " ".join(f'<span style="color:{DRAFTER_COLOURS[d]}">●</span>{DRAFTER_NAMES[d]}' for d in present)
         self.kept_title.setText(f"Kept per round {legend}")

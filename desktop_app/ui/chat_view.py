@@ -253,7 +253,7 @@ class ChatView(QScrollArea):
     """Messages stacked top to bottom. While a reply streams, text is buffered and painted at most
     every `REPAINT_MS` so a fast model does not re-layout the view for every token."""
 
-    REPAINT_MS = 40
+    REPAINT_MS = 50
     showRounds = Signal(int)
 
     def __init__(self, parent=None):

@@ -39,22 +39,29 @@ def stored_header(title: str, created_at: float, number: int) -> str:
     return f"Reply of {when} in '{title}' (message {number})"
 
 
-class StatLabel(QLabel):
+class StatLabel(QWidget):
     """A value in the grid: one line, never wrapped; when too narrow, its last parts (a parenthesis, or
     what follows a "/") are left out, so a number is never cut or parted from its unit; the full text
-    is in the tooltip."""
+    is in the tooltip. Its size never depends on its text, so a new value repaints the label alone
+    (a QLabel would ask the whole panel to lay itself out again, several times a second)."""
 
     def __init__(self, text: str = "–", parent=None):
-        super().__init__(text, parent)
-        self.setWordWrap(False)
-        self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        super().__init__(parent)
+        self._text = text
+        self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
+
+    def text(self) -> str:
+        return self._text
+
+    def sizeHint(self) -> QSize:
+        return QSize(80, self.fontMetrics().height() + 2)
 
     def minimumSizeHint(self) -> QSize:
-        return QSize(0, super().minimumSizeHint().height())
+        return QSize(0, self.fontMetrics().height() + 2)
 
     def shown_text(self) -> str:
         """What fits in the label's width: the text, or its first words and "…"."""
-        text, width = self.text(), self.contentsRect().width()
+        text, width = self._text, self.contentsRect().width()
         fm = self.fontMetrics()
         if fm.horizontalAdvance(text) <= width:
             return text
@@ -67,8 +74,10 @@ class StatLabel(QLabel):
         return parts[0]
 
     def setText(self, text: str) -> None:
-        super().setText(text)
-        self.setToolTip(text if text != "–" else "")
+        if text != self._text:
+            self._text = text
+            self.setToolTip(text if text != "–" else "")
+            self.update()
 
     def paintEvent(self, _event) -> None:
         painter = QPainter(self)
@@ -77,7 +86,8 @@ class StatLabel(QLabel):
 
 
 class SpecPanel(QWidget):
-    REPAINT_MS = 100             # the strip and the live numbers are updated at most this often
+    REPAINT_MS = 250             # the strip and the live numbers are updated at most this often: each
+                                 # repaint takes CPU from the engine (scripts/bench_window.py measures it)
 
     def __init__(self, parent=None):
         super().__init__(parent)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from desktop_app.chat.history import ConversationInfo
+from desktop_app.chat.rules import user_positions
 from desktop_app.chat.session import ChatSession, ContextOverflow, GenerationOptions
 from desktop_app.engine.events import FinishEvent, GenerationStats, RoundEvent, StopReason, TokenEvent
 from desktop_app.engine.sampling import SamplingParams
@@ -91,7 +92,7 @@ class CompareResult:
 
 def compare_prompt(session: ChatSession, conversation: ConversationInfo) -> list[int]:
     """The prompt for the last user message: the conversation as stored up to and including it."""
-    users = [i for i, m in enumerate(conversation.messages) if m.role == "user"]
+    users = user_positions(conversation.messages)
     if not users:
         raise ValueError("this conversation has no message to answer")
     trimmed = replace(conversation, messages=conversation.messages[:users[-1] + 1],

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
 from desktop_app.chat.history import ConversationInfo, HistoryError, HistoryStore
+from desktop_app.chat.rules import can_regenerate, last_user_message, reply_status
 from desktop_app.chat.template import ChatTemplate, Message
 
 from desktop_app.engine.events import FinishEvent, RoundEvent, StopReason, TokenEvent
@@ -104,7 +105,7 @@ class ChatSession:
     def regenerate(self, conversation_id: int, options: GenerationOptions) -> Iterator:
         """Replace the last reply with a new one."""
         messages = self.store.messages(conversation_id)
-        if not messages or messages[-1].role != "assistant":
+        if not can_regenerate(messages):
             raise ValueError("there is no reply to regenerate")
         self.store.delete_messages_from(conversation_id, messages[-1].position)
         return self.reply(conversation_id, options)
@@ -116,10 +117,10 @@ class ChatSession:
 
     def replace_last_user_message(self, conversation_id: int, text: str) -> None:
         """Store `text` in place of the last user message, dropping what followed it."""
-        users = [m for m in self.store.messages(conversation_id) if m.role == "user"]
-        if not users:
+        last = last_user_message(self.store.messages(conversation_id))
+        if last is None:
             raise ValueError("there is no message to edit")
-        self.store.delete_messages_from(conversation_id, users[-1].position)
+        self.store.delete_messages_from(conversation_id, last.position)
         self.store.add_message(conversation_id, "user", text)
 
     def reply(self, conversation_id: int, options: GenerationOptions) -> Iterator:
@@ -156,7 +157,7 @@ class ChatSession:
                 elif isinstance(event, RoundEvent):
                     rounds.append(event.to_record())
                 elif isinstance(event, FinishEvent):
-                    status = "cancelled" if event.stop_reason == StopReason.CANCELLED else "done"
+                    status = reply_status(event.stop_reason)
                     # after a stop string the last tokens hold text that was cut: re-tokenise next turn
                     keep_tokens = event.stop_reason != StopReason.STOP_STRING
                     self.store.update_message(message.id, content=event.text, status=status,

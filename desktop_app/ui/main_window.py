@@ -12,9 +12,10 @@ from PySide6.QtWidgets import (QHBoxLayout, QMainWindow, QMenu, QPushButton, QSc
 
 from desktop_app import models
 from desktop_app.chat.history import HistoryError, HistoryStore
+from desktop_app.chat.rules import can_regenerate, last_user_message, reply_status, user_positions
 from desktop_app.chat.session import DEFAULT_TITLE, GenerationOptions
 from desktop_app.chat.settings_file import SettingsFile
-from desktop_app.engine.events import FinishEvent, StopReason, TokenEvent
+from desktop_app.engine.events import FinishEvent, TokenEvent
 from desktop_app.engine.process.client import STAGES
 from desktop_app.models.discovery import find_gguf_files
 from desktop_app.models.pairing import suggest_pair
@@ -24,6 +25,7 @@ from desktop_app.ui.compare_dialog import CompareDialog
 from desktop_app.ui.composer import Composer
 from desktop_app.ui.conversation_list import ConversationList
 from desktop_app.ui.first_run import FirstRun
+from desktop_app.ui.live_reply import LiveReply
 from desktop_app.ui.model_bar import ModelBar
 from desktop_app.ui.settings_panel import SettingsPanel, load_options
 from desktop_app.ui.spec_bar import SpecBar
@@ -31,7 +33,6 @@ from desktop_app.ui.spec_panel import SpecPanel, stored_header
 from desktop_app.ui.system_dialog import SystemDialog
 from desktop_app.ui.worker import EngineWorker, GenerateRequest, LoadedPair, LoadRequest
 
-FINISH_STATUS = {StopReason.CANCELLED: "cancelled"}
 CLOSE_GRACE_S = 3.0             # how long closing waits for the engine to stop a request by itself
 SIDEBAR, CENTER, PANEL = 0, 1, 2          # the splitter's parts
 MIN_CHAT_WIDTH = 500                      # what the default layout leaves the chat, at 1000 px and up
@@ -51,8 +52,6 @@ class MainWindow(QMainWindow):
         self.settings = SettingsFile(settings_path)
         self.store = HistoryStore(history_path)
         self.current_id: int | None = None
-        self.generating_id: int | None = None
-        self.live_text = ""
         self.loaded: LoadedPair | None = None
         self.lost_pair: tuple[str, str | None] | None = None   # the pair the engine had when it died
         self.pending_text = ""                  # a message sent but not yet stored: it stays in the box
@@ -106,6 +105,16 @@ class MainWindow(QMainWindow):
         notices = [n for n in (self.settings.notice, self.store.notice) if n]
         if notices:
             self.banner.show_message(" ".join(notices))
+
+    @property
+    def generating_id(self) -> int | None:
+        """The conversation a reply is being generated for (None: none)."""
+        return self.reply.conversation_id
+
+    @property
+    def live_text(self) -> str:
+        """The text of the reply being generated, so far."""
+        return self.reply.text
 
     # -- construction
     def _build(self) -> None:
@@ -169,6 +178,7 @@ class MainWindow(QMainWindow):
         v.addLayout(composer_row)
 
         self.spec_panel = SpecPanel()
+        self.reply = LiveReply(self.chat, self.spec_panel, self.spec_bar)
         self.settings_panel = SettingsPanel(self.settings["generation"], self.settings["loading"])
         self.settings_panel.reloadRequested.connect(self._reload_with)
         self.settings_panel.systemPromptEdited.connect(self._system_prompt_edited)
@@ -587,7 +597,7 @@ class MainWindow(QMainWindow):
         self.editing = False
         self.pending_text = text                # the box is cleared once the message is stored
         if kind == "edit":                      # the edited message replaces the last one and what followed
-            users = [i for i, w in enumerate(self.chat.messages) if w.role == "user"]
+            users = user_positions(self.chat.messages)
             self.chat.truncate(users[-1] if users else len(self.chat.messages))
             self.banner.hide()
         self.chat.add_message("user", text)
@@ -600,8 +610,7 @@ class MainWindow(QMainWindow):
         self.pending_text = ""
 
     def _start(self, request: GenerateRequest) -> None:
-        self.generating_id = request.conversation_id
-        self.live_text = ""
+        self.reply.start(request.conversation_id)
         self.busy = True
         self._update_buttons()
         self.requestGenerate.emit(request)
@@ -610,7 +619,7 @@ class MainWindow(QMainWindow):
         if self.busy or self.current_id is None or not self.loaded:
             return
         messages = self._history(self.store.messages, self.current_id, default=[])
-        if not messages or messages[-1].role != "assistant":
+        if not can_regenerate(messages):
             return
         self.chat.truncate(len(self.chat.messages) - 1)
         self._start(GenerateRequest("regenerate", self.current_id, "", self._options()))
@@ -618,10 +627,10 @@ class MainWindow(QMainWindow):
     def edit_last(self) -> None:
         if self.busy or self.current_id is None:
             return
-        users = [m for m in self._history(self.store.messages, self.current_id, default=[]) if m.role == "user"]
-        if users:
+        last = last_user_message(self._history(self.store.messages, self.current_id, default=[]))
+        if last is not None:
             self.editing = True
-            self.composer.setPlainText(users[-1].content)
+            self.composer.setPlainText(last.content)
             self.composer.setFocus()
             self.banner.show_message("Editing your last message: Enter resends it and replaces what followed.",
                                      [("Cancel edit", self._cancel_edit)])
@@ -658,7 +667,7 @@ class MainWindow(QMainWindow):
         self.requestCompare.emit(self.current_id, self._options())
 
     def _has_user_message(self) -> bool:
-        return any(m.role == "user" for m in self.chat.messages)
+        return last_user_message(self.chat.messages) is not None
 
     def _on_compare_progress(self, what: str) -> None:
         if self.compare_dialog is not None and not self._closing:
@@ -690,25 +699,17 @@ class MainWindow(QMainWindow):
         if self._closing:          # already-queued worker signals after close
             return
         self.refresh_conversations()          # a first message names the conversation
-        if conversation_id == self.current_id:
-            self.chat.begin_reply()
-        self.spec_panel.begin(self._title(conversation_id))
+        self.reply.began(conversation_id, self.current_id, self._title(conversation_id))
 
     def _on_token(self, event: TokenEvent) -> None:
         if self._closing:          # already-queued worker signals after close
             return
-        self.live_text += event.text
-        self.spec_panel.add_token()
-        self.chat.record_token(event)
-        if self.generating_id == self.current_id:
-            self.chat.append_text(event.text)
+        self.reply.token(event, self.current_id)
 
     def _on_round(self, event) -> None:
         if self._closing:          # already-queued worker signals after close
             return
-        self.spec_panel.add_round(event)
-        self.spec_bar.show_round(event)
-        self.chat.record_round(event)
+        self.reply.round(event)
 
     def _on_finished(self, conversation_id: int, event: FinishEvent) -> None:
         if self._closing:          # already-queued worker signals after close
@@ -717,18 +718,17 @@ class MainWindow(QMainWindow):
         if conversation_id == self.current_id:
             stored = self._history(self.store.messages, conversation_id, default=[])
             last = stored[-1] if stored else None
-            self.chat.end_reply(event.text, FINISH_STATUS.get(event.stop_reason, "done"),
+            self.chat.end_reply(event.text, reply_status(event.stop_reason),
                                 last.id if last else None, bool(last and last.rounds),
                                 event.stats, last.settings if last else None)
         if event.message:
             self.banner.show_message(event.message)
-        self.generating_id = None
-        self.live_text = ""
+        self.reply.end()
 
     def _on_generation_failed(self, conversation_id: int, message: str) -> None:
         if self._closing:          # already-queued worker signals after close
             return
-        self.generating_id = None
+        self.reply.end()
         self.banner.show_message(message)
         if conversation_id == self.current_id:
             self.open_conversation(conversation_id)
@@ -742,12 +742,10 @@ class MainWindow(QMainWindow):
             self.lost_pair = (self.loaded.target, self.loaded.draft)
         elif self.lost_pair is None:
             self.lost_pair = (self.model_bar.target_path(), self.model_bar.draft_path())
-        if self.generating_id is not None and self.spec_panel.live:
-            self.spec_panel.interrupt("Interrupted: the model engine stopped before this reply was finished.")
+        self.reply.interrupt("Interrupted: the model engine stopped before this reply was finished.")
         self.loaded = None
-        self.generating_id = None
+        self.reply.end()
         self.busy = False                       # (what was running has ended with the engine)
-        self.live_text = ""
         self.setWindowTitle("Tandem")
         self.model_bar.show_error("The model engine stopped. The models need loading again.")
         if self.lost_pair and self.lost_pair[0]:
@@ -763,7 +761,7 @@ class MainWindow(QMainWindow):
         in the box, and the view shows the conversation as stored."""
         if self._closing:
             return
-        self.generating_id = None
+        self.reply.end()
         if request.text and not self.composer.toPlainText().strip():
             self.composer.setPlainText(request.text)
             self.editing = request.kind == "edit"
@@ -780,7 +778,7 @@ class MainWindow(QMainWindow):
     def _on_overflow(self, conversation_id: int, message: str, can_drop: bool) -> None:
         if self._closing:          # already-queued worker signals after close
             return
-        self.generating_id = None
+        self.reply.end()
         actions = [("New conversation", self.new_conversation)]
         if can_drop:
             actions.insert(0, ("Leave out oldest turns",
@@ -790,7 +788,7 @@ class MainWindow(QMainWindow):
             self.open_conversation(conversation_id)
 
     def _drop_and_retry(self, conversation_id: int) -> None:
-        self.generating_id = conversation_id
+        self.reply.start(conversation_id)
         self.busy = True
         self._update_buttons()
         self.requestDrop.emit(conversation_id, self._options())

@@ -1,0 +1,33 @@
+"""The chat's rules: what a conversation allows next, and what a finished reply is called. The session
+enforces them and the window offers only what they allow, from this one place."""
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+from desktop_app.engine.events import StopReason
+
+
+class _Message(Protocol):
+    role: str
+    content: str
+
+
+def reply_status(stop_reason: StopReason) -> str:
+    """How a reply that ended for `stop_reason` is stored and shown: "cancelled" when the user stopped
+    it, else "done" (a reply cut short by the engine's death is "interrupted", by an error "error")."""
+    return "cancelled" if stop_reason == StopReason.CANCELLED else "done"
+
+
+def can_regenerate(messages: Sequence[_Message]) -> bool:
+    """A reply can be regenerated when the conversation ends with one."""
+    return bool(messages) and messages[-1].role == "assistant"
+
+
+def last_user_message(messages: Sequence[_Message]) -> _Message | None:
+    """The message an edit replaces and a Compare answers again (None: nothing to edit)."""
+    return next((m for m in reversed(messages) if m.role == "user"), None)
+
+
+def user_positions(messages: Sequence[_Message]) -> list[int]:
+    """Indices of the user's messages: where turns start."""
+    return [i for i, m in enumerate(messages) if m.role == "user"]

@@ -1,0 +1,51 @@
+"""The reply being generated: which conversation it belongs to, its text so far, and the live views it
+feeds as its events arrive — the chat view (when that conversation is shown), the speculation panel
+and the speculation bar. The window decides what to show; this owns the reply in flight."""
+from __future__ import annotations
+
+from desktop_app.engine.events import RoundEvent, TokenEvent
+
+
+class LiveReply:
+    def __init__(self, chat, panel, bar):
+        self.chat, self.panel, self.bar = chat, panel, bar
+        self.conversation_id: int | None = None     # the conversation a reply is being generated for
+        self.text = ""                               # its text so far
+
+    @property
+    def active(self) -> bool:
+        return self.conversation_id is not None
+
+    def start(self, conversation_id: int) -> None:
+        """A request went to the worker for `conversation_id` (its reply has not begun yet)."""
+        self.conversation_id = conversation_id
+        self.text = ""
+
+    def end(self) -> None:
+        """Nothing is being generated any more (finished, failed, refused, or the engine died)."""
+        self.conversation_id = None
+        self.text = ""
+
+    def began(self, conversation_id: int, shown_id: int | None, title: str) -> None:
+        """The worker started the reply: the chat gets a reply to stream into if its conversation is the
+        one shown, and the panel starts following it."""
+        if conversation_id == shown_id:
+            self.chat.begin_reply()
+        self.panel.begin(title)
+
+    def token(self, event: TokenEvent, shown_id: int | None) -> None:
+        self.text += event.text
+        self.panel.add_token()
+        self.chat.record_token(event)
+        if self.conversation_id == shown_id:
+            self.chat.append_text(event.text)
+
+    def round(self, event: RoundEvent) -> None:
+        self.panel.add_round(event)
+        self.bar.show_round(event)
+        self.chat.record_round(event)
+
+    def interrupt(self, why: str) -> None:
+        """The engine died mid-reply: the panel keeps what it saw and says so."""
+        if self.active and self.panel.live:
+            self.panel.interrupt(why)

@@ -79,7 +79,7 @@ def main() -> int:
     threads = max(1, os.cpu_count() or 1)
     options = LoadOptions(n_ctx=2048, n_threads=threads)
     folder = tempfile.mkdtemp(prefix="tandem-bench-window-")
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = QApplication.instance() or QApplication(sys.argv[:1])   # noqa: F841 (Qt needs it alive)
 
     def spin_until(predicate, timeout_s: float = 600.0) -> None:
         """Run the event loop as the app does (blocked while nothing happens: a loop that polls would

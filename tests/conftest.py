@@ -62,3 +62,16 @@ def qwen_draft_path():
     from desktop_app import models
 
     return str(models.fetch(models.MODELS["qwen2.5-coder-0.5b"]))
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    """The main window on a fresh history and settings file in tmp_path, shown (offscreen), closed after."""
+    from desktop_app.ui.main_window import MainWindow
+
+    w = MainWindow(str(tmp_path / "history.db"), str(tmp_path / "settings.json"))
+    qtbot.addWidget(w)
+    w.show()
+    yield w
+    if not w._closing:
+        w.close()

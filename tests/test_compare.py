@@ -236,18 +236,6 @@ def test_the_engine_process_answers_top_logits_as_the_pair_does(pair, test_model
 
 # -- the window
 
-@pytest.fixture
-def window(qtbot, tmp_path):
-    from desktop_app.ui.main_window import MainWindow
-
-    w = MainWindow(str(tmp_path / "history.db"), str(tmp_path / "settings.json"))
-    qtbot.addWidget(w)
-    w.show()
-    yield w
-    if not w._closing:
-        w.close()
-
-
 def test_the_compare_button_shows_both_runs_side_by_side(qtbot, window, test_model_path, q2k_draft_path):
     w = window
     assert not w.compare_button.isEnabled() and not w.compare_action.isEnabled()

@@ -156,16 +156,6 @@ def test_nothing_kept_predicts_no_gain():
 
 # -- end to end on the real pair
 
-@pytest.fixture
-def window(qtbot, tmp_path):
-    w = MainWindow(str(tmp_path / "history.db"), str(tmp_path / "settings.json"))
-    qtbot.addWidget(w)
-    w.show()
-    yield w
-    if not w._closing:
-        w.close()
-
-
 def stats_of(record: dict) -> GenerationStats:
     return GenerationStats(**{k: v for k, v in record.items() if k in GenerationStats.__dataclass_fields__})
 

@@ -14,16 +14,6 @@ LONG_PROMPT = "Write a long story about a dragon who learns to code. Make it at 
 TIMEOUT_MS = 120_000
 
 
-@pytest.fixture
-def window(qtbot, tmp_path):
-    w = MainWindow(str(tmp_path / "history.db"), str(tmp_path / "settings.json"))
-    qtbot.addWidget(w)
-    w.show()
-    yield w
-    if not w._closing:
-        w.close()
-
-
 # Worker signals are waited for through the window's state, not qtbot.waitSignal: the worker emits
 # them on its own thread, where waitSignal's timer must not be stopped.
 

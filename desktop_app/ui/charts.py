@@ -57,9 +57,11 @@ def rolling_rate(times: Sequence[float], origin: float, min_tokens: int = 16, mi
     return xs, ys
 
 
-def _small_plot(fg: QColor, bg: QColor) -> pg.PlotWidget:
+def quiet_plot(fg: QColor, bg: QColor, min_width: int, min_height: int) -> pg.PlotWidget:
+    """A small, still plot in the panel's colours: no menu, no mouse zoom, small axis text (the charts'
+    and the Does it pay? curve's)."""
     w = pg.PlotWidget(background=bg)
-    w.setMinimumSize(150, 110)
+    w.setMinimumSize(min_width, min_height)
     item = w.getPlotItem()
     item.setMenuEnabled(False)
     item.hideButtons()
@@ -72,7 +74,12 @@ def _small_plot(fg: QColor, bg: QColor) -> pg.PlotWidget:
         axis.setPen(pg.mkPen(fg))
         axis.setTextPen(pg.mkPen(fg))
     item.getAxis("left").setWidth(30)
-    item.layout.setContentsMargins(0, 4, 4, 0)
+    return w
+
+
+def _small_plot(fg: QColor, bg: QColor) -> pg.PlotWidget:
+    w = quiet_plot(fg, bg, 150, 110)
+    w.getPlotItem().layout.setContentsMargins(0, 4, 4, 0)
     return w
 
 

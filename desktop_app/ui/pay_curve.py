@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from desktop_app.engine.costs import CostModel, WIN_MARGIN, best_gamma, speedup_curve
 from desktop_app.engine.events import GenerationStats
-from desktop_app.ui.charts import stats_from
+from desktop_app.ui.charts import quiet_plot, stats_from
 
 GAMMA_MAX = 16
 _WIDGET_SHOW = object()      # show() without a reply: the widget's own show
@@ -26,21 +26,9 @@ class PayCurve(QWidget):
         fg, bg = pal.color(QPalette.WindowText), pal.color(QPalette.Base)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        self.plot = pg.PlotWidget(background=bg)
-        self.plot.setMinimumSize(200, 140)
+        self.plot = quiet_plot(fg, bg, 200, 140)
         item = self.plot.getPlotItem()
         item.setTitle('<span style="font-size:8pt">Does it pay? Predicted speed-up against γ</span>', color=fg)
-        item.setMenuEnabled(False)
-        item.hideButtons()
-        self.plot.setMouseEnabled(x=False, y=False)
-        font = QFont()
-        font.setPointSize(7)
-        for name in ("left", "bottom"):
-            axis = item.getAxis(name)
-            axis.setTickFont(font)
-            axis.setPen(pg.mkPen(fg))
-            axis.setTextPen(pg.mkPen(fg))
-        item.getAxis("left").setWidth(30)
         item.setLabel("bottom", "γ (tokens drafted per round)", **{"font-size": "7pt"})
         self.curve = self.plot.plot([], [], pen=pg.mkPen("#1f77b4", width=2), symbol="o", symbolSize=4,
                                     symbolBrush="#1f77b4", symbolPen=None)

@@ -15,6 +15,7 @@ from desktop_app.chat.reply_footer import footer_text
 from desktop_app.chat.token_origins import TokenOrigin, align, origin, origins_from_rounds
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenEvent, TokenKind
 from desktop_app.ui.code_highlight import CodeHighlighter
+from desktop_app.ui.follow_bottom import FollowBottom
 from desktop_app.ui.round_strip import Colours
 
 STATUS_NOTES = {"streaming": "writing…", "interrupted": "incomplete: interrupted while writing",
@@ -269,29 +270,19 @@ class ChatView(QScrollArea):
         self.messages: list[MessageWidget] = []
         self._streaming: MessageWidget | None = None
         self._pending = ""
-        self._stick = True
+        self._follow = FollowBottom(self, margin=8)
         self._highlight = False
         self._live: list[TokenOrigin] = []          # the origins of the reply being generated
         self._round: RoundEvent | None = None
         self._round_i = 0
-        bar = self.verticalScrollBar()
-        bar.rangeChanged.connect(self._on_range)
-        bar.valueChanged.connect(self._on_scroll)
         self._timer = QTimer(self)
         self._timer.setInterval(self.REPAINT_MS)
         self._timer.timeout.connect(self._flush)
 
-    # -- scrolling: follow the bottom only while the user is there
-    def _on_scroll(self, value: int) -> None:
-        self._stick = value >= self.verticalScrollBar().maximum() - 8
-
-    def _on_range(self, _lo: int, hi: int) -> None:
-        if self._stick:
-            self.verticalScrollBar().setValue(hi)
-
     @property
     def following(self) -> bool:
-        return self._stick
+        """The view follows the bottom (the user has not scrolled up)."""
+        return self._follow.on
 
     # -- token origins
     @property
@@ -326,7 +317,7 @@ class ChatView(QScrollArea):
         self._streaming = None
         self._pending = ""
         self.truncate(0)
-        self._stick = True
+        self._follow.on = True
 
     def truncate(self, n: int) -> None:
         """Remove the messages from index n on."""
@@ -347,7 +338,7 @@ class ChatView(QScrollArea):
         return w
 
     def begin_reply(self) -> MessageWidget:
-        self._stick = True
+        self._follow.on = True
         self._streaming = self.add_message("assistant", "", "streaming")
         self._pending = ""
         self._timer.start()

@@ -18,6 +18,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QPalette, QPen
 from PySide6.QtWidgets import QAbstractItemView, QListView, QStyledItemDelegate, QToolTip
 
 from desktop_app.engine.events import RoundEvent
+from desktop_app.ui.follow_bottom import FollowBottom
 
 # -- what a row shows (no Qt: tests and other views can use it)
 
@@ -312,22 +313,11 @@ class RoundStrip(QListView):
         self.setBatchSize(200)
         self.setUniformItemSizes(False)
         self.setMouseTracking(True)
-        self._stick = True
-        bar = self.verticalScrollBar()
-        bar.valueChanged.connect(self._on_scroll)
-        bar.rangeChanged.connect(self._on_range)
-
-    # -- following the bottom
-    def _on_scroll(self, value: int) -> None:
-        self._stick = value >= self.verticalScrollBar().maximum() - 4
-
-    def _on_range(self, _lo: int, hi: int) -> None:
-        if self._stick:
-            self.verticalScrollBar().setValue(hi)
+        self._follow = FollowBottom(self, margin=4)
 
     @property
     def following(self) -> bool:
-        return self._stick
+        return self._follow.on
 
     def resizeEvent(self, event) -> None:
         self.round_delegate.forget_sizes()
@@ -339,7 +329,7 @@ class RoundStrip(QListView):
 
     def set_rounds(self, rounds: list[RoundEvent]) -> None:
         self.round_delegate.forget_sizes()
-        self._stick = True
+        self._follow.on = True
         self.round_model.set_rounds(rounds)
         self.scrollToBottom()
 

@@ -8,8 +8,10 @@ import time
 
 import pytest
 
+
 from desktop_app.engine import (GREEDY, Controls, FinishEvent, IncompatiblePair, LoadOptions, ModelLoadError, ModelPair,
                                 RoundEvent, SpecSettings, StopReason, TokenEvent, check_pair)
+from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX
 from desktop_app.engine.loading import LoadCancelled, load_model
 
 from engine_helpers import prompt_tokens, run
@@ -233,7 +235,7 @@ def test_draft_p_min_and_draft_min(pair):
 def test_auto_mode_runs_and_drafts_within_bounds(pair):
     rounds, _, finish = run(pair, prompt_tokens(pair.target), GREEDY, max_tokens=80, drafter="model",
                             draft_max=8, auto=True)
-    assert all(0 <= r.gamma <= 8 for r in rounds)
+    assert all(0 <= r.gamma <= AUTO_GAMMA_MAX for r in rounds)
     assert rounds[0].gamma == 0 or 1 in pair.decoder.costs.verify_s
     assert len(finish.tokens) == 80 or finish.stop_reason == StopReason.EOS
 

@@ -139,10 +139,9 @@ def test_self_draft_accepts_nearly_everything(test_model_path):
 
 
 @pytest.mark.network
-def test_prompt_lookup_accepts_copied_text(pair, monkeypatch):
-    # Without costs the lookup drafts as far as the match goes: deterministic, unlike a choice made
-    # from timings (that choice is tested on fixed costs in test_lookup_and_costs.py).
-    monkeypatch.setattr(pair.decoder.drafters["lookup"], "costs", None)
+def test_prompt_lookup_accepts_copied_text(pair):
+    # A fixed setting copies γ tokens wherever there is a match: deterministic, unlike auto mode's
+    # choice made from timings (tested on given costs in test_auto_policy.py).
     prompt = prompt_tokens(pair.target, PROMPTS[2])
     rounds, _, finish = run(pair, prompt, GREEDY, max_tokens=40, drafter="lookup", draft_max=8)
     lookup = [r for r in rounds if r.drafter == "lookup"]
@@ -155,8 +154,10 @@ def test_prompt_lookup_accepts_copied_text(pair, monkeypatch):
 @pytest.mark.network
 def test_auto_mode_copies_with_lookup_when_that_beats_the_draft_model(pair, monkeypatch):
     # Fixed costs (real rounds would move them): verify batches nearly free, a draft step dearer than a
-    # target pass. No draft-model γ can pay then, but copying can, so auto mode copies.
+    # target pass. No draft-model γ can pay then, but copying can, so auto mode copies; and the draft
+    # model, never used, never reads the text (auto's lazy prefill).
     costs = pair.decoder.costs
+    pair.draft_ctx.clear()
     monkeypatch.setattr(costs, "verify_s", {1: 0.030, 2: 0.031, 3: 0.032, 5: 0.034, 9: 0.038, 17: 0.046})
     monkeypatch.setattr(costs, "draft_step_s", {"model": 0.060})
     monkeypatch.setattr(costs, "record_verify", lambda *a: None)
@@ -165,6 +166,7 @@ def test_auto_mode_copies_with_lookup_when_that_beats_the_draft_model(pair, monk
     rounds, _, finish = run(pair, prompt, GREEDY, max_tokens=40, drafter="model", draft_max=8, auto=True)
     used = {r.drafter for r in rounds}
     assert "lookup" in used and "model" not in used
+    assert pair.draft_ctx.tokens == []
     assert sum(r.accepted for r in rounds if r.drafter == "lookup") >= 8
     _, _, plain = run(pair, prompt, GREEDY, max_tokens=40, enabled=False)
     assert plain.tokens == finish.tokens

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from desktop_app.engine import GREEDY, LoadOptions, ModelPair, SamplingParams, check_pair
+from desktop_app.engine.auto_policy import AutoPolicy
 from desktop_app.engine.compat import VOCAB_MAX_SIZE_DIFFERENCE
 from desktop_app.engine.drafters import ModelDrafter
 
@@ -94,7 +95,7 @@ def test_greedy_speculation_equals_plain_greedy(pair, spec, monkeypatch):
         costs = pair.decoder.costs
         monkeypatch.setattr(costs, "verify_s", {1: 0.030, 2: 0.031, 3: 0.032, 5: 0.034, 9: 0.038, 17: 0.046})
         monkeypatch.setattr(costs, "draft_step_s", {"model": 0.001})
-        monkeypatch.setattr(costs, "acceptance", {})              # (this test's α stays with it)
+        monkeypatch.setattr(pair.decoder, "policy", AutoPolicy(costs))   # (what this test teaches stays with it)
         monkeypatch.setattr(costs, "record_verify", lambda *a: None)
         monkeypatch.setattr(costs, "record_draft", lambda *a: None)
     prompt = prompt_tokens(pair.target)

@@ -8,15 +8,17 @@ import numpy as np
 from desktop_app.engine import backend
 from desktop_app.engine.costs import CostModel
 
-VERIFY_SIZES = (2, 3, 4, 5, 8, 9, 16, 17)
+VERIFY_SIZES = (2, 3, 4, 5, 8, 9, 16, 17, 33)
+PREFILL_TOKENS = 64
 
 
 def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.Context | None = None,
               steps: int = 5, verify_sizes: tuple[int, ...] = VERIFY_SIZES) -> None:
     """Single-token passes of the target and the draft (the median of `steps` warm passes) and one
     target pass over each verify batch size, logits read at every position as a verify pass reads
-    them. Batches of 4, 8 and 16 cost less than their neighbours on this project's x86 machine, so
-    they are measured too, not interpolated.
+    them, and a prompt pass of PREFILL_TOKENS through each (what auto's lazy catch-up will cost).
+    Sizes on both sides of powers of two are timed, not interpolated: kernels work in tiles, and a
+    batch of 16 can cost less than one of 15.
     These are the yardsticks for c, for predicted speed-ups, for auto mode and for prompt lookup's
     draft length; real rounds refine them as they run. Both caches are left empty."""
     contexts = [("target", target_ctx)]
@@ -34,6 +36,7 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
             int(np.argmax(ctx.logits(-1)))
             times.append(time.perf_counter() - t0)
         median = float(np.median(times)) if times else 0.0
+        _time_prefill(costs, name, ctx, start)
         if name == "target":
             costs.verify_s[1] = median
             _time_verify_batches(costs, ctx, start, verify_sizes)
@@ -55,3 +58,14 @@ def _time_verify_batches(costs: CostModel, ctx: backend.Context, token: int, siz
             passes.append(time.perf_counter() - t0)
             ctx.truncate(base)
         costs.verify_s[k] = min(passes)
+
+
+def _time_prefill(costs: CostModel, name: str, ctx: backend.Context, token: int) -> None:
+    base = len(ctx.tokens)
+    n = min(PREFILL_TOKENS, ctx.n_ctx - base)
+    if n < 8:
+        return
+    t0 = time.perf_counter()
+    ctx.eval([token] * n, logits="none")
+    costs.record_prefill(name, n, time.perf_counter() - t0)
+    ctx.truncate(base)

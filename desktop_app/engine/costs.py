@@ -1,11 +1,10 @@
-"""Measured costs and acceptance, and the choice of γ in auto mode.
+"""Measured costs (verify passes by batch size, draft steps, prompt passes) and the rate formula.
 
 Expected tokens from one round that drafts γ tokens, each kept with probability α until the first
 rejection, plus the target's own token: E(α, γ) = (1 - α^(γ+1)) / (1 - α).
 A round costs γ draft steps plus one verify pass over γ+1 tokens; on a CPU a verify pass over
 γ+1 tokens costs far more than one single-token pass, so we use the measured cost of each batch size
-rather than assume it is flat. Auto mode picks the γ with the best E / cost, and drafts nothing when
-no γ is predicted to beat plain decoding.
+rather than assume it is flat. Auto mode (auto_policy.py) weighs its options on these costs.
 """
 from __future__ import annotations
 
@@ -13,11 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 EMA = 0.2                   # weight of a new timing measurement
-ALPHA_DECAY = 0.9           # weight of past rounds in the acceptance estimate
-ALPHA_PRIOR = (1.2, 0.8)    # pseudo-counts (accepted, rejected): a prior α of 0.6
 WIN_MARGIN = 1.02           # a γ must be predicted 2 % faster than plain to be used
-REPROBE_EVERY = 24          # plain rounds in a row before one speculative round re-measures α
-PERFECT_ALPHA = 0.99        # if drafting loses even at this acceptance, the pair cannot pay here
 
 
 def expected_tokens(alpha: float, gamma: int) -> float:
@@ -70,36 +65,13 @@ def best_gamma(gammas: Sequence[int], curve: Sequence[float | None], margin: flo
 
 
 @dataclass
-class AcceptanceEstimate:
-    accepted: float = ALPHA_PRIOR[0]
-    rejected: float = ALPHA_PRIOR[1]
-    rounds: int = 0
-
-    def __post_init__(self):
-        self.prior = (self.accepted, self.rejected)
-
-    def pull_towards_prior(self, weight: float) -> None:
-        self.accepted = (1 - weight) * self.accepted + weight * self.prior[0]
-        self.rejected = (1 - weight) * self.rejected + weight * self.prior[1]
-
-    def record(self, n_accepted: int, n_drafted: int) -> None:
-        self.accepted = ALPHA_DECAY * self.accepted + n_accepted
-        self.rejected = ALPHA_DECAY * self.rejected + (1 if n_accepted < n_drafted else 0)
-        self.rounds += 1
-
-    @property
-    def alpha(self) -> float:
-        return self.accepted / (self.accepted + self.rejected)
-
-
-@dataclass
 class CostModel:
     """Running measurements for one loaded pair (kept across generations)."""
 
     verify_s: dict[int, float] = field(default_factory=dict)     # batch size -> seconds per pass
     draft_step_s: dict[str, float] = field(default_factory=dict)  # drafter -> seconds per drafted token
-    acceptance: dict[str, AcceptanceEstimate] = field(default_factory=dict)
-    plain_streak: int = 0
+    prefill_s: dict[str, float] = field(default_factory=dict)     # "target"/"model" -> seconds per token
+                                                                  # of a batched prompt pass
 
     # -- recording
     def record_verify(self, batch: int, seconds: float) -> None:
@@ -125,17 +97,15 @@ class CostModel:
         old = self.draft_step_s.get(drafter)
         self.draft_step_s[drafter] = per if old is None else (1 - EMA) * old + EMA * per
 
-    def record_round(self, drafter: str, n_drafted: int, n_accepted: int) -> None:
-        if n_drafted > 0:
-            self.acceptance.setdefault(drafter, AcceptanceEstimate()).record(n_accepted, n_drafted)
-            self.plain_streak = 0
-        else:
-            self.plain_streak += 1
+    def record_prefill(self, model: str, n_tokens: int, seconds: float) -> None:
+        """A batched pass over n_tokens of text (a prompt, or a draft model catching up) took `seconds`."""
+        if n_tokens < 8:                 # too few to say what a token of a long prompt costs
+            return
+        per = seconds / n_tokens
+        old = self.prefill_s.get(model)
+        self.prefill_s[model] = per if old is None else (1 - EMA) * old + EMA * per
 
     # -- reading
-    def alpha(self, drafter: str) -> float:
-        return self.acceptance.get(drafter, AcceptanceEstimate()).alpha
-
     def verify_cost(self, batch: int) -> float | None:
         """Seconds for a verify pass over `batch` tokens: measured, else interpolated linearly between
         measured sizes (extrapolated from the two largest), else None."""
@@ -164,23 +134,3 @@ class CostModel:
             out.append(speedup(round_rate(alpha, g, step_s, verify), plain_step_s)
                        if verify is not None and plain_step_s else None)
         return out
-
-    def best_gamma(self, alpha: float, gamma_max: int, step_s: float) -> int:
-        """The γ in 1..gamma_max with the best predicted tokens per second for acceptance α and a draft
-        step of step_s seconds, or 0 when none is predicted to beat plain decoding by WIN_MARGIN (or
-        the costs needed to predict are not measured yet)."""
-        gammas = list(range(1, gamma_max + 1))
-        return best_gamma(gammas, self.speedup_curve(alpha, step_s, self.verify_cost(1), gammas))
-
-    def choose_gamma(self, drafter: str, gamma_max: int) -> int:
-        """The draft length for the next round in auto mode (0: decode plainly). Every REPROBE_EVERY
-        plain rounds in a row, one round drafts a single token to keep α up to date, unless these
-        costs rule drafting out whatever α is (a slow draft, costly verify batches): then auto
-        stays plain and pays nothing for speculation."""
-        if gamma_max <= 0:
-            return 0
-        step = self.draft_step_s.get(drafter, 0.0)
-        g = self.best_gamma(self.alpha(drafter), gamma_max, step)
-        if g == 0 and self.plain_streak >= REPROBE_EVERY and self.best_gamma(PERFECT_ALPHA, gamma_max, step):
-            return 1             # only worth re-measuring α if some α could make drafting pay
-        return g

@@ -3,8 +3,9 @@ roll back what was rejected, and yield what happened.
 
 A reply is a prefill, then rounds until it stops. Every round runs the same named steps:
 
-- propose: the drafter the settings name (in auto mode, the drafter and γ predicted to be fastest)
-  proposes x_1..x_γ, with the draft distribution q_i each was drawn from; γ = 0 is a plain step;
+- propose: the drafter the settings name (in auto mode, the drafter and γ auto_policy.py predicts
+  to be fastest) proposes x_1..x_γ, with the draft distribution q_i each was drawn from; γ = 0 is a
+  plain step;
 - verify: the target evaluates [last token, x_1, ..., x_γ] in one batch, with logits read at all γ+1
   positions and nowhere else. Logit i is the target's distribution p_i for the token after x_i
   (x_0 = the last token), so p_0..p_{γ-1} judge the drafts and p_γ gives the bonus token;
@@ -24,8 +25,9 @@ from typing import Generator, Iterator, NamedTuple, Sequence
 import numpy as np
 
 from desktop_app.engine import backend, rejection
+from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX, PLAIN, AutoPolicy, Choice, Copy, ModelOption
 from desktop_app.engine.calibration import VERIFY_SIZES, calibrate
-from desktop_app.engine.costs import CostModel, round_rate
+from desktop_app.engine.costs import CostModel
 from desktop_app.engine.drafters import Drafter, ModelDrafter, NoDrafter, PromptLookupDrafter, Proposal
 from desktop_app.engine.events import FinishEvent, RoundEvent, StopReason, TokenEvent, TokenKind
 from desktop_app.engine.metrics import StatsRecorder
@@ -49,6 +51,7 @@ class Reply:
     t_prompt: float = 0.0                # seconds until the prompt was read
     t_first: float | None = None         # when the first token was emitted
     n_round: int = 0
+    choice: Choice = PLAIN               # auto mode's choice for the round in progress
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class Judgement:
     verdict: rejection.Verdict
     target_top: list[int]                # [γ+1]: the target's argmax at each verified position
     p_shown: list[float]                 # [γ]: p_i(x_i)
+    confidence: float = 1.0              # the target's top probability where it chose its own token
+                                         # (auto mode's prior for the draft model's acceptance)
 
 
 class RoundTimes(NamedTuple):
@@ -79,7 +84,8 @@ def judge(proposal: Proposal, views: Sequence[np.ndarray], sampling: SamplingPar
         p = [process(v, sampling) for v in views]          # p_0..p_γ, each over [n_vocab_target]
         verdict = rejection.accept_sampled(drafted, proposal.q, p, rng)
         p_shown = [p[i].prob(x) for i, x in enumerate(drafted)]
-    return Judgement(verdict, target_top, p_shown)
+    confidence = softmax_prob(views[verdict.n_accepted], target_top[verdict.n_accepted])[1]
+    return Judgement(verdict, target_top, p_shown, confidence)
 
 
 class SpeculativeDecoder:
@@ -89,7 +95,8 @@ class SpeculativeDecoder:
         self.target_ctx = target_ctx
         self.model = target_ctx.model
         self.costs = CostModel()
-        self.drafters: dict[str, Drafter] = {"none": NoDrafter(), "lookup": PromptLookupDrafter(self.costs)}
+        self.policy = AutoPolicy(self.costs)
+        self.drafters: dict[str, Drafter] = {"none": NoDrafter(), "lookup": PromptLookupDrafter()}
         if draft_ctx is not None:
             self.drafters["model"] = ModelDrafter(draft_ctx, target_ctx.n_vocab)
 
@@ -145,8 +152,10 @@ class SpeculativeDecoder:
 
     def _prefill(self, reply: Reply, controls: Controls) -> FinishEvent | None:
         """Prefill: the target evaluates the prompt but its last token, reusing whatever prefix its
-        cache already holds, and the drafter reads the prompt too. Returns the FinishEvent of a
-        prompt the context cannot hold, else None."""
+        cache already holds. In fixed mode the drafter reads the prompt too, so that the first round
+        drafts at once; in auto mode a draft model reads it only when auto first drafts with it
+        (lazily: a reply auto decodes plainly or with copies never waits for it). Returns the
+        FinishEvent of a prompt the context cannot hold, else None."""
         ctx = self.target_ctx
         tokens = reply.tokens
         if len(tokens) > ctx.n_ctx:
@@ -154,62 +163,67 @@ class SpeculativeDecoder:
             reply.t_prompt = time.perf_counter() - reply.t_start
             return self._finish(reply, StopReason.CONTEXT_FULL, f"the prompt has {len(tokens)} tokens but the "
                                 f"context holds {ctx.n_ctx}; shorten the conversation or raise the context size")
+        settings = controls.settings
+        t0 = time.perf_counter()
         evaluated = ctx.sync(tokens[:-1], logits="none")
-        if not controls.cancelled:                    # (a cancel during a long prompt stops at the first round)
-            self._drafter(controls.settings).begin(tokens)   # a draft model reads the prompt now, as the target did
+        self.costs.record_prefill("target", evaluated, time.perf_counter() - t0)
+        if settings.auto:
+            self.policy.begin()
+        elif not controls.cancelled:                  # (a cancel during a long prompt stops at the first round)
+            drafter = self._drafter(settings)
+            t0 = time.perf_counter()
+            behind = drafter.behind(tokens) if isinstance(drafter, ModelDrafter) else 0
+            drafter.begin(tokens)                     # a draft model reads the prompt now, as the target did
+            self.costs.record_prefill(drafter.name, behind, time.perf_counter() - t0)
         reply.recorder = StatsRecorder(len(tokens), evaluated + 1)
         reply.t_prompt = time.perf_counter() - reply.t_start
         return None
 
     def _propose(self, reply: Reply, settings: SpecSettings, sampling: SamplingParams,
                  max_tokens: int) -> tuple[Drafter, Proposal]:
-        """Propose: the chosen drafter drafts up to γ_max tokens, as many as the settings, the context
-        and max_tokens allow; a draft shorter than draft_min is dropped (a plain step instead)."""
+        """Propose: the chosen drafter drafts up to γ_max tokens, as many as the settings (in auto
+        mode, auto's own ceiling), the context and max_tokens allow; a draft shorter than draft_min
+        is dropped (a plain step instead)."""
         drafter = self._drafter(settings)
         room = self.target_ctx.n_ctx - len(reply.tokens)
-        gamma_max = min(settings.draft_max, room, max_tokens - len(reply.reply) - 1)
-        proposal = None
+        left = max_tokens - len(reply.reply)
+        gamma_max = min(AUTO_GAMMA_MAX if settings.auto else settings.draft_max, room, left - 1)
         if drafter.name == "none" or gamma_max <= 0:
-            gamma = 0
-        elif settings.auto:
-            drafter, gamma, proposal = self._auto_choice(drafter, reply.tokens, gamma_max, sampling, reply.rng)
-        else:
-            gamma = gamma_max
-        if proposal is None:                          # (auto mode may have copied a lookup draft already)
+            reply.choice = PLAIN
+            return self.drafters["none"], Proposal()
+        if settings.auto:
+            return self._auto_propose(reply, settings, sampling, gamma_max, left)
+        try:
+            proposal = drafter.draft(reply.tokens, gamma_max, sampling, reply.rng, settings.draft_p_min)
+        except backend.ContextFullError:              # a draft context smaller than the target's
             proposal = Proposal()
-            if gamma > 0:
-                try:
-                    proposal = drafter.draft(reply.tokens, gamma, sampling, reply.rng, settings.draft_p_min)
-                except backend.ContextFullError:      # a draft context smaller than the target's
-                    pass
         if proposal.tokens and len(proposal.tokens) < settings.draft_min:
             proposal = Proposal(n_steps=proposal.n_steps, t_s=proposal.t_s)
+        reply.choice = Choice(drafter.name, len(proposal.tokens), 0.0)   # (auto learns from fixed rounds too)
         return drafter, proposal
 
-    def _auto_choice(self, drafter: Drafter, tokens: Sequence[int], gamma_max: int, sampling: SamplingParams,
-                     rng: np.random.Generator) -> tuple[Drafter, int, Proposal | None]:
-        """Auto mode: (drafter, γ, proposal or None) for the next round, the one with the best predicted
-        tokens per second; γ = 0 decodes plainly when nothing is predicted to beat it. Prompt lookup
-        sizes its own drafts from its per-match-length acceptance and the verify costs. With a draft
-        model, a lookup copy competes each round too: copying costs nothing, so when the text repeats
-        earlier text a lookup draft can pay where the model's cannot."""
-        costs = self.costs
-        lookup = self.drafters["lookup"]
-        copied = lookup.draft(tokens, gamma_max, sampling, rng)
-        n_copied = len(copied.tokens)
-        if drafter is lookup:
-            return lookup, n_copied, copied
-        gamma = costs.choose_gamma(drafter.name, gamma_max) if drafter.can_draft(tokens) else 0
-        if not copied.tokens:
-            return drafter, gamma, None
-        rate_lookup = round_rate(lookup.alpha, n_copied, 0.0, costs.verify_cost(n_copied + 1))
-        rate_model = 0.0
-        if gamma > 0:
-            rate_model = round_rate(costs.alpha(drafter.name), gamma, costs.draft_step_s.get(drafter.name, 0.0),
-                                    costs.verify_cost(gamma + 1))
-        if rate_lookup >= rate_model:
-            return lookup, n_copied, copied
-        return drafter, gamma, None
+    def _auto_propose(self, reply: Reply, settings: SpecSettings, sampling: SamplingParams, gamma_max: int,
+                      left: int) -> tuple[Drafter, Proposal]:
+        """Auto mode: offer the policy this round's lookup copy and (when the settings name it) the
+        draft model, then draft as it chooses. A draft model that has not read the text yet catches
+        up first, in one batched pass, timed as a prompt pass."""
+        lookup: PromptLookupDrafter = self.drafters["lookup"]
+        copied, match_len = lookup.copy(reply.tokens, gamma_max)
+        copy = Copy(tuple(copied), match_len) if copied else None
+        model = self.drafters.get("model") if settings.drafter == "model" else None
+        option = ModelOption(model.behind(reply.tokens)) if model and model.can_draft(reply.tokens) else None
+        choice = reply.choice = self.policy.choose(reply.tokens, gamma_max, copy, option, left)
+        if choice.drafter == "lookup":
+            return lookup, Proposal.copied(copied[:choice.gamma])
+        if choice.drafter == "model":
+            t0 = time.perf_counter()
+            n = model.catch_up(reply.tokens)
+            self.costs.record_prefill("model", n, time.perf_counter() - t0)
+            try:
+                return model, model.draft(reply.tokens, choice.gamma, sampling, reply.rng, settings.draft_p_min)
+            except backend.ContextFullError:
+                return model, Proposal()
+        return self.drafters["none"], Proposal()
 
     def _verify(self, tokens: Sequence[int], drafted: Sequence[int]) -> list[np.ndarray]:
         """Verify: one target pass over [last token, x_1..x_γ] after the rest of the context. Returns the
@@ -265,8 +279,8 @@ class SpeculativeDecoder:
         last_kind = TokenKind.CORRECTION if verdict.corrected else (TokenKind.BONUS if k else TokenKind.PLAIN)
         kinds = [TokenKind.ACCEPTED] * n_acc + [last_kind]
         self.costs.record_verify(k + 1, times.verify_s)
-        self.costs.record_draft(drafter.name, k, times.draft_s)
-        self.costs.record_round(drafter.name, k, n_acc)
+        self.costs.record_draft(drafter.name, k, proposal.t_s)
+        self.policy.observe(reply.choice, k, n_acc, times.draft_s + times.verify_s, judgement.confidence)
 
         model = self.model
         drafted_text = tuple(model.special_piece(x).decode("utf-8", errors="replace") for x in drafted)

@@ -15,7 +15,6 @@ from typing import Sequence
 import numpy as np
 
 from desktop_app.engine import backend
-from desktop_app.engine.costs import AcceptanceEstimate, CostModel
 from desktop_app.engine.sampling import Distribution, SamplingParams, process, softmax_prob
 
 
@@ -32,6 +31,11 @@ class Proposal:
 
     def truncated(self, n: int) -> "Proposal":
         return Proposal(self.tokens[:n], self.q[:n], self.q_token[:n], self.n_steps, self.t_s)
+
+    @classmethod
+    def copied(cls, tokens: Sequence[int]) -> "Proposal":
+        """Tokens copied from the text: each q_i a point mass on x_i."""
+        return cls(list(tokens), [None] * len(tokens), [1.0] * len(tokens))
 
 
 class Drafter(ABC):
@@ -115,6 +119,20 @@ class ModelDrafter(Drafter):
         if 1 < len(prompt) <= self.ctx.n_ctx and self.can_read(prompt[:-1]):
             self.ctx.sync(prompt[:-1], logits="none")   # (otherwise draft() proposes nothing)
 
+    def behind(self, context: Sequence[int]) -> int:
+        """Tokens of `context` (all but its last) this draft has not read: what catching up costs."""
+        return max(0, len(context) - 1 - backend.common_prefix(self.ctx.tokens, context))
+
+    def catch_up(self, context: Sequence[int]) -> int:
+        """Read what it has not of `context` but its last token, in one batched pass, as begin() reads
+        a prompt: auto mode's lazy prefill, the first time it drafts with the model in a reply.
+        Returns the number of tokens read."""
+        n = self.behind(context)
+        if n and len(context) <= self.ctx.n_ctx and self.can_read(context[:-1]):
+            self.ctx.sync(context[:-1], logits="none")
+            return n
+        return 0
+
     def draft(self, context: Sequence[int], gamma_max: int, params: SamplingParams,
               rng: np.random.Generator, p_min: float = 0.0) -> Proposal:
         t0 = time.perf_counter()
@@ -150,61 +168,38 @@ class ModelDrafter(Drafter):
         self.ctx.truncate(n)
 
 
-def match_bucket(length: int) -> int:
-    """Match lengths grouped for acceptance statistics: 2-3, 4-7, 8-15, 16+ tokens."""
-    return 0 if length < 4 else 1 if length < 8 else 2 if length < 16 else 3
-
-
-# Prior acceptance per match-length bucket, as pseudo-counts (kept, rejected): longer matches copy
-# more reliably. Observations soon outweigh them; unused buckets drift back towards them.
-LOOKUP_PRIORS = ((1.1, 0.9), (1.5, 0.5), (1.7, 0.3), (1.85, 0.15))
-PRIOR_PULL = 0.02
-# The longest draft after 0, 1, 2, 3+ fully kept lookup rounds in a row: a copy that has not yet
-# proved itself costs at most a batch of 4 when it is wrong at once, and a confirmed one doubles
-# (batches of 4, 8, 16, 32, which on this project's x86 machine verify for less than their neighbours).
-LOOKUP_RAMP = (3, 7, 15, 31)
-
-
 class PromptLookupDrafter(Drafter):
     """Copies tokens from earlier in the context (prompt lookup decoding): find the longest earlier
-    occurrence of the context's tail and propose the tokens that followed it. No second model.
+    occurrence of the context's tail (at least `ngram_min` tokens) and propose the tokens that
+    followed it. No second model, and copying costs nothing.
 
-    Copying costs nothing, but checking costs a verify pass that grows with its batch; so the draft
-    length follows the match: the acceptance measured for matches of this length (per bucket) and the
-    measured verify cost of each batch size choose the length with the best expected tokens per
-    second, and no draft at all when plain decoding is predicted to be faster. The length is also
-    capped by LOOKUP_RAMP: a long match that stops matching at once (a prompt sentence the reply
-    quotes, then leaves) would otherwise cost a long verify batch for nothing."""
+    As a fixed setting it copies up to γ tokens whenever there is a match, as llama.cpp's
+    ngram-simple does. Auto mode instead weighs each copy (auto_policy.py): it calls find() and
+    decides how much of the copy is worth a verify batch from the acceptance measured for matches of
+    that length and this machine's verify costs."""
 
     name = "lookup"
 
-    def __init__(self, costs: CostModel | None = None, ngram_min: int = 2, max_match: int = 64,
-                 max_candidates: int = 64):
-        self.costs = costs
+    def __init__(self, ngram_min: int = 2, max_match: int = 64, max_candidates: int = 64):
         self.ngram_min = ngram_min
         self.max_match = max_match
         self.max_candidates = max_candidates
         self._tokens: list[int] = []
         self._index: dict[tuple[int, ...], list[int]] = {}   # n-gram -> positions right after it
-        self.last_match_len = 0
-        self.buckets = [AcceptanceEstimate(*prior) for prior in LOOKUP_PRIORS]
-        self.streak = 0                                   # fully kept lookup rounds in a row
-        self._unchecked: tuple[int, int, list[int]] | None = None   # (context length, bucket, copy) not yet judged
 
     def _update_index(self, context: Sequence[int]) -> None:
         n = self.ngram_min
         common = backend.common_prefix(self._tokens, context)
         if common < len(self._tokens):                # the context changed under us: rebuild
             self._tokens, self._index = [], {}
-            self.streak = 0
-            self._unchecked = None                    # its copy can no longer be judged
         for end in range(max(n, len(self._tokens) + 1), len(context) + 1):
             key = tuple(context[end - n:end])
             self._index.setdefault(key, []).append(end)
         self._tokens = list(context)
 
     def find(self, context: Sequence[int]) -> tuple[int, int]:
-        """(start of the continuation, match length) of the best earlier match; (-1, 0) if none."""
+        """(start of the continuation, match length) of the best earlier match; (-1, 0) if none.
+        The best is the longest; among equally long ones, the most recent."""
         self._update_index(context)
         n = self.ngram_min
         if len(context) <= n:
@@ -223,59 +218,19 @@ class PromptLookupDrafter(Drafter):
                 best_pos, best_len = pos, length
         return best_pos, best_len
 
-    def draft_length(self, match_len: int, available: int) -> int:
-        """How many of the `available` copied tokens are worth checking."""
-        if self.costs is None or self.costs.verify_cost(1) is None:
-            return min(available, match_len)
-        bucket = self.buckets[match_bucket(match_len)]
-        for b in self.buckets:                      # every consultation pulls unused buckets towards the prior
-            if b is not bucket:
-                b.pull_towards_prior(PRIOR_PULL)
-        cap = LOOKUP_RAMP[min(self.streak, len(LOOKUP_RAMP) - 1)]
-        return self.costs.best_gamma(bucket.alpha, min(available, cap), 0.0)
-
-    @property
-    def alpha(self) -> float:
-        """The acceptance measured for matches as long as the last one found: the α of its copy."""
-        return self.buckets[match_bucket(self.last_match_len)].alpha
+    def copy(self, context: Sequence[int], gamma_max: int) -> tuple[list[int], int]:
+        """(up to gamma_max tokens that followed the best earlier match, its match length);
+        ([], 0) when there is none."""
+        pos, length = self.find(context)
+        if pos < 0 or gamma_max <= 0:
+            return [], 0
+        return [int(t) for t in context[pos:pos + gamma_max]], length
 
     def draft(self, context: Sequence[int], gamma_max: int, params: SamplingParams,
               rng: np.random.Generator, p_min: float = 0.0) -> Proposal:
         """Copy what followed the best earlier match (q_i: a point mass on each copied token)."""
         t0 = time.perf_counter()
-        pos, length = self.find(context)
-        self._settle(context)
-        self.last_match_len = length
-        out = Proposal()
-        if pos >= 0 and gamma_max > 0:
-            available = min(gamma_max, len(context) - pos)
-            g = self.draft_length(length, available)
-            out.tokens = [int(t) for t in context[pos:pos + g]]
-            out.q = [None] * len(out.tokens)
-            out.q_token = [1.0] * len(out.tokens)
-            self._unchecked = (len(context), match_bucket(length), [int(t) for t in context[pos:pos + available]])
+        tokens, _ = self.copy(context, gamma_max)
+        out = Proposal.copied(tokens)
         out.t_s = time.perf_counter() - t0
         return out
-
-    def _settle(self, context: Sequence[int]) -> None:
-        """Judge the copy found last round, if no verify pass judged it (too short to be worth
-        checking, or auto mode chose another way), against the tokens the round produced. Free, and
-        it keeps learning the acceptance of short matches: otherwise a bucket whose prior says "not
-        worth checking" would never be checked, and never measured."""
-        if self._unchecked is None:
-            return
-        start, bucket, copied = self._unchecked
-        self._unchecked = None
-        if len(context) <= start:                        # (find() dropped it if the context changed)
-            return
-        produced = context[start:start + len(copied)]
-        kept = 0
-        while kept < len(produced) and produced[kept] == copied[kept]:
-            kept += 1
-        self.buckets[bucket].record(kept, kept + (kept < len(produced)))
-
-    def observe(self, n_drafted: int, n_accepted: int) -> None:
-        if n_drafted:
-            self._unchecked = None                       # the verify pass judged it
-            self.buckets[match_bucket(self.last_match_len)].record(n_accepted, n_drafted)
-            self.streak = self.streak + 1 if n_accepted == n_drafted else 0

@@ -37,7 +37,7 @@ def spec_words(run: CompareRun) -> str:
     spec = run.spec
     if not spec.speculating:
         return "Speculation off"
-    gamma = f"γ ≤ {spec.draft_max}, auto" if spec.auto else f"γ = {spec.draft_max}"
+    gamma = "auto" if spec.auto else f"γ = {spec.draft_max}"
     return f"Speculation on ({'draft model' if spec.drafter == 'model' else 'prompt lookup'}, {gamma})"
 
 

@@ -12,6 +12,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QButtonGroup, QDoubleSpinBox, QFrame, QHBoxLayout, QLabel, QSizePolicy, QSlider,
                                QSpinBox, QToolButton, QVBoxLayout, QWidget)
 
+from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX
 from desktop_app.engine.events import RoundEvent
 from desktop_app.engine.settings import DRAFT_MAX_LIMIT, SpecSettings
 
@@ -238,18 +239,19 @@ class SpecBar(QFrame):
             a.setEnabled(self.gamma.isEnabled())
         gamma = self.gamma.value()
         if on and self._auto:
-            self.gamma_label.setText(auto_text(self._last_round) if self._last_round else f"auto: γ ≤ {gamma}")
+            self.gamma_label.setText(auto_text(self._last_round) if self._last_round else f"auto: γ 0–{AUTO_GAMMA_MAX}")
         else:
             self.gamma_label.setText(f"γ = {gamma}")
         self.gamma.setToolTip(
             f"Draft length γ: tokens drafted per round ({UP_KEYS} longer, {DOWN_KEYS} shorter). "
-            + ("In Auto the engine picks γ each round, up to this." if self._auto else "")
+            + (f"In Auto the engine picks γ each round, 0 to {AUTO_GAMMA_MAX}, whatever this is set to."
+               if self._auto else "")
             + ("" if on else "Speculation is off."))
         self.advanced.setEnabled(on)
         if not on:
             text, state = "Plain decoding", "plain"
         elif self._auto:
-            text, state = f"Speculating: auto, γ ≤ {gamma}", "auto"
+            text, state = "Speculating: auto", "auto"
         else:
             text, state = f"Speculating: {DRAFTER_WORDS[self._effective_drafter()]}, γ {gamma}", "on"
         self.mode.setText(text)

@@ -1,0 +1,298 @@
+"""Auto mode: each round, which drafter and how many tokens it drafts, from what this machine and this
+text have shown so far.
+
+Each round auto weighs plain decoding, prompt lookup's copy and (when the settings name it) the draft
+model, and takes the option with the best predicted tokens per second, E(γ) / (γ · step + verify(γ+1)):
+
+- verify(b): CostModel.verify_cost, timed at load for a few sizes, then refined by every real round
+  of that size (and every size in proportion to single-token passes). A step costs
+  CostModel.draft_step_s["model"] for the draft model, nothing for a copy.
+- E(γ) for a copy: keep rates by the length L of the match each copied token would extend (the
+  match that found the copy plus the copied tokens before it): a copy that has been right for L
+  tokens tends to stay right, and how much so is measured on this reply. Every copy found, drafted
+  or not, is judged for free as the text reaches it, so these numbers are always current.
+- E(γ) for the draft model: keep rates by draft position (KeepRates), learnt from its rounds. Their
+  prior is the target's own recent confidence (its probability of the tokens it chose): a draft
+  agrees with the target about as often as the target is sure of itself (measured on the recorded
+  traces: 0.61-0.99 agreement against 0.54-1.00 confidence, prompt by prompt).
+- The draft model reads the text lazily: until auto first drafts with it in a reply, its prompt pass
+  is not paid (time to first token is plain decoding's). Choosing it means catching it up first,
+  at CostModel.prefill_s per token; that cost is spread over the tokens left in the reply, and
+  must be repaid against the recent rate of the rounds without it.
+- Exploration: the draft model has no free judgement, so it is explored (a probe round) when it
+  has hardly been tried and could pay at the target's confidence, or, once tried, at its upper
+  confidence bound; a probe that does not lead to a win doubles the rounds before the next. Every
+  new reply moves all estimates part way back to their priors (its text may be of another kind), so
+  what looked bad before is tried again when the text changes; verify costs are re-measured by
+  every round, so choices follow the machine when it changes.
+
+No prior here encodes a machine: without measured costs auto decodes plainly.
+
+The constants below were chosen on the recorded traces of the built-in prompts (tests/data/traces),
+replayed under the cost profiles of cost_profiles.py (replay.py); the held-out prompts there were
+recorded after they were fixed. `AutoPolicy` holds no model: the decoder (decoding.py) and the
+replay drive the same object, the first with real passes, the second with a recorded text and a
+cost profile.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from desktop_app.engine.costs import CostModel, expected_tokens
+
+AUTO_GAMMA_MAX = 32          # auto's own ceiling of γ, whatever γ fixed mode is set to
+WIN_MARGIN = 1.02            # an option must be predicted 2 % faster than the best so far to win
+HORIZON_MAX = 256            # tokens over which a one-off cost (the draft's catch-up) is spread
+PRIOR_PULL = 0.25            # at every new reply, estimates move this far back towards their priors
+
+# Prompt lookup: keep rates by the length L of the match a copied token extends (the match that found
+# the copy, plus the copied tokens before it), prior and weight: a copy right for L tokens tends to
+# stay right.
+LOOKUP_BINS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+LOOKUP_PRIOR = (0.45, 0.6, 0.8, 0.85, 0.9, 0.92, 0.94, 0.94, 0.94, 0.94, 0.94)
+LOOKUP_PRIOR_WEIGHT = 5.5    # observations' worth of prior per bin
+LOOKUP_FORGET = 0.017        # every round, lookup's counts move this far back towards the prior
+
+# The draft model: keep rates by draft position 1, 2, 3-4, 5-8, 9-16, 17-32.
+MODEL_BINS = (1, 2, 3, 5, 9, 17)
+MODEL_PRIOR_WEIGHT = 3.6     # observations' worth of prior per position bin
+MODEL_FORGET = 0.084         # each draft-model round, its counts move this far towards the prior
+                             # (half as far in rounds without it)
+CONF_PRIOR = 0.7             # the target's confidence before any round
+CONF_DECAY = 0.96            # weight of the past in the target's recent confidence, per round
+CONF_MARGIN = 0.01           # a first probe must be able to pay at the confidence plus this
+MIN_EVIDENCE = 1.0           # draft-model rounds below which it counts as not tried
+PROBE_OPTIMISM = 1.0         # once tried, explored while it could pay this many standard errors up
+PROBE_GAMMA_MAX = 16         # the longest draft exploring the model
+PROBE_GAP_MIN = 16           # rounds without the draft model before it is probed again
+PROBE_GAP_MAX = 512
+FIRST_PROBE = 8              # the first round of a reply in which the model may be explored
+BIG_CATCH_UP = 16            # tokens behind from which catching the model up is an investment
+RECENT_DECAY = 0.9           # weight of the past in the recent rate the model must beat
+
+
+def _bin(bins: Sequence[int], i: int) -> int:
+    b = 0
+    while b + 1 < len(bins) and i >= bins[b + 1]:
+        b += 1
+    return b
+
+
+class KeepRates:
+    """keep(L) = P(the next drafted token is kept | the L - 1 before it were), in bins of L, as
+    pseudo-counts that can be pulled back towards a prior (forgetting)."""
+
+    def __init__(self, bins: Sequence[int], prior: Sequence[float], weight: float):
+        self.bins = tuple(bins)
+        self.prior = list(prior)
+        self.weight = weight
+        self.kept = [p * weight for p in self.prior]
+        self.tried = [weight] * len(bins)
+
+    def record(self, start: int, n_kept: int, rejected: bool) -> None:
+        """Tokens at L = start .. start + n_kept - 1 were kept, and when `rejected` the one after
+        them was not."""
+        for k in range(n_kept + rejected):
+            b = _bin(self.bins, start + k)
+            self.tried[b] += 1
+            self.kept[b] += k < n_kept
+
+    def pull_towards_prior(self, weight: float) -> None:
+        for b in range(len(self.bins)):
+            self.kept[b] = (1 - weight) * self.kept[b] + weight * self.prior[b] * self.weight
+            self.tried[b] = (1 - weight) * self.tried[b] + weight * self.weight
+
+    def keep(self, length: int, optimism: float = 0.0) -> float:
+        """keep(L); with optimism z > 0, z standard errors above it (at most 0.99)."""
+        b = _bin(self.bins, length)
+        p = self.kept[b] / self.tried[b]
+        if optimism:
+            p = min(0.99, p + optimism * (p * (1 - p) / (self.tried[b] + 1)) ** 0.5)
+        return p
+
+    def expected(self, start: int, gamma_max: int, optimism: float = 0.0) -> list[float]:
+        """E(γ) for γ = 0..gamma_max of a draft whose first token is at L = start: the tokens a
+        round yields, drafts kept plus the target's own."""
+        out = [1.0]
+        survive = 1.0
+        for k in range(gamma_max):
+            survive *= self.keep(start + k, optimism)
+            out.append(out[-1] + survive)
+        return out
+
+
+@dataclass(frozen=True)
+class Copy:
+    """Prompt lookup's best candidate this round: the tokens that followed the longest earlier match
+    of the text's tail (at most AUTO_GAMMA_MAX of them), and that match's length."""
+
+    tokens: tuple[int, ...]
+    match_len: int
+
+
+@dataclass(frozen=True)
+class ModelOption:
+    """The draft model, offered to auto this round: `behind` tokens of the text it has not read yet
+    (its catch-up, paid before it can draft)."""
+
+    behind: int
+
+
+@dataclass(frozen=True)
+class Choice:
+    drafter: str             # "none", "lookup" or "model"
+    gamma: int
+    rate: float              # predicted tokens per second (0.0: costs not measured yet)
+    probe: bool = False      # a round that explores the draft model rather than one predicted to win
+
+
+PLAIN = Choice("none", 0, 0.0)
+
+
+class AutoPolicy:
+    """Chooses (drafter, γ) per round; learns acceptance from verdicts and from the text itself.
+
+    Lifecycle: begin() at each reply, then per round choose() and, once the round is done,
+    observe(). Its numbers persist across replies for as long as the pair is loaded."""
+
+    def __init__(self, costs: CostModel):
+        self.costs = costs
+        self.model = KeepRates(MODEL_BINS, [CONF_PRIOR] * len(MODEL_BINS), MODEL_PRIOR_WEIGHT)
+        self.lookup = KeepRates(LOOKUP_BINS, LOOKUP_PRIOR, LOOKUP_PRIOR_WEIGHT)
+        self.confidence = CONF_PRIOR                     # the target's recent probability of its own tokens
+        self.model_evidence = 0.0                        # draft-model rounds seen (fading across replies)
+        self.probe_gap = PROBE_GAP_MIN
+        self.rounds_without_model = 0
+        self._probing = False
+        self._pending: list[list] = []                   # copies not yet fully judged: [start, match length, copy, kept]
+        self._recent_tokens = 0.0                        # tokens and seconds of recent rounds without the model
+        self._recent_s = 0.0
+
+    # -- a reply's lifecycle
+
+    def begin(self) -> None:
+        """A new reply: its text may be of another kind than the last one's, so estimates move part
+        way back to their priors; copies from the last reply are dropped unjudged."""
+        self.model.pull_towards_prior(PRIOR_PULL)
+        self.model_evidence *= 1 - PRIOR_PULL
+        self.lookup.pull_towards_prior(PRIOR_PULL)
+        self._pending.clear()
+        self.rounds_without_model = self.probe_gap - FIRST_PROBE
+        self._probing = False
+
+    def choose(self, context: Sequence[int], room: int, copy: Copy | None, model: ModelOption | None,
+               horizon: int) -> Choice:
+        """The option with the best predicted tokens per second for the round after `context`:
+        at most `room` drafted tokens, the lookup candidate `copy` (None: no match), the draft
+        model (None: not offered), `horizon` tokens left in the reply at most."""
+        self.settle(context)
+        if copy is not None and copy.tokens:
+            self._pending.append([len(context), copy.match_len, copy.tokens, 0])
+        plain_s = self.costs.verify_cost(1)
+        if not plain_s or room <= 0:
+            return PLAIN
+        best = Choice("none", 0, 1.0 / plain_s)
+        if copy is not None and copy.tokens:
+            expected = self.lookup.expected(copy.match_len, min(len(copy.tokens), room))
+            g, rate = self._best_gamma(expected, 0.0)
+            if g and rate > best.rate * WIN_MARGIN:
+                best = Choice("lookup", g, rate)
+        if model is not None:
+            best = self._weigh_model(best, model, room, max(1, min(horizon, HORIZON_MAX)))
+        return best
+
+    def observe(self, choice: Choice, n_drafted: int, n_kept: int, seconds: float,
+                confidence: float | None = None) -> None:
+        """The round `choice` led to: n_drafted checked and the first n_kept kept, in `seconds`
+        (drafting and verifying), and the target's probability of the token it chose itself
+        (`confidence`). Copies need no report: settle() judges them from the text."""
+        if confidence is not None:
+            self.confidence = CONF_DECAY * self.confidence + (1 - CONF_DECAY) * confidence
+            self.model.prior = [self.confidence] * len(MODEL_BINS)
+        self.lookup.pull_towards_prior(LOOKUP_FORGET)
+        if choice.drafter == "model" and n_drafted:
+            self.model.pull_towards_prior(MODEL_FORGET)
+            self.model.record(1, n_kept, n_kept < n_drafted)
+            self.model_evidence += 1
+            self.rounds_without_model = 0
+        else:
+            self.model.pull_towards_prior(MODEL_FORGET / 2)
+            self.rounds_without_model += 1
+            self._recent_tokens = RECENT_DECAY * self._recent_tokens + n_kept + 1
+            self._recent_s = RECENT_DECAY * self._recent_s + seconds
+
+    def settle(self, context: Sequence[int]) -> None:
+        """Judge earlier copies against the text now known, as a verify pass would have: each copied
+        token as soon as the text reaches it, until the copy's first wrong token or its end."""
+        still = []
+        for item in self._pending:
+            start, match_len, copy, kept = item
+            known = context[start + kept:start + len(copy)]
+            n = 0
+            while n < len(known) and known[n] == copy[kept + n]:
+                n += 1
+            rejected = n < len(known)
+            if n or rejected:
+                self.lookup.record(match_len + kept, n, rejected)
+            item[3] = kept + n
+            if not rejected and item[3] < len(copy):
+                still.append(item)
+        self._pending = still
+
+    @property
+    def recent_rate(self) -> float:
+        """Tokens per second of the recent rounds without the draft model: what catching it up
+        must be repaid against."""
+        return self._recent_tokens / self._recent_s if self._recent_s > 0 else 0.0
+
+    # -- predictions
+
+    def _best_gamma(self, expected: Sequence[float], step_s: float) -> tuple[int, float]:
+        """(γ ≥ 1, tokens per second) with the best predicted rate for E(γ) = expected[γ], or
+        (0, 0.0) when no verify cost of those sizes is known."""
+        best_g, best = 0, 0.0
+        for g in range(1, len(expected)):
+            verify = self.costs.verify_cost(g + 1)
+            if verify is None:
+                break
+            rate = expected[g] / (g * step_s + verify)
+            if rate > best:
+                best_g, best = g, rate
+        return best_g, best
+
+    def _weigh_model(self, best: Choice, model: ModelOption, room: int, horizon: int) -> Choice:
+        """The draft model against the best option so far: chosen on its estimate, explored, or not."""
+        step = self.costs.draft_step_s.get("model")
+        if step is None:
+            return best
+        catch_up = model.behind * self.costs.prefill_s.get("model", step)
+
+        def with_catch_up(rate: float) -> float:     # the rate over the horizon, catch-up included
+            return horizon / (horizon / rate + catch_up) if rate > 0 else 0.0
+
+        bar = max(best.rate, self.recent_rate) if model.behind > BIG_CATCH_UP else best.rate
+        g, rate = self._best_gamma(self.model.expected(1, room), step)
+        if g and with_catch_up(rate) > bar * WIN_MARGIN:
+            self.probe_gap = PROBE_GAP_MIN
+            self._probing = False
+            return Choice("model", g, rate)
+        exploring = self._probing and self.rounds_without_model == 0
+        if not exploring and self.rounds_without_model < self.probe_gap:
+            return best
+        n = min(room, PROBE_GAMMA_MAX)
+        if self.model_evidence < MIN_EVIDENCE:      # hardly tried: could it pay at the target's confidence?
+            alpha = min(0.99, self.confidence + CONF_MARGIN)
+            optimistic = [expected_tokens(alpha, k) for k in range(n + 1)]
+        else:
+            optimistic = self.model.expected(1, n, PROBE_OPTIMISM)
+        g_opt, rate_opt = self._best_gamma(optimistic, step)
+        if g_opt and with_catch_up(rate_opt) > bar * WIN_MARGIN:
+            if not exploring:
+                self.probe_gap = min(PROBE_GAP_MAX, 2 * self.probe_gap)
+            self._probing = True
+            return Choice("model", g_opt, rate_opt, probe=True)
+        self._probing = False
+        if not exploring:
+            self.rounds_without_model = 0                # not even optimistically: look again after a gap
+        return best

@@ -1,0 +1,91 @@
+"""Cost profiles: what a machine charges for each kind of pass, for judging auto mode in replay.
+
+A profile gives the milliseconds of a target pass over b tokens with logits at every position (a
+verify pass; b = 1 is a plain step), of one draft-model step, and of one token of a batched prompt
+pass through each model. Sizes between those listed are interpolated (CostModel.verify_cost).
+
+Built in:
+- "steep": this project's 2-core AMD EPYC, demo pair (README, "What it means"): a 17-token check
+  costs 8.6-9.9 single passes.
+- "xeon": a 2-core Intel Xeon with repacking off, from llama-bench pp1/2/3/5/9/17/33 = 80/108/133/
+  178/223/299/391 ms (issue #14); its prompt costs from the time to first token the same issue
+  measured there (edit prompt, 330 tokens: 1550 ms plain, about 2700 ms with the draft reading it).
+  Its draft step was not measured there: 0.45 of a target pass is assumed (the 0.5B/1.5B ratio of
+  weight bytes, 0.38, plus the draft's large output layer).
+- "gpu": a verify pass of up to 17 tokens costs 1.1-1.5 single passes, as a pass over a few tokens
+  does on a GPU while reading the weights dominates. Sources: llama.cpp PR #16894's
+  llama-batched-bench table (7B Q8_0, GPU: 79 t/s at 1 sequence, 136 at 2, 225 at 4, so a pass over
+  2 tokens costs 1.16 single passes and over 4, 1.41), and llama.cpp issue #3479 (vLLM on an A100:
+  46 t/s at batch 1, 400 at batch 10, a pass over 10 tokens 1.15 single passes). Here 1.1 at 2
+  tokens, rising to 1.5 at 17 and 2.2 at 33. The draft step is 0.55 of a target pass: small models on
+  a GPU are bound by kernel launches more than by their weights, so a 0.5B step is not a third of a
+  1.5B one (an assumption, not a measurement).
+- "here": measured on the machine at hand when a trace is recorded (trace.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from desktop_app.engine.costs import CostModel
+
+
+@dataclass(frozen=True)
+class CostProfile:
+    name: str
+    source: str
+    verify_ms: Mapping[int, float]                 # batch size -> ms of one pass, logits at every position
+    draft_step_ms: float                           # one draft-model step
+    prefill_ms: Mapping[str, float] = field(default_factory=dict)   # "target"/"model" -> ms per prompt token
+
+    def cost_model(self) -> CostModel:
+        """A CostModel holding this profile's costs, in seconds."""
+        return CostModel(verify_s={b: ms / 1000 for b, ms in self.verify_ms.items()},
+                         draft_step_s={"model": self.draft_step_ms / 1000, "lookup": 0.0, "none": 0.0},
+                         prefill_s={k: ms / 1000 for k, ms in self.prefill_ms.items()})
+
+    def verify_s(self, batch: int) -> float:
+        return self._model().verify_cost(batch)
+
+    def _model(self) -> CostModel:
+        cached = self.__dict__.get("_cost_model")
+        if cached is None:
+            cached = self.cost_model()
+            object.__setattr__(self, "_cost_model", cached)
+        return cached
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "source": self.source, "verify_ms": {str(b): ms for b, ms in self.verify_ms.items()},
+                "draft_step_ms": self.draft_step_ms, "prefill_ms": dict(self.prefill_ms)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "CostProfile":
+        return cls(d["name"], d.get("source", ""), {int(b): float(ms) for b, ms in d["verify_ms"].items()},
+                   float(d["draft_step_ms"]), {k: float(v) for k, v in d.get("prefill_ms", {}).items()})
+
+
+_STEEP_PASS = 37.0
+STEEP = CostProfile(
+    "steep", "2-core AMD EPYC, demo pair: README 'What it means' (1 token 37 ms; 2: 1.85x, 4: 2.5x, "
+    "5: 3.6x, 7: 179 ms, 8: 238 ms, 15: 341 ms, 16: 7.6x, 17: 8.6x, 32: 12x); draft step 0.6 of a pass; "
+    "prompt 8.8 and 4.7 ms per token (docs/bench-demo.md, edit prompt TTFT)",
+    {1: _STEEP_PASS, 2: 1.85 * _STEEP_PASS, 4: 2.5 * _STEEP_PASS, 5: 3.6 * _STEEP_PASS, 7: 179.0, 8: 238.0,
+     15: 341.0, 16: 7.6 * _STEEP_PASS, 17: 8.6 * _STEEP_PASS, 32: 12.0 * _STEEP_PASS, 33: 12.4 * _STEEP_PASS},
+    0.6 * _STEEP_PASS, {"target": 8.8, "model": 4.7})
+
+XEON = CostProfile(
+    "xeon", "2-core Intel Xeon, repacking off: llama-bench pp1/2/3/5/9/17/33 = 80/108/133/178/223/299/391 ms "
+    "(issue #14); prompt 4.7 and 3.5 ms per token from its TTFT; draft step assumed 0.45 of a pass",
+    {1: 80.0, 2: 108.0, 3: 133.0, 5: 178.0, 9: 223.0, 17: 299.0, 33: 391.0},
+    0.45 * 80.0, {"target": 4.7, "model": 3.5})
+
+_GPU_PASS = 4.0
+GPU = CostProfile(
+    "gpu", "GPU-like: a verify of up to 17 tokens costs 1.1-1.5 single passes (llama.cpp PR #16894's "
+    "llama-batched-bench, issue #3479's vLLM figures); draft step 0.55 of a pass (assumed); prompt 0.05 and "
+    "0.03 ms per token",
+    {1: _GPU_PASS, 2: 1.1 * _GPU_PASS, 5: 1.2 * _GPU_PASS, 9: 1.3 * _GPU_PASS, 17: 1.5 * _GPU_PASS,
+     33: 2.2 * _GPU_PASS},
+    0.55 * _GPU_PASS, {"target": 0.05, "model": 0.03})
+
+BUILTIN = {p.name: p for p in (STEEP, XEON, GPU)}

@@ -1,0 +1,67 @@
+"""Auto mode in the real decoder, on the test pair: its own γ range and the draft model's lazy prefill."""
+import pytest
+
+from desktop_app.engine import GREEDY, ModelPair
+from desktop_app.engine.auto_policy import AutoPolicy
+
+from engine_helpers import first_divergence_gap, max_batch_deviation, prompt_tokens, run
+
+pytestmark = pytest.mark.network
+
+REPEAT = ("<|im_start|>user\nRepeat exactly: the cat sat on the mat, the dog lay on the rug, the bird flew over "
+          "the house.<|im_end|>\n<|im_start|>assistant\n")
+
+
+@pytest.fixture(scope="module")
+def pair(test_model_path, q2k_draft_path):
+    with ModelPair.load(test_model_path, q2k_draft_path) as p:
+        yield p
+
+
+def _fix_costs(pair, monkeypatch, verify_ms: dict, draft_ms: float):
+    """Given costs that rounds do not move, and a fresh policy on them."""
+    costs = pair.decoder.costs
+    monkeypatch.setattr(costs, "verify_s", {k: v / 1000 for k, v in verify_ms.items()})
+    monkeypatch.setattr(costs, "draft_step_s", {"model": draft_ms / 1000})
+    monkeypatch.setattr(costs, "prefill_s", {"model": draft_ms / 1000 / 8})
+    for name in ("record_verify", "record_draft", "record_prefill"):
+        monkeypatch.setattr(costs, name, lambda *a: None)
+    monkeypatch.setattr(pair.decoder, "policy", AutoPolicy(costs))
+
+
+def test_auto_drafts_longer_than_the_fixed_gamma(pair, monkeypatch):
+    """draft max is fixed mode's γ, not auto's ceiling: with checks nearly free, auto copies long runs
+    even when draft max says 2."""
+    _fix_costs(pair, monkeypatch, {1: 30, 2: 31, 3: 32, 5: 34, 9: 38, 17: 46, 33: 60}, 60)
+    prompt = prompt_tokens(pair.target, REPEAT)
+    rounds, _, finish = run(pair, prompt, GREEDY, max_tokens=48, drafter="lookup", draft_max=2, auto=True)
+    assert max(r.gamma for r in rounds) > 2
+    assert sum(r.accepted for r in rounds) >= 8
+    _, _, plain = run(pair, prompt, GREEDY, max_tokens=48, enabled=False)
+    assert plain.tokens == finish.tokens
+
+
+def test_the_draft_model_reads_the_prompt_only_when_auto_drafts_with_it(pair, monkeypatch):
+    """Where no draft-model round could pay (a draft step dearer than a target pass), auto never
+    drafts with it and it reads nothing: the reply starts as fast as plain decoding's. In fixed mode
+    it reads the prompt at once. Where it pays, it catches up on its first round and then drafts."""
+    prompt = prompt_tokens(pair.target)
+    _fix_costs(pair, monkeypatch, {1: 30, 2: 60, 3: 90, 5: 150, 9: 270, 17: 510, 33: 990}, 60)
+    pair.draft_ctx.clear()
+    rounds, _, _ = run(pair, prompt, GREEDY, max_tokens=24, drafter="model", draft_max=4, auto=True)
+    assert "model" not in {r.drafter for r in rounds}
+    assert pair.draft_ctx.tokens == []
+
+    pair.draft_ctx.clear()
+    fixed, _, _ = run(pair, prompt, GREEDY, max_tokens=1, drafter="model", draft_max=4)
+    assert len(pair.draft_ctx.tokens) >= len(prompt) - 1
+
+    _fix_costs(pair, monkeypatch, {1: 30, 2: 31, 3: 32, 5: 34, 9: 38, 17: 46, 33: 60}, 1)
+    pair.draft_ctx.clear()
+    rounds, _, finish = run(pair, prompt, GREEDY, max_tokens=48, drafter="model", draft_max=4, auto=True)
+    model_rounds = [r for r in rounds if r.drafter == "model"]
+    assert model_rounds and sum(r.accepted for r in model_rounds) > 0
+    assert pair.draft_ctx.tokens[:len(prompt) - 1] == prompt[:-1]      # it caught up on the prompt
+    _, _, plain = run(pair, prompt, GREEDY, max_tokens=48, enabled=False)
+    gap = first_divergence_gap(pair.target, prompt, plain.tokens, finish.tokens)
+    assert gap is None or gap[1] <= 2 * max_batch_deviation(pair.target)

@@ -1,0 +1,123 @@
+"""Auto mode's policy (engine/auto_policy.py) on given costs: no model, no timing."""
+from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX, PLAIN, AutoPolicy, Copy, ModelOption
+from desktop_app.engine.cost_profiles import GPU, STEEP
+from desktop_app.engine.costs import CostModel
+
+
+def _policy(profile, draft=True) -> AutoPolicy:
+    costs = profile.cost_model()
+    if not draft:
+        costs.draft_step_s.pop("model")
+    policy = AutoPolicy(costs)
+    policy.begin()
+    return policy
+
+
+def _round(policy, context, choice, kept, seconds=0.05, confidence=None):
+    policy.observe(choice, choice.gamma, kept, seconds, confidence)
+
+
+def test_auto_decodes_plainly_until_a_cost_is_measured():
+    policy = AutoPolicy(CostModel())
+    policy.begin()
+    copy = Copy(tuple(range(10, 26)), 40)
+    assert policy.choose(list(range(50)), 16, copy, ModelOption(0), 100) == PLAIN
+
+
+def test_copies_are_judged_from_the_text_whether_drafted_or_not():
+    """Copies after a two-token match that turn out wrong make such copies not worth a verify batch
+    on a steep CPU, so they stop being drafted. They are still judged by the text that follows:
+    once copies turn out right again, the estimate rises until copying pays again."""
+    policy = _policy(STEEP, draft=False)
+    copy = (7, 8, 9, 10)
+    text = [1, 2]
+    for _ in range(60):                           # every copy wrong at once
+        choice = policy.choose(text, 8, Copy(copy, 2), None, 100)
+        _round(policy, text, choice, 0)
+        text = text + [99, 1, 2]
+    assert policy.choose(text, 8, Copy(copy, 2), None, 100).drafter == "none"
+    rounds = 0
+    while True:
+        text = text + list(copy) + [1, 2]         # the text went on as the copy said, then repeats the match
+        choice = policy.choose(text, 8, Copy(copy, 2), None, 100)
+        _round(policy, text, choice, 0)
+        rounds += 1
+        if choice.drafter == "lookup" or rounds > 60:
+            break
+    assert choice.drafter == "lookup" and 1 <= choice.gamma <= len(copy) and 1 < rounds <= 60
+
+
+def test_copy_length_follows_the_verify_costs():
+    """The same copy after a long match: a long draft where checking is nearly free, a shorter one
+    where each checked token costs most of a pass, never longer than the copy or the room."""
+    copy = Copy(tuple(range(100, 132)), 40)
+    context = list(range(60))
+    flat = _policy(GPU, draft=False).choose(context, AUTO_GAMMA_MAX, copy, None, 200)
+    steep = _policy(STEEP, draft=False).choose(context, AUTO_GAMMA_MAX, copy, None, 200)
+    assert flat.drafter == steep.drafter == "lookup"
+    assert flat.gamma > steep.gamma >= 1 and flat.gamma <= 32
+    assert _policy(GPU, draft=False).choose(context, 5, copy, None, 200).gamma <= 5
+
+
+def test_the_draft_model_is_never_read_where_it_cannot_pay():
+    """On the steep CPU a draft step costs 0.6 of a pass and a batch of 5 costs 3.6 passes: the draft
+    model loses even if every guess were kept, so auto never explores it and never pays its
+    catch-up (the prompt pass it would need)."""
+    policy = _policy(STEEP)
+    context = list(range(300))
+    for i in range(400):
+        choice = policy.choose(context, 32, None, ModelOption(len(context) - 1), 500)
+        assert choice.drafter == "none"
+        _round(policy, context, choice, 0)
+        context = context + [i]
+
+
+def _explore(policy, kept_of, rounds=60, behind=40, confidence=None):
+    """Drive the policy on a text with no copies; the draft model keeps kept_of(γ) of γ drafts, and
+    the target is as sure of its own tokens as `confidence` says (None: not told)."""
+    context = list(range(1000, 1100))
+    used = []
+    for _ in range(rounds):
+        choice = policy.choose(context, 32, None, ModelOption(behind), 400)
+        kept = kept_of(choice.gamma) if choice.drafter == "model" else 0
+        _round(policy, context, choice, kept, confidence=confidence)
+        used.append(choice)
+        if choice.drafter == "model":
+            behind = 0
+        context = context + [7] * (kept + 1)
+    return used
+
+
+def test_a_good_draft_model_is_explored_then_used_on_its_own_estimate():
+    policy = _policy(GPU)
+    used = _explore(policy, lambda g: g, confidence=0.97)   # every draft kept, on a text the target is sure of
+    model = [c for c in used if c.drafter == "model"]
+    assert model and any(not c.probe for c in model)        # chosen on what it showed
+    assert model[-1].gamma >= 4 and model[-1].gamma > model[0].gamma     # longer as its drafts prove right
+    assert sum(c.drafter == "model" for c in used[-20:]) >= 18
+
+
+def test_a_poor_draft_model_costs_few_rounds_and_is_tried_again_when_the_text_changes():
+    policy = _policy(GPU)
+    for _ in range(5):                                      # five replies where the model is useless
+        used = _explore(policy, lambda g: 0, rounds=100, confidence=0.6)
+        assert sum(c.drafter == "model" for c in used) <= 6
+        policy.begin()
+    used = _explore(policy, lambda g: g, rounds=100, confidence=0.97)   # then a reply it predicts well
+    assert sum(c.drafter == "model" for c in used[-40:]) >= 36
+
+
+def test_catching_the_draft_model_up_is_weighed_against_what_it_would_gain():
+    """With a draft model worth exploring on a GPU, a short text is worth catching up on; a long one
+    whose reply is nearly over is not: the catch-up is spread over the tokens left."""
+    def first_model_round(behind, horizon):
+        policy = _policy(GPU)
+        for i in range(40):
+            choice = policy.choose(list(range(behind + 1)), 32, None, ModelOption(behind), horizon)
+            if choice.drafter == "model":
+                return i
+            _round(policy, [], choice, 0)
+        return None
+
+    assert first_model_round(30, 200) is not None
+    assert first_model_round(3000, 8) is None

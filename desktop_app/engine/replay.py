@@ -1,0 +1,243 @@
+"""Replay: run a setting over a recorded trace (trace.py) under a cost profile (cost_profiles.py).
+
+The same text, the same copies and the same draft-model guesses as the recorded run; only the
+costs are the profile's. Fixed settings draft as the app's fixed modes do; "auto" drives the very
+AutoPolicy the decoder uses, which learns the profile's costs from the rounds it sees, after a
+calibration at load as the app's. So policies are compared on the same work, on machines we do not
+have, in milliseconds.
+
+A round that drafts γ tokens with the draft model costs γ draft steps plus a verify pass of γ+1
+tokens; a copied draft costs only its verify pass; a plain step is a verify pass of 1. A draft model
+that has not read the text (auto's lazy prefill) first reads it at the profile's prompt cost per
+token. Time to first token: the target's prompt pass (and, where the draft model reads the prompt at
+once, the draft's), then the first round.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX, AutoPolicy, Copy, ModelOption
+from desktop_app.engine.calibration import VERIFY_SIZES
+from desktop_app.engine.cost_profiles import CostProfile
+from desktop_app.engine.costs import CostModel
+from desktop_app.engine.drafters import PromptLookupDrafter
+from desktop_app.engine.trace import Trace
+
+FIXED_LOOKUP = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+FIXED_MODEL = (1, 2, 3, 4, 6, 8, 12, 16)
+
+
+@dataclass(frozen=True)
+class Setting:
+    drafter: str             # "none" (plain), "lookup", "model", "auto" (model and lookup), "auto-lookup",
+                             # or "ngram-simple" (llama.cpp's: n = ngram_n, γ = m)
+    gamma: int = 0
+    ngram_n: int = 0
+
+    @property
+    def name(self) -> str:
+        if self.drafter == "none":
+            return "plain"
+        if self.drafter.startswith("auto"):
+            return self.drafter
+        if self.drafter == "ngram-simple":
+            return f"ngram-simple n={self.ngram_n} m={self.gamma}"
+        return f"{self.drafter} γ={self.gamma}"
+
+
+PLAIN = Setting("none")
+AUTO = Setting("auto")
+
+
+def fixed_settings(has_draft: bool) -> list[Setting]:
+    """Every fixed setting a user could pick: plain, lookup and (with a draft model) model at each γ."""
+    out = [PLAIN] + [Setting("lookup", g) for g in FIXED_LOOKUP]
+    if has_draft:
+        out += [Setting("model", g) for g in FIXED_MODEL]
+    return out
+
+
+@dataclass
+class ReplayResult:
+    setting: str
+    n_tokens: int
+    decode_s: float          # after the prompt pass(es): what tokens per second divides by
+    ttft_s: float
+    rounds: dict[str, int] = field(default_factory=dict)     # rounds per drafter ("none" = plain)
+    drafted: int = 0
+    kept: int = 0
+    trail: list[tuple[str, int, int]] = field(default_factory=list)   # every round: (drafter, drafted, kept)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.n_tokens / self.decode_s if self.decode_s > 0 else 0.0
+
+
+def ngram_simple_copy(context, n: int, m: int) -> list[int]:
+    """llama.cpp's ngram-simple draft (common/ngram-map.cpp, common_ngram_simple_draft): the m tokens
+    after the most recent earlier occurrence of the last n tokens; nothing when fewer than n follow."""
+    cur = len(context)
+    if cur <= n + m + 1:
+        return []
+    pattern = list(context[cur - n:])
+    for j in range(cur - n - 1, 0, -1):
+        if list(context[j:j + n]) == pattern:
+            copy_max = min(m, cur - (j + n))
+            return [] if copy_max < n else [int(t) for t in context[j + n:j + n + copy_max]]
+    return []
+
+
+class _Clock:
+    """The profile's costs, with seeded multiplicative noise (a shared machine is not a metronome)."""
+
+    def __init__(self, profile: CostProfile, noise: float, seed: int):
+        self.profile = profile
+        self.noise = noise
+        self.rng = np.random.default_rng(seed)
+
+    def _jitter(self, seconds: float) -> float:
+        return seconds * float(np.exp(self.rng.normal(0.0, self.noise))) if self.noise else seconds
+
+    def verify(self, batch: int) -> float:
+        return self._jitter(self.profile.verify_s(batch))
+
+    def steps(self, n: int) -> float:
+        return self._jitter(n * self.profile.draft_step_ms / 1000)
+
+    def prefill(self, model: str, n: int) -> float:
+        ms = self.profile.prefill_ms.get(model, self.profile.draft_step_ms if model == "model" else 0.0)
+        return self._jitter(n * ms / 1000)
+
+
+def calibrated(clock: _Clock) -> CostModel:
+    """What the app's calibration at load would measure on this profile (calibration.py)."""
+    costs = CostModel()
+    costs.verify_s[1] = clock.verify(1)
+    for k in VERIFY_SIZES:
+        costs.verify_s[k] = clock.verify(k)
+    costs.draft_step_s["model"] = clock.steps(1)
+    for model in ("target", "model"):
+        costs.prefill_s[model] = clock.prefill(model, 64) / 64
+    return costs
+
+
+def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 0.0, seed: int = 0,
+           policy: AutoPolicy | None = None) -> ReplayResult:
+    """Run `setting` over `trace` under `profile`. For auto, `policy` (default: a fresh one, as after
+    loading) carries what earlier replies taught it."""
+    clock = _Clock(profile, noise, seed)
+    text = trace.prompt + trace.reply
+    n_prompt, n = len(trace.prompt), len(trace.reply)
+    lookup = PromptLookupDrafter()
+    auto = setting.drafter.startswith("auto")
+    if auto and policy is None:
+        policy = AutoPolicy(calibrated(clock))
+    use_model = setting.drafter == "auto" and trace.has_draft
+    prompt_s = clock.prefill("target", n_prompt - 1)
+    draft_read = 0                                  # tokens of the text the draft model has read
+    if setting.drafter == "model":
+        prompt_s += clock.prefill("model", n_prompt - 1)          # fixed mode reads the prompt at once
+        draft_read = n_prompt - 1
+    if auto:
+        policy.begin()
+    result = ReplayResult(setting.name, n, 0.0, 0.0)
+    t = 0.0
+    j = 0
+    while j < n:
+        context = text[:n_prompt + j]
+        left = n - j
+        drafter, drafted, kept, cost = "none", 0, 0, 0.0
+        if setting.drafter in ("lookup", "model", "ngram-simple"):
+            g = min(setting.gamma, left - 1)
+            if g > 0 and setting.drafter == "lookup":
+                copy, _ = lookup.copy(context, g)
+                drafter, drafted, kept = "lookup", len(copy), trace.copy_run(j, copy)
+            elif g > 0 and setting.drafter == "ngram-simple":
+                copy = ngram_simple_copy(context, setting.ngram_n, g)
+                drafter, drafted, kept = "lookup", len(copy), trace.copy_run(j, copy)
+            elif g > 0:
+                drafter, drafted, kept = "model", g, trace.model_run(j, g)
+                cost += clock.steps(g)
+        elif auto:
+            g_max = min(AUTO_GAMMA_MAX, left - 1)
+            copied, match_len = lookup.copy(context, g_max) if g_max > 0 else ([], 0)
+            behind = max(0, len(context) - 1 - draft_read)
+            option = ModelOption(behind) if use_model else None
+            choice = policy.choose(context, g_max, Copy(tuple(copied), match_len) if copied else None, option, left)
+            if choice.drafter == "lookup":
+                drafter, drafted = "lookup", choice.gamma
+                kept = trace.copy_run(j, copied[:drafted])
+            elif choice.drafter == "model":
+                if behind:
+                    catch_up = clock.prefill("model", behind)
+                    policy.costs.record_prefill("model", behind, catch_up)
+                    cost += catch_up
+                drafter, drafted = "model", choice.gamma
+                kept = trace.model_run(j, drafted)
+                steps = clock.steps(drafted)
+                policy.costs.record_draft("model", drafted, steps)
+                cost += steps
+        if not drafted:
+            drafter = "none"                          # (a copy with nothing to copy is a plain step)
+        verify = clock.verify(drafted + 1)
+        cost += verify
+        if auto:
+            policy.costs.record_verify(drafted + 1, verify)
+            at = min(j + kept, n - 1)
+            policy.observe(choice, drafted, kept, cost, trace.confidence[at] if trace.confidence else None)
+        if drafter == "model":
+            draft_read = len(context) + kept
+        t += cost
+        if j == 0:
+            result.ttft_s = prompt_s + cost
+        result.rounds[drafter] = result.rounds.get(drafter, 0) + 1
+        result.trail.append((drafter, drafted, min(kept, n - j - 1)))
+        result.drafted += drafted
+        result.kept += kept
+        j += kept + 1
+    result.decode_s = t
+    return result
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Auto against every fixed setting on one trace under one profile (means over noise seeds)."""
+
+    profile: str
+    prompt: str
+    auto_tokens_per_s: float
+    plain_tokens_per_s: float
+    best_fixed: str
+    best_fixed_tokens_per_s: float
+    auto_ttft_s: float
+    plain_ttft_s: float
+    auto_rounds: dict
+
+    @property
+    def vs_best(self) -> float:
+        return self.auto_tokens_per_s / self.best_fixed_tokens_per_s
+
+    @property
+    def vs_plain(self) -> float:
+        return self.auto_tokens_per_s / self.plain_tokens_per_s
+
+    @property
+    def ttft_vs_plain(self) -> float:
+        return self.auto_ttft_s / self.plain_ttft_s if self.plain_ttft_s else 1.0
+
+
+def judge(trace: Trace, profile: CostProfile, has_draft: bool, noise: float = 0.05, seeds: int = 3) -> Verdict:
+    """Replay auto and every fixed setting (fixed_settings) on `trace` under `profile`, each with the
+    same `seeds` noise seeds, and compare their mean tokens per second."""
+
+    def mean(setting: Setting) -> tuple[float, float, dict]:
+        runs = [replay(trace, profile, setting, noise=noise, seed=k) for k in range(seeds)]
+        return (sum(r.tokens_per_s for r in runs) / seeds, sum(r.ttft_s for r in runs) / seeds, runs[0].rounds)
+
+    fixed = {s.name: mean(s) for s in fixed_settings(has_draft and trace.has_draft)}
+    best = max(fixed, key=lambda name: fixed[name][0])
+    auto = mean(AUTO)
+    plain = fixed[PLAIN.name]
+    return Verdict(profile.name, trace.name, auto[0], plain[0], best, fixed[best][0], auto[1], plain[1], auto[2])

@@ -1,0 +1,201 @@
+"""Recorded traces: real greedy replies with everything a policy needs to be judged on them later.
+
+A greedy reply is the target's argmax at every step, whatever drafted it; so one plain run fixes the
+text, and what any drafter would have had kept at any point follows from it:
+- prompt lookup: its copy is a function of the text so far; the target keeps the copied tokens up
+  to the first that differs from the reply;
+- the draft model: greedy, its i-th draft after position j is its argmax after the text up to j+i-1
+  as long as the drafts before it were kept (they are then the reply's tokens). So its argmax after
+  each prefix of the reply, read in one batched pass (`draft_next`), gives the run it would have
+  had kept from every position at every length.
+With the costs measured on the machine (a CostProfile named "here"), replay.py can then run any
+policy over the trace under any profile in milliseconds. (Batched and single-token passes round
+differently, so a live run can part from the trace at a near-tie; sampled replies are not traced.)
+"""
+from __future__ import annotations
+
+import json
+import platform
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from desktop_app.engine.cost_profiles import CostProfile
+
+TRACE_VERSION = 1
+
+
+@dataclass
+class Trace:
+    """One prompt's greedy reply and the draft model's argmax after each prefix of it."""
+
+    name: str
+    prompt: list[int]
+    reply: list[int]                              # the target's greedy reply (no end-of-generation token)
+    draft_next: list[int] = field(default_factory=list)   # [len(reply)]: the draft's argmax after
+                                                          # prompt + reply[:j]; empty: no draft model
+    confidence: list[float] = field(default_factory=list)  # [len(reply)]: the target's probability of
+                                                           # reply[j] after prompt + reply[:j]
+
+    @property
+    def has_draft(self) -> bool:
+        return bool(self.draft_next)
+
+    def model_run(self, j: int, gamma: int) -> int:
+        """How many of γ greedy draft-model tokens drafted after reply[:j] the target keeps."""
+        n = 0
+        while n < gamma and j + n < len(self.reply) and self.draft_next[j + n] == self.reply[j + n]:
+            n += 1
+        return n
+
+    def copy_run(self, j: int, copy: Sequence[int]) -> int:
+        """How many of `copy`, drafted after reply[:j], the target keeps."""
+        n = 0
+        while n < len(copy) and j + n < len(self.reply) and copy[n] == self.reply[j + n]:
+            n += 1
+        return n
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "prompt": self.prompt, "reply": self.reply, "draft_next": self.draft_next,
+                "confidence": [round(c, 4) for c in self.confidence]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Trace":
+        return cls(d["name"], list(d["prompt"]), list(d["reply"]), list(d.get("draft_next", [])),
+                   list(d.get("confidence", [])))
+
+
+@dataclass
+class TraceSet:
+    """Traces of one pair on one machine, with that machine's costs."""
+
+    target: str
+    draft: str | None
+    machine: str
+    here: CostProfile
+    traces: list[Trace]
+
+    def save(self, path: str) -> None:
+        doc = {"version": TRACE_VERSION, "target": self.target, "draft": self.draft, "machine": self.machine,
+               "here": self.here.to_json(), "traces": [t.to_json() for t in self.traces]}
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, separators=(",", ":"))
+
+    @classmethod
+    def load(cls, path: str) -> "TraceSet":
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        if doc.get("version") != TRACE_VERSION:
+            raise ValueError(f"{path}: trace version {doc.get('version')!r}, this Tandem reads {TRACE_VERSION}")
+        return cls(doc["target"], doc.get("draft"), doc.get("machine", ""), CostProfile.from_json(doc["here"]),
+                   [Trace.from_json(t) for t in doc["traces"]])
+
+
+def machine_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def record(pair, prompts: Sequence[tuple[str, list[int]]], n_tokens: int, profile_sizes: Sequence[int] = range(1, 34),
+           log=lambda _m: None) -> TraceSet:
+    """Greedy plain replies of `pair` (a loaded ModelPair) to each (name, prompt tokens), the draft's
+    argmax after each prefix, and the costs of this machine for every verify size in profile_sizes."""
+    from desktop_app.engine import GREEDY, Controls, FinishEvent, SpecSettings
+
+    traces = []
+    for name, prompt in prompts:
+        pair.target_ctx.clear()
+        finish = None
+        for event in pair.generate(prompt, GREEDY, Controls(SpecSettings(enabled=False)), n_tokens):
+            if isinstance(event, FinishEvent):
+                finish = event
+        reply = list(finish.tokens)
+        draft_next = _argmax(pair.draft_ctx, pair.target_ctx.n_vocab, prompt, reply)[0] if pair.draft_ctx else []
+        confidence = _argmax(pair.target_ctx, pair.target_ctx.n_vocab, prompt, reply)[1]
+        traces.append(Trace(name, list(prompt), reply, draft_next, confidence))
+        log(f"traced {name}: {len(prompt)} prompt tokens, {len(reply)} reply tokens")
+    here = measure_profile(pair, profile_sizes)
+    import os
+    return TraceSet(os.path.basename(pair.target.path), os.path.basename(pair.draft.path) if pair.draft else None,
+                    machine_name(), here, traces)
+
+
+def _argmax(ctx, n_vocab_target: int, prompt: Sequence[int], reply: Sequence[int]) -> tuple[list[int], list[float]]:
+    """The model's argmax after prompt + reply[:j] for every j, and its probability of reply[j]
+    there: one batched pass over the text."""
+    from desktop_app.engine.sampling import softmax_prob
+
+    n_common = min(ctx.n_vocab, n_vocab_target)
+    ctx.clear()
+    text = list(prompt) + list(reply)
+    ctx.eval(text[:len(prompt) - 1], logits="none")
+    top: list[int] = []
+    prob: list[float] = []
+    pos = len(prompt) - 1                       # logits after text[:pos + 1]
+    chunk = 32
+    while len(top) < len(reply):
+        piece = text[pos:pos + min(chunk, len(reply) - len(top))]
+        ctx.eval(piece, logits="all")
+        for i in range(len(piece)):
+            logits = ctx.logits(i)[:n_common]
+            top.append(int(np.argmax(logits)))
+            prob.append(float(softmax_prob(logits, reply[len(prob)])[0]))
+        pos += len(piece)
+    ctx.clear()
+    return top, prob
+
+
+def measure_profile(pair, sizes: Sequence[int] = range(1, 34), repeats: int = 2) -> CostProfile:
+    """This machine's costs for the pair: a verify pass of every size (the fastest of `repeats`), a
+    draft step (median of 8) and a prompt pass per token through each model."""
+    target = pair.target_ctx
+    token = pair.target.bos if pair.target.bos >= 0 else 0
+    target.clear()
+    target.eval([token] * 32, logits="none")            # a little context, as a reply has
+    base = len(target.tokens)
+    verify = {}
+    for k in sizes:
+        best = None
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            target.eval([token] * k, logits="all")
+            [int(np.argmax(target.logits(i))) for i in range(k)]
+            t = time.perf_counter() - t0
+            best = t if best is None else min(best, t)
+            target.truncate(base)
+        verify[k] = 1000 * best
+    prefill = {"target": _prefill_ms(target, token)}
+    step = 0.0
+    if pair.draft_ctx is not None:
+        draft = pair.draft_ctx
+        draft.clear()
+        draft.eval([token] * 32, logits="last")
+        times = []
+        for _ in range(8):
+            t0 = time.perf_counter()
+            draft.eval([token], logits="last")
+            int(np.argmax(draft.logits(-1)))
+            times.append(time.perf_counter() - t0)
+        step = 1000 * float(np.median(times))
+        prefill["model"] = _prefill_ms(draft, token)
+        draft.clear()
+    target.clear()
+    return CostProfile("here", f"measured on {machine_name()} with the traced pair", verify, step, prefill)
+
+
+def _prefill_ms(ctx, token: int, n: int = 256) -> float:
+    base = len(ctx.tokens)
+    n = min(n, ctx.n_ctx - base)
+    t0 = time.perf_counter()
+    ctx.eval([token] * n, logits="none")
+    ms = 1000 * (time.perf_counter() - t0) / n
+    ctx.truncate(base)
+    return ms

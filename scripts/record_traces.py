@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Record greedy traces of the built-in prompts for replay (desktop_app/engine/trace.py).
+
+    python scripts/record_traces.py -m qwen2.5-coder-1.5b -md qwen2.5-coder-0.5b -n 192 -o tests/data/traces/demo.json
+    python scripts/record_traces.py -m SmolLM2-135M-Instruct.Q4_1.gguf -md SmolLM2-135M-Instruct.Q2_K.gguf \
+        -n 192 -o tests/data/traces/smollm2.json
+    python scripts/record_traces.py -m qwen2.5-coder-1.5b -md qwen2.5-coder-0.5b -n 192 \
+        --prompts tests/data/traces/heldout_prompts.json -o tests/data/traces/demo-heldout.json
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from desktop_app import models  # noqa: E402
+from desktop_app.bench.prompts import load_prompts  # noqa: E402
+from desktop_app.chat.template import ChatTemplate, Message  # noqa: E402
+from desktop_app.engine import LoadOptions, ModelPair  # noqa: E402
+from desktop_app.engine.trace import record  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("-md", "--model-draft")
+    ap.add_argument("-n", type=int, default=192)
+    ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--prompts", default="builtin", help="builtin, or a prompts file as tandem bench takes")
+    a = ap.parse_args()
+    opts = LoadOptions(n_threads=a.threads, n_ctx=2048)
+    pair = ModelPair.load(models.path_for(a.model), models.path_for(a.model_draft) if a.model_draft else None,
+                          opts, opts)
+    with pair:
+        template = ChatTemplate(pair.target)
+        prompts = [(p.name, template.tokenize([Message("user", p.text)])) for p in load_prompts(a.prompts)]
+        traces = record(pair, prompts, a.n, log=lambda m: print(m, file=sys.stderr, flush=True))
+    traces.save(a.output)
+    print(f"wrote {a.output}: {len(traces.traces)} traces on {traces.machine}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -51,8 +51,9 @@ def _add_spec_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft-min", type=int, default=0, metavar="N", help="drop drafts shorter than this")
     p.add_argument("--draft-p-min", type=float, default=0.0, metavar="P",
                    help="stop drafting when the draft's top probability is below P")
-    p.add_argument("--auto", action="store_true", help="choose γ each round from measured costs and acceptance "
-                   "(with a draft model, prompt lookup competes each round too)")
+    p.add_argument("--auto", action="store_true", help="choose the drafter and γ (0-32, whatever --draft-max says) "
+                   "each round from this machine's measured costs and the acceptance seen so far; a draft model "
+                   "reads the prompt only once auto first drafts with it")
 
 
 def _add_sampling_options(p: argparse.ArgumentParser) -> None:
@@ -108,7 +109,11 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
                          help="a .json list or a text file with prompts separated by '---' lines (default: builtin)")
     p_bench.add_argument("--drafter", default="model,lookup", metavar="LIST", help="model, lookup (default both)")
     p_bench.add_argument("--draft-max", default="2,4,8", metavar="LIST", help="draft lengths (default 2,4,8)")
-    p_bench.add_argument("--auto", action="store_true", help="also run auto mode (up to the largest draft length)")
+    p_bench.add_argument("--auto", action="store_true", help="also run auto mode, and report it against the best "
+                         "fixed setting per prompt")
+    p_bench.add_argument("--replay", action="store_true", help="also record the prompts' greedy replies and replay "
+                         "auto against every fixed setting under each cost profile (steep, xeon, gpu, here)")
+    p_bench.add_argument("--save-traces", metavar="OUT.json", help="with --replay: keep the recorded traces")
     p_bench.add_argument("--temp", default="0", metavar="LIST", help="temperatures (default 0: greedy)")
     p_bench.add_argument("-n", "--n-tokens", type=int, default=128, help="tokens per run (default 128)")
     p_bench.add_argument("--repeat", type=int, default=3, help="repeats of every run (default 3)")

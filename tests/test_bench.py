@@ -22,7 +22,7 @@ def result(prompt, setting, repeat, tok_s, alpha=None, index=-1):
 def test_settings_put_plain_first_for_each_temperature():
     s = make_settings(["model", "lookup"], [2, 4], [0.0, 1.0], auto=True, has_draft_model=True)
     names = [x.name for x in s]
-    assert names[:6] == ["plain", "model γ=2", "model γ=4", "model auto≤4", "lookup γ=2", "lookup γ=4"]
+    assert names[:6] == ["plain", "model γ=2", "model γ=4", "model auto", "lookup γ=2", "lookup γ=4"]
     assert names[7] == "plain T=1" and len(names) == 14
     assert [x.name for x in make_settings(["model", "lookup"], [3], [0.0], False, False)] == ["plain", "lookup γ=3"]
 
@@ -63,6 +63,26 @@ def test_summary_medians_and_ratio_ranges():
     assert (spec_row.speedup_min, spec_row.speedup_max) == (1.0, 2.0)
     md = to_markdown([plain_row, spec_row], {"repeats": 3, "n_tokens": 10})
     assert "| a | lookup γ=4 | 15.0 |" in md and "1.50 (1.00–2.00)" in md
+
+
+def test_auto_is_reported_against_the_best_fixed_setting_of_each_prompt():
+    from desktop_app.bench.report import auto_verdicts
+
+    settings = [BenchSetting("none"), BenchSetting("lookup", 4), BenchSetting("lookup", 8),
+                BenchSetting("lookup", 8, auto=True)]
+    runs = []
+    for prompt, (lk4, lk8, auto) in {"a": (12.0, 15.0, 14.0), "b": (9.0, 8.0, 10.0)}.items():
+        runs += [result(prompt, "plain", 0, 10.0, index=0), result(prompt, "lookup γ=4", 0, lk4, index=1),
+                 result(prompt, "plain", 0, 10.0, index=2), result(prompt, "lookup γ=8", 0, lk8, index=3),
+                 result(prompt, "plain", 0, 10.0, index=4), result(prompt, "lookup auto", 0, auto, index=5),
+                 result(prompt, "plain", 0, 10.0, index=6)]
+    rows = summarize(runs, settings)
+    a, b = auto_verdicts(rows)
+    assert (a.prompt, a.best_fixed, a.speedup, a.best_speedup) == ("a", "lookup γ=8", 1.4, 1.5)
+    assert a.vs_best == pytest.approx(1.4 / 1.5) and a.ttft_vs_plain == 1.0
+    assert (b.best_fixed, b.best_speedup) == ("plain", 1.0) and b.vs_best == pytest.approx(1.0)
+    md = to_markdown(rows, {"repeats": 1, "n_tokens": 10})
+    assert "| a | lookup auto 1.40× | lookup γ=8 1.50× | 0.93 | 1.00 |" in md
 
 
 def test_prompt_files(tmp_path):
@@ -135,6 +155,26 @@ def test_bench_command_end_to_end(tmp_path, test_model_path):
     assert f"copy {ceiling['copy']:.2f}×" in md and f"free {ceiling['free']:.2f}×" in md
     image = QImage(str(tmp_path / "b.png"))
     assert image.width() == 1100 and image.height() == 650
+
+
+@pytest.mark.network
+def test_bench_replays_auto_under_every_cost_profile(tmp_path, test_model_path, q2k_draft_path):
+    from desktop_app.engine.trace import TraceSet
+
+    prompts = tmp_path / "p.json"
+    prompts.write_text(json.dumps([{"name": "copy", "prompt": "Repeat exactly: one two three four five six."}]))
+    out = subprocess.run(_bench(test_model_path, prompts, "-md", q2k_draft_path, "--draft-max", "2", "--auto",
+                                "--replay", "--save-traces", str(tmp_path / "t.json"), "--json", str(tmp_path / "b.json")),
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    doc = json.loads((tmp_path / "b.json").read_text())
+    verdicts = doc["meta"]["replay"]["verdicts"]
+    assert {v["profile"] for v in verdicts} == {"steep", "xeon", "gpu", "here"}
+    assert all(v["prompt"] == "copy" and v["vs_best"] > 0 and v["vs_plain"] > 0 for v in verdicts)
+    assert {a["prompt"] for a in doc["auto"]} == {"copy"}
+    traces = TraceSet.load(str(tmp_path / "t.json"))
+    assert traces.draft and [t.name for t in traces.traces] == ["copy"] and len(traces.here.verify_ms) == 33
+    assert "| here | copy |" in out.stdout and "Auto against the best fixed setting" in out.stdout
 
 
 def test_a_plot_qt_cannot_save_is_an_error_not_silence(tmp_path, qapp):

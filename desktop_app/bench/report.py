@@ -79,6 +79,38 @@ def summarize(results: list[RunResult], settings: list[BenchSetting]) -> list[Ro
     return rows
 
 
+@dataclass
+class AutoVerdict:
+    """Auto mode against the best fixed setting (plain included) for one prompt and temperature."""
+
+    prompt: str
+    auto: str
+    best_fixed: str
+    speedup: float | None            # auto's speed-up over plain
+    best_speedup: float | None       # the best fixed setting's
+    ttft_vs_plain: float | None      # auto's time to first token over plain's
+
+    @property
+    def vs_best(self) -> float | None:
+        return self.speedup / self.best_speedup if self.speedup and self.best_speedup else None
+
+
+def auto_verdicts(rows: list[Row]) -> list[AutoVerdict]:
+    """For every auto row: the fixed row of the same prompt and temperature with the best speed-up."""
+    out = []
+    for a in (r for r in rows if r.auto):
+        same = [r for r in rows if r.prompt == a.prompt and r.temperature == a.temperature and not r.auto]
+        plain = next((r for r in same if r.drafter == "none"), None)
+        scored = [(1.0 if r.drafter == "none" else r.speedup, r) for r in same
+                  if r.drafter == "none" or r.speedup is not None]
+        if not scored or plain is None:
+            continue
+        best_speedup, best = max(scored, key=lambda x: x[0])
+        out.append(AutoVerdict(a.prompt, a.setting, best.setting, a.speedup, best_speedup,
+                               a.ttft_s / plain.ttft_s if plain.ttft_s else None))
+    return out
+
+
 def _fmt(v, spec=".2f", none="–") -> str:
     return none if v is None else format(v, spec)
 
@@ -116,9 +148,27 @@ def to_markdown(rows: list[Row], meta: dict) -> str:
                       f"or decodes plainly), priced at the verify cost per batch size measured in this run: "
                   + ", ".join(f"{prompt} {c:.2f}×" + (f" ({setting})" if setting != "plain" else "")
                               for setting, prompt, c in ceilings) + "."]
+    verdicts = auto_verdicts(rows)
+    if verdicts:
+        lines += ["", "Auto against the best fixed setting of each prompt (speed-ups over plain, as above):", "",
+                  "| prompt | auto | best fixed | auto ÷ best fixed | auto TTFT ÷ plain's |", "|---|---|---|---|---|"]
+        for v in verdicts:
+            lines.append(f"| {v.prompt} | {v.auto} {_fmt(v.speedup)}× | {v.best_fixed} {_fmt(v.best_speedup)}× | "
+                         f"{_fmt(v.vs_best)} | {_fmt(v.ttft_vs_plain)} |")
+    replay = meta.get("replay")
+    if replay:
+        lines += ["", "Replay (`--replay`): the built-in prompts' greedy replies, recorded here, replayed under each "
+                      "cost profile (desktop_app/engine/cost_profiles.py); auto against every fixed setting, "
+                      f"means over {replay['seeds']} noise seeds (±{replay['noise']:.0%} per pass):", "",
+                  "| profile | prompt | auto ÷ best fixed (best) | auto ÷ plain | auto TTFT ÷ plain's |",
+                  "|---|---|---|---|---|"]
+        for v in replay["verdicts"]:
+            lines.append(f"| {v['profile']} | {v['prompt']} | {v['vs_best']:.2f} ({v['best_fixed']}) | "
+                         f"{v['vs_plain']:.2f} | {v['ttft_vs_plain']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
 def to_json(rows: list[Row], results: list[RunResult], meta: dict) -> str:
     return json.dumps({"meta": meta, "summary": [asdict(r) for r in rows],
+                       "auto": [dict(asdict(v), vs_best=v.vs_best) for v in auto_verdicts(rows)],
                        "runs": [r.to_json() for r in results]}, indent=2)

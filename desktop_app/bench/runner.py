@@ -24,7 +24,7 @@ class BenchSetting:
         if self.drafter == "none":
             base = "plain"
         else:
-            base = f"{self.drafter} auto≤{self.draft_max}" if self.auto else f"{self.drafter} γ={self.draft_max}"
+            base = f"{self.drafter} auto" if self.auto else f"{self.drafter} γ={self.draft_max}"
         return base if self.temperature == 0 else f"{base} T={self.temperature:g}"
 
     @property

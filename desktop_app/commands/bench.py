@@ -62,6 +62,33 @@ def memory_budget(paths: list[str], n_ctx: int, rss_loaded: int, peak: int) -> d
             "kv_caches_mb": kv / 1e6, "budget_base_mb": (files + kv) / 1e6, "overhead_mb": (peak - files - kv) / 1e6}
 
 
+def replay_verdicts(pair, prompts, n_tokens: int, save: str | None, log) -> dict:
+    """Record the prompts' greedy replies on `pair` (trace.py) and judge auto against every fixed
+    setting on them under each built-in cost profile and this machine's."""
+    from desktop_app.chat.template import ChatTemplate, Message
+    from desktop_app.engine.cost_profiles import BUILTIN as PROFILES
+    from desktop_app.engine.replay import judge
+    from desktop_app.engine.trace import record
+
+    template = ChatTemplate(pair.target)
+    log("recording traces for the replay (greedy replies, the draft's guesses, this machine's pass costs)")
+    traces = record(pair, [(p.name, template.tokenize([Message("user", p.text)])) for p in prompts], n_tokens, log=log)
+    if save:
+        try:
+            traces.save(save)
+        except OSError as exc:
+            print(f"tandem: error: --save-traces {save}: cannot be written ({exc.strerror or exc})", file=sys.stderr)
+    noise, seeds = 0.05, 3
+    verdicts = []
+    for profile in [*PROFILES.values(), traces.here]:
+        for trace in traces.traces:
+            v = judge(trace, profile, traces.draft is not None, noise, seeds)
+            verdicts.append({"profile": v.profile, "prompt": v.prompt, "best_fixed": v.best_fixed,
+                             "vs_best": v.vs_best, "vs_plain": v.vs_plain, "ttft_vs_plain": v.ttft_vs_plain})
+    return {"noise": noise, "seeds": seeds, "machine": traces.machine, "here": traces.here.to_json(),
+            "verdicts": verdicts}
+
+
 def run(args: argparse.Namespace) -> int:
     from desktop_app import models
     from desktop_app.bench.plot import plot_speedups
@@ -89,6 +116,10 @@ def run(args: argparse.Namespace) -> int:
         for option, attr in OUTPUTS:
             if getattr(args, attr):
                 check_writable(option, getattr(args, attr))
+        if args.save_traces:
+            if not args.replay:
+                raise ValueError("--save-traces needs --replay")
+            check_writable("--save-traces", args.save_traces)
         threads = checks.threads(args.threads)
     except (ValueError, OSError) as exc:
         return fail(args, str(exc), EXIT_USAGE)
@@ -105,10 +136,13 @@ def run(args: argparse.Namespace) -> int:
     settings = make_settings(drafters, draft_maxes, temps, args.auto, draft is not None)
     rss_loaded = current_rss_bytes()
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if not args.quiet else (lambda m: None)
+    replay = None
     try:
         with pair:
             results = run_bench(pair, prompts, settings, args.n_tokens, args.repeat, seed, log)
             n_ctx = pair.target_ctx.n_ctx
+            if args.replay:
+                replay = replay_verdicts(pair, prompts, args.n_tokens, args.save_traces, log)
     except KeyboardInterrupt:
         return fail(args, "interrupted", EXIT_INTERRUPTED)
     meta = {"command": "tandem " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
@@ -117,7 +151,8 @@ def run(args: argparse.Namespace) -> int:
             "n_tokens": args.n_tokens, "repeats": args.repeat, "seed": seed, "prompts": [p.name for p in prompts],
             "lookup_ceiling_draft_max": ceiling_draft_max(settings),
             "repack": {"enabled": pair.repack.enabled, "reason": pair.repack.reason},
-            "memory": memory_budget([p for p in (target, draft) if p], n_ctx, rss_loaded, peak_rss_bytes())}
+            "memory": memory_budget([p for p in (target, draft) if p], n_ctx, rss_loaded, peak_rss_bytes()),
+            "replay": replay}
     rows = summarize(results, settings)
     markdown = to_markdown(rows, meta)
     print(markdown, flush=True)             # first: an output that fails to write below loses nothing

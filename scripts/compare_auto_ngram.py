@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Tandem's auto mode (default settings, draft model loaded) beside llama.cpp's ngram-simple at its
+best settings, on the copy-heavy edit prompt, interleaved in one run, with the lookup ceiling.
+
+Build llama.cpp's tools as scripts/compare_llama_cpp.py's docstring says, then:
+
+    python scripts/compare_auto_ngram.py --bin /tmp/lcbuild/bin --repeat 6
+
+For each repeat, in an order that alternates: Tandem plain, every ngram-simple setting asked for
+(--ngram N:M,...; N the lookup n-gram, M the most tokens drafted), Tandem auto, Tandem plain again.
+Each is compared with the mean of the two Tandem plain runs of its repeat. Then the lookup ceiling
+(desktop_app/engine/lookup_ceiling.py) on Tandem's plain reply, at verify costs timed in the run.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+from compare_llama_cpp import chatml, llama_spec, ours, plain_reply, verify_cost_table  # noqa: E402
+
+from desktop_app import models  # noqa: E402
+from desktop_app.bench.prompts import BUILTIN  # noqa: E402
+from desktop_app.engine import LoadOptions, ModelPair, SpecSettings  # noqa: E402
+from desktop_app.engine.lookup_ceiling import lookup_ceiling  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("-m", "--target", default="qwen2.5-coder-1.5b")
+    ap.add_argument("-md", "--draft", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--ngram", default="3:4,3:8,3:16,4:16,12:16", help="ngram-simple settings N:M, comma-separated")
+    ap.add_argument("--prompt", default="edit", help="a built-in prompt's name")
+    ap.add_argument("-n", type=int, default=128)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("-c", "--ctx", type=int, default=4096)
+    a = ap.parse_args()
+    settings = [tuple(int(x) for x in s.split(":")) for s in a.ngram.split(",")]
+    target, draft = models.path_for(a.target), models.path_for(a.draft)
+    opts = LoadOptions(n_threads=a.threads, n_ctx=a.ctx)
+    pair = ModelPair.load(target, draft, opts, opts)
+    text = chatml(next(p.text for p in BUILTIN if p.name == a.prompt))
+    tokens = pair.target.tokenize(text, add_special=True, parse_special=True)
+    auto = SpecSettings(drafter="model", auto=True)             # auto with default settings
+    plain = SpecSettings(enabled=False)
+    rows: dict[str, list[float]] = {}
+    for r in range(a.repeat):
+        runs = [(f"ngram-simple n={n} m={m}",
+                 lambda n=n, m=m: llama_spec(a.bin, ["-m", target, "--spec-type", "ngram-simple",
+                                                     "--spec-ngram-simple-size-n", str(n),
+                                                     "--spec-ngram-simple-size-m", str(m)],
+                                             text, a.threads, a.n, a.ctx)[0]) for n, m in settings]
+        runs.append(("Tandem auto", lambda: ours(pair, tokens, auto, a.n)[0]))
+        if r % 2:
+            runs.reverse()
+        before = ours(pair, tokens, plain, a.n)[0]
+        measured = [(name, run()) for name, run in runs]
+        after = ours(pair, tokens, plain, a.n)[0]
+        base = (before + after) / 2
+        line = [f"[{r + 1}] plain {base:6.2f} t/s"]
+        for name, tps in measured:
+            rows.setdefault(name, []).append(tps / base)
+            line.append(f"{name} {tps:6.2f} ({tps / base:.3f}× plain)")
+        print("  ".join(line), flush=True)
+    table = verify_cost_table(pair, tokens, 17)
+    ceiling = lookup_ceiling(tokens, plain_reply(pair, tokens, a.n), table.get, 16)
+    pair.close()
+    med = statistics.median
+    best_ngram = max((k for k in rows if k.startswith("ngram")), key=lambda k: med(rows[k]))
+    print(f"\n| setting ({a.repeat} interleaved repeats, {a.n} tokens, {a.prompt} prompt) | × Tandem plain, median (min–max) |")
+    print("|---|---|")
+    for name, ratios in rows.items():
+        print(f"| {name} | {med(ratios):.3f} ({min(ratios):.3f}–{max(ratios):.3f}) |")
+    auto_med = med(rows["Tandem auto"])
+    pairs = [t / n for t, n in zip(rows["Tandem auto"], rows[best_ngram])]
+    print(f"\nTandem auto ÷ {best_ngram} (ngram-simple's best here), pair by pair: median {med(pairs):.3f} "
+          f"({min(pairs):.3f}–{max(pairs):.3f}).")
+    print(f"Lookup ceiling at up to 16 copied tokens, verify costs timed here (17 tokens = "
+          f"{table[17] / table[1]:.2f} single passes): {ceiling:.3f}× plain; Tandem auto reached "
+          f"{auto_med / ceiling:.2f} of it.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -53,7 +53,7 @@ def test_the_draft_model_reads_the_prompt_only_when_auto_drafts_with_it(pair, mo
     assert pair.draft_ctx.tokens == []
 
     pair.draft_ctx.clear()
-    fixed, _, _ = run(pair, prompt, GREEDY, max_tokens=1, drafter="model", draft_max=4)
+    run(pair, prompt, GREEDY, max_tokens=1, drafter="model", draft_max=4)
     assert len(pair.draft_ctx.tokens) >= len(prompt) - 1
 
     _fix_costs(pair, monkeypatch, {1: 30, 2: 31, 3: 32, 5: 34, 9: 38, 17: 46, 33: 60}, 1)

@@ -39,10 +39,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from desktop_app.engine.costs import CostModel, expected_tokens
+from desktop_app.engine.costs import WIN_MARGIN, CostModel, expected_tokens
 
 AUTO_GAMMA_MAX = 32          # auto's own ceiling of γ, whatever γ fixed mode is set to
-WIN_MARGIN = 1.02            # an option must be predicted 2 % faster than the best so far to win
 HORIZON_MAX = 256            # tokens over which a one-off cost (the draft's catch-up) is spread
 PRIOR_PULL = 0.25            # at every new reply, estimates move this far back towards their priors
 
@@ -180,6 +179,10 @@ class AutoPolicy:
         self._pending.clear()
         self.rounds_without_model = self.probe_gap - FIRST_PROBE
         self._probing = False
+
+    def drop_copies(self) -> None:
+        """Forget the copies not yet judged: the text they were found in is not this reply's."""
+        self._pending.clear()
 
     def choose(self, context: Sequence[int], room: int, copy: Copy | None, model: ModelOption | None,
                horizon: int) -> Choice:

@@ -19,8 +19,8 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
     them, and a prompt pass of PREFILL_TOKENS through each (what auto's lazy catch-up will cost).
     Sizes on both sides of powers of two are timed, not interpolated: kernels work in tiles, and a
     batch of 16 can cost less than one of 15.
-    These are the yardsticks for c, for predicted speed-ups, for auto mode and for prompt lookup's
-    draft length; real rounds refine them as they run. Both caches are left empty."""
+    These are the yardsticks for c, for predicted speed-ups and for auto mode; real rounds refine
+    them as they run. Both caches are left empty."""
     contexts = [("target", target_ctx)]
     if draft_ctx is not None:
         contexts.append(("model", draft_ctx))

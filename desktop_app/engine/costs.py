@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 EMA = 0.2                   # weight of a new timing measurement
-WIN_MARGIN = 1.02           # a γ must be predicted 2 % faster than plain to be used
+WIN_MARGIN = 1.02           # an option must be predicted 2 % faster than the best other to be used
 
 
 def expected_tokens(alpha: float, gamma: int) -> float:
@@ -26,8 +26,8 @@ def round_rate(alpha: float, gamma: int, step_s: float, verify_s: float | None) 
     """Expected tokens per second of a round that drafts γ tokens at step_s seconds each and checks
     them in one verify pass of verify_s seconds (over γ+1 tokens): E(α, γ) / (γ·step + verify).
     γ = 0 is a plain step: 1 / verify_s. 0.0 when the round's cost is not known.
-    Every prediction of speed rests on this: auto mode's choices, prompt lookup's draft length, and
-    the predicted speed-up a reply reports."""
+    The predicted speed-ups a reply reports and the "Does it pay?" curve rest on this; auto mode
+    (auto_policy.py) uses the same quotient with acceptance that depends on position."""
     if verify_s is None:
         return 0.0
     cost = gamma * step_s + verify_s
@@ -56,7 +56,7 @@ def speedup_curve(alpha: float, draft_step_s: float, verify_s_by_batch: Mapping[
 
 def best_gamma(gammas: Sequence[int], curve: Sequence[float | None], margin: float = WIN_MARGIN) -> int:
     """The γ of `curve` (speed-ups over plain, one per γ of `gammas`) predicted fastest, or 0 when none
-    is predicted to beat plain decoding by `margin`: how auto mode chooses."""
+    is predicted to beat plain decoding by `margin` (the margin auto mode asks for too)."""
     best_g, best = 0, margin
     for g, s in zip(gammas, curve):
         if s is not None and s > best:

@@ -52,6 +52,7 @@ class Reply:
     t_first: float | None = None         # when the first token was emitted
     n_round: int = 0
     choice: Choice = PLAIN               # auto mode's choice for the round in progress
+    catch_up_s: float = 0.0              # the draft model's catch-up in this round (not drafting time)
 
 
 @dataclass(frozen=True)
@@ -135,8 +136,9 @@ class SpeculativeDecoder:
             if len(reply.tokens) > ctx.n_ctx:        # the verify batch needs 1 + γ slots after n-1 tokens
                 yield self._finish(reply, StopReason.CONTEXT_FULL, f"the context of {ctx.n_ctx} tokens is full")
                 return
+            reply.catch_up_s = 0.0
             drafter, proposal = self._propose(reply, controls.settings, sampling, max_tokens)
-            t_draft = time.perf_counter() - t_round
+            t_draft = time.perf_counter() - t_round - reply.catch_up_s   # (a catch-up is a prompt pass: "other" time)
             t_verify = time.perf_counter()
             try:
                 views = self._verify(reply.tokens, proposal.tokens)
@@ -169,7 +171,9 @@ class SpeculativeDecoder:
         self.costs.record_prefill("target", evaluated, time.perf_counter() - t0)
         if settings.auto:
             self.policy.begin()
-        elif not controls.cancelled:                  # (a cancel during a long prompt stops at the first round)
+        else:
+            self.policy.drop_copies()                 # (a switch to auto mid-reply must not judge old copies)
+        if not settings.auto and not controls.cancelled:                  # (a cancel during a long prompt stops at the first round)
             drafter = self._drafter(settings)
             t0 = time.perf_counter()
             behind = drafter.behind(tokens) if isinstance(drafter, ModelDrafter) else 0
@@ -218,7 +222,8 @@ class SpeculativeDecoder:
         if choice.drafter == "model":
             t0 = time.perf_counter()
             n = model.catch_up(reply.tokens)
-            self.costs.record_prefill("model", n, time.perf_counter() - t0)
+            reply.catch_up_s = time.perf_counter() - t0
+            self.costs.record_prefill("model", n, reply.catch_up_s)
             try:
                 return model, model.draft(reply.tokens, choice.gamma, sampling, reply.rng, settings.draft_p_min)
             except backend.ContextFullError:

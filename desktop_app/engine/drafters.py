@@ -174,9 +174,9 @@ class PromptLookupDrafter(Drafter):
     followed it. No second model, and copying costs nothing.
 
     As a fixed setting it copies up to γ tokens whenever there is a match, as llama.cpp's
-    ngram-simple does. Auto mode instead weighs each copy (auto_policy.py): it calls find() and
-    decides how much of the copy is worth a verify batch from the acceptance measured for matches of
-    that length and this machine's verify costs."""
+    ngram-simple does. Auto mode instead weighs each copy (auto_policy.py): it takes the whole copy
+    (copy()) and decides how much of it is worth a verify batch from the acceptance measured for
+    matches of that length and this machine's verify costs."""
 
     name = "lookup"
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX, AutoPolicy, Copy, ModelOption
+from desktop_app.engine.auto_policy import PLAIN as PLAIN_CHOICE
 from desktop_app.engine.calibration import VERIFY_SIZES
 from desktop_app.engine.cost_profiles import CostProfile
 from desktop_app.engine.costs import CostModel
@@ -149,6 +150,7 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
         context = text[:n_prompt + j]
         left = n - j
         drafter, drafted, kept, cost = "none", 0, 0, 0.0
+        choice = PLAIN_CHOICE
         if setting.drafter in ("lookup", "model", "ngram-simple"):
             g = min(setting.gamma, left - 1)
             if g > 0 and setting.drafter == "lookup":
@@ -160,12 +162,13 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
             elif g > 0:
                 drafter, drafted, kept = "model", g, trace.model_run(j, g)
                 cost += clock.steps(g)
-        elif auto:
+        elif auto and left > 1:                          # (the decoder asks nothing when no draft fits)
             g_max = min(AUTO_GAMMA_MAX, left - 1)
-            copied, match_len = lookup.copy(context, g_max) if g_max > 0 else ([], 0)
+            copied, match_len = lookup.copy(context, g_max)
             behind = max(0, len(context) - 1 - draft_read)
             option = ModelOption(behind) if use_model else None
-            choice = policy.choose(context, g_max, Copy(tuple(copied), match_len) if copied else None, option, left)
+            horizon = trace.max_tokens - j                 # what the decoder knows: max_tokens, not the end
+            choice = policy.choose(context, g_max, Copy(tuple(copied), match_len) if copied else None, option, horizon)
             if choice.drafter == "lookup":
                 drafter, drafted = "lookup", choice.gamma
                 kept = trace.copy_run(j, copied[:drafted])
@@ -187,13 +190,13 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
             policy.costs.record_verify(drafted + 1, verify)
             at = min(j + kept, n - 1)
             policy.observe(choice, drafted, kept, cost, trace.confidence[at] if trace.confidence else None)
-        if drafter == "model":
-            draft_read = len(context) + kept
+        if drafter == "model":                        # the draft evaluated its drafts but the last
+            draft_read = len(context) + min(kept, drafted - 1)
         t += cost
         if j == 0:
             result.ttft_s = prompt_s + cost
         result.rounds[drafter] = result.rounds.get(drafter, 0) + 1
-        result.trail.append((drafter, drafted, min(kept, n - j - 1)))
+        result.trail.append((drafter, drafted, kept))
         result.drafted += drafted
         result.kept += kept
         j += kept + 1

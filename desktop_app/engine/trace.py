@@ -15,6 +15,7 @@ differently, so a live run can part from the trace at a near-tie; sampled replie
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 from dataclasses import dataclass, field
@@ -38,6 +39,10 @@ class Trace:
                                                           # prompt + reply[:j]; empty: no draft model
     confidence: list[float] = field(default_factory=list)  # [len(reply)]: the target's probability of
                                                            # reply[j] after prompt + reply[:j]
+    max_tokens: int = 0                                    # the reply's limit (it may have ended sooner)
+
+    def __post_init__(self):
+        self.max_tokens = max(self.max_tokens, len(self.reply))
 
     @property
     def has_draft(self) -> bool:
@@ -59,12 +64,12 @@ class Trace:
 
     def to_json(self) -> dict:
         return {"name": self.name, "prompt": self.prompt, "reply": self.reply, "draft_next": self.draft_next,
-                "confidence": [round(c, 4) for c in self.confidence]}
+                "confidence": [round(c, 4) for c in self.confidence], "max_tokens": self.max_tokens}
 
     @classmethod
     def from_json(cls, d: dict) -> "Trace":
         return cls(d["name"], list(d["prompt"]), list(d["reply"]), list(d.get("draft_next", [])),
-                   list(d.get("confidence", [])))
+                   list(d.get("confidence", [])), int(d.get("max_tokens", 0)))
 
 
 @dataclass
@@ -120,10 +125,9 @@ def record(pair, prompts: Sequence[tuple[str, list[int]]], n_tokens: int, profil
         reply = list(finish.tokens)
         draft_next = _argmax(pair.draft_ctx, pair.target_ctx.n_vocab, prompt, reply)[0] if pair.draft_ctx else []
         confidence = _argmax(pair.target_ctx, pair.target_ctx.n_vocab, prompt, reply)[1]
-        traces.append(Trace(name, list(prompt), reply, draft_next, confidence))
+        traces.append(Trace(name, list(prompt), reply, draft_next, confidence, n_tokens))
         log(f"traced {name}: {len(prompt)} prompt tokens, {len(reply)} reply tokens")
     here = measure_profile(pair, profile_sizes)
-    import os
     return TraceSet(os.path.basename(pair.target.path), os.path.basename(pair.draft.path) if pair.draft else None,
                     machine_name(), here, traces)
 

@@ -25,6 +25,7 @@ Built in:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Mapping
 
 from desktop_app.engine.costs import CostModel
@@ -45,14 +46,11 @@ class CostProfile:
                          prefill_s={k: ms / 1000 for k, ms in self.prefill_ms.items()})
 
     def verify_s(self, batch: int) -> float:
-        return self._model().verify_cost(batch)
+        return self._costs.verify_cost(batch)
 
-    def _model(self) -> CostModel:
-        cached = self.__dict__.get("_cost_model")
-        if cached is None:
-            cached = self.cost_model()
-            object.__setattr__(self, "_cost_model", cached)
-        return cached
+    @cached_property
+    def _costs(self) -> CostModel:
+        return self.cost_model()
 
     def to_json(self) -> dict:
         return {"name": self.name, "source": self.source, "verify_ms": {str(b): ms for b, ms in self.verify_ms.items()},

@@ -173,12 +173,12 @@ class SpeculativeDecoder:
             self.policy.begin()
         else:
             self.policy.drop_copies()                 # (a switch to auto mid-reply must not judge old copies)
-        if not settings.auto and not controls.cancelled:                  # (a cancel during a long prompt stops at the first round)
             drafter = self._drafter(settings)
-            t0 = time.perf_counter()
-            behind = drafter.behind(tokens) if isinstance(drafter, ModelDrafter) else 0
-            drafter.begin(tokens)                     # a draft model reads the prompt now, as the target did
-            self.costs.record_prefill(drafter.name, behind, time.perf_counter() - t0)
+            if isinstance(drafter, ModelDrafter) and not controls.cancelled:   # (a cancel stops at the first round)
+                t0 = time.perf_counter()
+                behind = drafter.behind(tokens)
+                drafter.begin(tokens)                 # the draft model reads the prompt now, as the target did
+                self.costs.record_prefill(drafter.name, behind, time.perf_counter() - t0)
         reply.recorder = StatsRecorder(len(tokens), evaluated + 1)
         reply.t_prompt = time.perf_counter() - reply.t_start
         return None

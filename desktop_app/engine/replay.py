@@ -32,8 +32,8 @@ FIXED_MODEL = (1, 2, 3, 4, 6, 8, 12, 16)
 
 @dataclass(frozen=True)
 class Setting:
-    drafter: str             # "none" (plain), "lookup", "model", "auto" (model and lookup), "auto-lookup",
-                             # or "ngram-simple" (llama.cpp's: n = ngram_n, γ = m)
+    drafter: str             # "none" (plain), "lookup", "model", "auto" (model and lookup when the trace
+                             # has the draft's guesses), or "ngram-simple" (llama.cpp's: n = ngram_n, γ = m)
     gamma: int = 0
     ngram_n: int = 0
 
@@ -41,7 +41,7 @@ class Setting:
     def name(self) -> str:
         if self.drafter == "none":
             return "plain"
-        if self.drafter.startswith("auto"):
+        if self.drafter == "auto":
             return self.drafter
         if self.drafter == "ngram-simple":
             return f"ngram-simple n={self.ngram_n} m={self.gamma}"
@@ -132,10 +132,10 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
     text = trace.prompt + trace.reply
     n_prompt, n = len(trace.prompt), len(trace.reply)
     lookup = PromptLookupDrafter()
-    auto = setting.drafter.startswith("auto")
+    auto = setting.drafter == "auto"
     if auto and policy is None:
         policy = AutoPolicy(calibrated(clock))
-    use_model = setting.drafter == "auto" and trace.has_draft
+    use_model = auto and trace.has_draft
     prompt_s = clock.prefill("target", n_prompt - 1)
     draft_read = 0                                  # tokens of the text the draft model has read
     if setting.drafter == "model":

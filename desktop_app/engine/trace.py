@@ -17,13 +17,14 @@ from __future__ import annotations
 import json
 import os
 import platform
-import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
+from desktop_app.engine.calibration import calibrate
 from desktop_app.engine.cost_profiles import CostProfile
+from desktop_app.engine.costs import CostModel
 
 TRACE_VERSION = 1
 
@@ -157,49 +158,12 @@ def _argmax(ctx, n_vocab_target: int, prompt: Sequence[int], reply: Sequence[int
     return top, prob
 
 
-def measure_profile(pair, sizes: Sequence[int] = range(1, 34), repeats: int = 2) -> CostProfile:
-    """This machine's costs for the pair: a verify pass of every size (the fastest of `repeats`), a
-    draft step (median of 8) and a prompt pass per token through each model."""
-    target = pair.target_ctx
-    token = pair.target.bos if pair.target.bos >= 0 else 0
-    target.clear()
-    target.eval([token] * 32, logits="none")            # a little context, as a reply has
-    base = len(target.tokens)
-    verify = {}
-    for k in sizes:
-        best = None
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            target.eval([token] * k, logits="all")
-            [int(np.argmax(target.logits(i))) for i in range(k)]
-            t = time.perf_counter() - t0
-            best = t if best is None else min(best, t)
-            target.truncate(base)
-        verify[k] = 1000 * best
-    prefill = {"target": _prefill_ms(target, token)}
-    step = 0.0
-    if pair.draft_ctx is not None:
-        draft = pair.draft_ctx
-        draft.clear()
-        draft.eval([token] * 32, logits="last")
-        times = []
-        for _ in range(8):
-            t0 = time.perf_counter()
-            draft.eval([token], logits="last")
-            int(np.argmax(draft.logits(-1)))
-            times.append(time.perf_counter() - t0)
-        step = 1000 * float(np.median(times))
-        prefill["model"] = _prefill_ms(draft, token)
-        draft.clear()
-    target.clear()
-    return CostProfile("here", f"measured on {machine_name()} with the traced pair", verify, step, prefill)
-
-
-def _prefill_ms(ctx, token: int, n: int = 256) -> float:
-    base = len(ctx.tokens)
-    n = min(n, ctx.n_ctx - base)
-    t0 = time.perf_counter()
-    ctx.eval([token] * n, logits="none")
-    ms = 1000 * (time.perf_counter() - t0) / n
-    ctx.truncate(base)
-    return ms
+def measure_profile(pair, sizes: Sequence[int] = range(1, 34)) -> CostProfile:
+    """This machine's costs for the pair, timed as at load (calibration.calibrate), for a verify pass
+    of every size in `sizes`."""
+    costs = CostModel()
+    calibrate(costs, pair.target_ctx, pair.draft_ctx, steps=8, verify_sizes=tuple(k for k in sizes if k > 1))
+    return CostProfile("here", f"measured on {machine_name()} with the traced pair",
+                       {b: 1000 * s for b, s in sorted(costs.verify_s.items()) if b in sizes},
+                       1000 * costs.draft_step_s.get("model", 0.0),
+                       {name: 1000 * s for name, s in costs.prefill_s.items()})

@@ -190,7 +190,7 @@ class AutoPolicy:
         at most `room` drafted tokens, the lookup candidate `copy` (None: no match), the draft
         model (None: not offered), `horizon` tokens left in the reply at most."""
         self.settle(context)
-        if copy is not None and copy.tokens:
+        if copy is not None and copy.tokens and not self._continues(len(context), copy.tokens):
             self._pending.append([len(context), copy.match_len, copy.tokens, 0])
         plain_s = self.costs.verify_cost(1)
         if not plain_s or room <= 0:
@@ -242,6 +242,15 @@ class AutoPolicy:
             if not rejected and item[3] < len(copy):
                 still.append(item)
         self._pending = still
+
+    def _continues(self, at: int, tokens) -> bool:
+        """Whether a copy still being judged already predicts `tokens` from position `at` (the same
+        passage found again one round on): judged once, not once per round."""
+        for start, _, copy, kept in self._pending:
+            rest = copy[at - start:]
+            if at - start <= kept and rest and tuple(tokens[:len(rest)]) == tuple(rest[:len(tokens)]):
+                return True
+        return False
 
     @property
     def recent_rate(self) -> float:

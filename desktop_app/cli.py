@@ -6,7 +6,7 @@ import functools
 import importlib
 import sys
 
-from desktop_app import __version__
+from desktop_app import __version__, bundle
 
 
 class _Parser(argparse.ArgumentParser):
@@ -78,7 +78,7 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     parser_class = functools.partial(_Parser, json_errors=json_errors)
     parser = parser_class(prog="tandem", description="Local chat sped up by speculative decoding. "
                                                      "Without a command, opens the window.")
-    parser.add_argument("--version", action="version", version=f"tandem {__version__}")
+    parser.add_argument("--version", action="version", version=bundle.version_text(__version__))
     _add_gui_options(parser)
     sub = parser.add_subparsers(dest="command", parser_class=parser_class)
 

@@ -13,7 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from desktop_app import __version__
+from desktop_app import __version__, bundle
 
 REPACK_STATES = ("on", "off", "not probed")
 PACKAGES = ("PySide6-Essentials", "llama-cpp-python", "numpy", "gguf", "Jinja2", "platformdirs")
@@ -109,7 +109,7 @@ def _failed(exc: BaseException) -> dict:
 
 def gather(no_repack: bool = False, probe: bool = True, reprobe: bool = False) -> dict:
     """Every fact, each section on its own: one that fails carries an "error" instead."""
-    doc: dict = {"ok": True, "tandem": {"version": __version__},
+    doc: dict = {"ok": True, "tandem": {"version": __version__, "bundle": bundle.info()},
                  "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
                             "executable": sys.executable},
                  "platform": {"system": platform.system(), "release": platform.release(),
@@ -151,6 +151,9 @@ def format_text(doc: dict) -> str:
     py, plat, cpu = doc.get("python", {}), doc.get("platform", {}), doc.get("cpu", {})
     lines = [f"Tandem {doc.get('tandem', {}).get('version', '?')} · Python {py.get('version', '?')} "
              f"({py.get('implementation', '?')}) · {plat.get('description', '?')}"]
+    record = doc.get("tandem", {}).get("bundle")
+    if record:
+        lines.append(f"Bundle: built {record.get('built', '?')} · {bundle.describe(record)}")
     flags = cpu.get("flags", [])
     amx = "AMX" if any(f.startswith("amx") for f in flags) else "no AMX"
     lines.append(f"CPU: unknown: {cpu['error']}" if "error" in cpu else

@@ -8,12 +8,13 @@ from PySide6.QtCore import QObject, QTimer, Slot
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QApplication
 
-from desktop_app import models
+from desktop_app import __version__, models
+from desktop_app.resources import icon_path
 from desktop_app.ui.main_window import MainWindow
 
 DESKTOP_ID = "io.github.tandem_desktop.Tandem"
-ICON = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                    "resources", "icons", "tandem.svg")
+ORGANIZATION = "Tandem"
+DOMAIN = "tandem-desktop.github.io"
 
 
 def _model_arg(value: str | None) -> str | None:
@@ -73,10 +74,12 @@ def run(args) -> int:
         os.environ["TANDEM_NO_REPACK"] = "1"    # engine/repack.py reads it; child processes inherit it
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Tandem")
-    app.setDesktopFileName(DESKTOP_ID)
+    app.setApplicationVersion(__version__)
+    app.setOrganizationName(ORGANIZATION)
+    app.setOrganizationDomain(DOMAIN)
+    app.setDesktopFileName(DESKTOP_ID)           # Wayland and X11 match the window to its .desktop entry
     app.setStyle("Fusion")                       # Qt 6's Fusion follows the system's light or dark scheme
-    if os.path.exists(ICON):
-        app.setWindowIcon(QIcon(ICON))
+    app.setWindowIcon(QIcon(str(icon_path())))
     window = MainWindow()
     if getattr(args, "screenshot", None):
         _ScriptedRun(window, args.prompt or "Write a Python function that reverses a string.", args.screenshot)

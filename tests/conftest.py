@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
+import time
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +78,21 @@ def window(qtbot, tmp_path):
     yield w
     if not w._closing:
         w.close()
+
+
+@pytest.fixture
+def xserver():
+    """A private X server (Xvfb) for tests that open a real window; its DISPLAY."""
+    if shutil.which("Xvfb") is None:
+        pytest.skip("Xvfb is not installed (apt-get install xvfb and Qt's libxcb libraries; .ci/run does)")
+    for display in range(90, 110):
+        if not Path(f"/tmp/.X11-unix/X{display}").exists() and not Path(f"/tmp/.X{display}-lock").exists():
+            break
+    proc = subprocess.Popen(["Xvfb", f":{display}", "-screen", "0", "1600x900x24", "-nolisten", "tcp"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while not Path(f"/tmp/.X11-unix/X{display}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    yield f":{display}"
+    proc.terminate()
+    proc.wait()

@@ -5,10 +5,8 @@ libraries (.ci/run installs them); skipped with a reason where they are missing.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,23 +17,6 @@ from desktop_app.chat.history import HistoryStore
 pytestmark = pytest.mark.network      # every test here needs a fetched model
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
-
-
-@pytest.fixture
-def xserver():
-    if shutil.which("Xvfb") is None:
-        pytest.skip("Xvfb is not installed (apt-get install xvfb and Qt's libxcb libraries; .ci/run does)")
-    for display in range(90, 110):
-        if not Path(f"/tmp/.X11-unix/X{display}").exists() and not Path(f"/tmp/.X{display}-lock").exists():
-            break
-    proc = subprocess.Popen(["Xvfb", f":{display}", "-screen", "0", "1600x900x24", "-nolisten", "tcp"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while not Path(f"/tmp/.X11-unix/X{display}").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    yield f":{display}"
-    proc.terminate()
-    proc.wait()
 
 
 def test_real_window_replies_and_is_screenshotted(xserver, tmp_path, test_model_path, q2k_draft_path):

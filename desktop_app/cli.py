@@ -6,7 +6,7 @@ import functools
 import importlib
 import sys
 
-from desktop_app import __version__, bundle
+from desktop_app import bundle
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,13 +34,18 @@ def _add_repack_option(p: argparse.ArgumentParser) -> None:
                         "also TANDEM_NO_REPACK=1): for CPUs where repacking crashes, llama.cpp issue #20824")
 
 
+def _add_gpu_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-ngl", "--gpu-layers", type=int, default=0, help="target layers offloaded to a GPU "
+                   "(needs a llama-cpp-python built for one; 99: all)")
+    p.add_argument("-ngld", "--gpu-layers-draft", type=int, default=0, help="draft layers offloaded to a GPU")
+
+
 def _add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", "--model", dest="target", required=True, metavar="TARGET", help="target GGUF file, or a catalogue key (tandem models list)")
     p.add_argument("-md", "--model-draft", dest="draft", metavar="DRAFT", help="draft GGUF file, or a catalogue key")
     p.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default: all cores)")
     p.add_argument("-c", "--ctx-size", type=int, default=4096, help="context size in tokens (default 4096)")
-    p.add_argument("-ngl", "--gpu-layers", type=int, default=0, help="target layers offloaded to a GPU")
-    p.add_argument("-ngld", "--gpu-layers-draft", type=int, default=0, help="draft layers offloaded to a GPU")
+    _add_gpu_options(p)
     _add_repack_option(p)
 
 
@@ -69,8 +74,8 @@ def _add_gui_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", "--model", dest="target", metavar="TARGET", help="target GGUF file or catalogue key")
     p.add_argument("-md", "--model-draft", dest="draft", metavar="DRAFT", help="draft GGUF file or catalogue key")
     p.add_argument("--prompt", help=argparse.SUPPRESS)        # with --screenshot: for docs and tests
-    p.add_argument("--screenshot", metavar="PNG", help="send --prompt once loaded, save a screenshot after "
-                                                           "the reply, and quit")
+    p.add_argument("--screenshot", metavar="PNG", help="once loaded, send a test message, save a screenshot "
+                                                           "after the reply, and quit")
     _add_repack_option(p)
 
 
@@ -78,7 +83,7 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     parser_class = functools.partial(_Parser, json_errors=json_errors)
     parser = parser_class(prog="tandem", description="Local chat sped up by speculative decoding. "
                                                      "Without a command, opens the window.")
-    parser.add_argument("--version", action="version", version=bundle.version_text(__version__))
+    parser.add_argument("--version", action=bundle.VersionAction, help="print the version (and the bundle's build) and exit")
     _add_gui_options(parser)
     sub = parser.add_subparsers(dest="command", parser_class=parser_class)
 
@@ -120,6 +125,7 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     p_bench.add_argument("--seed", type=int, default=0)
     p_bench.add_argument("-t", "--threads", type=int, default=None)
     p_bench.add_argument("-c", "--ctx-size", type=int, default=4096)
+    _add_gpu_options(p_bench)
     _add_repack_option(p_bench)
     p_bench.add_argument("--json", metavar="OUT", help="write every run and the summary as JSON")
     p_bench.add_argument("--markdown", metavar="OUT", help="write the summary table as Markdown")

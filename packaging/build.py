@@ -33,7 +33,6 @@ ROOT = HERE.parent
 APP_ID = "io.github.tandem_desktop.Tandem"
 LLAMA_PIN = "llama-cpp-python==0.3.36"
 PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF"
-PORTABLE_BASELINE = "AVX2, FMA and F16C"          # llama.cpp's defaults when GGML_NATIVE is off
 
 
 def _run(cmd: list[str], **kw) -> None:
@@ -72,8 +71,7 @@ def build_record(llama_build: str) -> dict:
     from desktop_app import __version__
 
     return {"version": __version__, "built": datetime.date.today().isoformat(), "llama_build": llama_build,
-            "cpu_baseline": PORTABLE_BASELINE, "cpu_features": compiled_features(),
-            "python": platform.python_version(), "machine": platform.machine()}
+            "cpu_features": compiled_features(), "python": platform.python_version(), "machine": platform.machine()}
 
 
 def link_llama_libraries(bundle: Path) -> None:
@@ -110,14 +108,20 @@ def write_share(bundle: Path, work: Path) -> None:
 def write_build_info(bundle: Path, record: dict) -> None:
     from desktop_app.bundle import describe
 
-    (bundle / "BUILD-INFO.txt").write_text(
-        f"Tandem {record['version']}, built {record['built']} with Python {record['python']} on {record['machine']}.\n"
-        f"{describe(record)}.\n"
-        + ("This bundle runs only on CPUs with the build machine's instruction sets. For other machines, build\n"
-           "with `python packaging/build.py --portable`.\n" if record["llama_build"] == "native" else "")
-        + "\nInstall for this user (desktop entry, icons, a `tandem` command in ~/.local/bin):  ./install.sh\n"
-          "Remove them again:  ./install.sh --uninstall\n"
-          "Run without installing:  ./tandem   (./tandem --help for the commands)\n", encoding="utf-8")
+    lines = [f"Tandem {record['version']}, built {record['built']} with Python {record['python']} for Linux "
+             f"{record['machine']}.", "", f"It runs on the CPU only: {describe(record)}."]
+    if record["llama_build"] == "native":
+        lines += ["On a CPU without those features it stops at once with \"illegal instruction\"; the portable",
+                  "bundle (Tandem-*-portable.tar.gz, built with `python packaging/build.py --portable`) runs on any",
+                  "x86-64 CPU with AVX2. For a GPU, install Tandem from source with a GPU build of llama-cpp-python",
+                  "(the README's \"With a GPU\")."]
+    else:
+        lines += ["For a GPU, install Tandem from source with a GPU build of llama-cpp-python (the README's",
+                  "\"With a GPU\")."]
+    lines += ["", "Run it:                ./tandem          (./tandem --help lists the commands)",
+              "Add it to your desktop: ./install.sh      (menu entry, icons, and a `tandem` command in ~/.local/bin)",
+              "Remove that again:     ./install.sh --uninstall"]
+    (bundle / "BUILD-INFO.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Install this Tandem bundle for the current user, where it lies (nothing is copied but the desktop's
 # files): the desktop entry, the icons and the AppStream data under ${XDG_DATA_HOME:-~/.local/share},
-# and a `tandem` command in ~/.local/bin. `./install.sh --uninstall` removes exactly those again.
+# and a `tandem` command (a link to this folder's) in ${TANDEM_BIN_DIR:-~/.local/bin}, unless a
+# `tandem` file (pip's, say) is there already; a link from an earlier bundle is replaced.
+# `./install.sh --uninstall` removes exactly those again.
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 DATA=${XDG_DATA_HOME:-$HOME/.local/share}
@@ -27,8 +29,8 @@ if [ "${1:-}" = "--uninstall" ]; then
     for s in $SIZES; do rm -f "$DATA/icons/hicolor/${s}x${s}/apps/$ID.png"; done
     if [ -L "$BIN/tandem" ] && [ "$(readlink "$BIN/tandem")" = "$HERE/tandem" ]; then rm -f "$BIN/tandem"; fi
     refresh
-    echo "Tandem's desktop entry, icons and launcher are removed. This folder ($HERE) and your chats"
-    echo "and models (tandem doctor lists their folders) are left as they were."
+    echo "Tandem's desktop entry, icons and \`tandem\` command are removed. This folder ($HERE) and your"
+    echo "chats and models (tandem doctor lists their folders) are left as they were."
     exit 0
 fi
 if [ $# -gt 0 ]; then echo "usage: $0 [--uninstall]" >&2; exit 2; fi
@@ -43,7 +45,15 @@ for s in $SIZES; do
     mkdir -p "$DATA/icons/hicolor/${s}x${s}/apps"
     cp "$HERE/share/icons/hicolor/${s}x${s}/apps/$ID.png" "$DATA/icons/hicolor/${s}x${s}/apps/"
 done
-ln -sfn "$HERE/tandem" "$BIN/tandem"
 refresh
-echo "Tandem is installed for $(id -un): find it in your desktop's menu, or run 'tandem'"
-echo "(add $BIN to PATH if your shell does not have it). Remove it again with: $0 --uninstall"
+echo "Tandem is in your desktop's menu now."
+if [ -e "$BIN/tandem" ] && [ ! -L "$BIN/tandem" ]; then      # a file, not a bundle's link: pip's, say
+    echo "$BIN/tandem is another Tandem (from pip, say), left as it is: run this one as $HERE/tandem."
+else
+    ln -sfn "$HERE/tandem" "$BIN/tandem"
+    case ":$PATH:" in
+        *":$BIN:"*) echo "Run it from a terminal as: tandem" ;;
+        *) echo "Run it from a terminal as $BIN/tandem, or add $BIN to your PATH." ;;
+    esac
+fi
+echo "Remove it again with: $0 --uninstall"

@@ -118,10 +118,10 @@ def _env(tmp_path: Path, **extra) -> dict:
 def test_the_bundle_prints_its_version_and_build(bundle):
     out = subprocess.run([str(bundle / "tandem"), "--version"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith(f"tandem {__version__} (bundle built ") and "GGML_NATIVE=ON" in out.stdout
-    assert "compiled for" in out.stdout and "AVX" in out.stdout
+    assert out.stdout.startswith(f"tandem {__version__} (bundle of ") and "GGML_NATIVE=ON" in out.stdout
+    assert "needs a CPU with" in out.stdout and "AVX" in out.stdout and out.stdout.count("\n") == 1
     info = (bundle / "BUILD-INFO.txt").read_text()
-    assert f"Tandem {__version__}" in info and "--portable" in info
+    assert f"Tandem {__version__}" in info and "--portable" in info and "./install.sh --uninstall" in info
 
 
 @pytest.mark.slow
@@ -177,3 +177,9 @@ def test_install_sh_installs_and_removes_the_desktop_files(bundle, tmp_path):
     out = subprocess.run([str(bundle / "install.sh"), "--uninstall"], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert not [p for p in share.rglob("*") if p.is_file()] and not (tmp_path / "bin" / "tandem").exists()
+    # A `tandem` that is not a bundle's link (pip's script, say) is left alone, and left on uninstall.
+    (tmp_path / "bin" / "tandem").write_text("#!/bin/sh\necho pip's tandem\n")
+    out = subprocess.run([str(bundle / "install.sh")], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "left as it is" in out.stdout
+    subprocess.run([str(bundle / "install.sh"), "--uninstall"], env=env, capture_output=True, text=True, timeout=60)
+    assert (tmp_path / "bin" / "tandem").read_text().endswith("echo pip's tandem\n")

@@ -123,11 +123,13 @@ def run(args: argparse.Namespace) -> int:
         threads = checks.threads(args.threads)
     except (ValueError, OSError) as exc:
         return fail(args, str(exc), EXIT_USAGE)
-    opts = LoadOptions(n_threads=threads, n_ctx=n_ctx, repack=False if args.no_repack else None)
+    repack = False if args.no_repack else None
+    target_opts = LoadOptions(n_gpu_layers=args.gpu_layers, n_threads=threads, n_ctx=n_ctx, repack=repack)
+    draft_opts = LoadOptions(n_gpu_layers=args.gpu_layers_draft, n_threads=threads, n_ctx=n_ctx, repack=repack)
     try:
         target = models.path_for(args.target)
         draft = models.path_for(args.draft) if args.draft else None
-        pair = ModelPair.load(target, draft, opts, opts)
+        pair = ModelPair.load(target, draft, target_opts, draft_opts)
     except (ModelLoadError, IncompatiblePair, models.FetchError) as exc:
         return fail(args, str(exc), EXIT_FAIL)
     if pair.repack.notice:

@@ -35,13 +35,22 @@ def _add_repack_option(p: argparse.ArgumentParser) -> None:
 
 
 def _add_gpu_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-ngl", "--gpu-layers", type=int, default=0, help="target layers offloaded to a GPU "
-                   "(needs a llama-cpp-python built for one; 99: all)")
-    p.add_argument("-ngld", "--gpu-layers-draft", type=int, default=0, help="draft layers offloaded to a GPU")
+    p.add_argument("-ngl", "--gpu-layers", type=int, default=None, help="target layers offloaded to a GPU or to "
+                   "the --rpc servers (needs a llama-cpp-python built for one; 99: all; default 0, with --rpc 99)")
+    p.add_argument("-ngld", "--gpu-layers-draft", type=int, default=None, help="draft layers offloaded likewise")
+    p.add_argument("--rpc", metavar="HOST:PORT[,...]", help="run the offloaded layers on llama.cpp ggml-rpc-server "
+                   "machines (experimental; unauthenticated: trusted networks only)")
+
+
+def _add_server_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--server", metavar="URL", help="chat through a running llama-server instead of local models "
+                   "(its speculation is set when it starts; rounds are rebuilt from its timings)")
+    p.add_argument("--api-key", metavar="KEY", default=None, help="llama-server's API key (also TANDEM_API_KEY)")
 
 
 def _add_model_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-m", "--model", dest="target", required=True, metavar="TARGET", help="target GGUF file, or a catalogue key (tandem models list)")
+    p.add_argument("-m", "--model", dest="target", metavar="TARGET", help="target GGUF file, or a catalogue key "
+                   "(tandem models list); needed unless --server")
     p.add_argument("-md", "--model-draft", dest="draft", metavar="DRAFT", help="draft GGUF file, or a catalogue key")
     p.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default: all cores)")
     p.add_argument("-c", "--ctx-size", type=int, default=4096, help="context size in tokens (default 4096)")
@@ -93,6 +102,7 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
 
     p_gen = sub.add_parser("generate", help="generate text from a prompt and report every round")
     _add_model_options(p_gen)
+    _add_server_options(p_gen)
     _add_spec_options(p_gen)
     _add_sampling_options(p_gen)
     p_gen.add_argument("-n", "--max-tokens", type=int, default=256, help="tokens to generate at most")

@@ -96,3 +96,23 @@ def xserver():
     yield f":{display}"
     proc.terminate()
     proc.wait()
+
+
+@pytest.fixture(scope="session")
+def llama_tools():
+    """llama.cpp's llama-server, ggml-rpc-server and RPC-enabled libraries (built once, cached)."""
+    from llama_tools import tools_dir
+
+    return tools_dir()
+
+
+@pytest.fixture(scope="session")
+def spec_server(llama_tools, test_model_path, q2k_draft_path, tmp_path_factory):
+    """A llama-server speculating with the SmolLM2 pair (draft-simple, up to N_MAX), --metrics, an API key."""
+    from llama_tools import KEY, N_MAX, Server
+
+    server = Server(llama_tools, "-m", test_model_path, "-md", q2k_draft_path, "--spec-type", "draft-simple",
+                    "--spec-draft-n-max", str(N_MAX), "--metrics", "--api-key", KEY,
+                    log=tmp_path_factory.mktemp("server") / "llama-server.log")
+    yield server
+    server.stop()

@@ -51,6 +51,8 @@ class GenerationOptions:
 
 
 class ChatSession:
+    keeps_tokens = True             # replies keep their token ids (a remote server does not send them)
+
     def __init__(self, pair: "ModelPair", store: HistoryStore, flush_interval_s: float = FLUSH_INTERVAL_S):
         self.pair = pair
         self.store = store
@@ -140,26 +142,35 @@ class ChatSession:
                     "draft": os.path.basename(self.pair.draft.path) if self.pair.draft else None,
                     "sampling": asdict(options.sampling), "spec": asdict(options.spec),
                     "max_tokens": options.max_tokens}
-        message = self.store.add_message(conversation_id, "assistant", "", status="streaming", token_ids=[],
-                                         settings=settings)
+        events = self.pair.generate(prompt, options.sampling, self.controls, options.max_tokens, options.stop)
+        return self._store_reply(conversation_id, events, settings)
+
+    def _final_status(self, event: FinishEvent) -> str:
+        return reply_status(event.stop_reason)
+
+    def _store_reply(self, conversation_id: int, events: Iterator, settings: dict) -> Iterator:
+        """Write the reply as `events` stream it (at least every flush interval), and keep what came
+        when it ends early; yields the events on."""
+        message = self.store.add_message(conversation_id, "assistant", "", status="streaming",
+                                         token_ids=[] if self.keeps_tokens else None, settings=settings)
         text, tokens, rounds = "", [], []
         last_flush = time.monotonic()
         finished = False
         try:
-            for event in self.pair.generate(prompt, options.sampling, self.controls, options.max_tokens,
-                                            options.stop):
+            for event in events:
                 if isinstance(event, TokenEvent):
                     text += event.text
                     tokens.append(event.token)
                     if time.monotonic() - last_flush >= self.flush_interval_s:
-                        self.store.update_message(message.id, content=text, token_ids=tokens)
+                        self.store.update_message(message.id, content=text,
+                                                  token_ids=tokens if self.keeps_tokens else None)
                         last_flush = time.monotonic()
                 elif isinstance(event, RoundEvent):
                     rounds.append(event.to_record())
                 elif isinstance(event, FinishEvent):
-                    status = reply_status(event.stop_reason)
+                    status = self._final_status(event)
                     # after a stop string the last tokens hold text that was cut: re-tokenise next turn
-                    keep_tokens = event.stop_reason != StopReason.STOP_STRING
+                    keep_tokens = self.keeps_tokens and event.stop_reason != StopReason.STOP_STRING
                     self.store.update_message(message.id, content=event.text, status=status,
                                               token_ids=list(event.tokens) if keep_tokens else None,
                                               stats=event.stats.to_json(), rounds=rounds)
@@ -182,7 +193,8 @@ class ChatSession:
         """Save a reply that ended early, as far as the history lets us (the error that ended it is
         what gets reported)."""
         try:
-            self.store.update_message(message_id, content=text, status=status, token_ids=tokens, rounds=rounds)
+            self.store.update_message(message_id, content=text, status=status,
+                                      token_ids=tokens if self.keeps_tokens else None, rounds=rounds)
         except HistoryError:
             pass
 

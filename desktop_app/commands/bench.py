@@ -121,11 +121,12 @@ def run(args: argparse.Namespace) -> int:
                 raise ValueError("--save-traces needs --replay")
             check_writable("--save-traces", args.save_traces)
         threads = checks.threads(args.threads)
+        ngl, ngld, rpc_servers = checks.offload(args)
     except (ValueError, OSError) as exc:
         return fail(args, str(exc), EXIT_USAGE)
     repack = False if args.no_repack else None
-    target_opts = LoadOptions(n_gpu_layers=args.gpu_layers, n_threads=threads, n_ctx=n_ctx, repack=repack)
-    draft_opts = LoadOptions(n_gpu_layers=args.gpu_layers_draft, n_threads=threads, n_ctx=n_ctx, repack=repack)
+    target_opts = LoadOptions(n_gpu_layers=ngl, n_threads=threads, n_ctx=n_ctx, repack=repack, rpc_servers=rpc_servers)
+    draft_opts = LoadOptions(n_gpu_layers=ngld, n_threads=threads, n_ctx=n_ctx, repack=repack, rpc_servers=rpc_servers)
     try:
         target = models.path_for(args.target)
         draft = models.path_for(args.draft) if args.draft else None

@@ -69,16 +69,23 @@ def run(args: argparse.Namespace) -> int:
     from desktop_app.commands.models import TerminalProgress
     from desktop_app.engine.sampling import SamplingParams
 
+    if args.server:
+        from desktop_app.commands.remote import run_server
+
+        return run_server(args)
+    if not args.target:
+        return fail(args, "a target model is needed: -m TARGET (or --server URL for a running llama-server)", EXIT_USAGE)
     try:
         spec, sampling = _settings(args)
         text = _prompt_text(args)
         n_ctx = checks.ctx_size(args.ctx_size)
         threads = checks.threads(args.threads)
+        ngl, ngld, rpc_servers = checks.offload(args)
     except ValueError as exc:
         return fail(args, str(exc), EXIT_USAGE)
     repack = False if args.no_repack else None
-    target_opts = LoadOptions(n_gpu_layers=args.gpu_layers, n_threads=threads, n_ctx=n_ctx, repack=repack)
-    draft_opts = LoadOptions(n_gpu_layers=args.gpu_layers_draft, n_threads=threads, n_ctx=n_ctx, repack=repack)
+    target_opts = LoadOptions(n_gpu_layers=ngl, n_threads=threads, n_ctx=n_ctx, repack=repack, rpc_servers=rpc_servers)
+    draft_opts = LoadOptions(n_gpu_layers=ngld, n_threads=threads, n_ctx=n_ctx, repack=repack, rpc_servers=rpc_servers)
     try:
         progress = None if args.json else TerminalProgress()
         args.target = models.path_for(args.target, progress)

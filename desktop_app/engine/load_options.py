@@ -15,3 +15,4 @@ class LoadOptions:
     n_batch: int = 512
     use_mmap: bool = False     # see backend.load_model_ptr: mmap doubles memory where weights are repacked
     repack: bool | None = None  # repacked weights (llama.cpp's extra buffer types); None: decided by repack.decide
+    rpc_servers: tuple[str, ...] = ()  # llama.cpp RPC servers (host:port) the offloaded layers go to (rpc.py)

@@ -5,7 +5,7 @@ import os
 import struct
 from typing import Callable
 
-from desktop_app.engine import backend, repack
+from desktop_app.engine import backend, repack, rpc
 from desktop_app.engine.errors import LoadCancelled, ModelLoadError  # noqa: F401 (re-exported)
 from desktop_app.engine.load_options import LoadOptions
 
@@ -61,6 +61,11 @@ def load_model(path: str, options: LoadOptions = LoadOptions(), vocab_only: bool
 
     if cancel and cancel():
         raise LoadCancelled(path)
+    if options.rpc_servers and not vocab_only:
+        try:
+            rpc.register(options.rpc_servers)
+        except rpc.RpcError as exc:
+            raise ModelLoadError(path, str(exc)) from None
     repack_on = options.repack
     if repack_on is None:
         repack_on = vocab_only or repack.decide().enabled

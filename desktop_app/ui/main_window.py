@@ -27,11 +27,12 @@ from desktop_app.ui.conversation_list import ConversationList
 from desktop_app.ui.first_run import FirstRun
 from desktop_app.ui.live_reply import LiveReply
 from desktop_app.ui.model_bar import ModelBar
-from desktop_app.ui.settings_panel import SettingsPanel, load_options
+from desktop_app.engine.rpc import RpcError
+from desktop_app.ui.settings_panel import SettingsPanel, load_options, rpc_options
 from desktop_app.ui.spec_bar import SpecBar
 from desktop_app.ui.spec_panel import SpecPanel, stored_header
 from desktop_app.ui.system_dialog import SystemDialog
-from desktop_app.ui.worker import EngineWorker, GenerateRequest, LoadedPair, LoadRequest
+from desktop_app.ui.worker import EngineWorker, GenerateRequest, LoadedPair, LoadRequest, ServerRequest
 
 CLOSE_GRACE_S = 3.0             # how long closing waits for the engine to stop a request by itself
 SIDEBAR, CENTER, PANEL = 0, 1, 2          # the splitter's parts
@@ -40,6 +41,7 @@ MIN_CHAT_WIDTH = 500                      # what the default layout leaves the c
 
 class MainWindow(QMainWindow):
     requestLoad = Signal(object)
+    requestServer = Signal(object)
     requestGenerate = Signal(object)
     requestFetch = Signal()
     requestDrop = Signal(int, object)
@@ -67,6 +69,7 @@ class MainWindow(QMainWindow):
         self.worker = EngineWorker(str(self.store.path))
         self.worker.moveToThread(self.thread)
         self.requestLoad.connect(self.worker.load)
+        self.requestServer.connect(self.worker.connect_server)
         self.requestGenerate.connect(self.worker.generate)
         self.requestFetch.connect(self.worker.fetch_demo)
         self.requestDrop.connect(self.worker.drop_oldest_turns)
@@ -127,6 +130,7 @@ class MainWindow(QMainWindow):
 
         self.model_bar = ModelBar()
         self.model_bar.loadRequested.connect(self.load_pair)
+        self.model_bar.serverRequested.connect(self.connect_server)
         self.model_bar.demoRequested.connect(self.load_demo)
         self.model_bar.cancelRequested.connect(self.worker.cancel)
         self.model_bar.folderAdded.connect(self.add_model_folder)
@@ -394,9 +398,19 @@ class MainWindow(QMainWindow):
 
     def load_pair(self, target: str, draft: str | None) -> None:
         t_opts, d_opts = load_options(self.settings_panel.loading())
+        if self.model_bar.backend.backend() == "rpc":
+            try:
+                t_opts, d_opts = rpc_options(self.model_bar.rpc_servers(), t_opts, d_opts)
+            except RpcError as exc:
+                self.model_bar.show_error(f"RPC servers: {exc}")
+                return
         self.model_bar.select(target, draft)
         self.model_bar.show_progress("Loading", 0.0)
         self.requestLoad.emit(LoadRequest(target, draft, t_opts, d_opts))
+
+    def connect_server(self, url: str, api_key: str) -> None:
+        self.model_bar.show_progress(f"Connecting to {url}", 0.0)
+        self.requestServer.emit(ServerRequest(url, api_key))
 
     def _on_load_progress(self, what: str, fraction: float) -> None:
         label = STAGES.get(what, f"loading {what}")
@@ -436,11 +450,19 @@ class MainWindow(QMainWindow):
             return
         self.loaded = info
         self.lost_pair = None
-        self.settings.remember_pair(info.target, info.draft)
-        unsaved = self._save_settings()
-        names = os.path.basename(info.target) + (f" + {os.path.basename(info.draft)}" if info.draft else "")
-        self.model_bar.show_loaded(f"Loaded {names} (context {info.n_ctx} tokens)."
-                                   + (f" Note: {info.template_note}." if info.template_note else ""))
+        if info.server is not None:                      # a llama-server: its own models and speculation
+            unsaved = ""
+            names = f"{os.path.basename(info.server.model)} (llama-server)"
+            self.model_bar.show_loaded(f"Connected: {info.target_summary}." + (
+                "" if info.server.metrics else " Start it with --metrics for acceptance per draft position."))
+            self.spec_bar.set_remote(info.server.speculation(), info.server.command_hint())
+        else:
+            self.settings.remember_pair(info.target, info.draft)
+            unsaved = self._save_settings()
+            names = os.path.basename(info.target) + (f" + {os.path.basename(info.draft)}" if info.draft else "")
+            self.model_bar.show_loaded(f"Loaded {names} (context {info.n_ctx} tokens)."
+                                       + (f" Note: {info.template_note}." if info.template_note else ""))
+            self.spec_bar.set_remote(None)
         self.settings_panel.template_note.setText(info.template_note)
         self.spec_bar.set_draft_available(bool(info.draft))
         self._say(" ".join(n for n in (info.notice, unsaved) if n))

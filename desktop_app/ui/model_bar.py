@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QGridLayout, QHBoxLayout,
 
 from desktop_app.models.gguf_info import GGUFError, read_info
 from desktop_app.models.pairing import PairVerdict, check_headers
+from desktop_app.ui.backend_row import BackendRow
 
 NO_DRAFT = "(no draft model)"
 MAX_LABEL_CHARS = 46        # longer file names are cut in the middle in the boxes
@@ -39,6 +40,7 @@ class ModelBar(QWidget):
     demoRequested = Signal()
     folderAdded = Signal(str)
     cancelRequested = Signal()
+    serverRequested = Signal(str, str)      # llama-server URL, API key
 
     pair_verdict: PairVerdict | None = None     # the header check of the chosen pair (None: no draft)
 
@@ -77,42 +79,58 @@ class ModelBar(QWidget):
         for b in (self.recent, self.load_button, self.cancel_button):
             b.setMinimumWidth(b.sizeHint().width())     # never squeezed into an elided text
         self.load_button.setMinimumWidth(max(b.minimumWidth() for b in (self.load_button, self.cancel_button)))
+        self.backend = BackendRow()
+        self.backend.changed.connect(self._backend_changed)
+        self.backend.connectRequested.connect(self.serverRequested)
+        grid.addWidget(self.backend, 0, 0, 1, 4)
+        self.local_widgets = [self.target, self.draft, browse_t, browse_d, self.recent]
         # two rows, so that each name has the room of the whole bar
-        grid.addWidget(QLabel("Target"), 0, 0)
-        grid.addWidget(self.target, 0, 1)
-        grid.addWidget(browse_t, 0, 2)
-        grid.addWidget(self.recent, 0, 3)
-        grid.addWidget(QLabel("Draft"), 1, 0)
-        grid.addWidget(self.draft, 1, 1)
-        grid.addWidget(browse_d, 1, 2)
+        self.local_widgets += [QLabel("Target"), QLabel("Draft")]
+        grid.addWidget(self.local_widgets[-2], 1, 0)
+        grid.addWidget(self.target, 1, 1)
+        grid.addWidget(browse_t, 1, 2)
+        grid.addWidget(self.recent, 1, 3)
+        grid.addWidget(self.local_widgets[-1], 2, 0)
+        grid.addWidget(self.draft, 2, 1)
+        grid.addWidget(browse_d, 2, 2)
         buttons = QHBoxLayout()
         buttons.setSpacing(4)
         buttons.addWidget(self.load_button)
         buttons.addWidget(self.cancel_button)
-        grid.addLayout(buttons, 1, 3)
+        grid.addLayout(buttons, 2, 3)
         self.verdict = QLabel()
         self.verdict.setObjectName("pairVerdict")
         self.verdict.setWordWrap(True)
         self.verdict.hide()
-        grid.addWidget(self.verdict, 2, 0, 1, 4)
+        grid.addWidget(self.verdict, 3, 0, 1, 4)
         self.info = QLabel()
         self.info.setObjectName("modelInfo")
         self.info.setWordWrap(True)
         self.info.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        grid.addWidget(self.info, 3, 0, 1, 4)
+        grid.addWidget(self.info, 4, 0, 1, 4)
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
         self.progress.hide()
-        grid.addWidget(self.progress, 4, 0, 1, 4)
+        grid.addWidget(self.progress, 5, 0, 1, 4)
         self.status = QLabel("No model loaded.")
         self.status.setObjectName("modelStatus")
         self.status.setWordWrap(True)
-        grid.addWidget(self.status, 5, 0, 1, 4)
+        grid.addWidget(self.status, 6, 0, 1, 4)
         grid.setColumnStretch(1, 1)
         self.target.currentIndexChanged.connect(self._update_info)
         self.draft.currentIndexChanged.connect(self._update_info)
         self.draft.addItem(NO_DRAFT, None)
         self._fit(self.draft)
+
+    def _backend_changed(self, key: str) -> None:
+        """A llama-server brings its own models: the file choices give way to its address."""
+        local = key != "server"
+        for w in self.local_widgets + [self.load_button, self.info]:
+            w.setVisible(local)
+        self.verdict.setVisible(local and self.pair_verdict is not None)
+
+    def rpc_servers(self) -> str:
+        return self.backend.rpc_servers()
 
     def label(self, path: str) -> str:
         """A file's name as the boxes show it: whole up to MAX_LABEL_CHARS average characters, else cut

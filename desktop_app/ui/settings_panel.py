@@ -128,3 +128,14 @@ def load_options(d: dict) -> tuple[LoadOptions, LoadOptions]:
                         repack=repack),
             LoadOptions(n_gpu_layers=d.get("n_gpu_layers_draft", 0), n_threads=threads, n_ctx=d.get("n_ctx", 4096),
                         repack=repack))
+
+
+def rpc_options(servers: str, target: LoadOptions, draft: LoadOptions) -> tuple[LoadOptions, LoadOptions]:
+    """The load options with the RPC servers typed in the model bar (raises RpcError for a bad list);
+    GPU layers left at 0 become 99: every layer goes to the servers, as with llama.cpp's -ngl 99."""
+    from dataclasses import replace
+
+    from desktop_app.engine.rpc import parse_servers
+
+    hosts = parse_servers(servers)
+    return tuple(replace(o, rpc_servers=hosts, n_gpu_layers=o.n_gpu_layers or 99) for o in (target, draft))

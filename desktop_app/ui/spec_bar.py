@@ -42,6 +42,7 @@ class SpecBar(QFrame):
         self._choice = "model"        # the drafter chosen under Auto too ("model" or "lookup"), as saved
         self._last_round: RoundEvent | None = None
         self._quiet = False
+        self._remote: tuple[str, str] | None = None   # (what a llama-server does, how to change it): read-only
 
         self.switch = QToolButton()
         self.switch.setObjectName("speculateSwitch")
@@ -180,6 +181,12 @@ class SpecBar(QFrame):
         self._has_draft = available
         self._refresh()
 
+    def set_remote(self, summary: str | None, how_to_change: str = "") -> None:
+        """A llama-server decides speculation at its launch: the bar then only shows what it does
+        (`summary`) and, in the tooltip, the command line that would change it. None: local models."""
+        self._remote = (summary, how_to_change) if summary else None
+        self._refresh()
+
     # -- the running reply
     def show_round(self, r: RoundEvent) -> None:
         """A round of the running reply: in Auto, the bar shows the γ and drafter auto chose for it."""
@@ -254,11 +261,24 @@ class SpecBar(QFrame):
             text, state = "Speculating: auto", "auto"
         else:
             text, state = f"Speculating: {DRAFTER_WORDS[self._effective_drafter()]}, γ {gamma}", "on"
-        self.mode.setText(text)
+        if self._remote:
+            for w in (self.switch, self.gamma, self.advanced, *self.drafter_buttons.values()):
+                w.setEnabled(False)
+            for a in self.actions_list:
+                a.setEnabled(False)
+            text, state = self._remote[0], "remote"
+            self.mode.setText(text)
+            self.mode.setToolTip(f"{text}. llama-server takes its speculation settings only when it starts: "
+                                 f"{self._remote[1]}")
+        else:
+            self.switch.setEnabled(True)
+            self.toggle_action.setEnabled(True)
+            self.mode.setText(text)
         if state == "auto":
             text += (", each round the draft model or a lookup copy" if self._has_draft
                      else ", each round a lookup copy (no draft model loaded)")
-        self.mode.setToolTip(text)
+        if state != "remote":
+            self.mode.setToolTip(text)
         self.setProperty("mode", state)
         self.setStyleSheet(
             "#specBar { border: 1px solid palette(mid); border-left: 4px solid %s; border-radius: 3px; }"

@@ -20,6 +20,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from desktop_app import models
 from desktop_app.chat.compare import compare as run_compare
 from desktop_app.chat.history import HistoryError, HistoryStore
+from desktop_app.chat.server_session import ServerChatSession
 from desktop_app.chat.session import ChatSession, ContextOverflow, GenerationOptions
 from desktop_app.engine.errors import IncompatiblePair, LoadCancelled, ModelLoadError
 from desktop_app.engine.events import FinishEvent, RoundEvent, TokenEvent
@@ -27,6 +28,7 @@ from desktop_app.engine.load_options import LoadOptions
 from desktop_app.engine.process.client import EngineProcess
 from desktop_app.engine.process.protocol import EngineCrashed
 from desktop_app.models.gguf_info import GGUFError, read_info
+from desktop_app.remote.server import LlamaServer, ServerError
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,13 @@ class LoadedPair:
     template_note: str
     n_ctx: int
     notice: str = ""               # a decision the engine made for the user, to tell once
+    server: object = None          # remote.server.ServerInfo when the models run in a llama-server
+
+
+@dataclass(frozen=True)
+class ServerRequest:
+    url: str
+    api_key: str
 
 
 @dataclass(frozen=True)
@@ -152,6 +161,28 @@ class EngineWorker(QObject):
         self.loaded.emit(LoadedPair(request.target, request.draft, summaries[0], summaries[1],
                                     session.template.note, pair.n_ctx, pair.notice))
 
+    @Slot(object)
+    def connect_server(self, request: ServerRequest) -> None:
+        """Chat through a running llama-server from now on (the local engine's models are let go)."""
+        self.busyChanged.emit(True)
+        try:
+            server = LlamaServer(request.url, request.api_key or None)
+            info = server.connect()
+        except ServerError as exc:
+            self.loadFailed.emit(str(exc))
+            return
+        finally:
+            self.busyChanged.emit(False)
+        if self.pair is not None:
+            try:
+                self.pair.close()                # the engine process lets the local models go
+            except Exception:
+                pass
+        self.pair, self.session = None, ServerChatSession(server, self._history())
+        note = "" if info.speculative else ("This server does not speculate: every round is a plain step. "
+                                            "To speculate, start it as: " + info.command_hint())
+        self.loaded.emit(LoadedPair(info.url, None, info.describe(), "", "", info.n_ctx or 0, note, info))
+
     @Slot()
     def fetch_demo(self) -> None:
         self._fetch_cancel.clear()
@@ -246,6 +277,10 @@ class EngineWorker(QObject):
         if self.session is None:
             self.compareFailed.emit("The model engine is not running: reload the models, then compare again."
                                     if self._reported is not None else "No model is loaded yet.")
+            return
+        if isinstance(self.session, ServerChatSession):
+            self.compareFailed.emit("Compare runs the local models with speculation off and on; a llama-server "
+                                    "takes its speculation settings only when it starts.")
             return
         self.busyChanged.emit(True)
         try:

@@ -1,0 +1,59 @@
+"""A chat session whose model runs in a llama-server (remote/server.py): the same conversations,
+history and events as ChatSession, with the server applying its own chat template.
+
+The server sends text, not token ids, so its replies are stored without them (a later local turn
+re-tokenises their text); the conversation goes to it as messages every turn, and its prompt cache
+(`cache_prompt`) spares re-reading what it already holds. A reply the server breaks off (it died or
+restarted) is kept as "interrupted", with what came.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from desktop_app.chat.history import ConversationInfo, HistoryStore
+from desktop_app.chat.rules import reply_status
+from desktop_app.chat.session import ChatSession, GenerationOptions
+from desktop_app.engine.events import FinishEvent
+from desktop_app.engine.settings import Controls
+from desktop_app.remote.server import LlamaServer
+
+
+class ServerChatSession(ChatSession):
+    keeps_tokens = False
+
+    def __init__(self, server: LlamaServer, store: HistoryStore):
+        self.server = server
+        self.pair = None
+        self.store = store
+        self.template = None
+        self.controls = Controls()
+        self.flush_interval_s = 1.0
+        self.controls.subscribe(lambda c: server.cancel() if c.cancelled else None)
+
+    @property
+    def n_ctx(self) -> int:
+        return (self.server.info.n_ctx if self.server.info else None) or 0
+
+    def messages(self, conversation: ConversationInfo) -> list[dict]:
+        out = [{"role": "system", "content": conversation.system_prompt}] if conversation.system_prompt else []
+        out += [{"role": m.role, "content": m.content} for m in conversation.messages[conversation.first_turn:]]
+        return out
+
+    def fits(self, conversation: ConversationInfo, options: GenerationOptions) -> bool:
+        return True                  # the server counts its own tokens, and says so when they do not fit
+
+    def reply(self, conversation_id: int, options: GenerationOptions) -> Iterator:
+        self.controls.reset_cancel()
+        conversation = self.store.conversation(conversation_id)
+        info = self.server.info
+        settings = {"server": self.server.url, "target": info.model if info else None,
+                    "sampling": {"temperature": options.sampling.temperature, "top_k": options.sampling.top_k,
+                                 "top_p": options.sampling.top_p, "min_p": options.sampling.min_p,
+                                 "seed": options.sampling.seed},
+                    "max_tokens": options.max_tokens}
+        events = self.server.generate(self.messages(conversation), options.sampling, options.max_tokens,
+                                      list(options.stop))
+        return self._store_reply(conversation_id, events, settings)
+
+    def _final_status(self, event: FinishEvent) -> str:
+        return "interrupted" if event.message else reply_status(event.stop_reason)

@@ -1,0 +1,97 @@
+"""`tandem generate --server URL`: the same reply and report, through a running llama-server."""
+from __future__ import annotations
+
+import os
+import sys
+
+from desktop_app.commands import checks
+from desktop_app.commands.output import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, emit_json, fail
+
+LOCAL_ONLY = ("target", "draft", "rpc", "gpu_layers", "gpu_layers_draft")
+
+
+def run_server(args) -> int:
+    from desktop_app.commands.generate import ANSI, RESET, _prompt_text
+    from desktop_app.engine import FinishEvent, RoundEvent, TokenEvent
+    from desktop_app.engine.sampling import SamplingParams
+    from desktop_app.remote.server import LlamaServer, ServerError
+
+    given = [name for name in LOCAL_ONLY if getattr(args, name, None) not in (None, False)]
+    if given:
+        return fail(args, f"--server runs the server's own models and speculation; "
+                          f"{', '.join('--' + g.replace('_', '-') for g in given)} apply to local models only", EXIT_USAGE)
+    if args.drafter or args.auto or args.draft_max != 4:
+        checks.note("llama-server sets speculation when it starts (-md, --spec-type, --spec-draft-n-max); "
+                    "--drafter, --draft-max and --auto are not sent")
+    try:
+        text = _prompt_text(args)
+        sampling = SamplingParams(temperature=checks.temperature(args.temp), top_k=checks.top_k(args.top_k),
+                                  top_p=checks.fraction("--top-p", args.top_p),
+                                  min_p=checks.fraction("--min-p", args.min_p), seed=checks.seed(args.seed))
+        if args.max_tokens < 1 or args.samples < 1:
+            raise ValueError("-n and --samples must be at least 1")
+    except ValueError as exc:
+        return fail(args, str(exc), EXIT_USAGE)
+    if args.raw:
+        return fail(args, "--raw is for local models: llama-server applies its own chat template", EXIT_USAGE)
+    server = LlamaServer(args.server, args.api_key or os.environ.get("TANDEM_API_KEY"))
+    try:
+        info = server.connect()
+    except ServerError as exc:
+        return fail(args, str(exc), EXIT_FAIL)
+    if not args.json:
+        checks.note(info.describe())
+        if info.speculative is False:
+            checks.note("this server does not speculate, so every round is a plain step; to speculate, start it "
+                        "as: " + info.command_hint())
+    messages = ([{"role": "system", "content": args.system}] if args.system else []) + [{"role": "user", "content": text}]
+    color = sys.stdout.isatty() and not args.json
+    samples = []
+    try:
+        for k in range(args.samples):
+            params = SamplingParams(sampling.temperature, sampling.top_k, sampling.top_p, sampling.min_p, sampling.seed + k)
+            rounds, finish = [], None
+            try:
+                for event in server.generate(messages, params, args.max_tokens, args.stop):
+                    if isinstance(event, RoundEvent):
+                        rounds.append(event)
+                    elif isinstance(event, TokenEvent) and not args.json:
+                        code = ANSI[event.kind.value] if color else ""
+                        sys.stdout.write(f"{code}{event.text}{RESET if code else ''}")
+                        sys.stdout.flush()
+                    elif isinstance(event, FinishEvent):
+                        finish = event
+            except ServerError as exc:
+                return fail(args, str(exc), EXIT_FAIL)
+            samples.append((params.seed, rounds, finish, server.last_reply))
+            if not args.json:
+                sys.stdout.write("\n")
+                _print_stats(finish, server.last_reply, k, args.samples)
+    except KeyboardInterrupt:
+        server.cancel()
+        return fail(args, "interrupted", EXIT_INTERRUPTED)
+    if args.json:
+        emit_json({"ok": True, "server": info.url, "model": info.model,
+                   "speculation": {"speculative": info.speculative, "types": info.spec_types, "n_max": info.n_max,
+                                   "limits": info.limits},
+                   "samples": [{"seed": seed, "text": f.text, "rounds": [r.to_json() for r in rounds],
+                                "stats": f.stats.to_json(), "message": f.message,
+                                "server_timings": reply.final_timings, "metrics_delta": reply.metrics_delta,
+                                "accepted_per_pos": reply.accepted_per_pos}
+                               for seed, rounds, f, reply in samples]})
+    return EXIT_OK if all(not f.message for _, _, f, _ in samples) else EXIT_FAIL
+
+
+def _print_stats(finish, reply, k: int, n: int) -> None:
+    s = finish.stats
+    head = f"[sample {k + 1}/{n}] " if n > 1 else ""
+    parts = [f"{s.n_tokens} tokens, {s.tokens_per_s:.1f} tok/s (the server's count), first token "
+             f"{s.ttft_s * 1000:.0f} ms", f"stop: {s.stop_reason}"]
+    if s.n_drafted:
+        parts.append(f"accepted {s.n_accepted}/{s.n_drafted} drafted ({100 * s.acceptance_rate:.0f} %) in "
+                     f"{s.n_rounds - s.n_plain_rounds} rounds, {s.mean_accepted:.2f} kept per round")
+    if reply.accepted_per_pos:
+        parts.append("kept at draft position " + " ".join(f"{i + 1}:{v}" for i, v in enumerate(reply.accepted_per_pos)))
+    if finish.message:
+        parts.append(finish.message)
+    print(head + "; ".join(parts), file=sys.stderr)

@@ -1,0 +1,329 @@
+"""A running llama-server as Tandem's backend: chat through its streaming /v1/chat/completions, with
+the speculative rounds rebuilt from its per-token timings (rounds.py).
+
+No Qt here. `LlamaServer.connect()` checks the server and reads what it says about itself;
+`generate()` yields the engine's events (RoundEvent and its TokenEvents as each round closes, then
+FinishEvent), so a consumer shows a remote reply as it shows a local one. What a remote reply cannot
+show is said in `ServerInfo.limits`.
+
+llama-server takes its speculation settings only at launch (`-md`, `--spec-type`, `--spec-draft-n-max`,
+...): Tandem shows them and the command line that would change them, never sends them.
+
+Failures raise ServerError with a message for the user; a reply cut short by a failure ends with a
+FinishEvent whose `message` says why, after the rounds received so far (the partial reply is kept).
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import socket
+import ssl
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from desktop_app.engine.costs import CostModel
+from desktop_app.engine.events import FinishEvent, RoundEvent, StopReason, TokenEvent
+from desktop_app.engine.metrics import StatsRecorder
+from desktop_app.engine.sampling import SamplingParams
+from desktop_app.remote.rounds import RoundRebuilder
+
+CONNECT_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 300.0          # a silent stream this long is a dead server
+PER_POS = re.compile(r'^llamacpp:spec_decode_num_accepted_tokens_per_pos_total\{position="(\d+)"\}\s+([0-9.eE+-]+)', re.M)
+COUNTER = re.compile(r"^llamacpp:(spec_decode_num_[a-z_]+_total)\s+([0-9.eE+-]+)", re.M)
+LIMITS = ("Rebuilt from the server's per-token timings: drafted and kept counts per round are exact; "
+          "the token ids, the text of rejected drafts and the draft/verify time split are not sent.")
+
+
+class ServerError(RuntimeError):
+    """A failure talking to llama-server; `kind`: unreachable, auth, not_llama_server, http, interrupted."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class ServerInfo:
+    url: str
+    model: str                        # the model file the server loaded
+    n_ctx: int | None
+    build: str
+    speculative: bool | None          # None: the server does not say (its /slots endpoint is off)
+    spec_types: str                   # e.g. "draft-simple"
+    n_max: int | None                 # draft positions its /metrics report (its --spec-draft-n-max), once known
+    metrics: bool                     # /metrics on (llama-server --metrics): per-position acceptance
+    limits: str = LIMITS
+
+    def speculation(self) -> str:
+        """What the server does, in a few words (it decides at launch)."""
+        return {True: f"llama-server speculates ({self.spec_types or 'draft'}"
+                      + (f", up to {self.n_max} drafted" if self.n_max else "") + ")",
+                False: "llama-server does not speculate",
+                None: "llama-server: speculation unknown (its /slots endpoint is off)"}[self.speculative]
+
+    def describe(self) -> str:
+        spec = {True: f"speculating ({self.spec_types or 'draft'}"
+                      + (f", up to {self.n_max} drafted" if self.n_max else "") + ")",
+                False: "not speculating", None: "speculation unknown"}[self.speculative]
+        return f"llama-server at {self.url}: {os.path.basename(self.model)}, {spec}"
+
+    def command_hint(self) -> str:
+        """The llama-server command line that sets speculation (it cannot be changed per request)."""
+        return ("llama-server -m TARGET.gguf -md DRAFT.gguf --spec-type draft-simple --spec-draft-n-max 16 "
+                "--metrics (restart the server to change these)")
+
+
+@dataclass
+class ServerReply:
+    """What generate() learnt beyond the events: per-position acceptance from /metrics, and the
+    server's own final totals, for checking the rebuilt rounds against."""
+
+    final_timings: dict = field(default_factory=dict)
+    metrics_delta: dict[str, float] = field(default_factory=dict)
+    accepted_per_pos: list[int] = field(default_factory=list)
+
+
+def normalize_url(url: str) -> str:
+    url = url.strip()
+    if not re.match(r"^https?://", url):
+        url = "http://" + url
+    parts = urllib.parse.urlsplit(url)
+    if not parts.hostname:
+        raise ServerError("unreachable", f"{url!r} is not a server address (for example http://127.0.0.1:8080)")
+    return url.rstrip("/")
+
+
+class LlamaServer:
+    def __init__(self, url: str, api_key: str | None = None, timeout_s: float = READ_TIMEOUT_S):
+        self.url = normalize_url(url)
+        self.api_key = api_key or None
+        self.timeout_s = timeout_s
+        self.info: ServerInfo | None = None
+        self.last_reply = ServerReply()
+        self._cancel = threading.Event()
+        self._response = None
+
+    # -- HTTP
+
+    def _request(self, path: str, body: dict | None = None, timeout: float = CONNECT_TIMEOUT_S):
+        headers = {"Accept": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(self.url + path, data=data, headers=headers)
+        try:
+            return urllib.request.urlopen(req, timeout=timeout, context=ssl.create_default_context())
+        except urllib.error.HTTPError as exc:
+            detail = _error_text(exc)
+            if exc.code == 401:
+                raise ServerError("auth", f"llama-server at {self.url} refused the API key (401"
+                                  + (f": {detail}" if detail else "") + "). "
+                                  + ("Check the key: it must be one the server was started with (--api-key)."
+                                     if self.api_key else "It needs one: enter the key it was started with "
+                                     "(--api-key).")) from exc
+            if exc.code == 404:
+                raise ServerError("not_llama_server", f"{self.url}{path} does not exist (404): is {self.url} a "
+                                  "llama-server? Tandem needs llama.cpp's own server.") from exc
+            raise ServerError("http", f"llama-server at {self.url} answered {exc.code} {exc.reason}"
+                              + (f": {detail}" if detail else "")) from exc
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            if isinstance(reason, ssl.SSLError):
+                why = f"the TLS handshake failed ({reason.reason or reason})"
+            elif isinstance(reason, socket.gaierror):
+                why = "that host name does not resolve"
+            elif isinstance(reason, ConnectionRefusedError):
+                why = "nothing is listening there"
+            elif isinstance(reason, (socket.timeout, TimeoutError)):
+                why = f"no answer within {timeout:.0f} s"
+            else:
+                why = str(reason)
+            raise ServerError("unreachable", f"Cannot reach llama-server at {self.url}: {why}. Is it running, and "
+                              "is the address right? (llama-server -m MODEL.gguf --host 127.0.0.1 --port 8080)") from exc
+
+    def _json(self, path: str) -> dict:
+        with self._request(path) as resp:
+            try:
+                return json.loads(resp.read().decode())
+            except ValueError as exc:
+                raise ServerError("not_llama_server", f"{self.url}{path} did not answer JSON: is it a "
+                                  "llama-server?") from exc
+
+    def metrics_text(self) -> str | None:
+        """The /metrics page, or None when the server runs without --metrics."""
+        try:
+            with self._request("/metrics") as resp:
+                return resp.read().decode()
+        except ServerError as exc:
+            if exc.kind in ("http", "not_llama_server"):
+                return None
+            raise
+
+    # -- the server
+
+    def connect(self) -> ServerInfo:
+        """Check the server and read what it says about itself (model, context, speculation)."""
+        props = self._json("/props")
+        if "default_generation_settings" not in props and "model_path" not in props:
+            raise ServerError("not_llama_server", f"{self.url} answered /props without llama-server's fields: "
+                              "Tandem needs llama.cpp's own server.")
+        speculative, types = None, ""
+        try:
+            slots = self._json("/slots")
+            if isinstance(slots, list) and slots:
+                speculative = bool(slots[0].get("speculative"))
+                types = str(slots[0].get("params", {}).get("speculative.types", ""))
+        except ServerError as exc:
+            if exc.kind in ("auth", "unreachable"):
+                raise
+        text = self.metrics_text()
+        n_max = len(PER_POS.findall(text)) or None if text else None
+        settings = props.get("default_generation_settings", {})
+        self.info = ServerInfo(url=self.url, model=str(props.get("model_path") or props.get("model_alias") or "?"),
+                               n_ctx=settings.get("n_ctx"), build=str(props.get("build_info", "")),
+                               speculative=speculative, spec_types=types if speculative else "",
+                               n_max=n_max, metrics=text is not None)
+        return self.info
+
+    def cancel(self) -> None:
+        """Stop the reply in flight (from any thread): the stream is closed, the partial reply kept."""
+        self._cancel.set()
+        resp = self._response
+        if resp is not None:
+            try:
+                resp.close()
+            except Exception:
+                pass
+
+    def generate(self, messages: list[dict], params: SamplingParams, max_tokens: int,
+                 stop: list[str] | None = None) -> Iterator:
+        """Chat `messages` ([{"role", "content"}]) through the server; yields RoundEvent and its
+        TokenEvents per round, then a FinishEvent. Raises ServerError only before the first token."""
+        if self.info is None:
+            self.connect()
+        self._cancel.clear()
+        before = self.metrics_text() if self.info.metrics else None
+        body = {"messages": messages, "stream": True, "timings_per_token": True, "max_tokens": max_tokens,
+                "temperature": params.temperature, "top_k": params.top_k, "top_p": params.top_p,
+                "min_p": params.min_p, "seed": params.seed, "cache_prompt": True}
+        if stop:
+            body["stop"] = list(stop)
+        t0 = time.perf_counter()
+        rebuilder = RoundRebuilder()
+        recorder = StatsRecorder(0, 0)
+        ttft = None
+        text_parts: list[str] = []
+        final: dict = {}
+        finish_reason, message = None, ""
+        self.last_reply = ServerReply()
+        resp = self._request("/v1/chat/completions", body, timeout=self.timeout_s)
+        self._response = resp
+
+        def emit(rounds: list[RoundEvent]) -> Iterator:
+            for r in rounds:
+                recorder.add_round(r, 0)
+                yield r
+                for i, (kind, piece) in enumerate(zip(r.kinds, r.emitted_text)):
+                    text_parts.append(piece)
+                    yield TokenEvent(-1, piece, kind, len(text_parts) - 1)
+
+        try:
+            for event in _sse_events(resp):
+                if self._cancel.is_set():
+                    break
+                if "error" in event:
+                    err = event["error"]
+                    message = f"llama-server stopped the reply: {err.get('message', err) if isinstance(err, dict) else err}"
+                    break
+                timings = event.get("timings")
+                piece = ""
+                for choice in event.get("choices", []):
+                    piece += (choice.get("delta") or {}).get("content") or ""
+                    finish_reason = choice.get("finish_reason") or finish_reason
+                if piece and ttft is None:
+                    ttft = time.perf_counter() - t0
+                if timings:
+                    final = timings
+                yield from emit(rebuilder.feed(piece, timings))
+            else:
+                if finish_reason is None:
+                    message = (f"llama-server at {self.url} closed the connection mid-reply (it stopped or "
+                               "restarted); the reply so far is kept.")
+        except (http.client.HTTPException, OSError, ValueError) as exc:
+            if not self._cancel.is_set():
+                message = (f"The connection to llama-server at {self.url} broke mid-reply ({type(exc).__name__}: "
+                           f"{exc}): it stopped or restarted; the reply so far is kept.")
+        finally:
+            self._response = None
+            resp.close()
+        cancelled = self._cancel.is_set()
+        end = {"stop": "eos", "length": "max_tokens"}.get(finish_reason or "", "")
+        yield from emit(rebuilder.finish(None, "" if cancelled or message else end))
+        t_total = time.perf_counter() - t0
+        reason = (StopReason.CANCELLED if cancelled or message else
+                  StopReason.MAX_TOKENS if finish_reason == "length" else StopReason.EOS)
+        stats = recorder.finish(len(text_parts), t_total, (final.get("prompt_ms", 0.0) or 0.0) / 1000,
+                                ttft or t_total, reason.value, CostModel())
+        stats.n_prompt_tokens = int(final.get("prompt_n", 0) or 0) + int(final.get("cache_n", 0) or 0)
+        stats.n_prompt_evaluated = int(final.get("prompt_n", 0) or 0)
+        if final.get("predicted_per_second"):
+            stats.tokens_per_s = float(final["predicted_per_second"])
+        stats.c = stats.predicted_speedup = stats.predicted_speedup_measured = None     # not measurable remotely
+        stats.t_draft_step_s = None
+        self.last_reply.final_timings = final
+        if before is not None and not cancelled:
+            after = self.metrics_text()
+            if after is not None:
+                self.last_reply.metrics_delta = _counter_delta(before, after)
+                self.last_reply.accepted_per_pos = _per_pos_delta(before, after)
+                if self.last_reply.accepted_per_pos:
+                    self.info.n_max = len(PER_POS.findall(after))
+        yield FinishEvent(text="".join(text_parts), tokens=(), stats=stats, stop_reason=reason, message=message)
+
+
+def _error_text(exc: urllib.error.HTTPError) -> str:
+    try:
+        doc = json.loads(exc.read().decode())
+        err = doc.get("error", doc)
+        return str(err.get("message", err)) if isinstance(err, dict) else str(err)
+    except Exception:
+        return ""
+
+
+def _sse_events(resp) -> Iterator[dict]:
+    """The JSON documents of a server-sent-events stream, until `data: [DONE]`."""
+    for raw in resp:
+        line = raw.decode("utf-8", errors="replace").strip()
+        if not line.startswith("data:"):
+            if line.startswith("error:"):
+                yield {"error": line[len("error:"):].strip()}
+            continue
+        data = line[len("data:"):].strip()
+        if data == "[DONE]":
+            return
+        yield json.loads(data)
+
+
+def _per_pos(text: str) -> dict[int, float]:
+    return {int(pos): float(v) for pos, v in PER_POS.findall(text)}
+
+
+def _per_pos_delta(before: str, after: str) -> list[int]:
+    b, a = _per_pos(before), _per_pos(after)
+    return [int(round(a[i] - b.get(i, 0.0))) for i in sorted(a)]
+
+
+def _counter_delta(before: str, after: str) -> dict[str, float]:
+    b = {k: float(v) for k, v in COUNTER.findall(before)}
+    return {k: float(v) - b.get(k, 0.0) for k, v in COUNTER.findall(after)}

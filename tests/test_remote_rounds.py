@@ -1,0 +1,62 @@
+"""RoundRebuilder on the chunk sequences llama-server streams (its order, server-context.cpp: a round's
+drafts are counted when drafted, its kept ones after verifying, then its k + 1 tokens go out one
+chunk each). The real server's streams are checked in test_remote_server.py."""
+from __future__ import annotations
+
+from desktop_app.engine.events import TokenKind
+from desktop_app.remote.rounds import RoundRebuilder
+
+A, C, B, P = TokenKind.ACCEPTED, TokenKind.CORRECTION, TokenKind.BONUS, TokenKind.PLAIN
+
+
+def t(n, d=0, k=0, ms=None):
+    out = {"predicted_n": n, "predicted_ms": ms if ms is not None else 10.0 * n}
+    if d:
+        out.update(draft_n=d, draft_n_accepted=k)
+    return out
+
+
+def run(chunks, final=None, end="eos"):
+    rb = RoundRebuilder()
+    rounds = []
+    for text, timings in chunks:
+        rounds += rb.feed(text, timings)
+    rounds += rb.finish(final, end)
+    return rounds
+
+
+def test_rounds_plain_steps_and_kinds():
+    rounds = run([("Hel", t(1)),                                  # from the prompt pass: plain
+                  ("lo", t(2, 4, 2)), (",", t(3, 4, 2)), (" wor", t(4, 4, 2)),   # 4 drafted, 2 kept + correction
+                  ("ld", t(5, 4, 2)),                               # nothing drafted: a plain step
+                  ("!", t(6, 7, 5)), (" Bye", t(7, 7, 5)), (".", t(8, 7, 5)), ("\n", t(9, 7, 5))])  # 3 of 3 + bonus
+    assert [(r.gamma, r.accepted, r.kinds, r.emitted_text) for r in rounds] == [
+        (0, 0, (P,), ("Hel",)),
+        (4, 2, (A, A, C), ("lo", ",", " wor")),
+        (0, 0, (P,), ("ld",)),
+        (3, 3, (A, A, A, B), ("!", " Bye", ".", "\n"))]
+    assert rounds[1].drafted_text == ("lo", ",", "?", "?")          # rejected drafts: text unknown
+    assert [r.index for r in rounds] == [0, 1, 2, 3] and rounds[-1].end == "eos"
+    assert abs(rounds[1].t_round_s - 0.03) < 1e-9                   # the run's share of predicted_ms
+
+
+def test_a_held_back_chunk_gives_its_text_to_the_next():
+    rounds = run([("a", t(1)), ("<", None), ("b>", t(3, 2, 1)), ("c", t(4, 2, 1))])
+    # the held-back "<" arrives with "b>": tokens 2-3 were the round's first two (text on the last)
+    assert [(r.gamma, r.accepted, r.emitted_text) for r in rounds] == [(0, 0, ("a",)), (2, 1, ("", "<b>")),
+                                                                        (0, 0, ("c",))]
+
+
+def test_a_round_cut_by_the_end_of_the_reply():
+    rounds = run([("x", t(1)), ("y", t(2, 6, 4))], final=t(3, 6, 4), end="eos")
+    # 4 of 6 kept, but the reply ended at its second token (an end-of-generation token, no text)
+    [first, cut] = rounds
+    assert (cut.gamma, cut.accepted, cut.kinds, cut.emitted_text) == (6, 4, (A, A), ("y", ""))
+    assert cut.end == "eos" and cut.drafted_text == ("y", "", "?", "?", "?", "?")
+
+
+def test_a_reply_with_no_speculation_is_all_plain_steps():
+    rounds = run([(c, t(i + 1)) for i, c in enumerate("abc")], final=t(3), end="max_tokens")
+    assert [(r.gamma, r.kinds, r.emitted_text) for r in rounds] == [(0, (P,), ("a",)), (0, (P,), ("b",)),
+                                                                     (0, (P,), ("c",))]
+    assert rounds[-1].end == "max_tokens"

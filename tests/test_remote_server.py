@@ -1,0 +1,192 @@
+"""Tandem through a real llama-server (built from the pinned llama-cpp-python sdist's llama.cpp, cached:
+scripts/build_llama_tools.py), on 127.0.0.1 with the SmolLM2 pair and --spec-type draft-simple.
+
+The rounds rebuilt from the streamed timings must be possible rounds (0 <= k <= d <= n_max), add up to
+the server's own final timings and to its /metrics counters (per draft position too), and the greedy
+text must be the local engine's plain greedy text (up to a near-tie of the target's two best tokens,
+which batched and single-token passes round differently). Every failure gives its message and keeps
+what was received."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from desktop_app.chat.compare import NEAR_TIE
+from desktop_app.engine.events import FinishEvent, RoundEvent, TokenKind
+from desktop_app.engine.sampling import SamplingParams
+from desktop_app.remote.server import LlamaServer, ServerError
+from llama_tools import KEY, N_MAX, Server, free_port
+
+pytestmark = [pytest.mark.network, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPT = "Write a Python function that reverses a string, and explain it in two sentences."
+GREEDY = SamplingParams(temperature=0.0, top_k=40, top_p=0.95, min_p=0.05, seed=1)
+MESSAGES = [{"role": "user", "content": PROMPT}]
+
+
+def _reply(server: LlamaServer, n: int = 64, params: SamplingParams = GREEDY):
+    events = list(server.generate(MESSAGES, params, n))
+    rounds = [e for e in events if isinstance(e, RoundEvent)]
+    [finish] = [e for e in events if isinstance(e, FinishEvent)]
+    return rounds, finish
+
+
+def test_rebuilt_rounds_add_up_to_the_server_s_timings_and_metrics(spec_server):
+    server = LlamaServer(spec_server.url, KEY)
+    info = server.connect()
+    assert info.speculative is True and "draft-simple" in info.spec_types and info.metrics
+    rounds, finish = _reply(server)
+    assert not finish.message, finish.message
+    timings, reply = server.last_reply.final_timings, server.last_reply
+    drafted = [r.gamma for r in rounds]
+    kept = [r.accepted for r in rounds]
+    assert all(0 <= k <= d <= N_MAX for d, k in zip(drafted, kept)), list(zip(drafted, kept))
+    assert sum(drafted) == timings["draft_n"] and sum(kept) == timings["draft_n_accepted"]
+    assert sum(len(r.emitted_text) for r in rounds) == timings["predicted_n"] == finish.stats.n_tokens
+    assert "".join(t for r in rounds for t in r.emitted_text) == finish.text
+    # /metrics: the same totals, the number of verify steps, and kept drafts per position
+    m = reply.metrics_delta
+    assert m["spec_decode_num_draft_tokens_total"] == sum(drafted)
+    assert m["spec_decode_num_accepted_tokens_total"] == sum(kept)
+    assert m["spec_decode_num_drafts_total"] == sum(1 for d in drafted if d)
+    assert reply.accepted_per_pos == [sum(1 for k in kept if k > i) for i in range(len(reply.accepted_per_pos))]
+    assert len(reply.accepted_per_pos) == N_MAX and server.info.n_max == N_MAX
+    # kinds: k kept drafts, then the target's correction (k < d) or bonus (k == d); plain steps alone
+    for r in rounds:
+        if r.gamma:
+            assert list(r.kinds[:r.accepted]) == [TokenKind.ACCEPTED] * r.accepted
+            if len(r.kinds) > r.accepted:
+                assert r.kinds[r.accepted] == (TokenKind.BONUS if r.accepted == r.gamma else TokenKind.CORRECTION)
+            assert r.drafted_text[r.accepted:] == ("?",) * (r.gamma - r.accepted)
+        else:
+            assert r.kinds == (TokenKind.PLAIN,)
+    assert sum(kept) > 0 and any(k < d for d, k in zip(drafted, kept))    # it drafted, kept and rejected
+    # and the stats the panel shows agree with the rounds
+    s = finish.stats
+    assert (s.n_drafted, s.n_accepted) == (sum(drafted), sum(kept)) and s.c is None
+
+
+def test_greedy_text_equals_the_local_plain_greedy_text(spec_server, test_model_path):
+    server = LlamaServer(spec_server.url, KEY)
+    _, finish = _reply(server, n=48)
+    local = subprocess.run([sys.executable, "-m", "desktop_app", "generate", "-m", test_model_path, "-p", PROMPT,
+                            "-n", "48", "--drafter", "none", "--temp", "0", "--json"],
+                           capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert local.returncode == 0, local.stderr[-2000:]
+    [sample] = json.loads(local.stdout)["samples"]
+    if finish.text != sample["text"]:
+        gap = _gap_where_they_part(test_model_path, sample["tokens"], finish.text)
+        assert gap <= NEAR_TIE, f"the texts part where the target's top two logits are {gap:.4f} apart"
+
+
+def _gap_where_they_part(model_path: str, tokens: list[int], other: str) -> float:
+    """The local target's top-two logit gap at the first local token the other text does not continue."""
+    import numpy as np
+
+    from desktop_app.chat.template import ChatTemplate, Message
+    from desktop_app.engine import LoadOptions, ModelPair
+
+    with ModelPair.load(model_path, None, LoadOptions(n_ctx=2048), LoadOptions(n_ctx=2048)) as pair:
+        prompt = ChatTemplate(pair.target).tokenize([Message("user", PROMPT)])
+        text, j = "", len(tokens)
+        for i, t in enumerate(tokens):
+            piece = pair.target.piece(t).decode("utf-8", "replace")
+            if not other.startswith(text + piece):
+                j = i
+                break
+            text += piece
+        ctx = pair.target_ctx
+        ctx.clear()
+        ctx.eval(prompt + tokens[:j], logits="last")
+        logits = np.sort(np.asarray(ctx.logits(-1)))[::-1]
+        return float(logits[0] - logits[1])
+
+
+def test_a_wrong_or_missing_key_is_refused_with_its_message(spec_server):
+    with pytest.raises(ServerError) as wrong:
+        LlamaServer(spec_server.url, "not-the-key").connect()
+    assert wrong.value.kind == "auth" and "refused the API key" in str(wrong.value) and "--api-key" in str(wrong.value)
+    with pytest.raises(ServerError) as missing:
+        LlamaServer(spec_server.url).connect()
+    assert missing.value.kind == "auth" and "needs one" in str(missing.value)
+
+
+def test_an_unreachable_server_is_named_with_what_to_check():
+    port = free_port()                                  # nothing listens there
+    with pytest.raises(ServerError) as exc:
+        LlamaServer(f"127.0.0.1:{port}").connect()
+    assert exc.value.kind == "unreachable" and f"127.0.0.1:{port}" in str(exc.value)
+    assert "nothing is listening there" in str(exc.value)
+
+
+def test_a_server_without_speculation_is_said_and_decodes_plainly(llama_tools, test_model_path, tmp_path):
+    plain = Server(llama_tools, "-m", test_model_path, log=tmp_path / "plain.log")
+    try:
+        server = LlamaServer(plain.url)
+        info = server.connect()
+        assert info.speculative is False and "not speculating" in info.describe()
+        assert "--spec-type" in info.command_hint() and "-md" in info.command_hint()
+        rounds, finish = _reply(server, n=16)
+        assert rounds and all(r.gamma == 0 and r.kinds == (TokenKind.PLAIN,) for r in rounds)
+        assert finish.text and not finish.message
+        cli = subprocess.run([sys.executable, "-m", "desktop_app", "generate", "--server", plain.url, "-p", "Hi",
+                              "-n", "8"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert cli.returncode == 0 and "does not speculate" in cli.stderr, cli.stderr
+    finally:
+        plain.stop()
+
+
+def test_a_server_that_dies_mid_reply_leaves_the_partial_reply_and_says_so(llama_tools, test_model_path,
+                                                                         q2k_draft_path, tmp_path):
+    doomed = Server(llama_tools, "-m", test_model_path, "-md", q2k_draft_path, "--spec-type", "draft-simple",
+                    log=tmp_path / "doomed.log")
+    try:
+        server = LlamaServer(doomed.url)
+        server.connect()
+        events = []
+        for event in server.generate(MESSAGES, GREEDY, 400):
+            events.append(event)
+            if len([e for e in events if isinstance(e, RoundEvent)]) == 3:
+                doomed.proc.kill()                    # as a crash or a restart would
+        [finish] = [e for e in events if isinstance(e, FinishEvent)]
+        assert "mid-reply" in finish.message and "kept" in finish.message
+        assert finish.text and finish.stop_reason.value == "cancelled"
+        assert finish.text == "".join(t for e in events if isinstance(e, RoundEvent) for t in e.emitted_text)
+    finally:
+        doomed.stop()
+
+
+def test_cancel_stops_the_stream_and_keeps_the_text(spec_server):
+    server = LlamaServer(spec_server.url, KEY)
+    events = []
+    for event in server.generate(MESSAGES, GREEDY, 400):
+        events.append(event)
+        if len([e for e in events if isinstance(e, RoundEvent)]) == 2:
+            threading.Thread(target=server.cancel).start()
+    [finish] = [e for e in events if isinstance(e, FinishEvent)]
+    assert finish.stop_reason.value == "cancelled" and finish.text and not finish.message
+    assert finish.stats.n_tokens < 400
+
+
+def test_generate_cli_through_the_server(spec_server):
+    out = subprocess.run([sys.executable, "-m", "desktop_app", "generate", "--server", spec_server.url, "--api-key", KEY,
+                          "-p", PROMPT, "-n", "32", "--json"], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                         env={**os.environ})
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    [sample] = doc["samples"]
+    assert doc["speculation"]["speculative"] and sample["text"]
+    assert sum(len(r["drafted"]) for r in sample["rounds"]) == sample["server_timings"]["draft_n"]
+    bad = subprocess.run([sys.executable, "-m", "desktop_app", "generate", "--server", spec_server.url, "-p", "x",
+                          "--json"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert bad.returncode != 0 and "API key" in json.loads(bad.stdout)["error"]
+    local_flag = subprocess.run([sys.executable, "-m", "desktop_app", "generate", "--server", spec_server.url,
+                                 "-m", "x.gguf", "-p", "x"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert local_flag.returncode != 0 and "local models only" in local_flag.stderr

@@ -1,0 +1,82 @@
+"""llama.cpp RPC: Tandem's loop here, the model's layers on a local ggml-rpc-server (built with the
+server tools from the pinned sdist, cached: scripts/build_llama_tools.py), loaded through an
+RPC-enabled libllama from that build (LLAMA_CPP_LIB_PATH). Greedy output must equal local decoding's;
+a llama.cpp without RPC must say how to rebuild; bad addresses are refused before anything loads."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from desktop_app.engine.rpc import REBUILD, WARNING
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPT = "Write a Python function that reverses a string."
+
+
+@pytest.fixture(scope="module")
+def rpc_server(llama_tools, tmp_path_factory):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path_factory.mktemp("rpc") / "rpc-server.log"
+    proc = subprocess.Popen([str(llama_tools / "ggml-rpc-server"), "-H", "127.0.0.1", "-p", str(port), "-t", "2"],
+                            stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.2)
+    yield f"127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(10)
+
+
+def _generate(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "desktop_app", "generate", *args], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT, env={**os.environ, **(env or {})})
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_generating_through_rpc_gives_the_local_greedy_output(llama_tools, rpc_server, test_model_path, q2k_draft_path):
+    common = ["-m", test_model_path, "-p", PROMPT, "-n", "40", "--temp", "0", "--json", "-t", "2"]
+    rpc_env = {"LLAMA_CPP_LIB_PATH": str(llama_tools)}
+    local = _generate(*common, "--drafter", "none")
+    assert local.returncode == 0, local.stderr[-2000:]
+    remote = _generate(*common, "--drafter", "none", "--rpc", rpc_server, env=rpc_env)
+    assert remote.returncode == 0, remote.stderr[-2000:]
+    assert WARNING in remote.stderr                              # said every time RPC is used
+    [a], [b] = json.loads(local.stdout)["samples"], json.loads(remote.stdout)["samples"]
+    assert a["tokens"] == b["tokens"] and a["text"]
+    # speculating with both models on the RPC server: the same text again, with rounds kept and rejected
+    spec = _generate(*common, "-md", q2k_draft_path, "--draft-max", "4", "--rpc", rpc_server, env=rpc_env)
+    assert spec.returncode == 0, spec.stderr[-2000:]
+    [c] = json.loads(spec.stdout)["samples"]
+    assert c["stats"]["n_drafted"] > 0 and c["stats"]["n_accepted"] > 0
+    assert c["tokens"] == a["tokens"]
+
+
+@pytest.mark.network
+def test_a_llama_cpp_without_rpc_says_how_to_rebuild(test_model_path):
+    out = _generate("-m", test_model_path, "-p", "Hi", "-n", "4", "--rpc", "127.0.0.1:9")
+    from llama_cpp import llama_cpp as L
+
+    if L.llama_supports_rpc():
+        pytest.skip("the installed llama-cpp-python has RPC")
+    assert out.returncode != 0 and REBUILD in out.stderr, out.stderr[-2000:]
+
+
+def test_rpc_addresses_are_checked_before_anything_loads():
+    for bad in ("", "localhost", "host:0", "host:99999", "a b:1"):
+        out = _generate("-m", "nothing.gguf", "-p", "Hi", "--rpc", bad)
+        assert out.returncode == 2 and "--rpc" in out.stderr, (bad, out.stderr)

@@ -1,0 +1,67 @@
+"""The window on the other backends (pytest-qt, offscreen): chatting through a real llama-server (the
+speculation bar read-only, the panel's rounds rebuilt from the server's timings, a server that cannot
+be reached said in the bar), and the RPC servers field checked before anything loads."""
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+
+from desktop_app.chat.history import HistoryStore
+from llama_tools import KEY, free_port
+
+TIMEOUT_MS = 120_000
+
+
+def connect(qtbot, window, url, key=""):
+    window.model_bar.backend.set_backend("server")
+    window.model_bar.backend.url.setText(url)
+    window.model_bar.backend.key.setText(key)
+    before = window.model_bar.status.text()
+    qtbot.mouseClick(window.model_bar.backend.connect_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: window.model_bar.status.text() != before and not window.busy, timeout=TIMEOUT_MS)
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_chatting_through_a_llama_server(qtbot, window, spec_server):
+    connect(qtbot, window, spec_server.url, "wrong")
+    assert "refused the API key" in window.model_bar.status.text() and window.loaded is None
+    connect(qtbot, window, spec_server.url, KEY)
+    assert window.loaded is not None and window.loaded.server is not None, window.model_bar.status.text()
+    assert "Connected" in window.model_bar.status.text()
+    bar = window.spec_bar
+    assert "llama-server speculates" in bar.mode_text() and "--spec-draft-n-max" in bar.mode.toolTip()
+    assert not bar.switch.isEnabled() and not bar.gamma.isEnabled()
+    assert not window.model_bar.target.isVisible() and window.model_bar.backend.url.isVisible()
+    window.settings_panel.temperature.setValue(0.0)
+    window.settings_panel.max_tokens.setValue(40)
+    window.composer.setFocus()
+    window.composer.setPlainText("Write a Python function that reverses a string.")
+    qtbot.keyClick(window.composer, Qt.Key_Return)
+    qtbot.waitUntil(lambda: window.generating_id is None and not window.busy and window.current_id is not None,
+                    timeout=TIMEOUT_MS)
+    store = HistoryStore(window.store.path)
+    try:
+        reply = store.messages(window.current_id)[-1]
+    finally:
+        store.close()
+    assert reply.role == "assistant" and reply.status == "done" and reply.content
+    assert reply.token_ids is None                    # the server sends text, not ids
+    assert reply.rounds and sum(r.get("a", 0) for r in reply.rounds) == reply.stats["n_accepted"] > 0
+    assert "".join(t for r in reply.rounds for t in r["ets"]) == reply.content
+
+
+def test_a_server_that_cannot_be_reached_is_said_in_the_bar(qtbot, window):
+    port = free_port()
+    connect(qtbot, window, f"http://127.0.0.1:{port}")
+    text = window.model_bar.status.text()
+    assert "Cannot reach llama-server" in text and str(port) in text and window.loaded is None
+
+
+def test_rpc_servers_are_checked_before_loading(qtbot, window, tmp_path):
+    window.model_bar.backend.set_backend("rpc")
+    assert window.model_bar.backend.rpc.isVisible() and window.model_bar.target.isVisible()
+    window.model_bar.backend.rpc.setText("not an address")
+    window.load_pair(str(tmp_path / "model.gguf"), None)
+    assert "RPC servers" in window.model_bar.status.text() and "host:port" in window.model_bar.status.text()
+    assert not window.busy

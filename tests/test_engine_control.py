@@ -2,15 +2,13 @@
 a full context, and settings changed between rounds."""
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 
 import pytest
 
-
 from desktop_app.engine import (GREEDY, Controls, FinishEvent, IncompatiblePair, LoadOptions, ModelLoadError, ModelPair,
-                                RoundEvent, SpecSettings, StopReason, TokenEvent, check_pair)
+                                RoundEvent, SpecSettings, StopReason, check_pair)
 from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX
 from desktop_app.engine.loading import LoadCancelled, load_model
 

@@ -37,7 +37,7 @@ def test_rounds_plain_steps_and_kinds():
         (3, 3, (A, A, A, B), ("!", " Bye", ".", "\n"))]
     assert rounds[1].drafted_text == ("lo", ",", "?", "?")          # rejected drafts: text unknown
     assert [r.index for r in rounds] == [0, 1, 2, 3] and rounds[-1].end == "eos"
-    assert abs(rounds[1].t_round_s - 0.03) < 1e-9                   # the run's share of predicted_ms
+    assert abs(rounds[1].t_round_s - 0.03) < 1e-9 and rounds[1].t_verify_s == 0    # its share of predicted_ms
 
 
 def test_a_held_back_chunk_gives_its_text_to_the_next():

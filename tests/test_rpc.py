@@ -80,3 +80,16 @@ def test_rpc_addresses_are_checked_before_anything_loads():
     for bad in ("", "localhost", "host:0", "host:99999", "a b:1"):
         out = _generate("-m", "nothing.gguf", "-p", "Hi", "--rpc", bad)
         assert out.returncode == 2 and "--rpc" in out.stderr, (bad, out.stderr)
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_an_rpc_server_that_cannot_be_reached_is_named_not_crashed_on(llama_tools, test_model_path):
+    """llama.cpp aborts the process when its RPC client cannot connect; Tandem asks first and says so."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]                      # nothing listens there
+    out = _generate("-m", test_model_path, "-p", "Hi", "-n", "4", "--rpc", f"127.0.0.1:{port}",
+                    env={"LLAMA_CPP_LIB_PATH": str(llama_tools)})
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert f"cannot reach the RPC server 127.0.0.1:{port}: nothing is listening there" in out.stderr

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import resource
-import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from desktop_app.engine.events import GenerationStats
 
-DRAFTER_LABELS = {"model": "draft model", "lookup": "prompt lookup", "none": "plain decoding"}
+DRAFTER_LABELS = {"model": "draft model", "lookup": "prompt lookup", "server": "llama-server",
+                  "none": "plain decoding"}
 NO_STATS = {"cancelled": "stopped before the end: no statistics were recorded",
             "interrupted": "interrupted: the model engine stopped before this reply's statistics were recorded",
             "error": "failed: no statistics were recorded"}
@@ -36,10 +37,12 @@ def footer_text(stats: dict | GenerationStats | None, settings: dict | None, sta
     label = drafter_label(settings)
     spec = (settings or {}).get("spec") if isinstance(settings, dict) else None
     spec = spec if isinstance(spec, dict) else {}
-    if label is None:                                   # settings missing: say what the numbers show
+    if s.remote:                                        # its settings are the server's, not Tandem's
+        label = s.remote
+    elif label is None:                                 # settings missing: say what the numbers show
         label = "speculative decoding" if s.n_drafted else DRAFTER_LABELS["none"]
     speed = f"{s.tokens_per_s:.1f} tok/s"
-    if label == DRAFTER_LABELS["none"] and not s.n_drafted:
+    if (label == DRAFTER_LABELS["none"] or s.remote) and not s.n_drafted:
         return f"{label} · {speed}"
     parts = [label]
     mean = f"{s.mean_drafted:.1f}" if s.mean_drafted is not None else "–"

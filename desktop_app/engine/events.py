@@ -132,6 +132,7 @@ class GenerationStats:
     predicted_speedup: float | None = None          # (1-α^(γ+1)) / ((1-α)(1+γc)), the paper's formula
     predicted_speedup_measured: float | None = None  # same, with the measured cost of verify batches
     stop_reason: str = ""
+    remote: str = ""                  # "llama-server": rounds rebuilt from its timings (no split, no costs)
     verify_s_by_batch: dict[int, float] = field(default_factory=dict)  # the pair's measured verify pass
                                       # seconds per batch size when the reply ended (auto mode's costs)
 

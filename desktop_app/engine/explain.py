@@ -72,9 +72,15 @@ def explain(stats: GenerationStats) -> str:
     per_round_ms = 1000 * (stats.t_draft_s + stats.t_verify_s - stats.t_plain_s) / rounds if rounds else 0.0
     parts = [f"{100 * (stats.acceptance_rate or 0):.0f} % of drafted tokens were kept (α ≈ {alpha:.2f} per token); "
              f"a round drafted {stats.mean_drafted:.1f} and kept {stats.mean_accepted:.1f}, "
-             f"giving {stats.mean_accepted + 1:.1f} tokens in {per_round_ms:.0f} ms."]
+             f"giving {stats.mean_accepted + 1:.1f} tokens"
+             + ("." if stats.remote else f" in {per_round_ms:.0f} ms.")]
     if stats.n_plain_rounds:
         parts.append(f"{round(rounds)} of {stats.n_rounds} rounds drafted; the others were plain steps.")
+    if stats.remote:
+        parts.append(f"The {stats.remote} sends neither how long drafting and checking took nor its plain-decoding "
+                     "speed, so whether speculation pays there cannot be measured from here: compare with the "
+                     "server started without a draft model.")
+        return " ".join(parts)
     if m is None:
         parts.append("There is no measured plain-decoding rate to compare with yet.")
         return " ".join(parts)

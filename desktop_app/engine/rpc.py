@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import socket
 
 WARNING = ("llama.cpp RPC is unauthenticated and unencrypted: use it only on a network you trust, with "
            "ggml-rpc-server listening on an address only your machines reach.")
@@ -22,6 +23,7 @@ REBUILD = ('This llama.cpp was built without RPC. Rebuild llama-cpp-python with 
            'llama-cpp-python==0.3.36')
 _ENDPOINT = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$")
 _registered: set[str] = set()
+CONNECT_TIMEOUT_S = 5.0
 
 
 class RpcError(RuntimeError):
@@ -56,6 +58,21 @@ def _ggml():
     return lib
 
 
+def reachable(server: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Raise RpcError unless something accepts a TCP connection at host:port (llama.cpp's RPC client
+    aborts the whole process when it cannot connect, so Tandem asks first)."""
+    host, _, port = server.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        why = ("nothing is listening there" if isinstance(exc, ConnectionRefusedError) else
+               "that host name does not resolve" if isinstance(exc, socket.gaierror) else
+               f"no answer within {timeout:.0f} s" if isinstance(exc, TimeoutError) else str(exc))
+        raise RpcError(f"cannot reach the RPC server {server}: {why}. Is ggml-rpc-server running there "
+                       f"(ggml-rpc-server -H ADDRESS -p PORT)?") from None
+
+
 def supported() -> bool:
     from llama_cpp import llama_cpp as L
 
@@ -79,6 +96,7 @@ def register(servers: tuple[str, ...]) -> list[str]:
     for server in servers:
         if server in _registered:
             continue
+        reachable(server)                           # llama.cpp aborts the process on a failed connect
         backend_reg = add_server(server.encode())
         if not backend_reg:
             raise RpcError(f"llama.cpp could not add the RPC server {server}: is ggml-rpc-server running there, "

@@ -13,7 +13,8 @@ k + 1 tokens (k kept drafts, then the target's own token) one chunk each. So:
 
 What the stream does not say: the token ids, and the text of the drafts the target rejected
 (the rounds carry -1 for every id and "?" for those texts), nor how a round's time splits between
-drafting and verifying (all of it is counted as verifying). A chunk whose text the server held back
+drafting and verifying (a round's time is its whole: t_round_s, with t_draft_s = t_verify_s = 0), nor
+what plain decoding would cost there. A chunk whose text the server held back
 (a stop string's prefix, a split UTF-8 character) arrives with the next one, so its tokens' text is
 given to the last of them. Two rounds whose chunks were all held back would arrive as one.
 """
@@ -108,7 +109,7 @@ class RoundRebuilder:
         event = RoundEvent(index=len(self.rounds), drafter=DRAFTER if drafted else "none",
                            drafted=(UNKNOWN_ID,) * drafted, drafted_text=drafted_text, q=(), p=(),
                            accepted=kept, emitted=(UNKNOWN_ID,) * len(texts), emitted_text=tuple(texts),
-                           kinds=tuple(kinds), target_top=(), t_draft_s=0.0, t_verify_s=seconds,
+                           kinds=tuple(kinds), target_top=(), t_draft_s=0.0, t_verify_s=0.0,
                            t_round_s=seconds, n_past=0, end=end)
         self.rounds.append(event)
         return event

@@ -178,15 +178,7 @@ class LlamaServer:
         if "default_generation_settings" not in props and "model_path" not in props:
             raise ServerError("not_llama_server", f"{self.url} answered /props without llama-server's fields: "
                               "Tandem needs llama.cpp's own server.")
-        speculative, types = None, ""
-        try:
-            slots = self._json("/slots")
-            if isinstance(slots, list) and slots:
-                speculative = bool(slots[0].get("speculative"))
-                types = str(slots[0].get("params", {}).get("speculative.types", ""))
-        except ServerError as exc:
-            if exc.kind in ("auth", "unreachable"):
-                raise
+        speculative, types = self._slots()
         text = self.metrics_text()
         n_max = len(PER_POS.findall(text)) or None if text else None
         settings = props.get("default_generation_settings", {})
@@ -195,6 +187,24 @@ class LlamaServer:
                                speculative=speculative, spec_types=types if speculative else "",
                                n_max=n_max, metrics=text is not None)
         return self.info
+
+    def _slots(self) -> tuple[bool | None, str]:
+        """Whether the server speculates, and how (its --spec-type list, known once a slot has run a
+        task), from /slots; (None, "") when that endpoint is off."""
+        try:
+            slots = self._json("/slots")
+        except ServerError as exc:
+            if exc.kind in ("auth", "unreachable"):
+                raise
+            return None, ""
+        if not isinstance(slots, list) or not slots:
+            return None, ""
+        types = set()
+        for slot in slots:
+            for name in str(slot.get("params", {}).get("speculative.types", "")).split(","):
+                if name.strip() and name.strip() != "none":
+                    types.add(name.strip())
+        return any(bool(slot.get("speculative")) for slot in slots), ",".join(sorted(types))
 
     def cancel(self) -> None:
         """Stop the reply in flight (from any thread): the stream is closed, the partial reply kept."""
@@ -257,10 +267,10 @@ class LlamaServer:
                     final = timings
                 yield from emit(rebuilder.feed(piece, timings))
             else:
-                if finish_reason is None:
+                if finish_reason is None and not self._cancel.is_set():
                     message = (f"llama-server at {self.url} closed the connection mid-reply (it stopped or "
                                "restarted); the reply so far is kept.")
-        except (http.client.HTTPException, OSError, ValueError) as exc:
+        except (http.client.HTTPException, OSError, ValueError, AttributeError) as exc:
             if not self._cancel.is_set():
                 message = (f"The connection to llama-server at {self.url} broke mid-reply ({type(exc).__name__}: "
                            f"{exc}): it stopped or restarted; the reply so far is kept.")
@@ -280,7 +290,8 @@ class LlamaServer:
         if final.get("predicted_per_second"):
             stats.tokens_per_s = float(final["predicted_per_second"])
         stats.c = stats.predicted_speedup = stats.predicted_speedup_measured = None     # not measurable remotely
-        stats.t_draft_step_s = None
+        stats.t_draft_step_s = stats.t_target_step_s = None
+        stats.remote = "llama-server"
         self.last_reply.final_timings = final
         if before is not None and not cancelled:
             after = self.metrics_text()
@@ -289,6 +300,11 @@ class LlamaServer:
                 self.last_reply.accepted_per_pos = _per_pos_delta(before, after)
                 if self.last_reply.accepted_per_pos:
                     self.info.n_max = len(PER_POS.findall(after))
+        if not message and self.info.speculative and not self.info.spec_types:
+            try:
+                self.info.speculative, self.info.spec_types = self._slots()
+            except ServerError:
+                pass
         yield FinishEvent(text="".join(text_parts), tokens=(), stats=stats, stop_reason=reason, message=message)
 
 

@@ -25,9 +25,15 @@ def _model_arg(value: str | None) -> str | None:
     return value
 
 
-def start(window: MainWindow, demo: bool = False, target: str | None = None, draft: str | None = None) -> None:
+def start(window: MainWindow, demo: bool = False, target: str | None = None, draft: str | None = None,
+          server: str | None = None, api_key: str | None = None) -> None:
     """Load what the command line asked for, else the pair used last, else show the first-run page."""
-    if demo:
+    if server:
+        window.model_bar.backend.set_backend("server")
+        window.model_bar.backend.url.setText(server)
+        window.model_bar.backend.key.setText(api_key or os.environ.get("TANDEM_API_KEY", ""))
+        window.connect_server(server, api_key or os.environ.get("TANDEM_API_KEY", ""))
+    elif demo:
         window.load_demo()
     elif target:
         window.load_pair(_model_arg(target), _model_arg(draft))
@@ -84,5 +90,6 @@ def run(args) -> int:
     if getattr(args, "screenshot", None):
         _ScriptedRun(window, args.prompt or "Write a Python function that reverses a string.", args.screenshot)
     window.show()
-    QTimer.singleShot(0, lambda: start(window, args.demo, args.target, args.draft))
+    QTimer.singleShot(0, lambda: start(window, args.demo, args.target, args.draft, getattr(args, "server", None),
+                                       getattr(args, "api_key", None)))
     return app.exec()

@@ -16,8 +16,8 @@ from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from desktop_app.engine.events import GenerationStats, RoundEvent
 
-DRAFTER_COLOURS = {"model": "#2ca02c", "lookup": "#9467bd", "none": "#8c8c8c"}
-DRAFTER_NAMES = {"model": "model", "lookup": "lookup", "none": "plain"}
+DRAFTER_COLOURS = {"model": "#2ca02c", "lookup": "#9467bd", "server": "#1f77b4", "none": "#8c8c8c"}
+DRAFTER_NAMES = {"model": "model", "lookup": "lookup", "server": "server", "none": "plain"}
 SPLIT = (("draft", "#1f77b4"), ("verify", "#ff7f0e"), ("other", "#8c8c8c"))
 
 

@@ -737,10 +737,12 @@ class MainWindow(QMainWindow):
         if self._closing:          # already-queued worker signals after close
             return
         self.spec_panel.finish(event.stats)
+        if self.loaded is not None and self.loaded.server is not None:      # it now knows more of itself
+            self.spec_bar.set_remote(self.loaded.server.speculation(), self.loaded.server.command_hint())
         if conversation_id == self.current_id:
             stored = self._history(self.store.messages, conversation_id, default=[])
             last = stored[-1] if stored else None
-            self.chat.end_reply(event.text, reply_status(event.stop_reason),
+            self.chat.end_reply(event.text, last.status if last else reply_status(event.stop_reason),
                                 last.id if last else None, bool(last and last.rounds),
                                 event.stats, last.settings if last else None)
         if event.message:

@@ -255,7 +255,7 @@ class ModelBar(QWidget):
     def hide_progress(self) -> None:
         self.progress.hide()
         self.cancel_button.hide()
-        self.load_button.show()
+        self.load_button.setVisible(self.backend.backend() != "server")
         self.load_button.setEnabled(True)
 
     def show_loaded(self, text: str) -> None:

@@ -110,6 +110,9 @@ class SpecBar(QFrame):
         adv.addStretch(1)
         self.advanced.hide()
 
+        self.gamma_caption = QLabel("γ")
+        self._local_controls = [self.switch, *self.drafter_buttons.values(), self.gamma_caption, self.gamma,
+                                self.gamma_label, self.advanced_button]
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 4, 8, 4)
         layout.setSpacing(3)
@@ -121,7 +124,7 @@ class SpecBar(QFrame):
         top.addWidget(self.mode, 1)
         layout.addLayout(top)
         second = QHBoxLayout()
-        second.addWidget(QLabel("γ"))
+        second.addWidget(self.gamma_caption)
         second.addWidget(self.gamma, 1)
         second.addWidget(self.gamma_label)
         second.addWidget(self.advanced_button)
@@ -261,6 +264,9 @@ class SpecBar(QFrame):
             text, state = "Speculating: auto", "auto"
         else:
             text, state = f"Speculating: {DRAFTER_WORDS[self._effective_drafter()]}, γ {gamma}", "on"
+        for w in self._local_controls:                   # a llama-server's are not Tandem's to change
+            w.setVisible(not self._remote)
+        self.advanced.setVisible(not self._remote and self.advanced_button.isChecked())
         if self._remote:
             for w in (self.switch, self.gamma, self.advanced, *self.drafter_buttons.values()):
                 w.setEnabled(False)

@@ -270,7 +270,7 @@ class SpecPanel(QWidget):
             L["accepted"].setText(f"{s.n_accepted}/{s.n_drafted} ({100 * (s.acceptance_rate or 0):.0f} %)")
             L["alpha"].setText(f"{s.alpha:.2f}" if s.alpha is not None else "–")
             L["per_round"].setText(f"{s.mean_accepted:.2f} of {s.mean_drafted:.2f}")
-            L["split"].setText(f"{s.t_draft_s:.2f} s / {s.t_verify_s:.2f} s")
+            L["split"].setText("not sent by the server" if s.remote else f"{s.t_draft_s:.2f} s / {s.t_verify_s:.2f} s")
             L["c"].setText(f"{s.c:.2f}" if s.c is not None else "–")
             L["predicted"].setText(predicted_text(s))
         else:

@@ -138,6 +138,7 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     p_bench.add_argument("-t", "--threads", type=int, default=None)
     p_bench.add_argument("-c", "--ctx-size", type=int, default=4096)
     _add_gpu_options(p_bench)
+    _add_server_options(p_bench)
     _add_repack_option(p_bench)
     p_bench.add_argument("--json", metavar="OUT", help="write every run and the summary as JSON")
     p_bench.add_argument("--markdown", metavar="OUT", help="write the summary table as Markdown")

@@ -191,3 +191,19 @@ def test_generate_cli_through_the_server(spec_server):
     local_flag = subprocess.run([sys.executable, "-m", "desktop_app", "generate", "--server", spec_server.url,
                                  "-m", "x.gguf", "-p", "x"], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert local_flag.returncode != 0 and "local models only" in local_flag.stderr
+
+
+def test_bench_compares_the_server_with_local_decoding(spec_server, test_model_path, tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text(PROMPT)
+    out = subprocess.run([sys.executable, "-m", "desktop_app", "bench", "-m", test_model_path, "--server", spec_server.url,
+                          "--api-key", KEY, "--drafter", "lookup", "--draft-max", "4", "-n", "24", "--repeat", "1",
+                          "--prompts", str(prompts), "--json", str(tmp_path / "bench.json"), "-q"],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    doc = json.loads((tmp_path / "bench.json").read_text())
+    rows = {r["setting"]: r for r in doc["summary"]}
+    assert {"plain", "lookup γ=4", "llama-server"} <= set(rows)
+    server_row = rows["llama-server"]
+    assert server_row["speedup"] and server_row["acceptance_rate"] is not None     # it drafted, and was timed
+    assert "llama-server" in out.stdout and "speculating" in doc["meta"]["server"]

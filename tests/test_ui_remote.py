@@ -65,3 +65,18 @@ def test_rpc_servers_are_checked_before_loading(qtbot, window, tmp_path):
     window.load_pair(str(tmp_path / "model.gguf"), None)
     assert "RPC servers" in window.model_bar.status.text() and "host:port" in window.model_bar.status.text()
     assert not window.busy
+
+
+@pytest.mark.network
+def test_loading_onto_rpc_servers_warns_and_says_how_to_rebuild(qtbot, window, test_model_path):
+    """The installed llama-cpp-python has no RPC: the bar says how to rebuild; the warning is shown."""
+    from llama_cpp import llama_cpp as L
+
+    if L.llama_supports_rpc():
+        pytest.skip("the installed llama-cpp-python has RPC")
+    window.model_bar.backend.set_backend("rpc")
+    window.model_bar.backend.rpc.setText(f"127.0.0.1:{free_port()}")
+    window.load_pair(test_model_path, None)
+    assert "unauthenticated" in window.banner.label.text()
+    qtbot.waitUntil(lambda: "Could not load" in window.model_bar.status.text() and not window.busy, timeout=TIMEOUT_MS)
+    assert "-DGGML_RPC=ON" in window.model_bar.status.text() and window.loaded is None

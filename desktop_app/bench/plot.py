@@ -25,7 +25,7 @@ def plot_speedups(rows: list[Row], path: str, title: str = "") -> None:
     from PySide6.QtCore import QPointF, QRectF, Qt
     from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPen
 
-    fixed = [r for r in rows if r.drafter != "none" and not r.auto and r.speedup is not None]
+    fixed = [r for r in rows if r.drafter not in ("none", "server") and not r.auto and r.speedup is not None]
     width, height = 1100, 650
     left, right, top, bottom = 80, 260, 50, 60
     image = QImage(width, height, QImage.Format_ARGB32)

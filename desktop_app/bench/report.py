@@ -99,7 +99,8 @@ def auto_verdicts(rows: list[Row]) -> list[AutoVerdict]:
     """For every auto row: the fixed row of the same prompt and temperature with the best speed-up."""
     out = []
     for a in (r for r in rows if r.auto):
-        same = [r for r in rows if r.prompt == a.prompt and r.temperature == a.temperature and not r.auto]
+        same = [r for r in rows if r.prompt == a.prompt and r.temperature == a.temperature and not r.auto
+                and r.drafter != "server"]                  # Tandem's own settings only
         plain = next((r for r in same if r.drafter == "none"), None)
         scored = [(1.0 if r.drafter == "none" else r.speedup, r) for r in same
                   if r.drafter == "none" or r.speedup is not None]
@@ -137,9 +138,14 @@ def to_markdown(rows: list[Row], meta: dict) -> str:
         speed = "1 (baseline)" if r.drafter == "none" else (
             f"{_fmt(r.speedup)} ({_fmt(r.speedup_min)}–{_fmt(r.speedup_max)})" if r.speedup is not None else "–")
         predicted = "" if r.drafter == "none" else f"{_fmt(r.predicted_speedup)} / {_fmt(r.predicted_speedup_measured)}"
+        split = "– | –" if r.drafter == "server" else f"{r.draft_s:.2f} | {r.verify_s:.2f}"   # a server sends none
         lines.append(f"| {r.prompt} | {r.setting} | {r.tokens_per_s:.1f} | {1000 * r.ttft_s:.0f} | {_fmt(r.alpha)} | "
-                     f"{_fmt(r.acceptance_rate, '.0%')} | {_fmt(r.mean_accepted)} | {r.draft_s:.2f} | {r.verify_s:.2f} | "
+                     f"{_fmt(r.acceptance_rate, '.0%')} | {_fmt(r.mean_accepted)} | {split} | "
                      f"{_fmt(r.c)} | {speed} | {predicted} |")
+    if meta.get("server"):
+        lines += ["", f"llama-server: {meta['server']}. Its tokens per second are the server's own count (network "
+                      "excluded), its speed-up is over the local plain runs beside it; its draft/verify split is not "
+                      "sent."]
     ceilings = [(r.setting, r.prompt, r.lookup_ceiling) for r in rows if r.lookup_ceiling is not None]
     if ceilings:
         lines += ["", f"Lookup ceiling, the speed-up over plain that prompt lookup would reach if it knew which "

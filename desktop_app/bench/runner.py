@@ -13,7 +13,7 @@ from desktop_app.bench.prompts import BenchPrompt
 
 @dataclass(frozen=True)
 class BenchSetting:
-    drafter: str            # "none" (plain), "model" or "lookup"
+    drafter: str            # "none" (plain), "model", "lookup", or "server" (a llama-server, as it was started)
     draft_max: int = 0
     auto: bool = False
     temperature: float = 0.0
@@ -22,6 +22,8 @@ class BenchSetting:
     def name(self) -> str:
         if self.drafter == "none":
             base = "plain"
+        elif self.drafter == "server":
+            base = "llama-server"
         else:
             base = f"{self.drafter} auto" if self.auto else f"{self.drafter} γ={self.draft_max}"
         return base if self.temperature == 0 else f"{base} T={self.temperature:g}"
@@ -31,7 +33,7 @@ class BenchSetting:
         return self.drafter == "none"
 
     def spec(self) -> SpecSettings:
-        if self.is_plain:
+        if self.is_plain or self.drafter == "server":
             return SpecSettings(enabled=False, drafter="none")
         return SpecSettings(enabled=True, drafter=self.drafter, draft_max=self.draft_max, auto=self.auto)
 
@@ -63,11 +65,14 @@ class RunResult:
 
 
 def make_settings(drafters: list[str], draft_maxes: list[int], temps: list[float], auto: bool,
-                  has_draft_model: bool) -> list[BenchSetting]:
-    """Plain first for each temperature, then every drafter × draft length (and auto, if asked)."""
+                  has_draft_model: bool, server: bool = False) -> list[BenchSetting]:
+    """Plain first for each temperature, then every drafter × draft length (and auto, if asked; and
+    the llama-server, if given)."""
     out: list[BenchSetting] = []
     for temp in temps:
         out.append(BenchSetting("none", temperature=temp))
+        if server:
+            out.append(BenchSetting("server", temperature=temp))
         for drafter in drafters:
             if drafter == "model" and not has_draft_model:
                 continue
@@ -118,7 +123,10 @@ def ceiling_draft_max(settings: list[BenchSetting]) -> int:
 
 
 def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchSetting], n_tokens: int,
-              repeats: int, seed: int = 0, log: Callable[[str], None] = lambda _m: None) -> list[RunResult]:
+              repeats: int, seed: int = 0, log: Callable[[str], None] = lambda _m: None,
+              server=None) -> list[RunResult]:
+    """Every setting on every prompt, interleaved with plain runs; "server" settings run on `server`
+    (a remote.server.LlamaServer: its own models and speculation, its own measured decoding rate)."""
     template = ChatTemplate(pair.target)
     tokens = {p.name: template.tokenize([Message("user", p.text)]) for p in prompts}
     by_name = {s.name: s for s in settings}
@@ -133,12 +141,19 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
             pair.draft_ctx.clear()
         sampling = SamplingParams(temperature=setting.temperature, seed=seed + r)
         finish = None
-        for event in pair.generate(tokens[prompt], sampling, Controls(setting.spec()), n_tokens):
+        if setting.drafter == "server":
+            text = next(p.text for p in prompts if p.name == prompt)
+            events = server.generate([{"role": "user", "content": text}], sampling, n_tokens)
+        else:
+            events = pair.generate(tokens[prompt], sampling, Controls(setting.spec()), n_tokens)
+        for event in events:
             if isinstance(event, FinishEvent):
                 finish = event
         s = finish.stats
         ceiling = (lookup_ceiling(tokens[prompt], finish.tokens, pair.decoder.costs.verify_cost, longest)
                    if setting.is_plain else None)
+        if finish.message:                             # a server that failed mid-run: say so, keep going
+            log(f"[{i + 1}/{len(order)}] {name}: {finish.message}")
         results.append(RunResult(prompt, name, r, s.n_tokens, s.tokens_per_s, s.ttft_s, s.alpha, s.acceptance_rate,
                                  s.mean_accepted, s.mean_drafted, s.t_draft_s, s.t_verify_s, s.c,
                                  s.predicted_speedup, s.predicted_speedup_measured, s.stop_reason, i, ceiling))

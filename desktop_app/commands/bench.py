@@ -124,6 +124,15 @@ def run(args: argparse.Namespace) -> int:
         ngl, ngld, rpc_servers = checks.offload(args)
     except (ValueError, OSError) as exc:
         return fail(args, str(exc), EXIT_USAGE)
+    server = None
+    if args.server:                                  # checked first: a wrong address fails before any load
+        from desktop_app.remote.server import LlamaServer, ServerError
+
+        server = LlamaServer(args.server, args.api_key or os.environ.get("TANDEM_API_KEY"))
+        try:
+            checks.note(server.connect().describe())
+        except ServerError as exc:
+            return fail(args, str(exc), EXIT_FAIL)
     repack = False if args.no_repack else None
     target_opts = LoadOptions(n_gpu_layers=ngl, n_threads=threads, n_ctx=n_ctx, repack=repack, rpc_servers=rpc_servers)
     draft_opts = LoadOptions(n_gpu_layers=ngld, n_threads=threads, n_ctx=n_ctx, repack=repack, rpc_servers=rpc_servers)
@@ -136,13 +145,13 @@ def run(args: argparse.Namespace) -> int:
     if pair.repack.notice:
         checks.note(pair.repack.notice)
     checks.ctx_note(args.ctx_size, pair.n_ctx)
-    settings = make_settings(drafters, draft_maxes, temps, args.auto, draft is not None)
+    settings = make_settings(drafters, draft_maxes, temps, args.auto, draft is not None, server is not None)
     rss_loaded = current_rss_bytes()
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if not args.quiet else (lambda m: None)
     replay = None
     try:
         with pair:
-            results = run_bench(pair, prompts, settings, args.n_tokens, args.repeat, seed, log)
+            results = run_bench(pair, prompts, settings, args.n_tokens, args.repeat, seed, log, server)
             n_ctx = pair.target_ctx.n_ctx
             if args.replay:
                 replay = replay_verdicts(pair, prompts, args.n_tokens, args.save_traces, log)
@@ -155,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
             "lookup_ceiling_draft_max": ceiling_draft_max(settings),
             "repack": {"enabled": pair.repack.enabled, "reason": pair.repack.reason},
             "memory": memory_budget([p for p in (target, draft) if p], n_ctx, rss_loaded, peak_rss_bytes()),
-            "replay": replay}
+            "replay": replay, "server": server.info.describe() if server else None}
     rows = summarize(results, settings)
     markdown = to_markdown(rows, meta)
     print(markdown, flush=True)             # first: an output that fails to write below loses nothing

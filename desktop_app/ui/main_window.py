@@ -27,6 +27,7 @@ from desktop_app.ui.conversation_list import ConversationList
 from desktop_app.ui.first_run import FirstRun
 from desktop_app.ui.live_reply import LiveReply
 from desktop_app.ui.model_bar import ModelBar
+from desktop_app.engine.rpc import WARNING as RPC_WARNING
 from desktop_app.engine.rpc import RpcError
 from desktop_app.ui.settings_panel import SettingsPanel, load_options, rpc_options
 from desktop_app.ui.spec_bar import SpecBar
@@ -404,6 +405,7 @@ class MainWindow(QMainWindow):
             except RpcError as exc:
                 self.model_bar.show_error(f"RPC servers: {exc}")
                 return
+            self._say(f"Loading onto the RPC servers {', '.join(t_opts.rpc_servers)}. {RPC_WARNING}")
         self.model_bar.select(target, draft)
         self.model_bar.show_progress("Loading", 0.0)
         self.requestLoad.emit(LoadRequest(target, draft, t_opts, d_opts))

@@ -158,7 +158,7 @@ def test_dragging_the_handle_to_the_edge_folds_the_sidebar_and_unchecks_its_acti
 
 def demo_cache(monkeypatch, tmp_path, paths: tuple[str, str] | None):
     """The demo pair as cached and verified at `paths` (target, draft), or as not fetched (None)."""
-    from desktop_app.ui import main_window
+    from desktop_app.ui import window_models as main_window   # where the window finds its models
 
     demo = models.resolve(["demo"])
 
@@ -214,7 +214,7 @@ def test_first_run_offers_the_cached_demo_pair_target_first(qtbot, tmp_path, clo
 
 
 def test_first_run_with_nothing_found_is_todays_page(qtbot, tmp_path, close_all, monkeypatch):
-    from desktop_app.ui import main_window
+    from desktop_app.ui import window_models as main_window   # where the window finds its models
 
     monkeypatch.setattr(main_window, "find_gguf_files", lambda folders: [])
     demo_cache(monkeypatch, tmp_path, None)

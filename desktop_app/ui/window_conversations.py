@@ -1,0 +1,95 @@
+"""The main window's conversations: the list (and its search), opening one into the chat view, new,
+rename, delete, the conversation's system prompt, and showing a stored reply's rounds in the panel. A
+mixin of MainWindow (main_window.py)."""
+from __future__ import annotations
+
+from desktop_app.chat.history import HistoryError
+from desktop_app.chat.session import DEFAULT_TITLE
+from desktop_app.ui.spec_panel import stored_header
+
+
+class ConversationsMixin:
+    def refresh_conversations(self) -> None:
+        query = self.sidebar.search.text().strip()
+        conversations = (self._history(self.store.search, query, default=[]) if query
+                         else self._history(self.store.list_conversations, default=[]))
+        self.sidebar.set_conversations(conversations, self.current_id)
+
+    def new_conversation(self) -> None:
+        cid = self._history(self.store.create_conversation, DEFAULT_TITLE, self.settings["generation"]["system_prompt"])
+        if cid is None:
+            return
+        self.current_id = cid
+        self.spec_panel.clear()
+        self.sidebar.search.clear()
+        self.refresh_conversations()
+        self.open_conversation(self.current_id)
+        self.composer.setFocus()
+
+    def open_conversation(self, conversation_id: int) -> None:
+        if conversation_id != self.current_id:      # another conversation: the panel shows none of its
+            if conversation_id == self.generating_id:   # replies, except the one generating now
+                self.spec_panel.show_live()
+            else:
+                self.spec_panel.clear()
+        self.current_id = conversation_id
+        self.chat.clear()
+        try:
+            conversation = self.store.conversation(conversation_id)
+        except (KeyError, HistoryError) as exc:
+            if isinstance(exc, HistoryError):
+                self.banner.show_message(f"{exc}.")
+            self.current_id = None
+            self._update_buttons()
+            return
+        self.settings_panel.system_prompt.blockSignals(True)
+        self.settings_panel.system_prompt.setPlainText(conversation.system_prompt)
+        self.settings_panel.system_prompt.blockSignals(False)
+        messages = conversation.messages
+        live = self.generating_id == conversation_id
+        if live and messages and messages[-1].role == "assistant":
+            messages = messages[:-1]
+        for m in messages:
+            self.chat.add_message(m.role, m.content, m.status, m.id, bool(m.rounds), stats=m.stats,
+                                  settings=m.settings, rounds=m.rounds)
+        if live:
+            self.chat.begin_reply().set_text(self.live_text)
+        if self.stack.currentWidget() is not self.chat and self.loaded:
+            self.stack.setCurrentWidget(self.chat)
+        self._update_buttons()
+
+    def _rename(self, conversation_id: int, title: str) -> None:
+        self._history(self.store.rename, conversation_id, title)
+        self.refresh_conversations()
+
+    def _delete(self, conversation_id: int) -> None:
+        if conversation_id == self.generating_id:
+            self.banner.show_message("Stop the reply before deleting this conversation.")
+            return
+        if self._history(self.store.delete_conversation, conversation_id, default=False) is False:
+            return
+        if conversation_id == self.current_id:
+            self.current_id = None
+            self.chat.clear()
+            self.spec_panel.clear()
+        self.refresh_conversations()
+        self._update_buttons()
+
+    def _system_prompt_edited(self, text: str) -> None:
+        if self.current_id is not None:
+            self._history(self.store.set_system_prompt, self.current_id, text)
+
+    def _title(self, conversation_id: int) -> str:
+        try:
+            return self.store.conversation(conversation_id).title
+        except (KeyError, HistoryError):
+            return ""
+
+    def _show_rounds(self, message_id: int) -> None:
+        if self.current_id is None:
+            return
+        for n, m in enumerate(self._history(self.store.messages, self.current_id, default=[]), 1):
+            if m.id == message_id:
+                title = self._title(self.current_id)
+                self.spec_panel.show_stored(m.rounds, m.stats, stored_header(title, m.created_at, n))
+                self.tabs.setCurrentWidget(self.spec_panel)

@@ -1,0 +1,76 @@
+"""The main window when a reply cannot go on: a failed generation, the engine process dying, a request
+refused for want of models, a conversation outgrowing the context (and dropping its oldest turns to
+go on). Each says what happened and keeps what was written. A mixin of MainWindow (main_window.py)."""
+from __future__ import annotations
+
+from desktop_app.ui.worker import GenerateRequest
+
+
+class FaultsMixin:
+    def _on_generation_failed(self, conversation_id: int, message: str) -> None:
+        if self._closing:          # already-queued worker signals after close
+            return
+        self.reply.end()
+        self.banner.show_message(message)
+        if conversation_id == self.current_id:
+            self.open_conversation(conversation_id)
+
+    def _on_engine_died(self, conversation_id: int, message: str) -> None:
+        """The engine process died: the window and the conversation stay, the partial reply is saved as
+        interrupted, and one click loads the models again in a new engine process."""
+        if self._closing:          # already-queued worker signals after close
+            return
+        if self.loaded is not None:
+            self.lost_pair = (self.loaded.target, self.loaded.draft)
+        elif self.lost_pair is None:
+            self.lost_pair = (self.model_bar.target_path(), self.model_bar.draft_path())
+        self.reply.interrupt("Interrupted: the model engine stopped before this reply was finished.")
+        self.loaded = None
+        self.reply.end()
+        self.busy = False                       # (what was running has ended with the engine)
+        self.setWindowTitle("Tandem")
+        self.model_bar.show_error("The model engine stopped. The models need loading again.")
+        if self.lost_pair and self.lost_pair[0]:
+            self.banner.show_message(message, [("Reload the models", self.reload_lost_pair)])
+        else:
+            self.banner.show_message(message)
+        if conversation_id == self.current_id and conversation_id >= 0:
+            self.open_conversation(conversation_id)
+        self._update_buttons()
+
+    def _on_request_refused(self, request: GenerateRequest, message: str) -> None:
+        """A message that reached the worker after the engine died: it was not stored, so it goes back
+        in the box, and the view shows the conversation as stored."""
+        if self._closing:
+            return
+        self.reply.end()
+        if request.text and not self.composer.toPlainText().strip():
+            self.composer.setPlainText(request.text)
+            self.editing = request.kind == "edit"
+        if request.conversation_id == self.current_id:
+            self.open_conversation(request.conversation_id)
+        actions = [("Reload the models", self.reload_lost_pair)] if self.lost_pair and self.lost_pair[0] else []
+        self.banner.show_message(message, actions)
+        self._update_buttons()
+
+    def reload_lost_pair(self) -> None:
+        if self.lost_pair and self.lost_pair[0]:
+            self.load_pair(*self.lost_pair)
+
+    def _on_overflow(self, conversation_id: int, message: str, can_drop: bool) -> None:
+        if self._closing:          # already-queued worker signals after close
+            return
+        self.reply.end()
+        actions = [("New conversation", self.new_conversation)]
+        if can_drop:
+            actions.insert(0, ("Leave out oldest turns",
+                               lambda: self._drop_and_retry(conversation_id)))
+        self.banner.show_message(message, actions)
+        if conversation_id == self.current_id:
+            self.open_conversation(conversation_id)
+
+    def _drop_and_retry(self, conversation_id: int) -> None:
+        self.reply.start(conversation_id)
+        self.busy = True
+        self._update_buttons()
+        self.requestDrop.emit(conversation_id, self._options())

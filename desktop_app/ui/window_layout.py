@@ -1,0 +1,120 @@
+"""The main window's layout: the three parts (conversations, chat, panel) in a splitter whose sides fold
+away from the View menu (or by dragging a handle to the edge), sizes remembered; and the View menu's
+other switch, token-origin highlighting. A mixin of MainWindow (main_window.py)."""
+from __future__ import annotations
+
+from PySide6.QtCore import QByteArray, QSize
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QMenu
+
+SIDEBAR, CENTER, PANEL = 0, 1, 2          # the splitter's parts
+MIN_CHAT_WIDTH = 500                      # what the default layout leaves the chat, at 1000 px and up
+
+
+class LayoutMixin:
+    def _view_menu(self) -> None:
+        """View ▸ Highlight token origins (Ctrl+Shift+H), remembered in the window settings."""
+        menus = self.menuBar()
+        view = next((a.menu() for a in menus.actions() if a.menu() and a.text() == "&View"), None)
+        if view is None:
+            view = QMenu("&View", self)
+            help_menu = next((a for a in menus.actions() if a.text() == "&Help"), None)
+            if help_menu:
+                menus.insertMenu(help_menu, view)
+            else:
+                menus.addMenu(view)
+        self.highlight_action = QAction("Highlight token origins", self, checkable=True)
+        self.highlight_action.setShortcut(QKeySequence("Ctrl+Shift+H"))
+        self.highlight_action.setToolTip("Colour each token of a reply by where it came from: kept draft, "
+                                         "correction, bonus or plain step")
+        self.highlight_action.toggled.connect(self.set_highlight_origins)
+        self.addAction(self.highlight_action)
+        view.addAction(self.highlight_action)
+        self.highlight_action.setChecked(self.settings["window"].get("highlight_origins") == "on")
+
+    def set_highlight_origins(self, on: bool) -> None:
+        self.chat.set_highlight_origins(on)
+        if self.highlight_action.isChecked() != on:
+            self.highlight_action.setChecked(on)
+        if self.settings["window"].get("highlight_origins", "off") != ("on" if on else "off"):
+            self.settings.data["window"]["highlight_origins"] = "on" if on else "off"
+            self._say(self._save_settings())
+
+    def _layout_actions(self) -> None:
+        """View ▸ Show conversations (Ctrl+B) and Show speculation panel (Ctrl+Shift+B)."""
+        menus = self.menuBar()
+        view = next((a.menu() for a in menus.actions() if a.menu() and a.text() == "&View"), None)
+        if view is None:
+            view = QMenu("&View", self)
+            help_menu = next((a for a in menus.actions() if a.text() == "&Help"), None)
+            menus.insertMenu(help_menu, view) if help_menu else menus.addMenu(view)
+        self.sidebar_action = QAction("Show conversations", self, checkable=True, checked=True)
+        self.sidebar_action.setShortcut(QKeySequence("Ctrl+B"))
+        self.sidebar_action.toggled.connect(lambda on: self.show_side(SIDEBAR, on))
+        self.panel_action = QAction("Show speculation panel", self, checkable=True, checked=True)
+        self.panel_action.setShortcut(QKeySequence("Ctrl+Shift+B"))
+        self.panel_action.toggled.connect(lambda on: self.show_side(PANEL, on))
+        for action in (self.sidebar_action, self.panel_action):
+            self.addAction(action)
+            view.addAction(action)
+
+    def _default_size(self) -> QSize:
+        """1280×800, or the screen's free area where that is smaller."""
+        screen = self.screen().availableGeometry() if self.screen() else None
+        if screen is None or screen.isEmpty():
+            return QSize(1280, 800)
+        return QSize(min(1280, screen.width()), min(800, screen.height()))
+
+    def _default_sizes(self, width: int) -> list[int]:
+        """Conversations, chat, panel for a window `width` wide: the chat gets MIN_CHAT_WIDTH or more."""
+        width -= 2 * self.splitter.handleWidth()
+        side = max(self.sidebar.minimumSizeHint().width(), 200 if width >= 1200 else 170)
+        panel = max(self.tabs.minimumSizeHint().width(), min(420, width - side - MIN_CHAT_WIDTH, int(width * 0.32)))
+        return [side, max(MIN_CHAT_WIDTH, width - side - panel), panel]
+
+    def side_shown(self, index: int) -> bool:
+        """Whether the conversations (SIDEBAR) or the panel (PANEL) show (not folded away)."""
+        return self.splitter.sizes()[index] > 0
+
+    def show_side(self, index: int, show: bool) -> None:
+        """Unfold (at its last width) or fold away the conversations or the panel; the chat takes the rest."""
+        sizes = self.splitter.sizes()
+        if show != (sizes[index] > 0):
+            self._default_layout = False
+            if show:
+                width = self._side_widths.get(index) or self._default_sizes(self.width())[index]
+                width = max(width, self.splitter.widget(index).minimumSizeHint().width())
+                sizes[index], sizes[CENTER] = width, max(sizes[CENTER] - width, 1)
+            else:
+                self._side_widths[index] = sizes[index]
+                sizes[index], sizes[CENTER] = 0, sizes[CENTER] + sizes[index]
+            self.splitter.setSizes(sizes)
+        self._sync_layout_actions()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if self._default_layout:
+            self.splitter.setSizes(self._default_sizes(self.splitter.width()))
+
+    def _splitter_moved(self, *_args) -> None:
+        self._default_layout = False
+        self._sync_layout_actions()
+
+    def _sync_layout_actions(self) -> None:
+        """The View menu's checks follow the splitter (a handle dragged to the edge folds a side too)."""
+        sizes = self.splitter.sizes()
+        for index, action in ((SIDEBAR, self.sidebar_action), (PANEL, self.panel_action)):
+            if sizes[index] > 0:
+                self._side_widths[index] = sizes[index]
+            if action.isChecked() != (sizes[index] > 0):
+                action.blockSignals(True)
+                action.setChecked(sizes[index] > 0)
+                action.blockSignals(False)
+
+    def _restore_layout(self) -> None:
+        window = self.settings["window"]
+        if window.get("geometry"):
+            self.restoreGeometry(QByteArray.fromBase64(window["geometry"].encode()))
+        if window.get("splitter"):
+            self._default_layout = not self.splitter.restoreState(QByteArray.fromBase64(window["splitter"].encode()))
+        self._sync_layout_actions()

@@ -1,0 +1,140 @@
+"""The main window's model loading: the models found and offered, loading a pair (on this machine or onto
+RPC servers), connecting to a llama-server, fetching the demo pair, and what the bar says after. A
+mixin of MainWindow (main_window.py); the work itself is the worker's."""
+from __future__ import annotations
+
+import os
+
+from desktop_app import models
+from desktop_app.engine.process.client import STAGES
+from desktop_app.engine.rpc import WARNING as RPC_WARNING
+from desktop_app.engine.rpc import RpcError
+from desktop_app.models.discovery import find_gguf_files
+from desktop_app.models.pairing import suggest_pair
+from desktop_app.ui.settings_panel import load_options, rpc_options
+from desktop_app.ui.worker import LoadedPair, LoadRequest, ServerRequest
+
+
+class ModelsMixin:
+    def refresh_models(self) -> None:
+        demo = [models.inspect(m) for m in models.resolve(["demo"])]
+        files = [str(p) for p in find_gguf_files(self.settings["model_folders"])]
+        self.model_bar.set_choices(files, self.settings["recent_pairs"], all(d.verified for d in demo))
+        self.model_bar.select(self.settings["last_target"], self.settings["last_draft"])
+        if not self.loaded:
+            self._offer_models(files, demo)
+        self.stack.setCurrentWidget(self.chat if self.loaded else self.first_run)
+
+    def _offer_models(self, files: list[str], demo: list) -> None:
+        """The first-run page offers to load what is here: the demo pair when cached and verified, else
+        the best pair among the files found (the larger model as the target), preselected in the bar."""
+        last = self.settings["last_target"]
+        if last and os.path.exists(last):
+            self.first_run.offer(last, self.model_bar.draft_path())
+            return
+        if demo and all(d.verified for d in demo):
+            choice, is_demo = (demo[0].path, demo[1].path if len(demo) > 1 else None), True
+        else:
+            choice, is_demo = suggest_pair(files), False
+        if choice and self.first_run.offered is None:      # (later, the bar keeps what the user chose)
+            self.model_bar.select(*choice)
+        self.first_run.offer(*(choice or (None, None)), demo=is_demo)
+
+    def add_model_folder(self, folder: str) -> None:
+        if folder not in self.settings["model_folders"]:
+            self.settings["model_folders"].append(folder)
+            self._say(self._save_settings())
+        self.refresh_models()
+
+    def load_pair(self, target: str, draft: str | None) -> None:
+        t_opts, d_opts = load_options(self.settings_panel.loading())
+        if self.model_bar.backend.backend() == "rpc":
+            try:
+                t_opts, d_opts = rpc_options(self.model_bar.rpc_servers(), t_opts, d_opts)
+            except RpcError as exc:
+                self.model_bar.show_error(f"RPC servers: {exc}")
+                return
+            self._say(f"Loading onto the RPC servers {', '.join(t_opts.rpc_servers)}. {RPC_WARNING}")
+        self.model_bar.select(target, draft)
+        self.model_bar.show_progress("Loading", 0.0)
+        self.requestLoad.emit(LoadRequest(target, draft, t_opts, d_opts))
+
+    def connect_server(self, url: str, api_key: str) -> None:
+        self.model_bar.show_progress(f"Connecting to {url}", 0.0)
+        self.requestServer.emit(ServerRequest(url, api_key))
+
+    def _on_load_progress(self, what: str, fraction: float) -> None:
+        label = STAGES.get(what, f"loading {what}")
+        self.model_bar.show_progress(label[:1].upper() + label[1:], fraction)
+
+    def load_demo(self) -> None:
+        demo = models.resolve(["demo"])
+        if all(models.inspect(m).verified for m in demo):
+            self.load_pair(*(str(models.model_path(m)) for m in demo))
+            return
+        self.first_run.fetch_button.setEnabled(False)
+        self.first_run.progress.show()
+        self.model_bar.show_progress("Fetching the demo pair", 0.0)
+        self.requestFetch.emit()
+
+    def _on_fetch_progress(self, p) -> None:
+        demo = models.resolve(["demo"])                  # fetched in this order: bytes before = earlier files
+        done_before = sum(m.size for m in demo[:[m.key for m in demo].index(p.model)])
+        fraction = (done_before + p.done_bytes) / sum(m.size for m in demo)
+        self.first_run.progress.setValue(int(1000 * fraction))
+        self.model_bar.show_progress(f"Fetching {p.model}", fraction)
+
+    def _on_fetched(self, target: str, draft: str) -> None:
+        if self._closing:          # already-queued worker signals after close
+            return
+        self.first_run.progress.hide()
+        self.first_run.fetch_button.setEnabled(True)
+        self.load_pair(target, draft)
+
+    def _on_fetch_failed(self, message: str) -> None:
+        self.first_run.progress.hide()
+        self.first_run.fetch_button.setEnabled(True)
+        self.model_bar.show_error(f"Fetching the demo pair failed: {message}")
+
+    def _on_loaded(self, info: LoadedPair) -> None:
+        if self._closing:          # already-queued worker signals after close
+            return
+        self.loaded = info
+        self.lost_pair = None
+        if info.server is not None:                      # a llama-server: its own models and speculation
+            unsaved = ""
+            names = f"{os.path.basename(info.server.model)} (llama-server)"
+            self.model_bar.show_loaded(f"Connected: {info.target_summary}." + (
+                "" if info.server.metrics else " Start it with --metrics for acceptance per draft position."))
+            self.spec_bar.set_remote(info.server.speculation(), info.server.command_hint())
+        else:
+            self.settings.remember_pair(info.target, info.draft)
+            unsaved = self._save_settings()
+            names = os.path.basename(info.target) + (f" + {os.path.basename(info.draft)}" if info.draft else "")
+            self.model_bar.show_loaded(f"Loaded {names} (context {info.n_ctx} tokens)."
+                                       + (f" Note: {info.template_note}." if info.template_note else ""))
+            self.spec_bar.set_remote(None)
+        self.settings_panel.template_note.setText(info.template_note)
+        self.spec_bar.set_draft_available(bool(info.draft))
+        self._say(" ".join(n for n in (info.notice, unsaved) if n))
+        self.setWindowTitle(f"Tandem — {names}")
+        self.refresh_models()
+        self.stack.setCurrentWidget(self.chat)
+        self._update_buttons()
+
+    def _on_load_failed(self, message: str) -> None:
+        if self._closing:          # already-queued worker signals after close
+            return
+        still = (f" Still using {os.path.basename(self.loaded.target)}"
+                 + (f" + {os.path.basename(self.loaded.draft)}" if self.loaded.draft else "") + "."
+                 ) if self.loaded else ""
+        self.model_bar.show_error(f"Could not load: {message}.{still}")
+        if self.loaded:
+            self.model_bar.select(self.loaded.target, self.loaded.draft)
+
+    def _reload_with(self, loading: dict) -> None:
+        self.settings.data["loading"] = loading
+        self._say(self._save_settings())
+        pair = (self.loaded.target, self.loaded.draft) if self.loaded else self.lost_pair
+        if pair and pair[0]:
+            self.load_pair(*pair)

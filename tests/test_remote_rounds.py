@@ -29,14 +29,16 @@ def test_rounds_plain_steps_and_kinds():
     rounds = run([("Hel", t(1)),                                  # from the prompt pass: plain
                   ("lo", t(2, 4, 2)), (",", t(3, 4, 2)), (" wor", t(4, 4, 2)),   # 4 drafted, 2 kept + correction
                   ("ld", t(5, 4, 2)),                               # nothing drafted: a plain step
-                  ("!", t(6, 7, 5)), (" Bye", t(7, 7, 5)), (".", t(8, 7, 5)), ("\n", t(9, 7, 5))])  # 3 of 3 + bonus
+                  ("!", t(6, 7, 5)), (" Bye", t(7, 7, 5)), (".", t(8, 7, 5)), ("\n", t(9, 7, 5))],  # 3 of 3 + bonus
+                 final=t(10, 7, 5))          # the end-of-generation token: counted, no text, no chunk of its own
     assert [(r.gamma, r.accepted, r.kinds, r.emitted_text) for r in rounds] == [
         (0, 0, (P,), ("Hel",)),
         (4, 2, (A, A, C), ("lo", ",", " wor")),
         (0, 0, (P,), ("ld",)),
-        (3, 3, (A, A, A, B), ("!", " Bye", ".", "\n"))]
+        (3, 3, (A, A, A, B), ("!", " Bye", ".", "\n")),
+        (0, 0, (P,), ("",))]
     assert rounds[1].drafted_text == ("lo", ",", "?", "?")          # rejected drafts: text unknown
-    assert [r.index for r in rounds] == [0, 1, 2, 3] and rounds[-1].end == "eos"
+    assert [r.index for r in rounds] == [0, 1, 2, 3, 4] and rounds[-1].end == "eos"
     assert abs(rounds[1].t_round_s - 0.03) < 1e-9 and rounds[1].t_verify_s == 0    # its share of predicted_ms
 
 
@@ -59,4 +61,25 @@ def test_a_reply_with_no_speculation_is_all_plain_steps():
     rounds = run([(c, t(i + 1)) for i, c in enumerate("abc")], final=t(3), end="max_tokens")
     assert [(r.gamma, r.kinds, r.emitted_text) for r in rounds] == [(0, (P,), ("a",)), (0, (P,), ("b",)),
                                                                      (0, (P,), ("c",))]
-    assert rounds[-1].end == "max_tokens"
+    # the server's last chunk at max_tokens brings no token: the rounds, handed on already, carry no end
+    assert all(not r.end for r in rounds)
+
+
+def test_a_held_back_last_token_finishes_its_round_not_the_next():
+    """Round A's last token was held back: the next chunk brings it with round B's first, under B's pair."""
+    rounds = run([("a", t(1)), ("b", t(2, 4, 2, ms=50)), ("c", t(3, 4, 2, ms=50)),
+                  ("de", t(5, 8, 5, ms=90)), ("f", t(6, 8, 5, ms=90)), ("g", t(7, 8, 5, ms=90)),
+                  ("h", t(8, 8, 5, ms=90))])
+    assert [(r.gamma, r.accepted, r.kinds, r.emitted_text) for r in rounds] == [
+        (0, 0, (P,), ("a",)),
+        (4, 2, (A, A, C), ("b", "c", "")),            # its token arrived with the next round's chunk
+        (4, 3, (A, A, A, C), ("de", "f", "g", "h"))]
+    assert abs(rounds[1].t_round_s - 0.04) < 1e-9 and abs(rounds[2].t_round_s - 0.04) < 1e-9
+
+
+def test_rounds_are_handed_on_as_soon_as_they_are_complete():
+    rb = RoundRebuilder()
+    assert [r.gamma for r in rb.feed("a", t(1))] == [0]                  # a plain step: at once
+    assert rb.feed("b", t(2, 3, 1)) == []                                # waiting for its second token
+    assert [(r.gamma, r.accepted) for r in rb.feed("c", t(3, 3, 1))] == [(3, 1)]
+    assert [r.gamma for r in rb.feed("d", t(4, 3, 1))] == [0]            # then a plain step, at once

@@ -69,6 +69,8 @@ def test_rebuilt_rounds_add_up_to_the_server_s_timings_and_metrics(spec_server):
         else:
             assert r.kinds == (TokenKind.PLAIN,)
     assert sum(kept) > 0 and any(k < d for d, k in zip(drafted, kept))    # it drafted, kept and rejected
+    # every drafting round but a last one cut by the end brought exactly its k kept drafts and one more
+    assert all(len(r.emitted_text) == r.accepted + 1 for r in rounds[:-1] if r.gamma)
     # and the stats the panel shows agree with the rounds
     s = finish.stats
     assert (s.n_drafted, s.n_accepted) == (sum(drafted), sum(kept)) and s.c is None
@@ -137,6 +139,14 @@ def test_a_server_without_speculation_is_said_and_decodes_plainly(llama_tools, t
         rounds, finish = _reply(server, n=16)
         assert rounds and all(r.gamma == 0 and r.kinds == (TokenKind.PLAIN,) for r in rounds)
         assert finish.text and not finish.message
+        # each plain step is handed on as it comes: stopping after the first ends the reply there
+        events = []
+        for event in server.generate(MESSAGES, GREEDY, 200):
+            events.append(event)
+            if isinstance(event, RoundEvent) and len(events) == 1:
+                server.cancel()
+        [stopped] = [e for e in events if isinstance(e, FinishEvent)]
+        assert stopped.stop_reason.value == "cancelled" and stopped.stats.n_tokens < 20
         cli = subprocess.run([sys.executable, "-m", "desktop_app", "generate", "--server", plain.url, "-p", "Hi",
                               "-n", "8"], capture_output=True, text=True, timeout=120, cwd=ROOT)
         assert cli.returncode == 0 and "does not speculate" in cli.stderr, cli.stderr
@@ -147,7 +157,7 @@ def test_a_server_without_speculation_is_said_and_decodes_plainly(llama_tools, t
 def test_a_server_that_dies_mid_reply_leaves_the_partial_reply_and_says_so(llama_tools, test_model_path,
                                                                          q2k_draft_path, tmp_path):
     doomed = Server(llama_tools, "-m", test_model_path, "-md", q2k_draft_path, "--spec-type", "draft-simple",
-                    log=tmp_path / "doomed.log")
+                    "--metrics", log=tmp_path / "doomed.log")       # (its /metrics is gone too when it dies)
     try:
         server = LlamaServer(doomed.url)
         server.connect()
@@ -207,3 +217,22 @@ def test_bench_compares_the_server_with_local_decoding(spec_server, test_model_p
     server_row = rows["llama-server"]
     assert server_row["speedup"] and server_row["acceptance_rate"] is not None     # it drafted, and was timed
     assert "llama-server" in out.stdout and "speculating" in doc["meta"]["server"]
+
+
+def test_a_conversation_the_server_cannot_hold_is_refused_and_adds_nothing(spec_server, tmp_path):
+    """The server's context (2048 tokens) cannot hold this: the chat session says so as for local models
+    (dropping turns offered when there are several), and stores no reply."""
+    from desktop_app.chat.history import HistoryStore
+    from desktop_app.chat.server_session import ServerChatSession
+    from desktop_app.chat.session import ContextOverflow, GenerationOptions
+
+    store = HistoryStore(tmp_path / "history.db")
+    session = ServerChatSession(LlamaServer(spec_server.url, KEY), store)
+    session.server.connect()
+    cid = store.create_conversation()
+    session.add_user_message(cid, "Summarise this. " + "The quick brown fox jumps over the lazy dog. " * 250)
+    with pytest.raises(ContextOverflow) as exc:
+        session.reply(cid, GenerationOptions(sampling=GREEDY, max_tokens=16))
+    assert "context holds" in str(exc.value) and exc.value.n_prompt > exc.value.n_ctx > 0
+    assert [m.role for m in store.messages(cid)] == ["user"]
+    store.close()

@@ -18,6 +18,11 @@ from desktop_app.engine.rpc import REBUILD, WARNING
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "Write a Python function that reverses a string."
+_LOG: dict[str, Path] = {}
+
+
+def rpc_server_log() -> str:
+    return _LOG["rpc-server"].read_text()
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +41,7 @@ def rpc_server(llama_tools, tmp_path_factory):
         except OSError:
             assert proc.poll() is None, log.read_text()
             time.sleep(0.2)
+    _LOG["rpc-server"] = log
     yield f"127.0.0.1:{port}"
     proc.terminate()
     proc.wait(10)
@@ -56,6 +62,8 @@ def test_generating_through_rpc_gives_the_local_greedy_output(llama_tools, rpc_s
     remote = _generate(*common, "--drafter", "none", "--rpc", rpc_server, env=rpc_env)
     assert remote.returncode == 0, remote.stderr[-2000:]
     assert WARNING in remote.stderr                              # said every time RPC is used
+    # the work went there: llama.cpp's RPC client opened several connections beyond Tandem's probe
+    assert rpc_server_log().count("Accepted client connection") >= 3
     [a], [b] = json.loads(local.stdout)["samples"], json.loads(remote.stdout)["samples"]
     assert a["tokens"] == b["tokens"] and a["text"]
     # speculating with both models on the RPC server: the same text again, with rounds kept and rejected

@@ -23,7 +23,7 @@ def connect(qtbot, window, url, key=""):
 
 @pytest.mark.network
 @pytest.mark.slow
-def test_chatting_through_a_llama_server(qtbot, window, spec_server):
+def test_chatting_through_a_llama_server_then_local_models(qtbot, window, spec_server, test_model_path):
     connect(qtbot, window, spec_server.url, "wrong")
     assert "refused the API key" in window.model_bar.status.text() and window.loaded is None
     connect(qtbot, window, spec_server.url, KEY)
@@ -49,6 +49,24 @@ def test_chatting_through_a_llama_server(qtbot, window, spec_server):
     assert reply.token_ids is None                    # the server sends text, not ids
     assert reply.rounds and sum(r.get("a", 0) for r in reply.rounds) == reply.stats["n_accepted"] > 0
     assert "".join(t for r in reply.rounds for t in r["ets"]) == reply.content
+    assert all(len(r["ets"]) == r["a"] + 1 for r in reply.rounds[:-1] if r["d"])   # k kept + the target's own
+    # back to this machine: local models load, the bar is Tandem's again, the chat goes on locally
+    window.model_bar.backend.set_backend("local")
+    assert window.model_bar.target.isVisible() and window.model_bar.load_button.isVisible()
+    window.load_pair(test_model_path, None)
+    qtbot.waitUntil(lambda: window.loaded is not None and window.loaded.server is None and not window.busy,
+                    timeout=TIMEOUT_MS)
+    assert bar.switch.isVisible() and bar.switch.isEnabled() and "llama-server" not in bar.mode_text()
+    window.composer.setPlainText("And in one word?")
+    qtbot.keyClick(window.composer, Qt.Key_Return)
+    qtbot.waitUntil(lambda: window.generating_id is None and not window.busy, timeout=TIMEOUT_MS)
+    store = HistoryStore(window.store.path)
+    try:
+        messages = store.messages(window.current_id)
+    finally:
+        store.close()
+    assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert messages[-1].status == "done" and messages[-1].token_ids       # a local reply keeps its ids
 
 
 def test_a_server_that_cannot_be_reached_is_said_in_the_bar(qtbot, window):

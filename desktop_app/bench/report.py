@@ -144,8 +144,9 @@ def to_markdown(rows: list[Row], meta: dict) -> str:
                      f"{_fmt(r.c)} | {speed} | {predicted} |")
     if meta.get("server"):
         lines += ["", f"llama-server: {meta['server']}. Its tokens per second are the server's own count (network "
-                      "excluded), its speed-up is over the local plain runs beside it; its draft/verify split is not "
-                      "sent."]
+                      "and its first token excluded); its speed-up is that over the local plain runs beside it, so on "
+                      "another machine, model or chat template it compares the two setups, not speculation alone. "
+                      "Its draft/verify split is not sent."]
     ceilings = [(r.setting, r.prompt, r.lookup_ceiling) for r in rows if r.lookup_ceiling is not None]
     if ceilings:
         lines += ["", f"Lookup ceiling, the speed-up over plain that prompt lookup would reach if it knew which "

@@ -9,6 +9,7 @@ from desktop_app.chat.template import ChatTemplate, Message
 from desktop_app.engine import Controls, FinishEvent, ModelPair, SamplingParams, SpecSettings
 from desktop_app.engine.lookup_ceiling import lookup_ceiling
 from desktop_app.bench.prompts import BenchPrompt
+from desktop_app.remote.server import ServerError
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,11 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
         finish = None
         if setting.drafter == "server":
             text = next(p.text for p in prompts if p.name == prompt)
-            events = server.generate([{"role": "user", "content": text}], sampling, n_tokens)
+            try:
+                events = server.generate([{"role": "user", "content": text}], sampling, n_tokens)
+            except ServerError as exc:                   # one refused run: said, left out, the bench goes on
+                log(f"[{i + 1}/{len(order)}] {name}: {exc}")
+                continue
         else:
             events = pair.generate(tokens[prompt], sampling, Controls(setting.spec()), n_tokens)
         for event in events:
@@ -152,8 +157,9 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
         s = finish.stats
         ceiling = (lookup_ceiling(tokens[prompt], finish.tokens, pair.decoder.costs.verify_cost, longest)
                    if setting.is_plain else None)
-        if finish.message:                             # a server that failed mid-run: say so, keep going
+        if setting.drafter == "server" and finish.message:     # a server that failed mid-run: said, left out
             log(f"[{i + 1}/{len(order)}] {name}: {finish.message}")
+            continue
         results.append(RunResult(prompt, name, r, s.n_tokens, s.tokens_per_s, s.ttft_s, s.alpha, s.acceptance_rate,
                                  s.mean_accepted, s.mean_drafted, s.t_draft_s, s.t_verify_s, s.c,
                                  s.predicted_speedup, s.predicted_speedup_measured, s.stop_reason, i, ceiling))

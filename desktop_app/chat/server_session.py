@@ -12,10 +12,10 @@ from typing import Iterator
 
 from desktop_app.chat.history import ConversationInfo, HistoryStore
 from desktop_app.chat.rules import reply_status
-from desktop_app.chat.session import ChatSession, GenerationOptions
+from desktop_app.chat.session import ChatSession, ContextOverflow, GenerationOptions
 from desktop_app.engine.events import FinishEvent
 from desktop_app.engine.settings import Controls
-from desktop_app.remote.server import LlamaServer
+from desktop_app.remote.server import LlamaServer, ServerError
 
 
 class ServerChatSession(ChatSession):
@@ -51,9 +51,24 @@ class ServerChatSession(ChatSession):
                                  "top_p": options.sampling.top_p, "min_p": options.sampling.min_p,
                                  "seed": options.sampling.seed},
                     "max_tokens": options.max_tokens}
-        events = self.server.generate(self.messages(conversation), options.sampling, options.max_tokens,
-                                      list(options.stop))
+        try:                  # the request starts here: a refusal stores nothing
+            events = self.server.generate(self.messages(conversation), options.sampling, options.max_tokens,
+                                          list(options.stop))
+        except ServerError as exc:
+            if exc.kind != "context":
+                raise
+            can_drop = sum(1 for m in conversation.messages[conversation.first_turn:] if m.role == "user") > 1
+            raise ContextOverflow(exc.n_prompt, exc.n_ctx or self.n_ctx, 0, can_drop) from None
         return self._store_reply(conversation_id, events, settings)
+
+    def drop_oldest_turns(self, conversation_id: int, options: GenerationOptions = GenerationOptions()) -> int:
+        """Leave out the oldest turn (the server counts tokens, Tandem cannot): the next reply tries again."""
+        conversation = self.store.conversation(conversation_id)
+        starts = [i for i, m in enumerate(conversation.messages) if m.role == "user" and i > conversation.first_turn]
+        if not starts:
+            raise ContextOverflow(0, self.n_ctx, 0, False)
+        self.store.set_first_turn(conversation_id, starts[0])
+        return starts[0]
 
     def _final_status(self, event: FinishEvent) -> str:
         return "interrupted" if event.message else reply_status(event.stop_reason)

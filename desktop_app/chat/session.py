@@ -38,8 +38,8 @@ class ContextOverflow(RuntimeError):
         self.n_prompt, self.n_ctx, self.reserve, self.can_drop_turns = n_prompt, n_ctx, reserve, can_drop_turns
         choices = ("leave out the oldest turns (the system prompt stays) or start a new conversation"
                    if can_drop_turns else "start a new conversation or shorten the message")
-        super().__init__(f"This conversation needs {n_prompt} tokens plus {reserve} for the reply, but the "
-                         f"context holds {n_ctx}: {choices}.")
+        needs = f"{n_prompt} tokens plus {reserve} for the reply" if reserve else f"{n_prompt} tokens"
+        super().__init__(f"This conversation needs {needs}, but the context holds {n_ctx}: {choices}.")
 
 
 @dataclass

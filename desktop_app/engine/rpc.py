@@ -21,7 +21,8 @@ WARNING = ("llama.cpp RPC is unauthenticated and unencrypted: use it only on a n
 REBUILD = ('This llama.cpp was built without RPC. Rebuild llama-cpp-python with it: '
            'CMAKE_ARGS="-DGGML_RPC=ON" pip install --force-reinstall --no-deps --no-cache-dir '
            'llama-cpp-python==0.3.36')
-_ENDPOINT = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$")
+_ENDPOINT = re.compile(r"^([A-Za-z0-9.-]+):(\d{1,5})$")   # host name or IPv4: llama.cpp's endpoint parser
+                                                        # splits at the first colon and aborts on IPv6
 _registered: set[str] = set()
 CONNECT_TIMEOUT_S = 5.0
 
@@ -39,7 +40,8 @@ def parse_servers(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     for s in servers:
         m = _ENDPOINT.match(s)
         if not m or not 0 < int(m.group(2)) < 65536:
-            raise RpcError(f"{s!r} is not host:port (for example 192.168.1.20:50052)")
+            raise RpcError(f"{s!r} is not host:port (for example 192.168.1.20:50052; a host name or an IPv4 "
+                           "address: llama.cpp's RPC client takes no IPv6 address)")
     return servers
 
 
@@ -94,9 +96,9 @@ def register(servers: tuple[str, ...]) -> list[str]:
     add_server = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p)(address)
     added = []
     for server in servers:
-        if server in _registered:
+        reachable(server)                           # llama.cpp aborts the process on a failed connect,
+        if server in _registered:                   # at registration and at every later load
             continue
-        reachable(server)                           # llama.cpp aborts the process on a failed connect
         backend_reg = add_server(server.encode())
         if not backend_reg:
             raise RpcError(f"llama.cpp could not add the RPC server {server}: is ggml-rpc-server running there, "

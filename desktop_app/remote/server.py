@@ -38,16 +38,19 @@ CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 300.0          # a silent stream this long is a dead server
 PER_POS = re.compile(r'^llamacpp:spec_decode_num_accepted_tokens_per_pos_total\{position="(\d+)"\}\s+([0-9.eE+-]+)', re.M)
 COUNTER = re.compile(r"^llamacpp:(spec_decode_num_[a-z_]+_total)\s+([0-9.eE+-]+)", re.M)
+END = {"stop": "eos", "length": "max_tokens"}    # a chunk's finish_reason, as a round's end
 LIMITS = ("Rebuilt from the server's per-token timings: drafted and kept counts per round are exact; "
           "the token ids, the text of rejected drafts and the draft/verify time split are not sent.")
 
 
 class ServerError(RuntimeError):
-    """A failure talking to llama-server; `kind`: unreachable, auth, not_llama_server, http, interrupted."""
+    """A failure talking to llama-server; `kind`: unreachable, auth, not_llama_server, http, or context
+    (the conversation does not fit: `n_prompt` tokens, the server's `n_ctx`)."""
 
-    def __init__(self, kind: str, message: str):
+    def __init__(self, kind: str, message: str, n_prompt: int = 0, n_ctx: int = 0):
         super().__init__(message)
         self.kind = kind
+        self.n_prompt, self.n_ctx = n_prompt, n_ctx
 
 
 @dataclass
@@ -125,7 +128,11 @@ class LlamaServer:
         try:
             return urllib.request.urlopen(req, timeout=timeout, context=ssl.create_default_context())
         except urllib.error.HTTPError as exc:
-            detail = _error_text(exc)
+            doc = _error_doc(exc)
+            detail = str(doc.get("message", "")) if doc else ""
+            if doc.get("type") == "exceed_context_size_error":
+                raise ServerError("context", f"llama-server at {self.url}: {detail}",
+                                  int(doc.get("n_prompt_tokens") or 0), int(doc.get("n_ctx") or 0)) from exc
             if exc.code == 401:
                 raise ServerError("auth", f"llama-server at {self.url} refused the API key (401"
                                   + (f": {detail}" if detail else "") + "). "
@@ -137,6 +144,10 @@ class LlamaServer:
                                   "llama-server? Tandem needs llama.cpp's own server.") from exc
             raise ServerError("http", f"llama-server at {self.url} answered {exc.code} {exc.reason}"
                               + (f": {detail}" if detail else "")) from exc
+        except http.client.HTTPException as exc:            # something answered, but not in HTTP
+            raise ServerError("not_llama_server", f"{self.url} did not answer as an HTTP server ({type(exc).__name__}"
+                              f"{': ' + str(exc) if str(exc) else ''}): is it a llama-server, and is the scheme "
+                              "(http or https) right?") from exc
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, ssl.SSLError):
@@ -146,7 +157,9 @@ class LlamaServer:
             elif isinstance(reason, ConnectionRefusedError):
                 why = "nothing is listening there"
             elif isinstance(reason, (socket.timeout, TimeoutError)):
-                why = f"no answer within {timeout:.0f} s"
+                raise ServerError("unreachable", f"llama-server at {self.url} did not answer within {timeout:.0f} s: "
+                                  "it may be busy with other requests (all its slots taken), or not a "
+                                  "llama-server.") from exc
             else:
                 why = str(reason)
             raise ServerError("unreachable", f"Cannot reach llama-server at {self.url}: {why}. Is it running, and "
@@ -211,34 +224,51 @@ class LlamaServer:
         self._cancel.set()
         resp = self._response
         if resp is not None:
+            # Shutting the socket down wakes a read blocked in the worker at once; close() would wait for
+            # the reader's lock, which that read holds until the server sends something.
+            sock = getattr(getattr(getattr(resp, "fp", None), "raw", None), "_sock", None)
             try:
-                resp.close()
-            except Exception:
+                if sock is not None:
+                    sock.shutdown(socket.SHUT_RDWR)
+                else:
+                    resp.close()
+            except OSError:
                 pass
 
     def generate(self, messages: list[dict], params: SamplingParams, max_tokens: int,
                  stop: list[str] | None = None) -> Iterator:
-        """Chat `messages` ([{"role", "content"}]) through the server; yields RoundEvent and its
-        TokenEvents per round, then a FinishEvent. Raises ServerError only before the first token."""
+        """Chat `messages` ([{"role", "content"}]) through the server: starts the request at once
+        (raising ServerError if it cannot start), then returns the events, RoundEvent and its TokenEvents
+        per round as each completes, then a FinishEvent (a failure mid-reply is its `message`)."""
         if self.info is None:
             self.connect()
         self._cancel.clear()
-        before = self.metrics_text() if self.info.metrics else None
+        before = self._metrics_quietly() if self.info.metrics else None
         body = {"messages": messages, "stream": True, "timings_per_token": True, "max_tokens": max_tokens,
                 "temperature": params.temperature, "top_k": params.top_k, "top_p": params.top_p,
-                "min_p": params.min_p, "seed": params.seed, "cache_prompt": True}
+                "min_p": params.min_p, "seed": params.seed, "cache_prompt": True,
+                "reasoning_format": "none"}           # a thinking model's reasoning stays in the text
         if stop:
             body["stop"] = list(stop)
         t0 = time.perf_counter()
+        self.last_reply = ServerReply()
+        resp = self._request("/v1/chat/completions", body, timeout=self.timeout_s)
+        self._response = resp
+        return self._stream(resp, before, t0)
+
+    def _metrics_quietly(self) -> str | None:
+        try:
+            return self.metrics_text()
+        except ServerError:
+            return None
+
+    def _stream(self, resp, before: str | None, t0: float) -> Iterator:
         rebuilder = RoundRebuilder()
         recorder = StatsRecorder(0, 0)
         ttft = None
         text_parts: list[str] = []
         final: dict = {}
         finish_reason, message = None, ""
-        self.last_reply = ServerReply()
-        resp = self._request("/v1/chat/completions", body, timeout=self.timeout_s)
-        self._response = resp
 
         def emit(rounds: list[RoundEvent]) -> Iterator:
             for r in rounds:
@@ -257,15 +287,16 @@ class LlamaServer:
                     message = f"llama-server stopped the reply: {err.get('message', err) if isinstance(err, dict) else err}"
                     break
                 timings = event.get("timings")
-                piece = ""
+                piece, ending = "", None
                 for choice in event.get("choices", []):
                     piece += (choice.get("delta") or {}).get("content") or ""
-                    finish_reason = choice.get("finish_reason") or finish_reason
+                    ending = choice.get("finish_reason") or ending
+                finish_reason = ending or finish_reason
                 if piece and ttft is None:
                     ttft = time.perf_counter() - t0
                 if timings:
                     final = timings
-                yield from emit(rebuilder.feed(piece, timings))
+                yield from emit(rebuilder.feed(piece, timings, END.get(ending or "", "")))
             else:
                 if finish_reason is None and not self._cancel.is_set():
                     message = (f"llama-server at {self.url} closed the connection mid-reply (it stopped or "
@@ -278,7 +309,7 @@ class LlamaServer:
             self._response = None
             resp.close()
         cancelled = self._cancel.is_set()
-        end = {"stop": "eos", "length": "max_tokens"}.get(finish_reason or "", "")
+        end = END.get(finish_reason or "", "")
         yield from emit(rebuilder.finish(None, "" if cancelled or message else end))
         t_total = time.perf_counter() - t0
         reason = (StopReason.CANCELLED if cancelled or message else
@@ -293,13 +324,16 @@ class LlamaServer:
         stats.t_draft_step_s = stats.t_target_step_s = None
         stats.remote = "llama-server"
         self.last_reply.final_timings = final
-        if before is not None and not cancelled:
-            after = self.metrics_text()
+        if before is not None and not cancelled and not message:
+            after = self._metrics_quietly()
             if after is not None:
-                self.last_reply.metrics_delta = _counter_delta(before, after)
-                self.last_reply.accepted_per_pos = _per_pos_delta(before, after)
-                if self.last_reply.accepted_per_pos:
-                    self.info.n_max = len(PER_POS.findall(after))
+                delta = _counter_delta(before, after)
+                # server-wide counters: another user's requests, or a restart, would make them disagree
+                if delta.get("spec_decode_num_draft_tokens_total") == float(final.get("draft_n", 0)):
+                    self.last_reply.metrics_delta = delta
+                    self.last_reply.accepted_per_pos = _per_pos_delta(before, after)
+                    if self.last_reply.accepted_per_pos:
+                        self.info.n_max = len(PER_POS.findall(after))
         if not message and self.info.speculative and not self.info.spec_types:
             try:
                 self.info.speculative, self.info.spec_types = self._slots()
@@ -308,13 +342,14 @@ class LlamaServer:
         yield FinishEvent(text="".join(text_parts), tokens=(), stats=stats, stop_reason=reason, message=message)
 
 
-def _error_text(exc: urllib.error.HTTPError) -> str:
+def _error_doc(exc: urllib.error.HTTPError) -> dict:
+    """llama-server's error object ({"message", "type", ...}), or {} when the body is not one."""
     try:
         doc = json.loads(exc.read().decode())
-        err = doc.get("error", doc)
-        return str(err.get("message", err)) if isinstance(err, dict) else str(err)
     except Exception:
-        return ""
+        return {}
+    err = doc.get("error", doc) if isinstance(doc, dict) else doc
+    return err if isinstance(err, dict) else {"message": str(err)}
 
 
 def _sse_events(resp) -> Iterator[dict]:

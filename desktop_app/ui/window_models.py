@@ -104,8 +104,7 @@ class ModelsMixin:
         if info.server is not None:                      # a llama-server: its own models and speculation
             unsaved = ""
             names = f"{os.path.basename(info.server.model)} (llama-server)"
-            self.model_bar.show_loaded(f"Connected: {info.target_summary}." + (
-                "" if info.server.metrics else " Start it with --metrics for acceptance per draft position."))
+            self.model_bar.show_loaded(f"Connected: {info.target_summary}.")
             self.spec_bar.set_remote(info.server.speculation(), info.server.command_hint())
         else:
             self.settings.remember_pair(info.target, info.draft)
@@ -125,16 +124,22 @@ class ModelsMixin:
     def _on_load_failed(self, message: str) -> None:
         if self._closing:          # already-queued worker signals after close
             return
-        still = (f" Still using {os.path.basename(self.loaded.target)}"
-                 + (f" + {os.path.basename(self.loaded.draft)}" if self.loaded.draft else "") + "."
-                 ) if self.loaded else ""
-        self.model_bar.show_error(f"Could not load: {message}.{still}")
-        if self.loaded:
+        remote = self.loaded is not None and self.loaded.server is not None
+        still = ("" if not self.loaded else f" Still connected to {self.loaded.target}." if remote else
+                 f" Still using {os.path.basename(self.loaded.target)}"
+                 + (f" + {os.path.basename(self.loaded.draft)}" if self.loaded.draft else "") + ".")
+        said = message if message.startswith("Could not") else f"Could not load: {message}"
+        self.model_bar.show_error(said.rstrip(".") + "." + still)
+        if self.loaded and not remote:
             self.model_bar.select(self.loaded.target, self.loaded.draft)
 
     def _reload_with(self, loading: dict) -> None:
         self.settings.data["loading"] = loading
         self._say(self._save_settings())
+        if self.loaded is not None and self.loaded.server is not None:
+            self._say("Saved. These loading settings apply to models on this machine; the llama-server "
+                      "loads its own.")
+            return
         pair = (self.loaded.target, self.loaded.draft) if self.loaded else self.lost_pair
         if pair and pair[0]:
             self.load_pair(*pair)

@@ -97,6 +97,7 @@ class EngineWorker(QObject):
         self.pair = None                         # the engine process's RemotePair
         self.session: ChatSession | None = None
         self._fetch_cancel = threading.Event()
+        self._rpc_in_engine: tuple[str, ...] = ()      # the RPC servers the engine process has registered
 
     # -- called from the UI thread (thread-safe)
     def cancel(self) -> None:
@@ -134,6 +135,13 @@ class EngineWorker(QObject):
     @Slot(object)
     def load(self, request: LoadRequest) -> None:
         self.busyChanged.emit(True)
+        rpc = tuple(request.target_options.rpc_servers)
+        if rpc != self._rpc_in_engine and self._rpc_in_engine:
+            # llama.cpp keeps RPC devices registered for the life of the process, and would spread
+            # offloaded layers over them: other servers, or none, need a fresh engine process
+            self.pair = self.session = None
+            self.engine.shutdown()
+        self._rpc_in_engine = rpc
         try:
             summaries = []
             for path in (request.target, request.draft):
@@ -169,7 +177,7 @@ class EngineWorker(QObject):
             server = LlamaServer(request.url, request.api_key or None)
             info = server.connect()
         except ServerError as exc:
-            self.loadFailed.emit(str(exc))
+            self.loadFailed.emit(f"Could not connect: {exc}")
             return
         finally:
             self.busyChanged.emit(False)
@@ -179,8 +187,11 @@ class EngineWorker(QObject):
             except Exception:
                 pass
         self.pair, self.session = None, ServerChatSession(server, self._history())
-        note = "" if info.speculative else ("This server does not speculate: every round is a plain step. "
-                                            "To speculate, start it as: " + info.command_hint())
+        note = {True: "",
+                False: "This server does not speculate: every round is a plain step. To speculate, start it "
+                       "as: " + info.command_hint(),
+                None: "Whether this server speculates is not known (its /slots endpoint is off); the rounds "
+                      "will show it."}[info.speculative]
         self.loaded.emit(LoadedPair(info.url, None, info.describe(), "", "", info.n_ctx or 0, note, info))
 
     @Slot()

@@ -12,8 +12,8 @@ MIN_CHAT_WIDTH = 500                      # what the default layout leaves the c
 
 
 class LayoutMixin:
-    def _view_menu(self) -> None:
-        """View ▸ Highlight token origins (Ctrl+Shift+H), remembered in the window settings."""
+    def _view(self) -> QMenu:
+        """The menu bar's View menu, made (before Help) the first time it is asked for."""
         menus = self.menuBar()
         view = next((a.menu() for a in menus.actions() if a.menu() and a.text() == "&View"), None)
         if view is None:
@@ -23,6 +23,11 @@ class LayoutMixin:
                 menus.insertMenu(help_menu, view)
             else:
                 menus.addMenu(view)
+        return view
+
+    def _view_menu(self) -> None:
+        """View ▸ Highlight token origins (Ctrl+Shift+H), remembered in the window settings."""
+        view = self._view()
         self.highlight_action = QAction("Highlight token origins", self, checkable=True)
         self.highlight_action.setShortcut(QKeySequence("Ctrl+Shift+H"))
         self.highlight_action.setToolTip("Colour each token of a reply by where it came from: kept draft, "
@@ -42,12 +47,7 @@ class LayoutMixin:
 
     def _layout_actions(self) -> None:
         """View ▸ Show conversations (Ctrl+B) and Show speculation panel (Ctrl+Shift+B)."""
-        menus = self.menuBar()
-        view = next((a.menu() for a in menus.actions() if a.menu() and a.text() == "&View"), None)
-        if view is None:
-            view = QMenu("&View", self)
-            help_menu = next((a for a in menus.actions() if a.text() == "&Help"), None)
-            menus.insertMenu(help_menu, view) if help_menu else menus.addMenu(view)
+        view = self._view()
         self.sidebar_action = QAction("Show conversations", self, checkable=True, checked=True)
         self.sidebar_action.setShortcut(QKeySequence("Ctrl+B"))
         self.sidebar_action.toggled.connect(lambda on: self.show_side(SIDEBAR, on))

@@ -61,3 +61,66 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def self_signed_cert(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key (openssl), for an https front to a local server."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+class TlsProxy:
+    """https://127.0.0.1:PORT in front of a plain-http local server (llama-server built without OpenSSL):
+    TLS ends here, the bytes go on unchanged."""
+
+    def __init__(self, target_port: int, cert: Path, key: Path):
+        import asyncio
+        import ssl
+        import threading
+
+        self.port = free_port()
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(str(cert), str(key))
+        self.loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        async def pipe(reader, writer):
+            try:
+                while data := await reader.read(65536):
+                    writer.write(data)
+                    await writer.drain()
+            except Exception:
+                pass
+            finally:
+                writer.close()
+
+        async def handle(reader, writer):
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", target_port)
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+        async def start():
+            self.server = await asyncio.start_server(handle, "127.0.0.1", self.port, ssl=ctx)
+            ready.set()
+
+        def run():
+            self.loop.run_until_complete(start())
+            self.loop.run_forever()
+
+        threading.Thread(target=run, daemon=True).start()
+        ready.wait(10)
+
+    def stop(self) -> None:
+        import asyncio
+
+        async def shutdown():
+            self.server.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)

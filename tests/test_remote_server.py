@@ -236,3 +236,23 @@ def test_a_conversation_the_server_cannot_hold_is_refused_and_adds_nothing(spec_
     assert "context holds" in str(exc.value) and exc.value.n_prompt > exc.value.n_ctx > 0
     assert [m.role for m in store.messages(cid)] == ["user"]
     store.close()
+
+
+def test_https_works_and_an_untrusted_certificate_is_named(spec_server, tmp_path, monkeypatch):
+    from llama_tools import TlsProxy, self_signed_cert
+
+    cert, key = self_signed_cert(tmp_path)
+    proxy = TlsProxy(spec_server.port, cert, key)
+    try:
+        url = f"https://127.0.0.1:{proxy.port}"
+        with pytest.raises(ServerError) as untrusted:            # not in the system's trust store
+            LlamaServer(url, KEY).connect()
+        assert untrusted.value.kind == "unreachable" and "certificate is not trusted" in str(untrusted.value)
+        assert "SSL_CERT_FILE" in str(untrusted.value)
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))          # trusted, as a user's own CA would be
+        server = LlamaServer(url, KEY)
+        assert server.connect().speculative is True
+        rounds, finish = _reply(server, n=24)
+        assert finish.text and not finish.message and sum(r.gamma for r in rounds) > 0
+    finally:
+        proxy.stop()

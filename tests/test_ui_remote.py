@@ -31,7 +31,8 @@ def test_chatting_through_a_llama_server_then_local_models(qtbot, window, spec_s
     assert "Connected" in window.model_bar.status.text()
     bar = window.spec_bar
     assert "llama-server speculates" in bar.mode_text() and "--spec-draft-n-max" in bar.mode.toolTip()
-    assert not bar.switch.isEnabled() and not bar.gamma.isEnabled()
+    assert not bar.switch.isVisible() and not bar.gamma.isVisible()
+    assert bar.remote_hint.isVisible() and "--spec-draft-n-max" in bar.remote_hint.text()
     assert not window.model_bar.target.isVisible() and window.model_bar.backend.url.isVisible()
     window.settings_panel.temperature.setValue(0.0)
     window.settings_panel.max_tokens.setValue(40)
@@ -57,6 +58,7 @@ def test_chatting_through_a_llama_server_then_local_models(qtbot, window, spec_s
     qtbot.waitUntil(lambda: window.loaded is not None and window.loaded.server is None and not window.busy,
                     timeout=TIMEOUT_MS)
     assert bar.switch.isVisible() and bar.switch.isEnabled() and "llama-server" not in bar.mode_text()
+    assert not bar.remote_hint.isVisible()
     window.composer.setPlainText("And in one word?")
     qtbot.keyClick(window.composer, Qt.Key_Return)
     qtbot.waitUntil(lambda: window.generating_id is None and not window.busy, timeout=TIMEOUT_MS)

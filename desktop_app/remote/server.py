@@ -80,8 +80,7 @@ class ServerInfo:
 
     def command_hint(self) -> str:
         """The llama-server command line that sets speculation (it cannot be changed per request)."""
-        return ("llama-server -m TARGET.gguf -md DRAFT.gguf --spec-type draft-simple --spec-draft-n-max 16 "
-                "--metrics (restart the server to change these)")
+        return "llama-server -m TARGET.gguf -md DRAFT.gguf --spec-type draft-simple --spec-draft-n-max 16 --metrics"
 
 
 @dataclass
@@ -151,7 +150,13 @@ class LlamaServer:
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, ssl.SSLError):
-                why = f"the TLS handshake failed ({reason.reason or reason})"
+                if isinstance(reason, ssl.SSLCertVerificationError):
+                    why = (f"its certificate is not trusted here ({reason.verify_message or reason.reason}): trust "
+                           "the certificate of whoever issued it (for example SSL_CERT_FILE=/path/to/ca.pem), or use "
+                           "its http:// address on a network you trust")
+                else:
+                    why = f"the TLS handshake failed ({reason.reason or reason}): is it https, or plain http?"
+                raise ServerError("unreachable", f"Cannot connect to llama-server at {self.url} securely: {why}.") from exc
             elif isinstance(reason, socket.gaierror):
                 why = "that host name does not resolve"
             elif isinstance(reason, ConnectionRefusedError):

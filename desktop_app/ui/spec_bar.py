@@ -110,6 +110,11 @@ class SpecBar(QFrame):
         adv.addStretch(1)
         self.advanced.hide()
 
+        self.remote_hint = QLabel()                       # a llama-server's settings: how to change them
+        self.remote_hint.setObjectName("remoteHint")
+        self.remote_hint.setWordWrap(True)
+        self.remote_hint.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.remote_hint.hide()
         self.gamma_caption = QLabel("γ")
         self._local_controls = [self.switch, *self.drafter_buttons.values(), self.gamma_caption, self.gamma,
                                 self.gamma_label, self.advanced_button]
@@ -130,6 +135,7 @@ class SpecBar(QFrame):
         second.addWidget(self.advanced_button)
         layout.addLayout(second)
         layout.addWidget(self.advanced)
+        layout.addWidget(self.remote_hint)
 
         # the shortcuts: the window adds these to itself and to its "Speculation" menu
         self.toggle_action = QAction("Speculate on/off", self)
@@ -267,6 +273,9 @@ class SpecBar(QFrame):
         for w in self._local_controls:                   # a llama-server's are not Tandem's to change
             w.setVisible(not self._remote)
         self.advanced.setVisible(not self._remote and self.advanced_button.isChecked())
+        self.remote_hint.setVisible(bool(self._remote))
+        if self._remote:
+            self.remote_hint.setText(f"Set when the server starts, not per reply: {self._remote[1]}")
         if self._remote:
             for w in (self.switch, self.gamma, self.advanced, *self.drafter_buttons.values()):
                 w.setEnabled(False)

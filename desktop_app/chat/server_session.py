@@ -12,7 +12,7 @@ from typing import Iterator
 
 from desktop_app.chat.history import ConversationInfo, HistoryStore
 from desktop_app.chat.rules import reply_status
-from desktop_app.chat.session import ChatSession, ContextOverflow, GenerationOptions
+from desktop_app.chat.session import FLUSH_INTERVAL_S, ChatSession, ContextOverflow, GenerationOptions
 from desktop_app.engine.events import FinishEvent
 from desktop_app.engine.settings import Controls
 from desktop_app.remote.server import LlamaServer, ServerError
@@ -27,7 +27,7 @@ class ServerChatSession(ChatSession):
         self.store = store
         self.template = None
         self.controls = Controls()
-        self.flush_interval_s = 1.0
+        self.flush_interval_s = FLUSH_INTERVAL_S
         self.controls.subscribe(lambda c: server.cancel() if c.cancelled else None)
 
     @property

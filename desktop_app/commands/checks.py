@@ -96,7 +96,7 @@ def text(what: str, value: str | None) -> str | None:
 def offload(args) -> tuple[int, int, tuple[str, ...]]:
     """(-ngl, -ngld, RPC servers) from the command line; raises ValueError. Layers go to a GPU, or with
     --rpc to the RPC servers: there every layer does unless -ngl says otherwise (as llama.cpp's -ngl 99)."""
-    from desktop_app.engine.rpc import WARNING, RpcError, parse_servers
+    from desktop_app.engine.rpc import ALL_LAYERS, WARNING, RpcError, parse_servers
 
     servers: tuple[str, ...] = ()
     if getattr(args, "rpc", None) is not None:
@@ -105,7 +105,7 @@ def offload(args) -> tuple[int, int, tuple[str, ...]]:
         except RpcError as exc:
             raise ValueError(f"--rpc: {exc}") from None
         note(WARNING)
-    default = 99 if servers else 0
+    default = ALL_LAYERS if servers else 0
     ngl = default if args.gpu_layers is None else args.gpu_layers
     ngld = default if args.gpu_layers_draft is None else args.gpu_layers_draft
     if ngl < 0 or ngld < 0:

@@ -13,7 +13,7 @@ RESET = "\x1b[0m"
 
 def _settings(args):
     """Every option checked before a model loads (see checks.py); raises ValueError."""
-    from desktop_app.engine import SamplingParams, SpecSettings
+    from desktop_app.engine import SpecSettings
 
     drafter = args.drafter or ("model" if args.draft else "lookup")
     if drafter == "model" and not args.draft:
@@ -24,10 +24,16 @@ def _settings(args):
         raise ValueError("--samples must be at least 1")
     if args.max_tokens < 1:
         raise ValueError("-n must be at least 1")
-    sampling = SamplingParams(temperature=checks.temperature(args.temp), top_k=checks.top_k(args.top_k),
-                              top_p=checks.fraction("--top-p", args.top_p),
-                              min_p=checks.fraction("--min-p", args.min_p), seed=checks.seed(args.seed))
-    return spec, sampling
+    return spec, sampling_params(args)
+
+
+def sampling_params(args):
+    """The sampling options, checked (checks.py); raises ValueError."""
+    from desktop_app.engine import SamplingParams
+
+    return SamplingParams(temperature=checks.temperature(args.temp), top_k=checks.top_k(args.top_k),
+                          top_p=checks.fraction("--top-p", args.top_p),
+                          min_p=checks.fraction("--min-p", args.min_p), seed=checks.seed(args.seed))
 
 
 def _prompt_text(args) -> str:

@@ -11,10 +11,10 @@ LOCAL_ONLY = ("target", "draft", "rpc", "gpu_layers", "gpu_layers_draft")
 
 
 def run_server(args) -> int:
-    from desktop_app.commands.generate import ANSI, RESET, _prompt_text
+    from desktop_app.commands.generate import ANSI, RESET, _prompt_text, sampling_params
     from desktop_app.engine import FinishEvent, RoundEvent, TokenEvent
     from desktop_app.engine.sampling import SamplingParams
-    from desktop_app.remote.server import LlamaServer, ServerError
+    from desktop_app.remote.server import LIMITS, LlamaServer, ServerError
 
     given = [name for name in LOCAL_ONLY if getattr(args, name, None) not in (None, False)]
     if given:
@@ -25,9 +25,7 @@ def run_server(args) -> int:
                     "--drafter, --draft-max and --auto are not sent")
     try:
         text = _prompt_text(args)
-        sampling = SamplingParams(temperature=checks.temperature(args.temp), top_k=checks.top_k(args.top_k),
-                                  top_p=checks.fraction("--top-p", args.top_p),
-                                  min_p=checks.fraction("--min-p", args.min_p), seed=checks.seed(args.seed))
+        sampling = sampling_params(args)
         if args.max_tokens < 1 or args.samples < 1:
             raise ValueError("-n and --samples must be at least 1")
     except ValueError as exc:
@@ -73,7 +71,7 @@ def run_server(args) -> int:
     if args.json:
         emit_json({"ok": True, "server": info.url, "model": info.model,
                    "speculation": {"speculative": info.speculative, "types": info.spec_types, "n_max": info.n_max,
-                                   "limits": info.limits},
+                                   "limits": LIMITS},
                    "samples": [{"seed": seed, "text": f.text, "rounds": [r.to_json() for r in rounds],
                                 "stats": f.stats.to_json(), "message": f.message,
                                 "server_timings": reply.final_timings, "metrics_delta": reply.metrics_delta,

@@ -24,6 +24,7 @@ REBUILD = ('This llama.cpp was built without RPC. Rebuild llama-cpp-python with 
 _ENDPOINT = re.compile(r"^([A-Za-z0-9.-]+):(\d{1,5})$")   # host name or IPv4: llama.cpp's endpoint parser
                                                         # splits at the first colon and aborts on IPv6
 _registered: set[str] = set()
+ALL_LAYERS = 99              # GPU layers with RPC servers unless set: every layer goes to them (llama.cpp's -ngl 99)
 CONNECT_TIMEOUT_S = 5.0
 
 

@@ -24,7 +24,7 @@ given to the last of them, and whose first ones finish the round still waiting f
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from desktop_app.engine.events import RoundEvent, TokenKind
 
@@ -58,10 +58,6 @@ class RoundRebuilder:
         self._ms = 0.0                  # predicted_ms so far
         self._open: _Round | None = None
         self._text = ""                 # text of chunks without timings, waiting for the next that has them
-
-    @property
-    def n_tokens(self) -> int:
-        return self._n
 
     def feed(self, text: str, timings: dict | None, end: str = "") -> list[RoundEvent]:
         self._text += text
@@ -138,8 +134,6 @@ class RoundRebuilder:
         return event
 
     def _mark_end(self, event: RoundEvent, end: str) -> RoundEvent:
-        from dataclasses import replace
-
         marked = replace(event, end=end)
         self.rounds[event.index] = marked
         return marked

@@ -4,7 +4,7 @@ the speculative rounds rebuilt from its per-token timings (rounds.py).
 No Qt here. `LlamaServer.connect()` checks the server and reads what it says about itself;
 `generate()` yields the engine's events (RoundEvent and its TokenEvents as each round closes, then
 FinishEvent), so a consumer shows a remote reply as it shows a local one. What a remote reply cannot
-show is said in `ServerInfo.limits`.
+show is said in LIMITS.
 
 llama-server takes its speculation settings only at launch (`-md`, `--spec-type`, `--spec-draft-n-max`,
 ...): Tandem shows them and the command line that would change them, never sends them.
@@ -63,19 +63,18 @@ class ServerInfo:
     spec_types: str                   # e.g. "draft-simple"
     n_max: int | None                 # draft positions its /metrics report (its --spec-draft-n-max), once known
     metrics: bool                     # /metrics on (llama-server --metrics): per-position acceptance
-    limits: str = LIMITS
+
+    def _how(self) -> str:
+        return f"({self.spec_types or 'draft'}" + (f", up to {self.n_max} drafted" if self.n_max else "") + ")"
 
     def speculation(self) -> str:
         """What the server does, in a few words (it decides at launch)."""
-        return {True: f"llama-server speculates ({self.spec_types or 'draft'}"
-                      + (f", up to {self.n_max} drafted" if self.n_max else "") + ")",
-                False: "llama-server does not speculate",
+        return {True: f"llama-server speculates {self._how()}", False: "llama-server does not speculate",
                 None: "llama-server: speculation unknown (its /slots endpoint is off)"}[self.speculative]
 
     def describe(self) -> str:
-        spec = {True: f"speculating ({self.spec_types or 'draft'}"
-                      + (f", up to {self.n_max} drafted" if self.n_max else "") + ")",
-                False: "not speculating", None: "speculation unknown"}[self.speculative]
+        spec = {True: f"speculating {self._how()}", False: "not speculating",
+                None: "speculation unknown"}[self.speculative]
         return f"llama-server at {self.url}: {os.path.basename(self.model)}, {spec}"
 
     def command_hint(self) -> str:
@@ -279,7 +278,7 @@ class LlamaServer:
             for r in rounds:
                 recorder.add_round(r, 0)
                 yield r
-                for i, (kind, piece) in enumerate(zip(r.kinds, r.emitted_text)):
+                for kind, piece in zip(r.kinds, r.emitted_text):
                     text_parts.append(piece)
                     yield TokenEvent(-1, piece, kind, len(text_parts) - 1)
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import threading
 
 from PySide6.QtCore import Qt, QThread, Signal
-from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QHBoxLayout, QMainWindow, QMenu, QPushButton, QScrollArea, QSplitter,
+from PySide6.QtWidgets import (QHBoxLayout, QMainWindow, QPushButton, QScrollArea, QSplitter,
                                QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
 
 from desktop_app.chat.history import HistoryError, HistoryStore
@@ -25,7 +24,6 @@ from desktop_app.ui.model_bar import ModelBar
 from desktop_app.ui.settings_panel import SettingsPanel
 from desktop_app.ui.spec_bar import SpecBar
 from desktop_app.ui.spec_panel import SpecPanel
-from desktop_app.ui.system_dialog import SystemDialog
 from desktop_app.ui.window_conversations import ConversationsMixin
 from desktop_app.ui.window_faults import FaultsMixin
 from desktop_app.ui.window_layout import CENTER, PANEL, SIDEBAR, LayoutMixin
@@ -209,52 +207,6 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self._default_layout = True        # until the splitter is moved or restored: defaults follow the width
         self._update_buttons()
 
-    def _actions(self) -> None:
-        actions = {}
-        for text, keys, slot in (
-                ("New conversation", QKeySequence.New, self.new_conversation),
-                ("Search", QKeySequence.Find, lambda: self.sidebar.search.setFocus()),
-                ("Stop", Qt.Key_Escape, self.stop),
-                ("Regenerate", "Ctrl+R", self.regenerate),
-                ("Edit last message", "Ctrl+E", self.edit_last),
-                ("Copy last reply", "Ctrl+Shift+C", self.copy_last_reply),
-                ("Compare with and without speculation", "Ctrl+Shift+K", self.compare),
-                ("Focus composer", "Ctrl+L", lambda: self.composer.setFocus()),
-                ("Open target model…", QKeySequence.Open, self.model_bar.browse_target),
-                ("Rename conversation", "F2", self.sidebar.rename_current),
-                ("About Tandem and this system…", QKeySequence.HelpContents, self.show_system),
-                ("Quit", QKeySequence.Quit, self.close)):
-            action = actions[text] = QAction(text, self)
-            action.setShortcut(QKeySequence(keys))
-            action.triggered.connect(slot)
-            self.addAction(action)
-        self.addActions(self.spec_bar.actions_list)
-        self.compare_action = actions["Compare with and without speculation"]
-        self._update_buttons()
-        menus = self.menuBar()
-        for title, names in (("&File", ("New conversation", "Open target model…", None, "Quit")),
-                             ("&Chat", ("Regenerate", "Edit last message", "Copy last reply", None,
-                                        "Compare with and without speculation")),
-                             ("&Help", ("About Tandem and this system…",))):
-            menu = menus.addMenu(title)
-            for name in names:
-                if name:
-                    menu.addAction(actions[name])
-                else:
-                    menu.addSeparator()
-        speculation = QMenu("&Speculation", self)          # the speculation bar's shortcuts, before Help
-        speculation.addActions(self.spec_bar.actions_list)
-        menus.insertMenu(menu.menuAction(), speculation)
-
-    def show_system(self) -> SystemDialog:
-        """Versions, the llama.cpp build and its CPU features, the weight-repacking decision and the
-        folders: what a bug report needs, gathered by `tandem doctor` in a child process."""
-        dialog = SystemDialog(self)
-        dialog.setAttribute(Qt.WA_DeleteOnClose)
-        dialog.open()
-        return dialog
-
-    # -- conversations
     def _save_settings(self) -> str:
         """Save the settings; the reason they could not be, the first time only ("" otherwise)."""
         if self.settings.save() or self._settings_warned:

@@ -135,7 +135,7 @@ def rpc_options(servers: str, target: LoadOptions, draft: LoadOptions) -> tuple[
     GPU layers left at 0 become 99: every layer goes to the servers, as with llama.cpp's -ngl 99."""
     from dataclasses import replace
 
-    from desktop_app.engine.rpc import parse_servers
+    from desktop_app.engine.rpc import ALL_LAYERS, parse_servers
 
     hosts = parse_servers(servers)
-    return tuple(replace(o, rpc_servers=hosts, n_gpu_layers=o.n_gpu_layers or 99) for o in (target, draft))
+    return tuple(replace(o, rpc_servers=hosts, n_gpu_layers=o.n_gpu_layers or ALL_LAYERS) for o in (target, draft))

@@ -1,17 +1,67 @@
-"""The main window's layout: the three parts (conversations, chat, panel) in a splitter whose sides fold
-away from the View menu (or by dragging a handle to the edge), sizes remembered; and the View menu's
-other switch, token-origin highlighting. A mixin of MainWindow (main_window.py)."""
+"""The main window's layout and menus: the three parts (conversations, chat, panel) in a splitter whose
+sides fold away from the View menu (or by dragging a handle to the edge), sizes remembered; the menus
+and their shortcuts (File, Chat, Speculation, View with token-origin highlighting, Help). A mixin of
+MainWindow (main_window.py)."""
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, QSize
+from PySide6.QtCore import QByteArray, QSize, Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMenu
+
+from desktop_app.ui.system_dialog import SystemDialog
 
 SIDEBAR, CENTER, PANEL = 0, 1, 2          # the splitter's parts
 MIN_CHAT_WIDTH = 500                      # what the default layout leaves the chat, at 1000 px and up
 
 
 class LayoutMixin:
+    def _actions(self) -> None:
+        actions = {}
+        for text, keys, slot in (
+                ("New conversation", QKeySequence.New, self.new_conversation),
+                ("Search", QKeySequence.Find, lambda: self.sidebar.search.setFocus()),
+                ("Stop", Qt.Key_Escape, self.stop),
+                ("Regenerate", "Ctrl+R", self.regenerate),
+                ("Edit last message", "Ctrl+E", self.edit_last),
+                ("Copy last reply", "Ctrl+Shift+C", self.copy_last_reply),
+                ("Compare with and without speculation", "Ctrl+Shift+K", self.compare),
+                ("Focus composer", "Ctrl+L", lambda: self.composer.setFocus()),
+                ("Open target model…", QKeySequence.Open, self.model_bar.browse_target),
+                ("Rename conversation", "F2", self.sidebar.rename_current),
+                ("About Tandem and this system…", QKeySequence.HelpContents, self.show_system),
+                ("Quit", QKeySequence.Quit, self.close)):
+            action = actions[text] = QAction(text, self)
+            action.setShortcut(QKeySequence(keys))
+            action.triggered.connect(slot)
+            self.addAction(action)
+        self.addActions(self.spec_bar.actions_list)
+        self.compare_action = actions["Compare with and without speculation"]
+        self._update_buttons()
+        menus = self.menuBar()
+        for title, names in (("&File", ("New conversation", "Open target model…", None, "Quit")),
+                             ("&Chat", ("Regenerate", "Edit last message", "Copy last reply", None,
+                                        "Compare with and without speculation")),
+                             ("&Help", ("About Tandem and this system…",))):
+            menu = menus.addMenu(title)
+            for name in names:
+                if name:
+                    menu.addAction(actions[name])
+                else:
+                    menu.addSeparator()
+        speculation = QMenu("&Speculation", self)          # the speculation bar's shortcuts, before Help
+        speculation.addActions(self.spec_bar.actions_list)
+        menus.insertMenu(menu.menuAction(), speculation)
+
+    def show_system(self) -> SystemDialog:
+        """Versions, the llama.cpp build and its CPU features, the weight-repacking decision and the
+        folders: what a bug report needs, gathered by `tandem doctor` in a child process."""
+        dialog = SystemDialog(self)
+        dialog.setAttribute(Qt.WA_DeleteOnClose)
+        dialog.open()
+        return dialog
+
+    # -- conversations
+
     def _view(self) -> QMenu:
         """The menu bar's View menu, made (before Help) the first time it is asked for."""
         menus = self.menuBar()

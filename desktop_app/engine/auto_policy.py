@@ -285,7 +285,8 @@ class AutoPolicy:
 
         bar = max(best.rate, self.recent_rate) if model.behind > BIG_CATCH_UP else best.rate
         g, rate = self._best_gamma(self.model.expected(1, room), step)
-        if g and with_catch_up(rate) > bar * WIN_MARGIN:
+        tried = self.model_evidence >= MIN_EVIDENCE     # untried, its estimate is only a prior: probe it first
+        if g and tried and with_catch_up(rate) > bar * WIN_MARGIN:
             self.probe_gap = PROBE_GAP_MIN
             self._probing = False
             return Choice("model", g, rate)
@@ -293,7 +294,7 @@ class AutoPolicy:
         if not exploring and self.rounds_without_model < self.probe_gap:
             return best
         n = min(room, PROBE_GAMMA_MAX)
-        if self.model_evidence < MIN_EVIDENCE:      # hardly tried: could it pay at the target's confidence?
+        if not tried:                               # could it pay at the target's confidence?
             alpha = min(0.99, self.confidence + CONF_MARGIN)
             optimistic = [expected_tokens(alpha, k) for k in range(n + 1)]
         else:

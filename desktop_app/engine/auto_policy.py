@@ -21,10 +21,14 @@ model, and takes the option with the best predicted tokens per second, E(γ) / (
   must be repaid against the recent rate of the rounds without it.
 - Exploration: the draft model has no free judgement, so it is explored (a probe round) when it
   has hardly been tried and could pay at the target's confidence, or, once tried, at its upper
-  confidence bound; a probe that does not lead to a win doubles the rounds before the next. Every
-  new reply moves all estimates part way back to their priors (its text may be of another kind), so
-  what looked bad before is tried again when the text changes; verify costs are re-measured by
-  every round, so choices follow the machine when it changes.
+  confidence bound; a probe that does not lead to a win doubles the rounds before the next. An
+  untried model is only ever probed, never chosen on its prior alone.
+- Every new reply may be text of another kind: the draft model starts it untried (its agreement
+  with the target is the text's), the target's confidence so far counts for a few rounds only, and
+  the copy estimates move part way back to their priors. So what looked bad before is tried again
+  when the text changes, and what looked good is not bet on before this text confirms it (judged
+  reply after reply in replay: replay.judge_warm). Verify costs are re-measured by every round, so
+  choices follow the machine when it changes.
 
 No prior here encodes a machine: without measured costs auto decodes plainly.
 
@@ -43,7 +47,7 @@ from desktop_app.engine.costs import WIN_MARGIN, CostModel, expected_tokens
 
 AUTO_GAMMA_MAX = 32          # auto's own ceiling of γ, whatever γ fixed mode is set to
 HORIZON_MAX = 256            # tokens over which a one-off cost (the draft's catch-up) is spread
-PRIOR_PULL = 0.25            # at every new reply, estimates move this far back towards their priors
+PRIOR_PULL = 0.6             # at every new reply, the copy estimates move this far back towards their priors
 
 # Prompt lookup: keep rates by the length L of the match a copied token extends (the match that found
 # the copy, plus the copied tokens before it), prior and weight: a copy right for L tokens tends to
@@ -60,6 +64,7 @@ MODEL_FORGET = 0.084         # each draft-model round, its counts move this far 
                              # (half as far in rounds without it)
 CONF_PRIOR = 0.7             # the target's confidence before any round
 CONF_DECAY = 0.96            # weight of the past in the target's recent confidence, per round
+CONF_REPLY_WEIGHT = 3.0      # rounds' worth of the confidence so far that a new reply starts with
 CONF_MARGIN = 0.01           # a first probe must be able to pay at the confidence plus this
 MIN_EVIDENCE = 1.0           # draft-model rounds below which it counts as not tried
 PROBE_OPTIMISM = 1.0         # once tried, explored while it could pay this many standard errors up
@@ -79,15 +84,16 @@ def _bin(bins: Sequence[int], i: int) -> int:
 
 
 class KeepRates:
-    """keep(L) = P(the next drafted token is kept | the L - 1 before it were), in bins of L, as
-    pseudo-counts that can be pulled back towards a prior (forgetting)."""
+    """keep(L) = P(the next drafted token is kept | the L - 1 before it were), in bins of L: observed
+    counts, which fade (forgetting), plus `weight` observations' worth of the prior as it is now (a
+    prior that moves, as the draft model's does with the target's confidence, counts at once)."""
 
     def __init__(self, bins: Sequence[int], prior: Sequence[float], weight: float):
         self.bins = tuple(bins)
         self.prior = list(prior)
         self.weight = weight
-        self.kept = [p * weight for p in self.prior]
-        self.tried = [weight] * len(bins)
+        self.kept = [0.0] * len(bins)            # observed, faded
+        self.tried = [0.0] * len(bins)
 
     def record(self, start: int, n_kept: int, rejected: bool) -> None:
         """Tokens at L = start .. start + n_kept - 1 were kept, and when `rejected` the one after
@@ -98,16 +104,18 @@ class KeepRates:
             self.kept[b] += k < n_kept
 
     def pull_towards_prior(self, weight: float) -> None:
+        """Fade the observations by `weight`: the estimates move that far back towards the prior."""
         for b in range(len(self.bins)):
-            self.kept[b] = (1 - weight) * self.kept[b] + weight * self.prior[b] * self.weight
-            self.tried[b] = (1 - weight) * self.tried[b] + weight * self.weight
+            self.kept[b] *= 1 - weight
+            self.tried[b] *= 1 - weight
 
     def keep(self, length: int, optimism: float = 0.0) -> float:
         """keep(L); with optimism z > 0, z standard errors above it (at most 0.99)."""
         b = _bin(self.bins, length)
-        p = self.kept[b] / self.tried[b]
+        n = self.tried[b] + self.weight
+        p = (self.kept[b] + self.prior[b] * self.weight) / n
         if optimism:
-            p = min(0.99, p + optimism * (p * (1 - p) / (self.tried[b] + 1)) ** 0.5)
+            p = min(0.99, p + optimism * (p * (1 - p) / (n + 1)) ** 0.5)
         return p
 
     def expected(self, start: int, gamma_max: int, optimism: float = 0.0) -> list[float]:
@@ -158,9 +166,10 @@ class AutoPolicy:
     def __init__(self, costs: CostModel):
         self.costs = costs
         self.model = KeepRates(MODEL_BINS, [CONF_PRIOR] * len(MODEL_BINS), MODEL_PRIOR_WEIGHT)
+        self._conf_sum = CONF_PRIOR * CONF_REPLY_WEIGHT  # the target's recent probability of its own
+        self._conf_n = CONF_REPLY_WEIGHT                 # tokens: a fading sum, and its weight
         self.lookup = KeepRates(LOOKUP_BINS, LOOKUP_PRIOR, LOOKUP_PRIOR_WEIGHT)
-        self.confidence = CONF_PRIOR                     # the target's recent probability of its own tokens
-        self.model_evidence = 0.0                        # draft-model rounds seen (fading across replies)
+        self.model_evidence = 0.0                        # draft-model rounds seen in this reply
         self.probe_gap = PROBE_GAP_MIN
         self.rounds_without_model = 0
         self._probing = False
@@ -171,10 +180,17 @@ class AutoPolicy:
     # -- a reply's lifecycle
 
     def begin(self) -> None:
-        """A new reply: its text may be of another kind than the last one's, so estimates move part
-        way back to their priors; copies from the last reply are dropped unjudged."""
-        self.model.pull_towards_prior(PRIOR_PULL)
-        self.model_evidence *= 1 - PRIOR_PULL
+        """A new reply: its text may be of another kind than the last one's. The draft model starts
+        untried (how often it agrees with the target is the text's: 0.59-0.99 prompt to prompt on the
+        recorded traces, so the last reply says little), the target's confidence so far counts as
+        only CONF_REPLY_WEIGHT rounds, the copy estimates move part way back to their priors, and
+        copies from the last reply are dropped unjudged."""
+        confidence = self.confidence
+        self._conf_n = min(self._conf_n, CONF_REPLY_WEIGHT)
+        self._conf_sum = confidence * self._conf_n
+        self.model = KeepRates(MODEL_BINS, [self.confidence] * len(MODEL_BINS), MODEL_PRIOR_WEIGHT)
+        self.model_evidence = 0.0
+        self.probe_gap = PROBE_GAP_MIN
         self.lookup.pull_towards_prior(PRIOR_PULL)
         self._pending.clear()
         self.rounds_without_model = self.probe_gap - FIRST_PROBE
@@ -211,7 +227,8 @@ class AutoPolicy:
         (drafting and verifying), and the target's probability of the token it chose itself
         (`confidence`). Copies need no report: settle() judges them from the text."""
         if confidence is not None:
-            self.confidence = CONF_DECAY * self.confidence + (1 - CONF_DECAY) * confidence
+            self._conf_sum = CONF_DECAY * self._conf_sum + confidence
+            self._conf_n = CONF_DECAY * self._conf_n + 1
             self.model.prior = [self.confidence] * len(MODEL_BINS)
         self.lookup.pull_towards_prior(LOOKUP_FORGET)
         if choice.drafter == "model" and n_drafted:
@@ -251,6 +268,11 @@ class AutoPolicy:
             if at - start <= kept and rest and tuple(tokens[:len(rest)]) == tuple(rest[:len(tokens)]):
                 return True
         return False
+
+    @property
+    def confidence(self) -> float:
+        """The target's recent confidence: a fading mean of its probability of the tokens it chose."""
+        return self._conf_sum / self._conf_n
 
     @property
     def recent_rate(self) -> float:

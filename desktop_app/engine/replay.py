@@ -14,6 +14,7 @@ once, the draft's), then the first round.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -231,16 +232,46 @@ class Verdict:
         return self.auto_ttft_s / self.plain_ttft_s if self.plain_ttft_s else 1.0
 
 
-def judge(trace: Trace, profile: CostProfile, has_draft: bool, noise: float = 0.05, seeds: int = 3) -> Verdict:
-    """Replay auto and every fixed setting (fixed_settings) on `trace` under `profile`, each with the
-    same `seeds` noise seeds, and compare their mean tokens per second."""
-
-    def mean(setting: Setting) -> tuple[float, float, dict]:
+def _fixed_rates(trace: Trace, profile: CostProfile, has_draft: bool, noise: float, seeds: int) -> dict[str, tuple]:
+    """Every fixed setting's (mean tokens per second, mean TTFT, rounds of the first seed) on `trace`."""
+    out = {}
+    for setting in fixed_settings(has_draft and trace.has_draft):
         runs = [replay(trace, profile, setting, noise=noise, seed=k) for k in range(seeds)]
-        return (sum(r.tokens_per_s for r in runs) / seeds, sum(r.ttft_s for r in runs) / seeds, runs[0].rounds)
+        out[setting.name] = (sum(r.tokens_per_s for r in runs) / seeds, sum(r.ttft_s for r in runs) / seeds,
+                             runs[0].rounds)
+    return out
 
-    fixed = {s.name: mean(s) for s in fixed_settings(has_draft and trace.has_draft)}
+
+def _verdict(trace: Trace, profile: CostProfile, fixed: dict, auto: tuple) -> Verdict:
     best = max(fixed, key=lambda name: fixed[name][0])
-    auto = mean(AUTO)
     plain = fixed[PLAIN.name]
     return Verdict(profile.name, trace.name, auto[0], plain[0], best, fixed[best][0], auto[1], plain[1], auto[2])
+
+
+def judge(trace: Trace, profile: CostProfile, has_draft: bool, noise: float = 0.05, seeds: int = 3) -> Verdict:
+    """Replay auto, fresh as after loading, and every fixed setting (fixed_settings) on `trace` under
+    `profile`, each with the same `seeds` noise seeds, and compare their mean tokens per second."""
+    runs = [replay(trace, profile, AUTO, noise=noise, seed=k) for k in range(seeds)]
+    auto = (sum(r.tokens_per_s for r in runs) / seeds, sum(r.ttft_s for r in runs) / seeds, runs[0].rounds)
+    return _verdict(trace, profile, _fixed_rates(trace, profile, has_draft, noise, seeds), auto)
+
+
+def judge_warm(traces: list[Trace], profile: CostProfile, has_draft: bool, noise: float = 0.05,
+               seeds: int = 3) -> list[Verdict]:
+    """Auto as the app runs it: one policy, calibrated once, carried from reply to reply. For every
+    order that rotates `traces`, each seed replays the order twice round with one policy; every reply
+    but the first (judge() has that) gets a Verdict against the fixed settings on its trace, with
+    `prompt` naming it and the reply before it ("summary after edit")."""
+    fixed = {t.name: _fixed_rates(t, profile, has_draft, noise, seeds) for t in traces}
+    verdicts = []
+    for rot in range(len(traces)):
+        order = (traces[rot:] + traces[:rot]) * 2
+        for k in range(seeds):
+            clock = _Clock(profile, noise, 1000 + k)
+            policy = AutoPolicy(calibrated(clock))
+            for i, trace in enumerate(order):
+                r = replay(trace, profile, AUTO, noise=noise, seed=k * len(order) + i, policy=policy)
+                if i:
+                    v = _verdict(trace, profile, fixed[trace.name], (r.tokens_per_s, r.ttft_s, r.rounds))
+                    verdicts.append(dataclasses.replace(v, prompt=f"{trace.name} after {order[i - 1].name}"))
+    return verdicts

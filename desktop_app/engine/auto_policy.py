@@ -188,7 +188,7 @@ class AutoPolicy:
         confidence = self.confidence
         self._conf_n = min(self._conf_n, CONF_REPLY_WEIGHT)
         self._conf_sum = confidence * self._conf_n
-        self.model = KeepRates(MODEL_BINS, [self.confidence] * len(MODEL_BINS), MODEL_PRIOR_WEIGHT)
+        self.model = KeepRates(MODEL_BINS, [confidence] * len(MODEL_BINS), MODEL_PRIOR_WEIGHT)
         self.model_evidence = 0.0
         self.probe_gap = PROBE_GAP_MIN
         self.lookup.pull_towards_prior(PRIOR_PULL)

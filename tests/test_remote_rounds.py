@@ -16,8 +16,8 @@ def t(n, d=0, k=0, ms=None):
     return out
 
 
-def run(chunks, final=None, end="eos"):
-    rb = RoundRebuilder()
+def run(chunks, final=None, end="eos", max_tokens=None):
+    rb = RoundRebuilder(max_tokens)
     rounds = []
     for text, timings in chunks:
         rounds += rb.feed(text, timings)
@@ -58,11 +58,20 @@ def test_a_round_cut_by_the_end_of_the_reply():
 
 
 def test_a_reply_with_no_speculation_is_all_plain_steps():
-    rounds = run([(c, t(i + 1)) for i, c in enumerate("abc")], final=t(3), end="max_tokens")
+    rounds = run([(c, t(i + 1)) for i, c in enumerate("abc")], final=t(3), end="max_tokens", max_tokens=3)
     assert [(r.gamma, r.kinds, r.emitted_text) for r in rounds] == [(0, (P,), ("a",)), (0, (P,), ("b",)),
                                                                      (0, (P,), ("c",))]
-    # the server's last chunk at max_tokens brings no token: the rounds, handed on already, carry no end
-    assert all(not r.end for r in rounds)
+    # the server's last chunk at max_tokens brings no token: the round that reached the limit says so
+    assert [r.end for r in rounds] == ["", "", "max_tokens"]
+
+
+def test_the_round_that_reaches_max_tokens_is_handed_on_marked_at_once():
+    rb = RoundRebuilder(max_tokens=3)
+    assert [r.gamma for r in rb.feed("x", t(1))] == [0]
+    assert rb.feed("y", t(2, 6, 4)) == []                                # 4 of 6 kept: waiting for 5 tokens
+    [cut] = rb.feed("z", t(3, 6, 4))                                     # but the limit came at its second
+    assert (cut.gamma, cut.accepted, cut.kinds, cut.emitted_text, cut.end) == (6, 4, (A, A), ("y", "z"), "max_tokens")
+    assert rb.finish(t(3, 6, 4), "max_tokens") == []                     # the server's last chunk adds nothing
 
 
 def test_a_held_back_last_token_finishes_its_round_not_the_next():

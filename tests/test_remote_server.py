@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from desktop_app.chat.compare import NEAR_TIE
-from desktop_app.engine.events import FinishEvent, RoundEvent, TokenKind
+from desktop_app.engine.events import FinishEvent, RoundEvent, TokenEvent, TokenKind
 from desktop_app.engine.sampling import SamplingParams
 from desktop_app.remote.server import LlamaServer, ServerError
 from llama_tools import KEY, N_MAX, Server, free_port
@@ -50,7 +50,8 @@ def test_rebuilt_rounds_add_up_to_the_server_s_timings_and_metrics(spec_server):
     kept = [r.accepted for r in rounds]
     assert all(0 <= k <= d <= N_MAX for d, k in zip(drafted, kept)), list(zip(drafted, kept))
     assert sum(drafted) == timings["draft_n"] and sum(kept) == timings["draft_n_accepted"]
-    assert sum(len(r.emitted_text) for r in rounds) == timings["predicted_n"] == finish.stats.n_tokens
+    eos = finish.stop_reason.value == "eos"              # the end-of-generation token: in a round, not the count
+    assert sum(len(r.emitted_text) for r in rounds) == timings["predicted_n"] == finish.stats.n_tokens + eos
     assert "".join(t for r in rounds for t in r.emitted_text) == finish.text
     # /metrics: the same totals, the number of verify steps, and kept drafts per position
     m = reply.metrics_delta
@@ -87,6 +88,32 @@ def test_greedy_text_equals_the_local_plain_greedy_text(spec_server, test_model_
     if finish.text != sample["text"]:
         gap = _gap_where_they_part(test_model_path, sample["tokens"], finish.text)
         assert gap <= NEAR_TIE, f"the texts part where the target's top two logits are {gap:.4f} apart"
+
+
+def test_a_reply_s_end_is_marked_and_counted_as_a_local_reply_s(spec_server, test_model_path):
+    """The round that reaches the token limit carries the limit's marker when it is handed on (the
+    server's "length" chunk that follows brings no token). A reply that ends with an end-of-generation
+    token has it as its last round's last token, marked, but not in the text or the token count: as
+    a local reply, whose count the same greedy reply matches."""
+    server = LlamaServer(spec_server.url, KEY)
+    rounds, finish = _reply(server, n=24)
+    assert finish.stop_reason.value == "max_tokens" and finish.stats.n_tokens == 24
+    assert rounds[-1].end == "max_tokens" and not any(r.end for r in rounds[:-1])
+    prompt = "Answer with one word: is the sky blue?"
+    events = list(server.generate([{"role": "user", "content": prompt}], GREEDY, 64))
+    rounds = [e for e in events if isinstance(e, RoundEvent)]
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    [finish] = [e for e in events if isinstance(e, FinishEvent)]
+    assert finish.stop_reason.value == "eos" and rounds[-1].end == "eos" and rounds[-1].emitted_text[-1] == ""
+    predicted = server.last_reply.final_timings["predicted_n"]
+    assert sum(len(r.emitted_text) for r in rounds) == predicted
+    assert finish.stats.n_tokens == len(tokens) == predicted - 1
+    local = subprocess.run([sys.executable, "-m", "desktop_app", "generate", "-m", test_model_path, "-p", prompt,
+                            "-n", "64", "--drafter", "none", "--temp", "0", "--json"],
+                           capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert local.returncode == 0, local.stderr[-2000:]
+    [sample] = json.loads(local.stdout)["samples"]
+    assert sample["text"] == finish.text and len(sample["tokens"]) == finish.stats.n_tokens
 
 
 def _gap_where_they_part(model_path: str, tokens: list[int], other: str) -> float:

@@ -101,3 +101,61 @@ def test_an_rpc_server_that_cannot_be_reached_is_named_not_crashed_on(llama_tool
                     env={"LLAMA_CPP_LIB_PATH": str(llama_tools)})
     assert out.returncode == 1, out.stderr[-2000:]
     assert f"cannot reach the RPC server 127.0.0.1:{port}: nothing is listening there" in out.stderr
+
+
+class _FakeService:
+    """A TCP service on 127.0.0.1 that reads what a client sends first, answers `answer`, and closes."""
+
+    def __init__(self, answer: bytes):
+        import threading
+
+        self.answer = answer
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                try:
+                    conn.recv(64)
+                    conn.sendall(self.answer)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_a_server_that_fails_the_rpc_handshake_is_named_not_crashed_on(llama_tools, rpc_server, test_model_path):
+    """llama.cpp aborts the process when the answer to its RPC HELLO is malformed (another service on
+    that port) or of another protocol version; Tandem sends the same HELLO first and says which."""
+    import struct
+
+    from desktop_app.engine.rpc import PROTOCOL, RpcError, reachable
+
+    reachable(rpc_server)                              # the ggml-rpc-server built from the pinned sdist answers
+    env = {"LLAMA_CPP_LIB_PATH": str(llama_tools)}
+    http = _FakeService(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+    older = _FakeService(struct.pack("<Q", 28) + bytes([PROTOCOL[0] - 1, 9, 0, 0]) + bytes(24))
+    try:
+        out = _generate("-m", test_model_path, "-p", "Hi", "-n", "4", "--rpc", http.address, env=env)
+        assert out.returncode == 1, out.stderr[-2000:]
+        assert f"{http.address} does not answer as a ggml-rpc-server" in out.stderr
+        with pytest.raises(RpcError, match=rf"speaks RPC protocol {PROTOCOL[0] - 1}\.9\.0, and this llama.cpp "
+                                           rf"speaks {PROTOCOL[0]}\.{PROTOCOL[1]}"):
+            reachable(older.address)
+        out = _generate("-m", test_model_path, "-p", "Hi", "-n", "4", "--rpc", older.address, env=env)
+        assert out.returncode == 1 and "speaks RPC protocol" in out.stderr, out.stderr[-2000:]
+    finally:
+        http.close()
+        older.close()

@@ -15,6 +15,7 @@ import ctypes
 import os
 import re
 import socket
+import struct
 
 WARNING = ("llama.cpp RPC is unauthenticated and unencrypted: use it only on a network you trust, with "
            "ggml-rpc-server listening on an address only your machines reach.")
@@ -26,6 +27,14 @@ _ENDPOINT = re.compile(r"^([A-Za-z0-9.-]+):(\d{1,5})$")   # host name or IPv4: l
 _registered: set[str] = set()
 ALL_LAYERS = 99              # GPU layers with RPC servers unless set: every layer goes to them (llama.cpp's -ngl 99)
 CONNECT_TIMEOUT_S = 5.0
+# The RPC protocol of the llama.cpp in the pinned llama-cpp-python (0.3.36: ggml/include/ggml-rpc.h,
+# RPC_PROTO_MAJOR_VERSION 7, RPC_PROTO_MINOR_VERSION 0), and its HELLO exchange (ggml-rpc.cpp:
+# negotiate_hello): command byte 14, a 64-bit request size, rpc_msg_hello_req (24 bytes of connection
+# capabilities; zeros ask for no transport upgrade); the answer is a 64-bit size, then
+# rpc_msg_hello_rsp (major, minor, patch, padding, 24 bytes of capabilities).
+PROTOCOL = (7, 0)
+_HELLO = 14
+_CAPS = 24
 
 
 class RpcError(RuntimeError):
@@ -61,19 +70,47 @@ def _ggml():
     return lib
 
 
-def reachable(server: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
-    """Raise RpcError unless something accepts a TCP connection at host:port (llama.cpp's RPC client
-    aborts the whole process when it cannot connect, so Tandem asks first)."""
+def reachable(server: str, timeout: float = CONNECT_TIMEOUT_S, handshake: bool = True) -> None:
+    """Raise RpcError unless a ggml-rpc-server that speaks this llama.cpp's RPC protocol answers at
+    host:port. llama.cpp's RPC client aborts the whole process when it cannot connect, when the answer
+    to its HELLO is malformed (another service on that port) and when the versions differ, so Tandem
+    asks first, with the same HELLO. A ggml-rpc-server serves one connection at a time, so while this
+    process holds one to it (a model loaded there) only the TCP connection is tried (handshake=False)."""
     host, _, port = server.rpartition(":")
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            pass
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
+            if not handshake:
+                return
+            sock.settimeout(timeout)
+            sock.sendall(struct.pack("<BQ", _HELLO, _CAPS) + bytes(_CAPS))
+            answer = _read(sock, 8 + 4 + _CAPS)
     except OSError as exc:
         why = ("nothing is listening there" if isinstance(exc, ConnectionRefusedError) else
                "that host name does not resolve" if isinstance(exc, socket.gaierror) else
                f"no answer within {timeout:.0f} s" if isinstance(exc, TimeoutError) else str(exc))
         raise RpcError(f"cannot reach the RPC server {server}: {why}. Is ggml-rpc-server running there "
                        f"(ggml-rpc-server -H ADDRESS -p PORT)?") from None
+    size = struct.unpack("<Q", answer[:8])[0] if len(answer) >= 8 else None
+    if size != 4 + _CAPS or len(answer) < 8 + 4 + _CAPS:
+        raise RpcError(f"{server} does not answer as a ggml-rpc-server of this llama.cpp (its answer to the RPC "
+                       f"handshake was {'nothing' if not answer else 'not one'}): is another service on that "
+                       f"port, or a ggml-rpc-server of another llama.cpp version?")
+    major, minor, patch = answer[8:11]
+    if major != PROTOCOL[0] or minor > PROTOCOL[1]:
+        raise RpcError(f"the ggml-rpc-server at {server} speaks RPC protocol {major}.{minor}.{patch}, and this "
+                       f"llama.cpp speaks {PROTOCOL[0]}.{PROTOCOL[1]}: run a ggml-rpc-server built from the same "
+                       "llama.cpp as Tandem's llama-cpp-python (0.3.36), as scripts/build_llama_tools.py does.")
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    """Up to n bytes: fewer when the other end closes first."""
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def supported() -> bool:
@@ -97,8 +134,10 @@ def register(servers: tuple[str, ...]) -> list[str]:
     add_server = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p)(address)
     added = []
     for server in servers:
-        reachable(server)                           # llama.cpp aborts the process on a failed connect,
-        if server in _registered:                   # at registration and at every later load
+        # llama.cpp aborts the process on a failed connect or handshake, at registration and at every
+        # later load; once registered, its connection there may be open (the server is then busy)
+        reachable(server, handshake=server not in _registered)
+        if server in _registered:
             continue
         backend_reg = add_server(server.encode())
         if not backend_reg:

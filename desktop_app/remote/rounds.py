@@ -13,7 +13,11 @@ then the target's own token) one chunk each. So:
 - a token under an unchanged pair, with no round waiting for tokens, is a plain step (the server
   drafted nothing), handed on at once;
 - a chunk's Δpredicted_ms is the time of the round or plain step its first new token opens;
-- a reply's last round may be cut short by its end (an end-of-generation token, a stop string).
+- a reply's last round may be cut short by its end (an end-of-generation token, a stop string);
+  the chunk that brings the reply to max_tokens tokens ends it, so its round is handed on marked
+  "max_tokens" (the server's own last chunk, which says "length", brings no token);
+- an end-of-generation token is counted (predicted_n) but has no text: it stays the last token of
+  its round, marked "eos", as in a local reply.
 
 What the stream does not say: the token ids, and the text of the drafts the target rejected (the
 rounds carry -1 for every id and "?" for those texts), nor how a round's time splits between drafting
@@ -51,7 +55,8 @@ class RoundRebuilder:
     """Feed it every streamed chunk (`feed`), then the end (`finish`); each returns the rounds completed
     by then, numbered from 0, as the engine's RoundEvents."""
 
-    def __init__(self):
+    def __init__(self, max_tokens: int | None = None):
+        self.max_tokens = max_tokens
         self.rounds: list[RoundEvent] = []
         self._pair = (0, 0)
         self._n = 0                     # predicted_n so far
@@ -90,6 +95,12 @@ class RoundRebuilder:
                     self._open = None
             else:
                 out.append(self._plain(piece, seconds if i == 0 else 0.0))
+        if not end and self.max_tokens and n >= self.max_tokens:
+            end = "max_tokens"                        # the last token the reply has room for
+            if self._open is not None:                # (a round cut short by the limit)
+                out.append(self._emit(self._open, end))
+                self._open = None
+                return out
         if end and out and self._open is None:
             out[-1] = self._mark_end(out[-1], end)
         return out

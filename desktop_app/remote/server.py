@@ -258,7 +258,7 @@ class LlamaServer:
         self.last_reply = ServerReply()
         resp = self._request("/v1/chat/completions", body, timeout=self.timeout_s)
         self._response = resp
-        return self._stream(resp, before, t0)
+        return self._stream(resp, before, t0, max_tokens)
 
     def _metrics_quietly(self) -> str | None:
         try:
@@ -266,8 +266,8 @@ class LlamaServer:
         except ServerError:
             return None
 
-    def _stream(self, resp, before: str | None, t0: float) -> Iterator:
-        rebuilder = RoundRebuilder()
+    def _stream(self, resp, before: str | None, t0: float, max_tokens: int) -> Iterator:
+        rebuilder = RoundRebuilder(max_tokens)
         recorder = StatsRecorder(0, 0)
         ttft = None
         text_parts: list[str] = []
@@ -278,7 +278,10 @@ class LlamaServer:
             for r in rounds:
                 recorder.add_round(r, 0)
                 yield r
-                for kind, piece in zip(r.kinds, r.emitted_text):
+                pieces = list(zip(r.kinds, r.emitted_text))
+                if r.end == "eos" and pieces and not pieces[-1][1]:
+                    pieces.pop()                      # the end-of-generation token: in the round, not the text
+                for kind, piece in pieces:
                     text_parts.append(piece)
                     yield TokenEvent(-1, piece, kind, len(text_parts) - 1)
 

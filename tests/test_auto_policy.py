@@ -126,7 +126,7 @@ def test_catching_the_draft_model_up_is_weighed_against_what_it_would_gain():
 def test_a_new_reply_does_not_trust_the_last_reply_s_draft_model():
     """After a reply where every draft was kept, the next reply starts with the draft model untried
     (how well it guesses is the text's): no long bet on the last reply's record in its first round,
-    but a probe from the eighth, and on a text where the draft is always wrong, few rounds lost. The
+    but a probe after eight rounds, and on a text where the draft is always wrong, few rounds lost. The
     last reply's confidence counts for only a few rounds."""
     policy = _policy(GPU)
     used = _explore(policy, lambda g: g, rounds=100, confidence=0.99)
@@ -135,6 +135,6 @@ def test_a_new_reply_does_not_trust_the_last_reply_s_draft_model():
     assert policy.confidence > 0.95
     used = _explore(policy, lambda g: 0, rounds=40, confidence=0.9)
     model = [i for i, c in enumerate(used) if c.drafter == "model"]
-    assert model and model[0] >= 7 and used[model[0]].probe
+    assert model and model[0] == 8 and used[model[0]].probe
     assert len(model) <= 4
     assert 0.89 < policy.confidence < 0.91

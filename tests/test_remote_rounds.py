@@ -92,3 +92,18 @@ def test_rounds_are_handed_on_as_soon_as_they_are_complete():
     assert rb.feed("b", t(2, 3, 1)) == []                                # waiting for its second token
     assert [(r.gamma, r.accepted) for r in rb.feed("c", t(3, 3, 1))] == [(3, 1)]
     assert [r.gamma for r in rb.feed("d", t(4, 3, 1))] == [0]            # then a plain step, at once
+
+
+def test_text_held_back_until_the_end_belongs_before_the_end_of_generation_token():
+    rb = RoundRebuilder()
+    rounds = rb.feed("a", t(1))
+    rounds += rb.feed("bc", t(3), "eos")              # token 2's text was held back; token 3 ends the reply
+    rounds += rb.finish(None, "eos")
+    assert [(r.emitted_text, r.end) for r in rounds] == [(("a",), ""), (("bc",), ""), (("",), "eos")]
+
+
+def test_an_end_of_generation_token_at_the_token_limit_is_an_end_of_generation():
+    rb = RoundRebuilder(max_tokens=3)
+    rounds = rb.feed("a", t(1)) + rb.feed("b", t(2))
+    rounds += rb.feed("", t(3), "eos") + rb.finish(None, "eos")     # the server says "stop", not "length"
+    assert [(r.emitted_text, r.end) for r in rounds] == [(("a",), ""), (("b",), ""), (("",), "eos")]

@@ -106,10 +106,10 @@ def test_an_rpc_server_that_cannot_be_reached_is_named_not_crashed_on(llama_tool
 class _FakeService:
     """A TCP service on 127.0.0.1 that reads what a client sends first, answers `answer`, and closes."""
 
-    def __init__(self, answer: bytes):
+    def __init__(self, answer: bytes | None, read: int = 64):
         import threading
 
-        self.answer = answer
+        self.answer, self.read = answer, read
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen()
@@ -125,8 +125,11 @@ class _FakeService:
             with conn:
                 conn.settimeout(5)
                 try:
-                    conn.recv(64)
-                    conn.sendall(self.answer)
+                    conn.recv(self.read)
+                    if self.answer is None:           # says nothing: the client times out
+                        time.sleep(3)
+                    else:
+                        conn.sendall(self.answer)
                 except OSError:
                     pass
 
@@ -147,6 +150,8 @@ def test_a_server_that_fails_the_rpc_handshake_is_named_not_crashed_on(llama_too
     env = {"LLAMA_CPP_LIB_PATH": str(llama_tools)}
     http = _FakeService(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
     older = _FakeService(struct.pack("<Q", 28) + bytes([PROTOCOL[0] - 1, 9, 0, 0]) + bytes(24))
+    resets = _FakeService(b"", read=9)
+    silent = _FakeService(None)
     try:
         out = _generate("-m", test_model_path, "-p", "Hi", "-n", "4", "--rpc", http.address, env=env)
         assert out.returncode == 1, out.stderr[-2000:]
@@ -156,6 +161,12 @@ def test_a_server_that_fails_the_rpc_handshake_is_named_not_crashed_on(llama_too
             reachable(older.address)
         out = _generate("-m", test_model_path, "-p", "Hi", "-n", "4", "--rpc", older.address, env=env)
         assert out.returncode == 1 and "speaks RPC protocol" in out.stderr, out.stderr[-2000:]
+        # a server that reads the command and its size, then hangs up on the rest (an older protocol's
+        # empty HELLO): named as not this version's, not as unreachable
+        with pytest.raises(RpcError, match="does not answer as a ggml-rpc-server"):
+            reachable(resets.address)
+        with pytest.raises(RpcError, match="accepted the connection but did not answer the RPC handshake"):
+            reachable(silent.address, timeout=1)
     finally:
-        http.close()
-        older.close()
+        for service in (http, older, resets, silent):
+            service.close()

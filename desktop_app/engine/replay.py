@@ -259,19 +259,23 @@ def judge(trace: Trace, profile: CostProfile, has_draft: bool, noise: float = 0.
 def judge_warm(traces: list[Trace], profile: CostProfile, has_draft: bool, noise: float = 0.05,
                seeds: int = 3) -> list[Verdict]:
     """Auto as the app runs it: one policy, calibrated once, carried from reply to reply. For every
-    order that rotates `traces`, each seed replays the order twice round with one policy; every reply
-    but the first (judge() has that) gets a Verdict against the fixed settings on its trace, with
-    `prompt` naming it and the reply before it ("summary after edit")."""
+    order that rotates `traces`, each of `seeds` noise seeds replays the order twice round with one
+    policy; every reply but the first (judge() has that) gets a Verdict, its tokens per second the
+    mean over the seeds against the fixed settings' on its trace (as judge()), with `prompt` naming it
+    and the reply before it ("summary after edit")."""
     fixed = {t.name: _fixed_rates(t, profile, has_draft, noise, seeds) for t in traces}
     verdicts = []
     for rot in range(len(traces)):
         order = (traces[rot:] + traces[:rot]) * 2
+        runs: list[list[ReplayResult]] = [[] for _ in order]
         for k in range(seeds):
             clock = _Clock(profile, noise, 1000 + k)
             policy = AutoPolicy(calibrated(clock))
             for i, trace in enumerate(order):
-                r = replay(trace, profile, AUTO, noise=noise, seed=k * len(order) + i, policy=policy)
-                if i:
-                    v = _verdict(trace, profile, fixed[trace.name], (r.tokens_per_s, r.ttft_s, r.rounds))
-                    verdicts.append(dataclasses.replace(v, prompt=f"{trace.name} after {order[i - 1].name}"))
+                runs[i].append(replay(trace, profile, AUTO, noise=noise, seed=k * len(order) + i, policy=policy))
+        for i in range(1, len(order)):
+            r = runs[i]
+            auto = (sum(x.tokens_per_s for x in r) / seeds, sum(x.ttft_s for x in r) / seeds, r[0].rounds)
+            v = _verdict(order[i], profile, fixed[order[i].name], auto)
+            verdicts.append(dataclasses.replace(v, prompt=f"{order[i].name} after {order[i - 1].name}"))
     return verdicts

@@ -78,18 +78,26 @@ def reachable(server: str, timeout: float = CONNECT_TIMEOUT_S, handshake: bool =
     process holds one to it (a model loaded there) only the TCP connection is tried (handshake=False)."""
     host, _, port = server.rpartition(":")
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
-            if not handshake:
-                return
-            sock.settimeout(timeout)
-            sock.sendall(struct.pack("<BQ", _HELLO, _CAPS) + bytes(_CAPS))
-            answer = _read(sock, 8 + 4 + _CAPS)
+        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
     except OSError as exc:
         why = ("nothing is listening there" if isinstance(exc, ConnectionRefusedError) else
                "that host name does not resolve" if isinstance(exc, socket.gaierror) else
                f"no answer within {timeout:.0f} s" if isinstance(exc, TimeoutError) else str(exc))
         raise RpcError(f"cannot reach the RPC server {server}: {why}. Is ggml-rpc-server running there "
                        f"(ggml-rpc-server -H ADDRESS -p PORT)?") from None
+    with sock:
+        if not handshake:
+            return
+        try:
+            sock.settimeout(timeout)
+            sock.sendall(struct.pack("<BQ", _HELLO, _CAPS) + bytes(_CAPS))
+            answer = _read(sock, 8 + 4 + _CAPS)
+        except TimeoutError:
+            raise RpcError(f"{server} accepted the connection but did not answer the RPC handshake within "
+                           f"{timeout:.0f} s: a ggml-rpc-server busy with another client (it serves one at a "
+                           "time), or another service on that port.") from None
+        except OSError:
+            answer = b""                              # closed on us: not the handshake it expected
     size = struct.unpack("<Q", answer[:8])[0] if len(answer) >= 8 else None
     if size != 4 + _CAPS or len(answer) < 8 + 4 + _CAPS:
         raise RpcError(f"{server} does not answer as a ggml-rpc-server of this llama.cpp (its answer to the RPC "

@@ -73,6 +73,8 @@ class RoundRebuilder:
         new = max(0, n - self._n)
         seconds = max(0.0, ms - self._ms) / 1000
         texts = [""] * (new - 1) + [self._text] if new else []
+        if end == "eos" and new >= 2:                 # held-back text released at the end: it is the tokens'
+            texts = [""] * (new - 2) + [self._text, ""]   # before the end-of-generation token, which has none
         if new:
             self._text = ""
         self._n, self._ms = n, ms

@@ -258,7 +258,7 @@ class LlamaServer:
         self.last_reply = ServerReply()
         resp = self._request("/v1/chat/completions", body, timeout=self.timeout_s)
         self._response = resp
-        return self._stream(resp, before, t0, max_tokens)
+        return self._stream(resp, before, t0, max_tokens, bool(stop))
 
     def _metrics_quietly(self) -> str | None:
         try:
@@ -266,7 +266,7 @@ class LlamaServer:
         except ServerError:
             return None
 
-    def _stream(self, resp, before: str | None, t0: float, max_tokens: int) -> Iterator:
+    def _stream(self, resp, before: str | None, t0: float, max_tokens: int, stop_strings: bool) -> Iterator:
         rebuilder = RoundRebuilder(max_tokens)
         recorder = StatsRecorder(0, 0)
         ttft = None
@@ -279,8 +279,10 @@ class LlamaServer:
                 recorder.add_round(r, 0)
                 yield r
                 pieces = list(zip(r.kinds, r.emitted_text))
-                if r.end == "eos" and pieces and not pieces[-1][1]:
+                if r.end == "eos" and pieces and not pieces[-1][1] and not stop_strings:
                     pieces.pop()                      # the end-of-generation token: in the round, not the text
+                    # (with stop strings asked for, "stop" may also mean one of them, whose last token
+                    # is a real one: the stream does not say which, so it is counted)
                 for kind, piece in pieces:
                     text_parts.append(piece)
                     yield TokenEvent(-1, piece, kind, len(text_parts) - 1)

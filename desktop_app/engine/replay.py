@@ -232,14 +232,15 @@ class Verdict:
         return self.auto_ttft_s / self.plain_ttft_s if self.plain_ttft_s else 1.0
 
 
+def _mean(runs: list[ReplayResult]) -> tuple[float, float, dict]:
+    """(mean tokens per second, mean TTFT, rounds of the first) of replays of one setting."""
+    return (sum(r.tokens_per_s for r in runs) / len(runs), sum(r.ttft_s for r in runs) / len(runs), runs[0].rounds)
+
+
 def _fixed_rates(trace: Trace, profile: CostProfile, has_draft: bool, noise: float, seeds: int) -> dict[str, tuple]:
-    """Every fixed setting's (mean tokens per second, mean TTFT, rounds of the first seed) on `trace`."""
-    out = {}
-    for setting in fixed_settings(has_draft and trace.has_draft):
-        runs = [replay(trace, profile, setting, noise=noise, seed=k) for k in range(seeds)]
-        out[setting.name] = (sum(r.tokens_per_s for r in runs) / seeds, sum(r.ttft_s for r in runs) / seeds,
-                             runs[0].rounds)
-    return out
+    """Every fixed setting's _mean over `seeds` noise seeds on `trace`."""
+    return {s.name: _mean([replay(trace, profile, s, noise=noise, seed=k) for k in range(seeds)])
+            for s in fixed_settings(has_draft and trace.has_draft)}
 
 
 def _verdict(trace: Trace, profile: CostProfile, fixed: dict, auto: tuple) -> Verdict:
@@ -251,8 +252,7 @@ def _verdict(trace: Trace, profile: CostProfile, fixed: dict, auto: tuple) -> Ve
 def judge(trace: Trace, profile: CostProfile, has_draft: bool, noise: float = 0.05, seeds: int = 3) -> Verdict:
     """Replay auto, fresh as after loading, and every fixed setting (fixed_settings) on `trace` under
     `profile`, each with the same `seeds` noise seeds, and compare their mean tokens per second."""
-    runs = [replay(trace, profile, AUTO, noise=noise, seed=k) for k in range(seeds)]
-    auto = (sum(r.tokens_per_s for r in runs) / seeds, sum(r.ttft_s for r in runs) / seeds, runs[0].rounds)
+    auto = _mean([replay(trace, profile, AUTO, noise=noise, seed=k) for k in range(seeds)])
     return _verdict(trace, profile, _fixed_rates(trace, profile, has_draft, noise, seeds), auto)
 
 
@@ -274,8 +274,6 @@ def judge_warm(traces: list[Trace], profile: CostProfile, has_draft: bool, noise
             for i, trace in enumerate(order):
                 runs[i].append(replay(trace, profile, AUTO, noise=noise, seed=k * len(order) + i, policy=policy))
         for i in range(1, len(order)):
-            r = runs[i]
-            auto = (sum(x.tokens_per_s for x in r) / seeds, sum(x.ttft_s for x in r) / seeds, r[0].rounds)
-            v = _verdict(order[i], profile, fixed[order[i].name], auto)
+            v = _verdict(order[i], profile, fixed[order[i].name], _mean(runs[i]))
             verdicts.append(dataclasses.replace(v, prompt=f"{order[i].name} after {order[i - 1].name}"))
     return verdicts

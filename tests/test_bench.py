@@ -1,6 +1,7 @@
 """The benchmark's arithmetic and plumbing (medians, ratios, interleaving, outputs); no timing is asserted."""
 from __future__ import annotations
 
+from collections import Counter
 import json
 import statistics
 import subprocess
@@ -11,7 +12,7 @@ from PySide6.QtGui import QImage
 
 from desktop_app.bench.prompts import BUILTIN, load_prompts
 from desktop_app.bench.report import summarize, speedup_ratios, to_markdown
-from desktop_app.bench.runner import BenchSetting, RunResult, interleaved_order, make_settings
+from desktop_app.bench.runner import BenchSetting, RunResult, interleaved_order, make_settings, williams_row
 
 
 def result(prompt, setting, repeat, tok_s, alpha=None, index=-1):
@@ -38,6 +39,19 @@ def test_runs_are_interleaved_between_plain_runs():
     two = interleaved_order(["a"], ["plain", "x", "plain T=1", "x T=1"], 1,
                             {"x": "plain", "plain T=1": "plain T=1", "x T=1": "plain T=1"})
     assert [s for _, _, s in two] == ["plain", "x", "plain", "plain T=1", "x T=1", "plain T=1"]
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 6, 7])
+def test_williams_rows_balance_places_and_predecessors(n):
+    """scripts/compare_auto_ngram.py orders its runs so: over n repeats (2n for odd n) every run takes
+    every place equally often and follows every other run equally often."""
+    rows = [williams_row(n, r) for r in range(n if n % 2 == 0 else 2 * n)]
+    assert all(sorted(row) == list(range(n)) for row in rows)
+    per_place = len(rows) // n
+    assert all(sorted(col) == sorted(list(range(n)) * per_place) for col in zip(*rows))
+    follows = Counter((row[j], row[j + 1]) for row in rows for j in range(n - 1))
+    assert set(follows) == {(a, b) for a in range(n) for b in range(n) if a != b}
+    assert set(follows.values()) == {len(rows) // n}
 
 
 def test_speedups_compare_each_run_with_the_plain_runs_either_side():

@@ -65,6 +65,8 @@ def main() -> int:
                                              text, a.threads, a.n, a.ctx)[0]) for n, m in settings]
         runs.append(("Tandem auto", lambda: ours(pair, tokens, auto, a.n)[0]))
         runs.append(("Tandem auto, lookup only", lambda: ours(pair, tokens, auto_lookup, a.n)[0]))
+        for name, _ in runs:
+            rows.setdefault(name, [])                               # (the table keeps this order)
         runs = [runs[k] for k in williams_row(len(runs), r)]
         before = ours(pair, tokens, plain, a.n)[0]
         measured = [(name, run()) for name, run in runs]

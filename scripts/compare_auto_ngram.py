@@ -8,10 +8,11 @@ Build llama.cpp's tools as scripts/compare_llama_cpp.py's docstring says, then:
 
 Each repeat runs Tandem plain, then every ngram-simple setting asked for (--ngram N:M,...; N the
 lookup n-gram, M the most tokens drafted), Tandem auto (default settings, the draft model loaded) and
-Tandem auto with prompt lookup only, in the order of a row of a Williams Latin square (a --repeat that
-is a multiple of the number of those runs balances places and predecessors; a fixed order once had
-Tandem auto 7-10 % behind auto with lookup only, a gap that clean A/B runs did not show), then Tandem
-plain again.
+Tandem auto with prompt lookup only, in the order of a row of a Williams Latin square, then Tandem
+plain again. A --repeat that is a multiple of the number of those runs (twice it, when that number is
+odd) gives every run every place, and every run before it, equally often; the script says when it is
+not. (A fixed order once had auto behind auto with lookup only in every repeat, by 0.5-12 %, a gap
+that clean A/B runs of the two did not show.)
 Each is compared with the mean of the two Tandem plain runs of its repeat. Then the lookup ceiling
 (desktop_app/engine/lookup_ceiling.py) on Tandem's plain reply, at verify costs timed in the run.
 """
@@ -47,7 +48,12 @@ def main() -> int:
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("-c", "--ctx", type=int, default=4096)
     a = ap.parse_args()
-    settings = [tuple(int(x) for x in s.split(":")) for s in a.ngram.split(",")]
+    settings = list(dict.fromkeys(tuple(int(x) for x in s.split(":")) for s in a.ngram.split(",")))
+    n_runs = len(settings) + 2
+    balanced = n_runs if n_runs % 2 == 0 else 2 * n_runs
+    if a.repeat % balanced:
+        print(f"note: {n_runs} runs per repeat are balanced over a multiple of {balanced} repeats; "
+              f"{a.repeat} leaves the order partly unbalanced", flush=True)
     target, draft = models.path_for(a.target), models.path_for(a.draft)
     opts = LoadOptions(n_threads=a.threads, n_ctx=a.ctx)
     pair = ModelPair.load(target, draft, opts, opts)
@@ -74,7 +80,7 @@ def main() -> int:
         base = (before + after) / 2
         line = [f"[{r + 1}] plain {base:6.2f} t/s"]
         for name, tps in measured:
-            rows.setdefault(name, []).append(tps / base)
+            rows[name].append(tps / base)
             line.append(f"{name} {tps:6.2f} ({tps / base:.3f}× plain)")
         print("  ".join(line), flush=True)
     table = verify_cost_table(pair, tokens, 17)
@@ -86,8 +92,9 @@ def main() -> int:
     print("|---|---|")
     for name, ratios in rows.items():
         print(f"| {name} | {med(ratios):.3f} ({min(ratios):.3f}–{max(ratios):.3f}) |")
+    print(f"\n{best_ngram} reached {med(rows[best_ngram]) / ceiling:.2f} of the lookup ceiling.")
     for name in ("Tandem auto", "Tandem auto, lookup only"):
-        pairs = [t / n for t, n in zip(rows[name], rows[best_ngram])]
+        pairs = [t / n for t, n in zip(rows[name], rows[best_ngram], strict=True)]
         print(f"\n{name} ÷ {best_ngram} (ngram-simple's best here), pair by pair: median {med(pairs):.3f} "
               f"({min(pairs):.3f}–{max(pairs):.3f}); {med(rows[name]) / ceiling:.2f} of the lookup ceiling.")
     print(f"Lookup ceiling at up to 16 copied tokens, verify costs timed here (17 tokens = "

@@ -107,9 +107,9 @@ def interleaved_order(prompts: list[str], settings: list[str], repeats: int,
 
 
 def williams_row(n: int, r: int) -> list[int]:
-    """The order of n runs in repeat r: row r of a Williams Latin square (n even; for odd n, rows of
-    the square and of its mirror alternate). Over n repeats (2n for odd n) every run takes every
-    place equally often and follows every other run equally often, so neither a place in the order nor the run before
+    """The order of n runs in repeat r: row r of a Williams Latin square (n even; for odd n, the n
+    rows of the square, then the n rows of its mirror). Over n repeats (2n for odd n) every run takes
+    every place equally often and follows every other run equally often, so neither a place in the order nor the run before
     (a llama.cpp process that just left the caches cold, say) favours one run over another."""
     base = [0]
     for k in range(1, n):

@@ -1,5 +1,5 @@
 """Auto mode's policy (engine/auto_policy.py) on given costs: no model, no timing."""
-from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX, PLAIN, AutoPolicy, Copy, ModelOption
+from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX, LOOKUP_PRIOR, PLAIN, AutoPolicy, Copy, ModelOption
 from desktop_app.engine.cost_profiles import GPU, STEEP
 from desktop_app.engine.costs import CostModel
 
@@ -45,6 +45,32 @@ def test_copies_are_judged_from_the_text_whether_drafted_or_not():
         if choice.drafter == "lookup" or rounds > 60:
             break
     assert choice.drafter == "lookup" and 1 <= choice.gamma <= len(copy) and 1 < rounds <= 60
+
+
+def test_copies_that_fail_at_once_lower_the_estimates_of_longer_copies_too():
+    """A copy that fails at its first token never reaches the bins of longer matches, so those stay
+    at their priors however often copies fail here. On a flat verify curve that kept auto drafting
+    16-token copies after two-token matches that nearly all failed at once (the demo pair's story,
+    gpu profile). Such failures now scale every bin's prior down by the same ratio, and the drafts
+    shorten or stop. Copies that are kept leave the priors as they are."""
+    copy = tuple(range(10, 26))
+    failing = _policy(GPU, draft=False)
+    text = [1, 2]
+    first = failing.choose(text, 16, Copy(copy, 2), None, 200)
+    for _ in range(12):                           # every copy wrong at its first token
+        _round(failing, text, failing.choose(text, 16, Copy(copy, 2), None, 200), 0)
+        text = text + [99, 1, 2]
+    later = failing.choose(text, 16, Copy(copy, 2), None, 200)
+    assert first.drafter == "lookup" and first.gamma >= 8
+    assert later.drafter == "none" or later.gamma < first.gamma / 2
+    assert failing.lookup.keep(16) < 0.8 * LOOKUP_PRIOR[6]     # the 16-token bin, never seen
+
+    kept = _policy(GPU, draft=False)
+    text = [1, 2]
+    for _ in range(12):                           # every copy right
+        _round(kept, text, kept.choose(text, 16, Copy(copy, 2), None, 200), 0)
+        text = text + list(copy) + [1, 2]
+    assert kept.lookup.shrink() == 1.0 and kept.lookup.keep(64) >= LOOKUP_PRIOR[-1]
 
 
 def test_copy_length_follows_the_verify_costs():

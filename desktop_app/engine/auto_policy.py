@@ -11,6 +11,8 @@ model, and takes the option with the best predicted tokens per second, E(γ) / (
   match that found the copy plus the copied tokens before it): a copy that has been right for L
   tokens tends to stay right, and how much so is measured on this reply. Every copy found, drafted
   or not, is judged for free as the text reaches it, so these numbers are always current.
+  Where this reply's copies keep fewer tokens than the priors predict, every bin's prior is scaled
+  down by that ratio: a copy that fails at its first token says nothing of the longer bins itself.
 - E(γ) for the draft model: keep rates by draft position (KeepRates), learnt from its rounds. Their
   prior is the target's own recent confidence (its probability of the tokens it chose): a draft
   agrees with the target about as often as the target is sure of itself (measured on the recorded
@@ -56,6 +58,8 @@ LOOKUP_BINS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 LOOKUP_PRIOR = (0.45, 0.6, 0.8, 0.85, 0.9, 0.92, 0.94, 0.94, 0.94, 0.94, 0.94)
 LOOKUP_PRIOR_WEIGHT = 5.5    # observations' worth of prior per bin
 LOOKUP_FORGET = 0.017        # every round, lookup's counts move this far back towards the prior
+LOOKUP_POOL = 5.0            # observations' worth of "as the priors say" in the ratio that scales every
+                             # bin's prior down where this reply's copies fall short of theirs (KeepRates.shrink)
 
 # The draft model: keep rates by draft position 1, 2, 3-4, 5-8, 9-16, 17-32.
 MODEL_BINS = (1, 2, 3, 5, 9, 17)
@@ -86,12 +90,20 @@ def _bin(bins: Sequence[int], i: int) -> int:
 class KeepRates:
     """keep(L) = P(the next drafted token is kept | the L - 1 before it were), in bins of L: observed
     counts, which fade (forgetting), plus `weight` observations' worth of the prior as it is now (a
-    prior that moves, as the draft model's does with the target's confidence, counts at once)."""
+    prior that moves, as the draft model's does with the target's confidence, counts at once).
 
-    def __init__(self, bins: Sequence[int], prior: Sequence[float], weight: float):
+    With `pool` > 0 every bin's prior is scaled by shrink(), the ratio of what all bins kept to what
+    their priors predicted (`pool` observations' worth of 1.0 in it), when that ratio is below 1. A
+    bin is seen only where the tokens before it were kept: copies that fail at their first token
+    leave the later bins at their priors, and the short bins' failures say those priors are too high
+    for this text (the demo pair's story: 16-token copies after 2-token matches, nearly all failing
+    at once, on the gpu profile)."""
+
+    def __init__(self, bins: Sequence[int], prior: Sequence[float], weight: float, pool: float = 0.0):
         self.bins = tuple(bins)
         self.prior = list(prior)
         self.weight = weight
+        self.pool = pool
         self.kept = [0.0] * len(bins)            # observed, faded
         self.tried = [0.0] * len(bins)
 
@@ -109,11 +121,21 @@ class KeepRates:
             self.kept[b] *= 1 - weight
             self.tried[b] *= 1 - weight
 
-    def keep(self, length: int, optimism: float = 0.0) -> float:
-        """keep(L); with optimism z > 0, z standard errors above it (at most 0.99)."""
+    def shrink(self) -> float:
+        """The factor on every bin's prior: (Σ kept + pool) / (Σ tried × prior + pool), at most 1
+        (1 without pooling)."""
+        if not self.pool:
+            return 1.0
+        predicted = sum(t * q for t, q in zip(self.tried, self.prior))
+        return min(1.0, (sum(self.kept) + self.pool) / (predicted + self.pool))
+
+    def keep(self, length: int, optimism: float = 0.0, shrink: float | None = None) -> float:
+        """keep(L); with optimism z > 0, z standard errors above it (at most 0.99). `shrink`: the
+        factor on the prior when the caller has it already (shrink())."""
         b = _bin(self.bins, length)
         n = self.tried[b] + self.weight
-        p = (self.kept[b] + self.prior[b] * self.weight) / n
+        prior = self.prior[b] * (self.shrink() if shrink is None else shrink)
+        p = (self.kept[b] + prior * self.weight) / n
         if optimism:
             p = min(0.99, p + optimism * (p * (1 - p) / (n + 1)) ** 0.5)
         return p
@@ -123,8 +145,9 @@ class KeepRates:
         round yields, drafts kept plus the target's own."""
         out = [1.0]
         survive = 1.0
+        shrink = self.shrink()
         for k in range(gamma_max):
-            survive *= self.keep(start + k, optimism)
+            survive *= self.keep(start + k, optimism, shrink)
             out.append(out[-1] + survive)
         return out
 
@@ -168,7 +191,7 @@ class AutoPolicy:
         self.model = KeepRates(MODEL_BINS, [CONF_PRIOR] * len(MODEL_BINS), MODEL_PRIOR_WEIGHT)
         self._conf_sum = CONF_PRIOR * CONF_REPLY_WEIGHT  # the target's recent probability of its own
         self._conf_n = CONF_REPLY_WEIGHT                 # tokens: a fading sum, and its weight
-        self.lookup = KeepRates(LOOKUP_BINS, LOOKUP_PRIOR, LOOKUP_PRIOR_WEIGHT)
+        self.lookup = KeepRates(LOOKUP_BINS, LOOKUP_PRIOR, LOOKUP_PRIOR_WEIGHT, LOOKUP_POOL)
         self.model_evidence = 0.0                        # draft-model rounds seen in this reply
         self.probe_gap = PROBE_GAP_MIN
         self.rounds_without_model = 0

@@ -1,6 +1,6 @@
 """Print docs/auto-mode.md's replay tables: auto against every fixed setting on the recorded traces
-(tests/data/traces), fresh and reply after reply, under every cost profile. No model is loaded; it
-takes about 20 seconds.
+(tests/data/traces), fresh and reply after reply, under every cost profile, and against llama.cpp's
+ngram-simple on the copy-heavy replies. No model is loaded; it takes about half a minute.
 
     python scripts/replay_tables.py > /tmp/tables.md
 """
@@ -10,12 +10,15 @@ import statistics
 from pathlib import Path
 
 from desktop_app.engine.cost_profiles import BUILTIN
-from desktop_app.engine.replay import Verdict, judge, judge_warm
-from desktop_app.engine.trace import TraceSet
+from desktop_app.engine.replay import AUTO, Setting, Verdict, judge, judge_warm, replay
+from desktop_app.engine.trace import Trace, TraceSet
 
 TRACES = Path(__file__).resolve().parent.parent / "tests" / "data" / "traces"
 BUILT_IN = ("smollm2", "demo")
 HELD_OUT = ("demo-heldout",)
+COPY_HEAVY = (("demo", "edit"), ("smollm2", "edit"), ("demo-heldout", "rename"))
+NGRAM = ((3, 4), (4, 16), (12, 16), (12, 32))       # ngram-simple (n, m) as scripts/compare_auto_ngram.py runs it
+SEEDS = 3
 
 
 def _short(v: Verdict) -> bool:
@@ -67,6 +70,33 @@ def _warm(names) -> tuple[list[str], list[Verdict], list[Verdict]]:
     return lines, built_in, held_out
 
 
+def _rate(trace: Trace, profile, setting: Setting) -> float:
+    return statistics.fmean(replay(trace, profile, setting, noise=0.05, seed=k).tokens_per_s for k in range(SEEDS))
+
+
+def _ngram_table() -> list[str]:
+    """Auto against ngram-simple n=12 m=16 and against the best of NGRAM, on each copy-heavy reply
+    whole and cut to its first 128 tokens (as the live comparisons run), per profile."""
+    ratios: dict[str, list[tuple[float, float]]] = {}
+    for name, prompt in COPY_HEAVY:
+        traces = TraceSet.load(str(TRACES / f"{name}.json"))
+        whole = next(t for t in traces.traces if t.name == prompt)
+        cut = Trace(whole.name, whole.prompt, whole.reply[:128], whole.draft_next[:128], whole.confidence[:128], 128)
+        for trace in (whole, cut):
+            for profile in [*BUILTIN.values(), traces.here]:
+                auto = _rate(trace, profile, AUTO)
+                ngram = {(n, m): _rate(trace, profile, Setting("ngram-simple", m, n)) for n, m in NGRAM}
+                key = "steep, here" if profile.name in ("steep", "here") else profile.name
+                ratios.setdefault(key, []).append((auto / ngram[12, 16], auto / max(ngram.values())))
+    lines = ["| profiles | cases | auto ÷ ngram-simple n=12 m=16, median (min–max) | auto ÷ the best of its four settings |",
+             "|---|---|---|---|"]
+    for key, rs in ratios.items():
+        a, b = [r[0] for r in rs], [r[1] for r in rs]
+        lines.append(f"| {key} | {len(rs)} | {statistics.median(a):.2f} ({min(a):.2f}–{max(a):.2f}) | "
+                     f"{statistics.median(b):.2f} ({min(b):.2f}–{max(b):.2f}) |")
+    return lines
+
+
 def main() -> None:
     built_in = _fresh(BUILT_IN)
     held_out = _fresh(HELD_OUT)
@@ -81,6 +111,8 @@ def main() -> None:
     print("\n".join(warm))
     print(f"\nBuilt-in, warm: {_summary(warm_built_in)}.")
     print(f"Held-out, warm: {_summary(warm_held_out)}.")
+    print("\n## Against llama.cpp's ngram-simple, copy-heavy replies\n")
+    print("\n".join(_ngram_table()))
 
 
 if __name__ == "__main__":

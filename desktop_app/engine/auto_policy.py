@@ -11,7 +11,7 @@ model, and takes the option with the best predicted tokens per second, E(γ) / (
   match that found the copy plus the copied tokens before it): a copy that has been right for L
   tokens tends to stay right, and how much so is measured on this reply. Every copy found, drafted
   or not, is judged for free as the text reaches it, so these numbers are always current.
-  Where this reply's copies keep fewer tokens than the priors predict, every bin's prior is scaled
+  Where recent copies keep fewer tokens than the priors predict, every bin's prior is scaled
   down by that ratio: a copy that fails at its first token says nothing of the longer bins itself.
 - E(γ) for the draft model: keep rates by draft position (KeepRates), learnt from its rounds. Their
   prior is the target's own recent confidence (its probability of the tokens it chose): a draft
@@ -59,7 +59,7 @@ LOOKUP_PRIOR = (0.45, 0.6, 0.8, 0.85, 0.9, 0.92, 0.94, 0.94, 0.94, 0.94, 0.94)
 LOOKUP_PRIOR_WEIGHT = 5.5    # observations' worth of prior per bin
 LOOKUP_FORGET = 0.017        # every round, lookup's counts move this far back towards the prior
 LOOKUP_POOL = 5.0            # observations' worth of "as the priors say" in the ratio that scales every
-                             # bin's prior down where this reply's copies fall short of theirs (KeepRates.shrink)
+                             # bin's prior down where recent copies fall short of theirs (KeepRates.shrink)
 
 # The draft model: keep rates by draft position 1, 2, 3-4, 5-8, 9-16, 17-32.
 MODEL_BINS = (1, 2, 3, 5, 9, 17)

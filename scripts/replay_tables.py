@@ -16,7 +16,7 @@ from desktop_app.engine.trace import Trace, TraceSet
 TRACES = Path(__file__).resolve().parent.parent / "tests" / "data" / "traces"
 BUILT_IN = ("smollm2", "demo")
 HELD_OUT = ("demo-heldout",)
-COPY_HEAVY = (("demo", "edit"), ("smollm2", "edit"), ("demo-heldout", "rename"))
+COPY_HEAVY = (("demo", "edit"), ("smollm2", "edit"), ("demo-heldout", "rename"))   # (trace set, prompt)
 NGRAM = ((3, 4), (4, 16), (12, 16), (12, 32))       # ngram-simple (n, m) as scripts/compare_auto_ngram.py runs it
 SEEDS = 3
 
@@ -26,13 +26,17 @@ def _short(v: Verdict) -> bool:
     return v.vs_best < 0.95 or v.vs_plain < 1.0
 
 
-def _fresh(names) -> list[tuple[str, Verdict]]:
-    out = []
+def _sets(names):
+    """(name, trace set, profile) for every named trace set under every profile, its own "here" included."""
     for name in names:
         traces = TraceSet.load(str(TRACES / f"{name}.json"))
         for profile in [*BUILTIN.values(), traces.here]:
-            out += [(name, judge(t, profile, traces.draft is not None)) for t in traces.traces]
-    return out
+            yield name, traces, profile
+
+
+def _fresh(names) -> list[tuple[str, Verdict]]:
+    return [(name, judge(t, profile, traces.draft is not None))
+            for name, traces, profile in _sets(names) for t in traces.traces]
 
 
 def _fresh_table(cases: list[tuple[str, Verdict]]) -> list[str]:
@@ -57,16 +61,14 @@ def _warm(names) -> tuple[list[str], list[Verdict], list[Verdict]]:
     lines = ["| trace | profile | mean ÷ best | worst ÷ best | worst ÷ plain | replies short of 0.95 of best or 1.0 of plain |",
              "|---|---|---|---|---|---|"]
     built_in, held_out = [], []
-    for name in names:
-        traces = TraceSet.load(str(TRACES / f"{name}.json"))
-        for profile in [*BUILTIN.values(), traces.here]:
-            vs = judge_warm(traces.traces, profile, traces.draft is not None)
-            (held_out if name in HELD_OUT else built_in).extend(vs)
-            worst = min(vs, key=lambda v: v.vs_best)
-            worst_plain = min(vs, key=lambda v: v.vs_plain)
-            lines.append(f"| {name} | {profile.name} | {statistics.fmean(v.vs_best for v in vs):.2f} | "
-                         f"{worst.vs_best:.2f} ({worst.prompt}) | {worst_plain.vs_plain:.2f} ({worst_plain.prompt}) | "
-                         f"{sum(map(_short, vs))} of {len(vs)} |")
+    for name, traces, profile in _sets(names):
+        vs = judge_warm(traces.traces, profile, traces.draft is not None)
+        (held_out if name in HELD_OUT else built_in).extend(vs)
+        worst = min(vs, key=lambda v: v.vs_best)
+        worst_plain = min(vs, key=lambda v: v.vs_plain)
+        lines.append(f"| {name} | {profile.name} | {statistics.fmean(v.vs_best for v in vs):.2f} | "
+                     f"{worst.vs_best:.2f} ({worst.prompt}) | {worst_plain.vs_plain:.2f} ({worst_plain.prompt}) | "
+                     f"{sum(map(_short, vs))} of {len(vs)} |")
     return lines, built_in, held_out
 
 
@@ -78,16 +80,15 @@ def _ngram_table() -> list[str]:
     """Auto against ngram-simple n=12 m=16 and against the best of NGRAM, on each copy-heavy reply
     whole and cut to its first 128 tokens (as the live comparisons run), per profile."""
     ratios: dict[str, list[tuple[float, float]]] = {}
-    for name, prompt in COPY_HEAVY:
-        traces = TraceSet.load(str(TRACES / f"{name}.json"))
-        whole = next(t for t in traces.traces if t.name == prompt)
+    prompts = dict(COPY_HEAVY)
+    for name, traces, profile in _sets(prompts):
+        whole = next(t for t in traces.traces if t.name == prompts[name])
         cut = Trace(whole.name, whole.prompt, whole.reply[:128], whole.draft_next[:128], whole.confidence[:128], 128)
         for trace in (whole, cut):
-            for profile in [*BUILTIN.values(), traces.here]:
-                auto = _rate(trace, profile, AUTO)
-                ngram = {(n, m): _rate(trace, profile, Setting("ngram-simple", m, n)) for n, m in NGRAM}
-                key = "steep, here" if profile.name in ("steep", "here") else profile.name
-                ratios.setdefault(key, []).append((auto / ngram[12, 16], auto / max(ngram.values())))
+            auto = _rate(trace, profile, AUTO)
+            ngram = {(n, m): _rate(trace, profile, Setting("ngram-simple", m, n)) for n, m in NGRAM}
+            key = "steep, here" if profile.name in ("steep", "here") else profile.name
+            ratios.setdefault(key, []).append((auto / ngram[12, 16], auto / max(ngram.values())))
     lines = ["| profiles | cases | auto ÷ ngram-simple n=12 m=16, median (min–max) | auto ÷ the best of its four settings |",
              "|---|---|---|---|"]
     for key, rs in ratios.items():

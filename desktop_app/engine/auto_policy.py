@@ -129,13 +129,14 @@ class KeepRates:
         predicted = sum(t * q for t, q in zip(self.tried, self.prior))
         return min(1.0, (sum(self.kept) + self.pool) / (predicted + self.pool))
 
-    def keep(self, length: int, optimism: float = 0.0, shrink: float | None = None) -> float:
-        """keep(L); with optimism z > 0, z standard errors above it (at most 0.99). `shrink`: the
-        factor on the prior when the caller has it already (shrink())."""
+    def keep(self, length: int, optimism: float = 0.0) -> float:
+        """keep(L); with optimism z > 0, z standard errors above it (at most 0.99)."""
+        return self._keep(length, optimism, self.shrink())
+
+    def _keep(self, length: int, optimism: float, shrink: float) -> float:
         b = _bin(self.bins, length)
         n = self.tried[b] + self.weight
-        prior = self.prior[b] * (self.shrink() if shrink is None else shrink)
-        p = (self.kept[b] + prior * self.weight) / n
+        p = (self.kept[b] + self.prior[b] * shrink * self.weight) / n
         if optimism:
             p = min(0.99, p + optimism * (p * (1 - p) / (n + 1)) ** 0.5)
         return p
@@ -147,7 +148,7 @@ class KeepRates:
         survive = 1.0
         shrink = self.shrink()
         for k in range(gamma_max):
-            survive *= self.keep(start + k, optimism, shrink)
+            survive *= self._keep(start + k, optimism, shrink)
             out.append(out[-1] + survive)
         return out
 

@@ -5,7 +5,7 @@ sources in the pinned llama-cpp-python sdist, into a cache folder that outlives 
     python scripts/build_llama_tools.py --print    # the folder if already built, else nothing (exit 1)
 
 The tests of the remote backends (tests/test_remote_server.py, tests/test_rpc.py) call ensure();
-the first call builds (about 20-30 minutes on 2 cores), later ones find the build. The sdist comes
+the first call builds (about 7 minutes on 2 cores), later ones find the build. The sdist comes
 from pip (`pip download --no-binary :all:`); the web UI is left out (LLAMA_USE_PREBUILT_UI=OFF), so
 the build needs no network beyond that. The folder: $TANDEM_LLAMA_TOOLS, else
 <user cache>/tandem/llama-tools/<version>. Never committed.

@@ -2,6 +2,7 @@
 127.0.0.1, from the cached build of scripts/build_llama_tools.py (fixtures in conftest.py)."""
 from __future__ import annotations
 
+import shutil
 import signal
 import socket
 import subprocess
@@ -9,6 +10,8 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 N_MAX = 8                         # the spec server's --spec-draft-n-max
@@ -66,6 +69,8 @@ class Server:
 def self_signed_cert(folder: Path) -> tuple[Path, Path]:
     """A certificate for 127.0.0.1 and its key (openssl), for an https front to a local server."""
     cert, key = folder / "cert.pem", folder / "key.pem"
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed (Debian: openssl); it makes the test's certificate")
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
                     "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
                    check=True, capture_output=True)

@@ -5,7 +5,7 @@ verify pass; b = 1 is a plain step), of one draft-model step, and of one token o
 pass through each model. Sizes between those listed are interpolated (CostModel.verify_cost).
 
 Built in:
-- "steep": this project's 2-core AMD EPYC, demo pair (README, "What it means"): a 17-token check
+- "steep": this project's 2-core AMD EPYC, demo pair (docs/performance.md, "What it means"): a 17-token check
   costs 8.6-9.9 single passes.
 - "xeon": a 2-core Intel Xeon with repacking off, from llama-bench pp1/2/3/5/9/17/33 = 80/108/133/
   178/223/299/391 ms (issue #14); its prompt costs from the time to first token the same issue
@@ -64,9 +64,9 @@ class CostProfile:
 
 _STEEP_PASS = 37.0
 STEEP = CostProfile(
-    "steep", "2-core AMD EPYC, demo pair: README 'What it means' (1 token 37 ms; 2: 1.85x, 4: 2.5x, "
+    "steep", "2-core AMD EPYC, demo pair: docs/performance.md 'What it means' (1 token 37 ms; 2: 1.85x, 4: 2.5x, "
     "5: 3.6x, 7: 179 ms, 8: 238 ms, 15: 341 ms, 16: 7.6x, 17: 8.6x, 32: 12x); draft step 0.6 of a pass; "
-    "prompt 8.8 and 4.7 ms per token (docs/bench-demo.md, edit prompt TTFT)",
+    "prompt 8.8 and 4.7 ms per token (an earlier docs/bench-demo.md run, edit prompt TTFT)",
     {1: _STEEP_PASS, 2: 1.85 * _STEEP_PASS, 4: 2.5 * _STEEP_PASS, 5: 3.6 * _STEEP_PASS, 7: 179.0, 8: 238.0,
      15: 341.0, 16: 7.6 * _STEEP_PASS, 17: 8.6 * _STEEP_PASS, 32: 12.0 * _STEEP_PASS, 33: 12.4 * _STEEP_PASS},
     0.6 * _STEEP_PASS, {"target": 8.8, "model": 4.7})

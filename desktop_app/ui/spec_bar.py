@@ -67,7 +67,8 @@ class SpecBar(QFrame):
         self.drafter_buttons["lookup"].setToolTip("Copy the continuation of an earlier match in the conversation "
                                                   "(costs no model pass).")
         self.drafter_buttons["auto"].setToolTip(
-            "Choose γ each round for the best expected tokens per second, up to the draft length last set; "
+            f"Choose γ each round for the best expected tokens per second, 0 to {AUTO_GAMMA_MAX} whatever the "
+            "slider says; "
             "with a draft model loaded, each round may use the model or a lookup copy; without one, lookup.")
         self.advanced_button = QToolButton()
         self.advanced_button.setObjectName("advancedButton")

@@ -24,7 +24,7 @@ def test_lookup_prefers_the_latest_of_equal_matches_and_handles_growth_and_edits
     context = [5, 6, 1, 5, 6, 2, 0, 5, 6]
     assert d.find(context)[0] == 5                      # [5, 6] at 3..4 is later than at 0..1
     assert d.draft(context + [2, 0, 5], 3, GREEDY, None).tokens == [6, 2, 0]     # a 5-token match, ceiling 3
-    assert d.draft([4, 4, 4], 2, GREEDY, None).tokens == [4]   # context replaced: index rebuilt
+    assert d.draft([4, 4, 4], 2, GREEDY, None).tokens == [4, 4]   # context replaced: index rebuilt (a loop)
     assert d.draft([1, 2, 3], 2, GREEDY, None).tokens == []
 
 
@@ -71,13 +71,22 @@ def test_verify_cost_interpolates_between_measured_sizes():
     assert abs(c.verify_cost(13) - 0.090) < 1e-9       # extrapolated from the two largest
 
 
+def test_lookup_copies_a_loop_on_past_the_end_of_the_text():
+    d = PromptLookupDrafter(ngram_min=2)
+    # the tail [1, 2, 3, 1, 2] matches 3 tokens back over 5 tokens: the text is in a loop of 3
+    assert d.copy([7, 1, 2, 3, 1, 2, 3, 1, 2], 8) == ([3, 1, 2, 3, 1, 2, 3, 1], 5)
+    # a match shorter than the distance back to it is no loop: copied only as far as the text goes
+    assert d.copy([1, 2, 3, 4, 5, 9, 4, 5], 8) == ([9, 4, 5], 2)
+
+
 def test_copyable_runs_find_the_best_earlier_copy_and_stop_where_known_text_ends():
     from desktop_app.engine.lookup_ceiling import copyable_runs
 
     #          prompt: 7  1  2  3  4  5  8    reply: 1  2  3  4  9  2  3  4
     assert copyable_runs([7, 1, 2, 3, 4, 5, 8], [1, 2, 3, 4, 9, 2, 3, 4]) == [0, 0, 2, 1, 0, 0, 0, 1]
-    # a copy of the reply itself ends where the text known at that point ends (as a lookup's does)
-    assert copyable_runs([1, 2], [1, 2, 1, 2, 1, 2]) == [0, 0, 2, 2, 2, 1]
+    # a copy of the reply itself goes on past the text known at that point as the loop it is in
+    assert copyable_runs([1, 2], [1, 2, 1, 2, 1, 2]) == [0, 0, 4, 3, 2, 1]
+    assert copyable_runs([5, 1, 2, 3], [1, 2, 9]) == [0, 0, 0]
     assert copyable_runs([1, 2, 3], [1, 2, 3], ngram_min=3) == [0, 0, 0]
 
 

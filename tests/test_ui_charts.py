@@ -164,7 +164,7 @@ def check_curve(pay: PayCurve, s: GenerationStats, current: int):
         assert f"γ {best} is best (predicted {hand[best - 1]:.2f}×)" in text
         assert list(pay.best_point.getData()[0]) == [best]
         if current != best:
-            assert f"you use γ {current} (predicted {hand[current - 1]:.2f}×" in text
+            assert f"(γ {current}: predicted {hand[current - 1]:.2f}×" in text
     else:
         assert "no γ is predicted to beat plain decoding" in text
         check = current + 1
@@ -194,7 +194,8 @@ def test_pay_curve_of_the_real_reply_follows_the_formula(reply, qtbot):
     best = check_curve(pay, cheap, 1)
     assert best >= 1
     pay.show(cheap, best)
-    assert check_curve(pay, cheap, best) == best and "; you use it" in pay.sentence.text()
+    assert check_curve(pay, cheap, best) == best
+    assert f"; this reply drafted {cheap.mean_drafted:.1f} tokens a round (measured" in pay.sentence.text()
 
 
 def test_stats_keep_verify_costs_through_the_history_json(reply, qtbot, tmp_path):

@@ -220,11 +220,21 @@ class PromptLookupDrafter(Drafter):
 
     def copy(self, context: Sequence[int], gamma_max: int) -> tuple[list[int], int]:
         """(up to gamma_max tokens that followed the best earlier match, its match length);
-        ([], 0) when there is none."""
+        ([], 0) when there is none.
+
+        A match that reaches back over its own continuation (the text's tail repeats with period
+        d = the distance back to it, for at least one whole period) is copied on past the end of
+        the text, period after period, as an overlapping LZ77 copy: a reply caught in a loop gets
+        copies of up to gamma_max tokens, not of d."""
         pos, length = self.find(context)
         if pos < 0 or gamma_max <= 0:
             return [], 0
-        return [int(t) for t in context[pos:pos + gamma_max]], length
+        out = [int(t) for t in context[pos:pos + gamma_max]]
+        period = len(context) - pos
+        if length >= period:
+            while len(out) < gamma_max:
+                out.append(out[len(out) - period])
+        return out, length
 
     def draft(self, context: Sequence[int], gamma_max: int, params: SamplingParams,
               rng: np.random.Generator, p_min: float = 0.0) -> Proposal:

@@ -16,8 +16,9 @@ from typing import Callable, Sequence
 def copyable_runs(prompt: Sequence[int], reply: Sequence[int], ngram_min: int = 2) -> list[int]:
     """For each reply position i: how many of reply[i:] the best earlier occurrence of the
     `ngram_min` tokens before position i would copy correctly (0 where none would).
-    "Earlier" means anywhere in prompt + reply[:i], and a copy ends where the text known at
-    position i ends, as a lookup's copy does."""
+    "Earlier" means anywhere in prompt + reply[:i]. A copy that reaches the end of the text known
+    at position i goes on as an overlapping copy (the text repeating with the period of the
+    distance back), as a lookup's copy of a loop does."""
     text = list(prompt) + list(reply)
     start = len(prompt)
     index: dict[tuple[int, ...], list[int]] = {}     # n-gram -> positions right after it
@@ -30,7 +31,8 @@ def copyable_runs(prompt: Sequence[int], reply: Sequence[int], ngram_min: int = 
             tail = tuple(text[pos - ngram_min:pos])
             for src in index.get(tail, []):
                 n = 0
-                while src + n < pos and pos + n < len(text) and text[src + n] == text[pos + n]:
+                while pos + n < len(text) and text[src + n] == text[pos + n]:   # (src + n past pos: what the
+                    # copy repeats is the text it has just copied correctly)
                     n += 1
                 best = max(best, n)
             index.setdefault(tail, []).append(pos)

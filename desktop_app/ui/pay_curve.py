@@ -71,7 +71,8 @@ class PayCurve(QWidget):
 
     def show(self, stats: GenerationStats | Mapping | None = _WIDGET_SHOW, current_gamma: int = 0) -> None:
         """Draw the curve for this reply's measurements (a GenerationStats, or its stored JSON);
-        current_gamma is the γ the settings use. Called with no arguments, QWidget.show."""
+        current_gamma is the γ this reply used (its mean draft length, rounded: in auto mode it is not
+        a setting). Called with no arguments, QWidget.show."""
         if stats is _WIDGET_SHOW:
             super().show()
             return
@@ -102,7 +103,8 @@ class PayCurve(QWidget):
         if current_gamma > 0:
             self.current_line.setValue(current_gamma)
             self.current_line.setVisible(True)
-            self.current_label.setText(f"you: γ {current_gamma}")
+            self.current_label.setText(f"this reply: γ ≈ {s.mean_drafted:.1f}" if s.mean_drafted
+                                       else f"this reply: γ {current_gamma}")
             self.current_label.setVisible(True)
         measured = s.measured_speedup
         if measured is not None and s.mean_drafted:
@@ -121,10 +123,11 @@ class PayCurve(QWidget):
         measured_text = f"measured {measured:.2f}×" if measured is not None else ""
         if best:
             text = f"At α {s.alpha:.2f} on this machine, γ {best} is best (predicted {predicted[best]:.2f}×)"
+            used = f"; this reply drafted {s.mean_drafted or current:.1f} tokens a round"
             if current == best:
-                text += "; you use it" + (f" ({measured_text})" if measured_text else "")
+                text += used + (f" ({measured_text})" if measured_text else "")
             elif current in predicted:
-                text += f"; you use γ {current} (predicted {predicted[current]:.2f}×"
+                text += used + f" (γ {current}: predicted {predicted[current]:.2f}×"
                 text += f", {measured_text})" if measured_text else ")"
             elif measured_text:
                 text += f"; this reply: {measured_text}"

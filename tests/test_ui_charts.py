@@ -67,7 +67,7 @@ def assert_charts_show(charts: LiveCharts, rounds, stats: GenerationStats, abs_t
     assert xs == [float(i) for i in range(1, len(stats.position_acceptance) + 1)]
     assert heights == pytest.approx(stats.position_acceptance, abs=1e-12)
     x, y, colours = charts.kept_series()
-    assert list(y) == [r.accepted for r in rounds] and list(x) == [r.index for r in rounds]
+    assert list(y) == [r.accepted for r in rounds] and list(x) == [r.index + 1 for r in rounds]   # the strip's #
     assert colours == ["#2ca02c" if r.drafter == "model" else "#8c8c8c" for r in rounds]
     _, split = plotted_bars(charts.split_bars)
     assert split == pytest.approx([stats.t_draft_s, stats.t_verify_s, stats.t_other_s], abs=abs_time)

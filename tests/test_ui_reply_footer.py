@@ -63,9 +63,9 @@ def test_footer_of_a_prompt_lookup_reply():
 def test_footer_in_auto_mode_gives_the_mean_gamma():
     s = _stats(mean_drafted=3.24)
     text = footer_text(s.to_json(), _settings(drafter="model", draft_max=8, auto=True))
-    assert text.startswith("auto (draft model or lookup) · auto γ ≈ 3.2 · 46/76 drafted kept · ")
+    assert text.startswith("auto · γ ≈ 3.2 · 46/76 drafted kept · ")
     assert "γ 8" not in text
-    assert footer_text(s.to_json(), _settings(drafter="lookup", auto=True)).startswith("auto (prompt lookup) · auto γ ≈ 3.2")
+    assert footer_text(s.to_json(), _settings(drafter="lookup", auto=True)).startswith("auto, lookup only · γ ≈ 3.2")
 
 
 def test_footer_of_a_reply_without_stats_says_why():

@@ -17,15 +17,16 @@ NO_STATS = {"cancelled": "stopped before the end: no statistics were recorded",
 
 
 def drafter_label(settings: dict | None) -> str | None:
-    """"draft model", "prompt lookup", "auto (…)" or "plain decoding" from the stored settings (None
-    when they do not say). Auto mode picks γ each round, and with a draft model also the drafter."""
+    """"draft model", "prompt lookup", "auto", "auto, lookup only" (no draft model to weigh) or "plain
+    decoding" from the stored settings (None when they do not say). Auto mode picks γ each round, and
+    with a draft model also the drafter."""
     spec = settings.get("spec") if isinstance(settings, dict) else None
     if not isinstance(spec, dict):
         return None
     if not spec.get("enabled", True) or spec.get("drafter") == "none":
         return DRAFTER_LABELS["none"]
     if spec.get("auto"):
-        return "auto (prompt lookup)" if spec.get("drafter") == "lookup" else "auto (draft model or lookup)"
+        return "auto, lookup only" if spec.get("drafter") == "lookup" else "auto"
     return DRAFTER_LABELS.get(spec.get("drafter", "model"), str(spec.get("drafter")))
 
 
@@ -47,7 +48,7 @@ def footer_text(stats: dict | GenerationStats | None, settings: dict | None, sta
     parts = [label]
     mean = f"{s.mean_drafted:.1f}" if s.mean_drafted is not None else "–"
     if spec.get("auto"):
-        parts.append(f"auto γ ≈ {mean}")
+        parts.append(f"γ ≈ {mean}")                     # its mean over the rounds that drafted
     elif isinstance(spec.get("draft_max"), int):
         parts.append(f"γ {spec['draft_max']}")
     elif s.mean_drafted is not None:

@@ -32,15 +32,16 @@ def measured_text(stats: GenerationStats) -> str:
 
 
 def predicted_text(stats: GenerationStats) -> str:
-    """The cost model's predicted speed-up, labelled predicted; "" when nothing was drafted. A pair that
-    kept no draft gets no predicted gain: a formula at α = 0 says nothing about this pair."""
+    """The cost model's predicted speed-up (the panel's row says "predicted"), with the flat-cost
+    formula's beside it; "" when nothing was drafted. A pair that kept no draft gets no predicted
+    gain: a formula at α = 0 says nothing about this pair."""
     if not stats.n_drafted:
         return ""
     if not stats.n_accepted:
         return f"none predicted: no draft was kept (0/{stats.n_drafted})"
     if stats.predicted_speedup_measured is None:
         return "–"
-    text = f"{stats.predicted_speedup_measured:.2f}× predicted"
+    text = f"{stats.predicted_speedup_measured:.2f}×"
     if stats.predicted_speedup is not None:
         text += f" (flat-cost formula {stats.predicted_speedup:.2f}×)"
     return text

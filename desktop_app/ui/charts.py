@@ -250,7 +250,8 @@ class LiveCharts(QWidget):
             self._timer.start()
 
     def kept_series(self) -> tuple[list[int], list[int], list[str]]:
-        """What "Kept per round" shows, in round order: round indices, kept drafts, point colours."""
+        """What "Kept per round" shows, in round order: round numbers (from 1, as the strip numbers
+        them), kept drafts, point colours."""
         points = []
         for drafter, item in self.kept_points.items():
             x, y = item.getData()
@@ -288,10 +289,10 @@ class LiveCharts(QWidget):
         rounds = self._rounds
         for drafter, item in self.kept_points.items():
             mine = [r for r in rounds if (r.drafter if r.drafter in DRAFTER_COLOURS else "none") == drafter]
-            item.setData(x=[r.index for r in mine], y=[r.accepted for r in mine])
+            item.setData(x=[r.index + 1 for r in mine], y=[r.accepted for r in mine])   # #1, #2, ... as in the strip
         present = [d for d in DRAFTER_COLOURS if any(r.drafter == d for r in rounds)]
         legend = " ".join(f'<span style="color:{DRAFTER_COLOURS[d]}">●</span>{DRAFTER_NAMES[d]}' for d in present)
         self.kept_title.setText(f"Kept per round {legend}")
-        self.kept_line.setData([r.index for r in rounds], [r.accepted for r in rounds])
+        self.kept_line.setData([r.index + 1 for r in rounds], [r.accepted for r in rounds])
 
         self.split_bars.setOpts(height=list(self.time_split()))

@@ -37,9 +37,12 @@ def test_fetch_json_prints_the_path_of_a_verified_file(tmp_path, test_model_path
 @pytest.mark.network
 def test_list_json_reports_cached_and_missing(tmp_path, test_model_path):
     shutil.copy(test_model_path, tmp_path / SMOL.filename)
+    (tmp_path / "mine.gguf").write_bytes(b"GGUF" + bytes(60))    # a file of the user's own, not the catalogue's
     out = tandem("models", "list", "--json", folder=tmp_path)
     assert out.returncode == 0
     doc = json.loads(out.stdout)
+    assert doc["other_files"] == [{"path": str(tmp_path / "mine.gguf"), "size": 64}]
+    assert "mine.gguf" in tandem("models", "list", folder=tmp_path).stdout
     rows = {r["key"]: r for r in doc["models"]}
     assert set(rows) == set(models.MODELS)
     assert rows[SMOL.key]["present"] and rows[SMOL.key]["size"] == SMOL.size

@@ -121,7 +121,8 @@ def to_markdown(rows: list[Row], meta: dict) -> str:
              + (f" + {meta['draft_name']}" if meta.get("draft_name") else ""), ""]
     lines.append(f"`{meta.get('command', '')}`")
     lines.append("")
-    lines.append(f"{meta.get('repeats')} repeats × {meta.get('n_tokens')} tokens, {meta.get('threads')} threads, "
+    repeats = meta.get("repeats")
+    lines.append(f"{repeats} repeat{'' if repeats == 1 else 's'} × {meta.get('n_tokens')} tokens, {meta.get('threads')} threads, "
                  f"context {meta.get('n_ctx')}; runs interleaved (plain, A, plain, B, plain, …). "
                  f"Speed-up: median over repeats of each run over the mean of the plain runs just before "
                  f"and after it, with min–max.")

@@ -48,14 +48,22 @@ def run(args: argparse.Namespace) -> int:
 
     if args.models_command == "list":
         rows = [models.inspect(m, deep=args.verify) for m in models.MODELS.values()]
+        folder = models.models_dir()
+        known = {m.filename for m in models.MODELS.values()}
+        others = sorted(p for p in folder.glob("*.gguf") if p.name not in known and p.is_file()) if folder.is_dir() else []
         if args.json:
-            emit_json({"ok": True, "folder": str(models.models_dir()), "models": [r.to_json() for r in rows]})
+            emit_json({"ok": True, "folder": str(folder), "models": [r.to_json() for r in rows],
+                       "other_files": [{"path": str(p), "size": p.stat().st_size} for p in others]})
         else:
-            print(f"models folder: {models.models_dir()}")
+            print(f"models folder: {folder}")
             for r in rows:
                 state = ("verified" if r.verified else "NOT verified") if r.present else "not fetched"
                 size = f"{r.size / 1e6:8.1f} MB" if r.present else " " * 11
                 print(f"  {r.key:<20} {size}  {state:<13} {r.path if r.present else r.description}")
+            if others:
+                print("other GGUF files there (not in the catalogue; pass their path to -m or -md):")
+                for p in others:
+                    print(f"  {p.stat().st_size / 1e6:8.1f} MB  {p}")
         return EXIT_OK
 
     # fetch

@@ -57,7 +57,7 @@ def compare(t: GGUFInfo, t_tokens: list[bytes], d: GGUFInfo, d_tokens: list[byte
     """The verdict on target t and draft d, from their headers and token texts."""
     if not t_tokens or not d_tokens:
         which = "target's" if not t_tokens else "draft's"
-        return PairVerdict(None, f"Cannot tell whether these pair: the {which} header has no vocabulary")
+        return PairVerdict(None, f"Cannot tell whether these two models pair: the {which} header has no vocabulary")
     if t.tokenizer_model != d.tokenizer_model:
         return PairVerdict(False, f"These two cannot pair: the draft's tokenizer is {tokenizer_name(d)}, "
                                   f"the target's {tokenizer_name(t)} — {CHOOSE}")
@@ -100,7 +100,7 @@ def _verdict(target: tuple[str, float, int], draft: tuple[str, float, int]) -> P
         try:
             out.append(read_vocabulary(path))
         except GGUFError as exc:
-            return PairVerdict(None, f"Cannot tell whether these pair: the {role}'s header cannot be read ({exc})")
+            return PairVerdict(None, f"Cannot tell whether these two models pair: the {role}'s header cannot be read ({exc})")
     (t, t_tokens), (d, d_tokens) = out
     return compare(t, t_tokens, d, d_tokens)
 
@@ -111,7 +111,7 @@ def check_headers(target_path: str, draft_path: str) -> PairVerdict:
     try:
         return _verdict(_stamp(os.fspath(target_path)), _stamp(os.fspath(draft_path)))
     except OSError as exc:
-        return PairVerdict(None, f"Cannot tell whether these pair: {exc.strerror or exc}")
+        return PairVerdict(None, f"Cannot tell whether these two models pair: {exc.strerror or exc}")
 
 
 @lru_cache(maxsize=256)

@@ -148,10 +148,12 @@ class CompareDialog(QDialog):
         if result.cancelled:
             return
         if result.speedup is not None:
+            on_s, off_s = result.on.stats.t_total_s, result.off.stats.t_total_s
+            change = "shorter" if on_s < off_s else "longer" if on_s > off_s else "the same"
             self.speedup.setText(f"Speed-up with speculation, measured in this compare: {result.speedup:.2f}× "
                                  f"the tokens per second ({result.on.stats.tokens_per_s:.1f} against "
-                                 f"{result.off.stats.tokens_per_s:.1f} tok/s), total time "
-                                 f"{result.time_ratio:.2f}× as short.")
+                                 f"{result.off.stats.tokens_per_s:.1f} tok/s); total time {on_s:.2f} s against "
+                                 f"{off_s:.2f} s, {change} with speculation.")
         if result.identical:
             self.verdict.setText(f"Identical texts: both runs wrote the same {len(result.on.tokens)} tokens.")
             self.reason.setText("" if sampling.greedy else
@@ -160,7 +162,8 @@ class CompareDialog(QDialog):
             return
         d = result.first_difference
         self.verdict.setText(f"The texts first differ at token {d.position}: without speculation {d.off_piece!r}, "
-                             f"with it {d.on_piece!r}.\nBefore it: “…{d.before}”\nThen, without: “{d.off_after}…”"
+                             f"with it {d.on_piece!r}." + (f"\nBefore it: “…{d.before}”" if d.before else "")
+                             + f"\nThen, without: “{d.off_after}…”"
                              f"\nThen, with: “{d.on_after}…”")
         for c, run in (("off", result.off), ("on", result.on)):      # mark where each text parts
             _mark(self.texts[c], run.text_before(d.position))

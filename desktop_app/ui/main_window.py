@@ -238,7 +238,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
                 self.banner.show_message("The model engine stopped; reload the models to send your message "
                                          "(it stays in the box).", [("Reload the models", self.reload_lost_pair)])
             else:
-                self.banner.show_message("Load a model first: fetch the demo pair or choose a GGUF file.")
+                self.banner.show_message("No model is loaded: choose a GGUF file and press Load, or fetch the demo pair.")
             return
         if self.busy:
             if self.generating_id is None:

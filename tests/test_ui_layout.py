@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractButton, QApplication, QStyle, QStyleOptionComboBox
 
 from desktop_app import models
+from desktop_app.engine.events import GenerationStats
 from desktop_app.ui.main_window import CENTER, PANEL, SIDEBAR, MainWindow
 
 TIMEOUT_MS = 120_000
@@ -88,6 +89,18 @@ def test_at_1000_by_700_names_and_buttons_are_whole_and_the_chat_has_room(qtbot,
     assert w.model_bar.cancel_button.isVisible() and not w.model_bar.load_button.isVisible()
     assert_bar_readable(w, test_model_path)
     assert w.stack.width() >= 450
+    # a reply's numbers, its sentence and its charts in the panel: the panel scrolls, the window stays
+    w.spec_panel.show_stats(GenerationStats(
+        n_tokens=63, n_rounds=21, tokens_per_s=46.9, t_target_step_s=0.0072, t_draft_s=0.64, t_verify_s=0.69,
+        n_drafted=84, n_accepted=43, acceptance_rate=0.51, alpha=0.75, mean_accepted=2.05, mean_drafted=4.0,
+        c=1.15, predicted_speedup=1.9, predicted_speedup_measured=0.31, ttft_s=0.287,
+        verify_s_by_batch={1: 0.0072, 5: 0.033, 17: 0.09}))
+    for _ in range(5):
+        QApplication.processEvents()
+    assert (w.width(), w.height()) == SMALL
+    # the panel asks for more height than this (its numbers, sentence, strip and charts: 629 px
+    # offscreen, more with a desktop's fonts), and scrolls: it never sets the window's height
+    assert w.spec_panel.minimumSizeHint().height() > w.tabs.minimumSizeHint().height() < 200
 
 
 def test_the_chat_column_at_its_narrowest_still_shows_whole_names_and_buttons(qtbot, tmp_path, close_all,

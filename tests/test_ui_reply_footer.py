@@ -262,7 +262,7 @@ def test_reply_footer_origins_and_tooltips_live_and_after_a_restart(qtbot, tmp_p
     w.spec_panel.clear()
     w.tabs.setCurrentIndex(1)
     qtbot.mouseClick(reply.footer, Qt.LeftButton)
-    assert w.tabs.currentWidget() is w.spec_panel
+    assert w.tabs.currentWidget() is w.spec_scroll
     strip = w.spec_panel.strip
     assert strip.round_model.rowCount() == len(db.rounds) and strip.label(0).startswith("#1 ")
 

@@ -124,7 +124,8 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
     panel.show_stats(s)
     L = panel.labels
     assert L["vs_plain"].text() == "1.40× (plain 0.5 tok/s)" and L["speed"].text() == "0.7 tok/s"
-    assert "predicted" in L["predicted"].text() and L["alpha"].text() == "0.64"
+    assert L["predicted"].text() == (f"{s.predicted_speedup_measured:.2f}× "     # the row's title says "predicted"
+                                     f"(flat-cost formula {s.predicted_speedup:.2f}×)") and L["alpha"].text() == "0.64"
     assert "first rejection" in panel.titles["alpha"].toolTip()
     assert "beats plain decoding (0.5 tok/s, measured) by 1.40×" in panel.verdict.text()
     qtbot.wait(10)
@@ -274,7 +275,7 @@ def test_after_a_restart_rounds_of_a_past_reply_come_from_the_history(qtbot, tmp
         check_rows(again.spec_panel.strip, events)
         header = again.spec_panel.header.text()
         assert header.startswith("Reply of ") and header.endswith(f"in '{title}' (message 2)")
-        assert again.tabs.currentWidget() is again.spec_panel
+        assert again.tabs.currentWidget() is again.spec_scroll
         stats = stats_of(stored(again, cid)[-1].stats)
         assert again.spec_panel.labels["speed"].text() == rate_text(stats.tokens_per_s)
     finally:

@@ -58,6 +58,8 @@ def memory_budget(paths: list[str], n_ctx: int, rss_loaded: int, peak: int) -> d
         return None
     files = sum(i.file_size for i in infos)
     kv = sum(i.kv_cache_bytes(n_ctx) for i in infos)
+    peak = max(peak, rss_loaded)    # the kernel counts resident pages lazily (per-CPU batches): the high-water
+                                    # mark read at the end can trail the resident size read after loading by a few pages
     return {"rss_loaded_mb": rss_loaded / 1e6, "rss_peak_mb": peak / 1e6, "model_files_mb": files / 1e6,
             "kv_caches_mb": kv / 1e6, "budget_base_mb": (files + kv) / 1e6, "overhead_mb": (peak - files - kv) / 1e6}
 

@@ -125,6 +125,31 @@ class MessageText(QTextBrowser):
         self.setFixedHeight(int(size.height()) + 2 * self.frameWidth() + 4 + extra)
 
 
+class FooterButton(QPushButton):
+    """A reply's footer: one line that never makes the chat wider than its column (a QPushButton asks
+    for its whole text's width); where the column is narrower, the text ends in "…". text() is the
+    whole text."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._full = ""
+        self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
+
+    def setText(self, text: str) -> None:
+        self._full = text
+        self._elide()
+
+    def text(self) -> str:
+        return self._full
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        super().setText(self.fontMetrics().elidedText(self._full, Qt.ElideRight, max(0, self.width() - 2)))
+
+
 class MessageWidget(QFrame):
     showRounds = Signal(int)        # message id
 
@@ -153,7 +178,7 @@ class MessageWidget(QFrame):
         layout.addLayout(head)
         self.body = MessageText(self)
         layout.addWidget(self.body)
-        self.footer = QPushButton()
+        self.footer = FooterButton()
         self.footer.setObjectName("replyFooter")
         self.footer.setFlat(True)
         self.footer.setCursor(Qt.PointingHandCursor)

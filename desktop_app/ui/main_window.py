@@ -181,7 +181,12 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.settings_panel.reloadRequested.connect(self._reload_with)
         self.settings_panel.systemPromptEdited.connect(self._system_prompt_edited)
         self.tabs = QTabWidget()
-        self.tabs.addTab(self.spec_panel, "Speculation")
+        self.spec_scroll = QScrollArea()         # the panel scrolls in a short window: a reply's numbers,
+        self.spec_scroll.setWidgetResizable(True)  # sentence and charts never make the window outgrow the screen
+        self.spec_scroll.setFrameShape(QScrollArea.NoFrame)
+        self.spec_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.spec_scroll.setWidget(self.spec_panel)
+        self.tabs.addTab(self.spec_scroll, "Speculation")
         settings_scroll = QScrollArea()          # the settings scroll in a short window, never squeeze
         settings_scroll.setWidgetResizable(True)
         settings_scroll.setFrameShape(QScrollArea.NoFrame)

@@ -161,6 +161,15 @@ class SpecPanel(QWidget):
         self._timer.timeout.connect(self._flush)
 
     # -- what the panel shows
+    def heightForWidth(self, width: int) -> int:
+        """The height it needs at `width`: its wrapped sentences whole, the rounds and charts at their
+        least (the scroll area it sits in gives it this or the whole page, whichever is more; the
+        preferred height would be the strip's every round)."""
+        h = super().heightForWidth(width)
+        if h < 0:
+            return h
+        return h - max(0, self.split.sizeHint().height() - self.split.minimumSizeHint().height())
+
     def _reset_numbers(self, verdict: str) -> None:
         for label in self.labels.values():
             label.setText("–")

@@ -92,4 +92,4 @@ class ConversationsMixin:
             if m.id == message_id:
                 title = self._title(self.current_id)
                 self.spec_panel.show_stored(m.rounds, m.stats, stored_header(title, m.created_at, n))
-                self.tabs.setCurrentWidget(self.spec_panel)
+                self.tabs.setCurrentWidget(self.spec_scroll)

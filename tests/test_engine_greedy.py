@@ -205,3 +205,19 @@ def test_explanation_of_a_mixed_reply_times_only_the_drafting_rounds():
     # no time outside draft and verify: plain decoding is one 30 ms pass per token
     assert s.plain_tokens_per_s == pytest.approx(1 / 0.030) and s.measured_speedup == pytest.approx(1.16, abs=0.01)
     assert "beats plain decoding (33 tok/s, measured) by 1.16×" in text
+
+
+def test_explanation_prices_a_check_as_does_it_pay_does():
+    import dataclasses
+
+    from desktop_app.engine.events import GenerationStats
+    from desktop_app.engine.explain import explain
+    # 4 rounds of 4 drafts, 0.6 s of checks in all (150 ms each); the machine's cost model puts a
+    # 5-token check at 99 ms: the sentence quotes the cost model's, as "Does it pay?" does
+    s = GenerationStats(n_tokens=10, n_rounds=4, n_drafted=16, n_accepted=6, acceptance_rate=6 / 16, alpha=0.5,
+                        mean_accepted=1.5, mean_drafted=4.0, t_draft_s=0.2, t_verify_s=0.6, t_target_step_s=0.03,
+                        c=1.0, tokens_per_s=10 / 0.8, verify_s_by_batch={1: 0.03, 5: 0.099, 9: 0.15})
+    assert s.measured_speedup < 0.95
+    assert "checking 5 tokens takes 99 ms, 3.3× a single-token pass" in explain(s)
+    # stored by a version that kept no costs: this reply's own mean check
+    assert "checking 5 tokens takes 150 ms, 5.0× a single-token pass" in explain(dataclasses.replace(s, verify_s_by_batch={}))

@@ -7,6 +7,7 @@ every view, so that they agree.
 """
 from __future__ import annotations
 
+from desktop_app.engine.costs import CostModel
 from desktop_app.engine.events import GenerationStats
 
 PAYS, COSTS = 1.05, 0.95     # measured speed-ups at or beyond which speculation pays / costs time
@@ -97,9 +98,13 @@ def explain(stats: GenerationStats) -> str:
     if stats.c is not None and stats.c > 0.3:
         why.append(f"a draft step costs {stats.c:.2f} of a target pass")
     if stats.t_verify_s and rounds and stats.t_target_step_s:
-        verify_ms = 1000 * max(0.0, stats.t_verify_s - _plain_verify_s(stats)) / rounds
-        why.append(f"checking {stats.mean_drafted + 1:.0f} tokens takes {verify_ms:.0f} ms, "
-                   f"{verify_ms / (1000 * stats.t_target_step_s):.1f}× a single-token pass")
+        batch = round(stats.mean_drafted or 0) + 1
+        # the machine's cost of that batch, as "Does it pay?" prices it; else this reply's mean check
+        verify_s = CostModel(verify_s=dict(stats.verify_s_by_batch)).verify_cost(batch) if stats.verify_s_by_batch else None
+        if verify_s is None:
+            verify_s = max(0.0, stats.t_verify_s - _plain_verify_s(stats)) / rounds
+        why.append(f"checking {batch} tokens takes {1000 * verify_s:.0f} ms, "
+                   f"{verify_s / stats.t_target_step_s:.1f}× a single-token pass")
     reasons = "; ".join(why) or "the rounds cost about what they save"
     if m <= COSTS:
         parts.append(f"That loses to {plain_part}: {m:.2f}× its speed, because {reasons}.")

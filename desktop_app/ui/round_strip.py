@@ -164,13 +164,14 @@ class Colours:
 
     def legend_html(self) -> str:
         def chip(kind, text, struck=False, colour=""):
+            text = text.replace(" ", "&nbsp;")        # a chip wraps whole or not at all
             body = f"<s>&nbsp;{text}&nbsp;</s>" if struck else f"&nbsp;{text}&nbsp;"
             style = f"background:{self.background(kind)}" + (f";color:{colour}" if colour else "")
             return f'<span style="{style}">{body}</span>'
         return " ".join([chip(KEPT, "kept draft"), chip(REJECTED, "rejected", True),
                          chip(DISCARDED, "discarded", True, self.discarded_text),
                          chip(CORRECTION, "correction"), chip(BONUS, "bonus"), chip(PLAIN, "plain"),
-                         '<span style="border:1px solid gray">&nbsp;■ end&nbsp;</span>'])
+                         '<span style="border:1px solid gray">&nbsp;■&nbsp;end&nbsp;</span>'])   # (one word: never parted)
 
 
 @dataclass

@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
                 samples.append((params.seed, rounds, finish))
                 if not args.json:
                     sys.stdout.write(finish.tail + "\n")
-                    _print_stats(finish, k, args.samples)
+                    _print_stats(finish, k, args.samples, rounds if spec.auto and spec.enabled else None)
     except KeyboardInterrupt:
         return fail(args, "interrupted", EXIT_INTERRUPTED)
     if args.json:
@@ -145,7 +145,9 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _print_stats(finish, k: int, n: int) -> None:
+def _print_stats(finish, k: int, n: int, auto_rounds: list | None = None) -> None:
+    """The reply's numbers on stderr; with `auto_rounds`, also what auto mode chose, round by round
+    counted by drafter."""
     from desktop_app.engine.explain import rate_text
 
     s = finish.stats
@@ -164,6 +166,13 @@ def _print_stats(finish, k: int, n: int) -> None:
         elif s.predicted_speedup_measured is not None:
             parts.append(f"predicted speed-up {s.predicted_speedup_measured:.2f}x (cost model, measured verify costs"
                          + (f"; flat-cost formula {s.predicted_speedup:.2f}x)" if s.predicted_speedup else ")"))
+    if auto_rounds is not None:
+        counts: dict[str, int] = {}
+        for r in auto_rounds:
+            counts[r.drafter] = counts.get(r.drafter, 0) + 1
+        names = {"none": "plain", "lookup": "lookup", "model": "draft model"}
+        parts.append("auto's rounds: " + ", ".join(f"{counts[d]} {names.get(d, d)}" for d in ("model", "lookup", "none")
+                                                   if d in counts))
     if s.measured_speedup is not None:
         parts.append(f"measured {s.measured_speedup:.2f}x plain decoding ({rate_text(s.plain_tokens_per_s)})")
     if finish.message:

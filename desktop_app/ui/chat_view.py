@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScroll
                                QToolTip, QVBoxLayout, QWidget)
 
 from desktop_app.chat.reply_footer import footer_text
+from desktop_app.ui.elided import ElidedButton
 from desktop_app.chat.token_origins import TokenOrigin, align, origin, origins_from_rounds
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenEvent, TokenKind
 from desktop_app.ui.code_highlight import CodeHighlighter
@@ -125,31 +126,6 @@ class MessageText(QTextBrowser):
         self.setFixedHeight(int(size.height()) + 2 * self.frameWidth() + 4 + extra)
 
 
-class FooterButton(QPushButton):
-    """A reply's footer: one line that never makes the chat wider than its column (a QPushButton asks
-    for its whole text's width); where the column is narrower, the text ends in "…". text() is the
-    whole text."""
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self._full = ""
-        self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
-
-    def setText(self, text: str) -> None:
-        self._full = text
-        self._elide()
-
-    def text(self) -> str:
-        return self._full
-
-    def resizeEvent(self, event) -> None:
-        super().resizeEvent(event)
-        self._elide()
-
-    def _elide(self) -> None:
-        super().setText(self.fontMetrics().elidedText(self._full, Qt.ElideRight, max(0, self.width() - 2)))
-
-
 class MessageWidget(QFrame):
     showRounds = Signal(int)        # message id
 
@@ -178,7 +154,7 @@ class MessageWidget(QFrame):
         layout.addLayout(head)
         self.body = MessageText(self)
         layout.addWidget(self.body)
-        self.footer = FooterButton()
+        self.footer = ElidedButton()          # never widens the chat: a narrow column ends it in "…"
         self.footer.setObjectName("replyFooter")
         self.footer.setFlat(True)
         self.footer.setCursor(Qt.PointingHandCursor)

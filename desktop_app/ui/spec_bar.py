@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QButtonGroup, QDoubleSpinBox, QFrame, QHBoxLayout, QLabel, QSizePolicy, QSlider,
+from PySide6.QtWidgets import (QButtonGroup, QDoubleSpinBox, QFrame, QHBoxLayout, QLabel, QSlider,
                                QSpinBox, QToolButton, QVBoxLayout, QWidget)
 
 from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX
 from desktop_app.engine.events import RoundEvent
 from desktop_app.engine.settings import DRAFT_MAX_LIMIT, SpecSettings
+from desktop_app.ui.elided import ElidedLabel
 
 SPEC_KEYS = ("speculation", "drafter", "draft_max", "draft_min", "draft_p_min", "auto")   # in settings["generation"]
 CHOICES = [("model", "Draft model"), ("lookup", "Prompt lookup"), ("auto", "Auto")]
@@ -86,9 +87,8 @@ class SpecBar(QFrame):
         self.gamma_label = QLabel()
         self.gamma_label.setObjectName("gammaLabel")
         self.gamma_label.setMinimumWidth(self.gamma_label.fontMetrics().horizontalAdvance("auto: γ 32 (lookup)"))
-        self.mode = QLabel()
+        self.mode = ElidedLabel()                  # never widens the window: a narrow bar ends it in "…"
         self.mode.setObjectName("specMode")
-        self.mode.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)   # never widens the window
 
         self.draft_min = QSpinBox()
         self.draft_min.setObjectName("draftMin")

@@ -1,0 +1,40 @@
+"""One-line widgets that never ask for their text's width: where narrower than the text, it ends in
+"…"; text() is always the whole text (the reply footer, the speculation bar's mode)."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QPushButton, QSizePolicy
+
+
+class _Elided:
+    """Mixin for a widget with setText/text (listed before the Qt class)."""
+
+    def _init_elided(self) -> None:
+        self._full = ""
+        self.setSizePolicy(QSizePolicy.Ignored, self.sizePolicy().verticalPolicy())
+
+    def setText(self, text: str) -> None:
+        self._full = text
+        self._elide()
+
+    def text(self) -> str:
+        return self._full
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        super().setText(self.fontMetrics().elidedText(self._full, Qt.ElideRight, max(0, self.contentsRect().width() - 2)))
+
+
+class ElidedLabel(_Elided, QLabel):
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._init_elided()
+
+
+class ElidedButton(_Elided, QPushButton):
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._init_elided()

@@ -38,6 +38,7 @@ def test_fetch_json_prints_the_path_of_a_verified_file(tmp_path, test_model_path
 def test_list_json_reports_cached_and_missing(tmp_path, test_model_path):
     shutil.copy(test_model_path, tmp_path / SMOL.filename)
     (tmp_path / "mine.gguf").write_bytes(b"GGUF" + bytes(60))    # a file of the user's own, not the catalogue's
+    (tmp_path / ".requant-x.gguf").write_bytes(b"GGUF")          # an unfinished requantisation: not listed
     out = tandem("models", "list", "--json", folder=tmp_path)
     assert out.returncode == 0
     doc = json.loads(out.stdout)

@@ -79,7 +79,7 @@ def test_lookup_copies_a_loop_on_past_the_end_of_the_text():
     assert d.copy([1, 2, 3, 4, 5, 9, 4, 5], 8) == ([9, 4, 5], 2)
 
 
-def test_copyable_runs_find_the_best_earlier_copy_and_stop_where_known_text_ends():
+def test_copyable_runs_find_the_best_earlier_copy_and_copy_a_loop_on():
     from desktop_app.engine.lookup_ceiling import copyable_runs
 
     #          prompt: 7  1  2  3  4  5  8    reply: 1  2  3  4  9  2  3  4

@@ -166,7 +166,7 @@ def _print_stats(finish, k: int, n: int, auto_rounds: list | None = None) -> Non
         elif s.predicted_speedup_measured is not None:
             parts.append(f"predicted speed-up {s.predicted_speedup_measured:.2f}x (cost model, measured verify costs"
                          + (f"; flat-cost formula {s.predicted_speedup:.2f}x)" if s.predicted_speedup else ")"))
-    if auto_rounds is not None:
+    if auto_rounds:
         counts: dict[str, int] = {}
         for r in auto_rounds:
             counts[r.drafter] = counts.get(r.drafter, 0) + 1

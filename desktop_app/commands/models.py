@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
         rows = [models.inspect(m, deep=args.verify) for m in models.MODELS.values()]
         folder = models.models_dir()
         known = {m.filename for m in models.MODELS.values()}
-        others = sorted(p for p in folder.glob("*.gguf") if p.name not in known and p.is_file()) if folder.is_dir() else []
+        others = sorted(p for p in folder.iterdir() if p.name.lower().endswith(".gguf") and not p.name.startswith(".")
+                        and p.name not in known and p.is_file()) if folder.is_dir() else []   # (".requant-*": unfinished)
         if args.json:
             emit_json({"ok": True, "folder": str(folder), "models": [r.to_json() for r in rows],
                        "other_files": [{"path": str(p), "size": p.stat().st_size} for p in others]})

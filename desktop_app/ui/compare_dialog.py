@@ -149,7 +149,7 @@ class CompareDialog(QDialog):
             return
         if result.speedup is not None:
             on_s, off_s = result.on.stats.t_total_s, result.off.stats.t_total_s
-            change = "shorter" if on_s < off_s else "longer" if on_s > off_s else "the same"
+            change = ("the same" if round(on_s, 2) == round(off_s, 2) else "shorter" if on_s < off_s else "longer")
             self.speedup.setText(f"Speed-up with speculation, measured in this compare: {result.speedup:.2f}× "
                                  f"the tokens per second ({result.on.stats.tokens_per_s:.1f} against "
                                  f"{result.off.stats.tokens_per_s:.1f} tok/s); total time {on_s:.2f} s against "

@@ -2,7 +2,7 @@
 "…"; text() is always the whole text (the reply footer, the speculation bar's mode)."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QLabel, QPushButton, QSizePolicy
 
 
@@ -15,6 +15,7 @@ class _Elided:
 
     def setText(self, text: str) -> None:
         self._full = text
+        self.setAccessibleName(text)                 # (Qt's own text() is the shown, elided one)
         self._elide()
 
     def text(self) -> str:
@@ -23,6 +24,11 @@ class _Elided:
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._elide()
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() in (QEvent.FontChange, QEvent.StyleChange):   # a style sheet's bold font, say
+            self._elide()
 
     def _elide(self) -> None:
         super().setText(self.fontMetrics().elidedText(self._full, Qt.ElideRight, max(0, self.contentsRect().width() - 2)))

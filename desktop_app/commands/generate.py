@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 
 from desktop_app.commands import checks
 from desktop_app.commands.output import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, emit_json, fail
@@ -167,9 +168,7 @@ def _print_stats(finish, k: int, n: int, auto_rounds: list | None = None) -> Non
             parts.append(f"predicted speed-up {s.predicted_speedup_measured:.2f}x (cost model, measured verify costs"
                          + (f"; flat-cost formula {s.predicted_speedup:.2f}x)" if s.predicted_speedup else ")"))
     if auto_rounds:
-        counts: dict[str, int] = {}
-        for r in auto_rounds:
-            counts[r.drafter] = counts.get(r.drafter, 0) + 1
+        counts = Counter(r.drafter for r in auto_rounds)
         names = {"none": "plain", "lookup": "lookup", "model": "draft model"}
         parts.append("auto's rounds: " + ", ".join(f"{counts[d]} {names.get(d, d)}" for d in ("model", "lookup", "none")
                                                    if d in counts))

@@ -45,13 +45,14 @@ class TerminalProgress:
 
 def run(args: argparse.Namespace) -> int:
     from desktop_app import models
+    from desktop_app.models.discovery import is_gguf_name
 
     if args.models_command == "list":
         rows = [models.inspect(m, deep=args.verify) for m in models.MODELS.values()]
         folder = models.models_dir()
         known = {m.filename for m in models.MODELS.values()}
-        others = sorted(p for p in folder.iterdir() if p.name.lower().endswith(".gguf") and not p.name.startswith(".")
-                        and p.name not in known and p.is_file()) if folder.is_dir() else []   # (".requant-*": unfinished)
+        others = sorted(p for p in folder.iterdir() if is_gguf_name(p.name) and p.name not in known
+                        and p.is_file()) if folder.is_dir() else []
         if args.json:
             emit_json({"ok": True, "folder": str(folder), "models": [r.to_json() for r in rows],
                        "other_files": [{"path": str(p), "size": p.stat().st_size} for p in others]})

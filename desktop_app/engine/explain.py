@@ -99,8 +99,7 @@ def explain(stats: GenerationStats) -> str:
         why.append(f"a draft step costs {stats.c:.2f} of a target pass")
     if stats.t_verify_s and rounds and stats.t_target_step_s:
         batch = round(stats.mean_drafted or 0) + 1
-        # the machine's cost of that batch, as "Does it pay?" prices it; else this reply's mean check
-        verify_s = CostModel(verify_s=dict(stats.verify_s_by_batch)).verify_cost(batch) if stats.verify_s_by_batch else None
+        verify_s = check_cost_s(stats, batch)         # as "Does it pay?" prices it; else this reply's mean check
         if verify_s is None:
             verify_s = max(0.0, stats.t_verify_s - _plain_verify_s(stats)) / rounds
         why.append(f"checking {batch} tokens takes {1000 * verify_s:.0f} ms, "
@@ -111,6 +110,12 @@ def explain(stats: GenerationStats) -> str:
     else:
         parts.append(f"That is about even with {plain_part} ({m:.2f}×): {reasons}.")
     return " ".join(parts)
+
+
+def check_cost_s(stats: GenerationStats, batch: int) -> float | None:
+    """Seconds of a verify pass over `batch` tokens on this machine, from the cost model the reply
+    ended with (its verify_s_by_batch, interpolated); None where it holds none."""
+    return CostModel(verify_s=dict(stats.verify_s_by_batch)).verify_cost(batch) if stats.verify_s_by_batch else None
 
 
 def _plain_verify_s(stats: GenerationStats) -> float:

@@ -31,8 +31,8 @@ def copyable_runs(prompt: Sequence[int], reply: Sequence[int], ngram_min: int = 
             tail = tuple(text[pos - ngram_min:pos])
             for src in index.get(tail, []):
                 n = 0
-                while pos + n < len(text) and text[src + n] == text[pos + n]:   # (src + n past pos: what the
-                    # copy repeats is the text it has just copied correctly)
+                # past pos, text[src + n] is what the copy just copied correctly: a loop's overlapping copy
+                while pos + n < len(text) and text[src + n] == text[pos + n]:
                     n += 1
                 best = max(best, n)
             index.setdefault(tail, []).append(pos)

@@ -24,6 +24,11 @@ def usual_folders() -> list[Path]:
     return folders
 
 
+def is_gguf_name(name: str) -> bool:
+    """A GGUF file's name, not a hidden one (an unfinished download or requantisation)."""
+    return name.lower().endswith(".gguf") and not name.startswith(".")
+
+
 def find_gguf_files(extra_folders: Iterable[str | Path] = ()) -> list[Path]:
     """GGUF files under the usual folders and the extra ones, newest first, without duplicates
     (hub caches link the same blob from several names: the resolved file is listed once).
@@ -42,7 +47,7 @@ def find_gguf_files(extra_folders: Iterable[str | Path] = ()) -> list[Path]:
                 dirs[:] = []
             dirs[:] = [d for d in dirs if not d.startswith(".")]
             for name in files:
-                if not name.lower().endswith(".gguf") or name.startswith("."):
+                if not is_gguf_name(name):
                     continue
                 path = Path(root) / name
                 try:

@@ -12,10 +12,10 @@ from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScroll
                                QToolTip, QVBoxLayout, QWidget)
 
 from desktop_app.chat.reply_footer import footer_text
-from desktop_app.ui.elided import ElidedButton
 from desktop_app.chat.token_origins import TokenOrigin, align, origin, origins_from_rounds
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenEvent, TokenKind
 from desktop_app.ui.code_highlight import CodeHighlighter
+from desktop_app.ui.elided import ElidedButton
 from desktop_app.ui.follow_bottom import FollowBottom
 from desktop_app.ui.round_strip import Colours
 

@@ -11,8 +11,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QPalette
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from desktop_app.engine.costs import CostModel, WIN_MARGIN, best_gamma, speedup_curve
+from desktop_app.engine.costs import WIN_MARGIN, best_gamma, speedup_curve
 from desktop_app.engine.events import GenerationStats
+from desktop_app.engine.explain import check_cost_s
 from desktop_app.ui.charts import quiet_plot, stats_from
 
 GAMMA_MAX = 16
@@ -133,7 +134,7 @@ class PayCurve(QWidget):
                 text += f"; this reply: {measured_text}"
             return text + "."
         g = current if current in predicted else max(1, round(s.mean_drafted or 1))
-        verify = CostModel(verify_s=dict(s.verify_s_by_batch)).verify_cost(g + 1)
+        verify = check_cost_s(s, g + 1)
         text = f"At α {s.alpha:.2f}, no γ is predicted to beat plain decoding here"
         if WIN_MARGIN > 1 and max(predicted.values()) > 1.0:
             text += f" by the {100 * (WIN_MARGIN - 1):.0f} % auto mode asks for"

@@ -71,7 +71,7 @@ def ensure(log=sys.stderr) -> Path:
             raise RuntimeError("building llama.cpp's tools needs cmake and a C++ compiler (as pip install does)")
         src = _source(root)
         build = root / "build"
-        print(f"build_llama_tools: building llama.cpp's server and RPC tools in {build} (20-30 minutes "
+        print(f"build_llama_tools: building llama.cpp's server and RPC tools in {build} (about 7 minutes "
               "on 2 cores, once)", file=log, flush=True)
         subprocess.run(["cmake", "-S", str(src), "-B", str(build), *CMAKE_OPTIONS], check=True,
                        stdout=subprocess.DEVNULL)

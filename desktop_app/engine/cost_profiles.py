@@ -25,7 +25,7 @@ Built in:
   few tokens costs fewer single passes: 5 tokens 2.6); each size the median of the sizes either side
   of it, as single timings scatter (16, 17, 18 tokens: 385, 573, 490 ms); 33 tokens the mean of
   the 32- and 33-token timings. Its draft step, 0.55 of a pass, is the c that the same bench
-  measured in its draft-model runs at γ = 2 and 4 (0.53-0.62): the load-time timing of a bare step,
+  measured in its draft-model runs at γ = 2 and 4 (0.49-0.62, median 0.56): the load-time timing of a bare step,
   23.5 ms (0.41), leaves out the loop's own work per step, and with it the replay had the draft
   model at γ = 4 pay on the code prompt (1.04x plain) where the live runs had it at 0.94x.
 - "here": measured on the machine at hand when a trace is recorded (trace.py).
@@ -97,7 +97,8 @@ GPU = CostProfile(
 AVX2 = CostProfile(
     "avx2", "2-core AMD EPYC 7003 (Zen 3, AVX2, no AVX-512), demo pair: tandem bench --replay's timings, each size "
     "the median of it and its neighbours (1 token 57 ms; 5: 2.6x; 17: 8.6x); draft step 0.55 of a pass (the c "
-    "measured in that bench's draft-model runs); prompt 16.5 and 7.3 ms per token",
+    "measured in that bench's draft-model runs); prompt 16.5 and 7.3 ms per token (the same bench's timing of a "
+    "64-token prompt pass through each model)",
     {1: 57.3, 2: 91.1, 3: 118.6, 5: 151.3, 9: 323.8, 17: 490.1, 33: 812.0},
     0.55 * 57.3, {"target": 16.5, "model": 7.3})
 

@@ -128,8 +128,11 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     p_bench.add_argument("--draft-max", default="2,4,8", metavar="LIST", help="draft lengths (default 2,4,8)")
     p_bench.add_argument("--auto", action="store_true", help="also run auto mode, and report it against the best "
                          "fixed setting per prompt")
+    from desktop_app.engine.cost_profiles import BUILTIN as PROFILES       # (no numpy, no llama.cpp)
+
     p_bench.add_argument("--replay", action="store_true", help="also record the prompts' greedy replies and replay "
-                         "auto against every fixed setting under each cost profile (steep, xeon, gpu, avx2, here)")
+                         "auto against every fixed setting under each cost profile "
+                         f"({', '.join([*PROFILES, 'here'])})")
     p_bench.add_argument("--save-traces", metavar="OUT.json", help="with --replay: keep the recorded traces")
     p_bench.add_argument("--temp", default="0", metavar="LIST", help="temperatures (default 0: greedy)")
     p_bench.add_argument("-n", "--n-tokens", type=int, default=128, help="tokens per run (default 128)")

@@ -25,9 +25,10 @@ Built in:
   few tokens costs fewer single passes: 5 tokens 2.6); each size the median of the sizes either side
   of it, as single timings scatter (16, 17, 18 tokens: 385, 573, 490 ms); 33 tokens the mean of
   the 32- and 33-token timings. Its draft step, 0.55 of a pass, is the c that the same bench
-  measured in its draft-model runs at γ = 2 and 4 (0.49-0.62, median 0.56): the load-time timing of a bare step,
-  23.5 ms (0.41), leaves out the loop's own work per step, and with it the replay had the draft
-  model at γ = 4 pay on the code prompt (1.04x plain) where the live runs had it at 0.94x.
+  measured in its draft-model runs at γ = 2 and 4 (0.49-0.62, median 0.56): the load-time timing
+  of a bare step, 23.5 ms (0.41), leaves out the loop's own work per step, and with it the replay
+  had the draft model at γ = 4 pay on the code prompt (1.04x plain) where the live runs had it at
+  0.94x.
 - "here": measured on the machine at hand when a trace is recorded (trace.py).
 """
 from __future__ import annotations

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Generator, Iterator, NamedTuple, Sequence
+from typing import Generator, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -101,10 +101,12 @@ class SpeculativeDecoder:
         if draft_ctx is not None:
             self.drafters["model"] = ModelDrafter(draft_ctx, target_ctx.n_vocab)
 
-    def calibrate(self, steps: int = 5, verify_sizes: tuple[int, ...] = VERIFY_SIZES) -> None:
-        """Time the passes every prediction rests on, once, after loading (see calibration.calibrate)."""
+    def calibrate(self, steps: int = 5, verify_sizes: tuple[int, ...] = VERIFY_SIZES,
+                  remembered: Sequence[Mapping[int, float]] = ()) -> dict[int, float]:
+        """Time the passes every prediction rests on, once, after loading (see calibration.calibrate:
+        `remembered` are earlier loads' verify costs; returns this load's)."""
         draft = self.drafters.get("model")
-        calibrate(self.costs, self.target_ctx, draft.ctx if draft else None, steps, verify_sizes)
+        return calibrate(self.costs, self.target_ctx, draft.ctx if draft else None, steps, verify_sizes, remembered)
 
     @property
     def has_draft_model(self) -> bool:

@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from desktop_app.engine import backend
+from desktop_app.engine import backend, calibration_store
 from desktop_app.engine.compat import IncompatiblePair, compare_vocabularies
 from desktop_app.engine.decoding import SpeculativeDecoder
 from desktop_app.engine.loading import LoadCancelled, LoadOptions, check_gguf_header, load_model, open_context
@@ -86,7 +86,10 @@ class ModelPair:
         pair = cls(target, target_ctx, draft, draft_ctx, repack)
         if progress:
             progress("measuring", 1.0)
-        pair.decoder.calibrate()
+        store_key = calibration_store.key(target_path, target_options)
+        timed = pair.decoder.calibrate(remembered=calibration_store.remembered(store_key))
+        if timed:
+            calibration_store.remember(store_key, timed, os.path.basename(target_path))
         if progress:
             progress("ready", 1.0)
         return pair

@@ -21,7 +21,7 @@ import numpy as np
 
 from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX, AutoPolicy, Copy, ModelOption
 from desktop_app.engine.auto_policy import PLAIN as PLAIN_CHOICE
-from desktop_app.engine.calibration import VERIFY_SIZES
+from desktop_app.engine.calibration import REMEMBERED_ENOUGH, VERIFY_SIZES
 from desktop_app.engine.cost_profiles import CostProfile
 from desktop_app.engine.costs import CostModel
 from desktop_app.engine.drafters import PromptLookupDrafter
@@ -113,29 +113,41 @@ class _Clock:
         return self._jitter(n * ms / 1000)
 
 
-def calibrated(clock: _Clock) -> CostModel:
-    """What the app's calibration at load would measure on this profile (calibration.py)."""
+def calibrated(clock: _Clock, loads: int = 1) -> CostModel:
+    """What the app's calibration at load would measure on this profile (calibration.py), at the
+    `loads`-th load on the machine: each size priced at the median of that many loads' ratios to their
+    single-token pass (calibration_store; from calibration.REMEMBERED_ENOUGH on, no more are timed)."""
+    earlier = [_timed_ratios(clock) for _ in range(min(loads, REMEMBERED_ENOUGH) - 1)]
     costs = CostModel()
     costs.verify_s[1] = clock.verify(1)
     for k in VERIFY_SIZES:
         costs.verify_s[k] = clock.verify(k)
+    if earlier:
+        now = {k: costs.verify_s[k] / costs.verify_s[1] for k in VERIFY_SIZES}
+        for k in VERIFY_SIZES:
+            costs.verify_s[k] = costs.verify_s[1] * float(np.median([r[k] for r in [*earlier, now]]))
     costs.draft_step_s["model"] = clock.steps(1)
     for model in ("target", "model"):
         costs.prefill_s[model] = clock.prefill(model, 64) / 64
     return costs
 
 
+def _timed_ratios(clock: _Clock) -> dict[int, float]:
+    single = clock.verify(1)
+    return {k: clock.verify(k) / single for k in VERIFY_SIZES}
+
+
 def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 0.0, seed: int = 0,
-           policy: AutoPolicy | None = None) -> ReplayResult:
+           policy: AutoPolicy | None = None, loads: int = 1) -> ReplayResult:
     """Run `setting` over `trace` under `profile`. For auto, `policy` (default: a fresh one, as after
-    loading) carries what earlier replies taught it."""
+    the `loads`-th load on the machine: calibrated()) carries what earlier replies taught it."""
     clock = _Clock(profile, noise, seed)
     text = trace.prompt + trace.reply
     n_prompt, n = len(trace.prompt), len(trace.reply)
     lookup = PromptLookupDrafter()
     auto = setting.drafter == "auto"
     if auto and policy is None:
-        policy = AutoPolicy(calibrated(clock))
+        policy = AutoPolicy(calibrated(clock, loads))
     use_model = auto and trace.has_draft
     prompt_s = clock.prefill("target", n_prompt - 1)
     draft_read = 0                                  # tokens of the text the draft model has read

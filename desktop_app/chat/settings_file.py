@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from copy import deepcopy
 from pathlib import Path
 from typing import Any, Callable
@@ -21,6 +20,7 @@ from platformdirs import user_config_dir
 
 from desktop_app import APP_NAME
 from desktop_app.chat.aside import set_aside
+from desktop_app.json_file import write_atomic
 
 CONFIG_DIR_ENV = "TANDEM_CONFIG_DIR"
 MAX_RECENT_PAIRS = 8
@@ -168,24 +168,14 @@ class SettingsFile:
     def save(self) -> bool:
         """Write the settings atomically. Returns False, with the reason in `save_error`, if the folder
         or the disk refuses; the settings stay in effect for this session."""
-        tmp = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".json", dir=self.path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(self.data, fh, indent=2)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
+            write_atomic(self.path, self.data)
             self.save_error = ""
             return True
         except OSError as exc:
             self.save_error = (f"Settings could not be saved to {self.path.parent} ({exc.strerror or exc}); "
                                f"they apply until Tandem is closed.")
             return False
-        finally:
-            if tmp and os.path.exists(tmp):
-                os.unlink(tmp)
 
     def remember_pair(self, target: str, draft: str | None) -> None:
         self.data["last_target"], self.data["last_draft"] = target, draft

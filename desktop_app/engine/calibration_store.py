@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 from desktop_app import machine
 from desktop_app.engine.load_options import LoadOptions
 from desktop_app.engine.repack import cache_dir
+from desktop_app.json_file import write_atomic
 
 FILE = "calibrations.json"
 KEEP = 3                       # loads remembered per key (calibration.REMEMBERED_ENOUGH of them stop the timing)
@@ -76,17 +76,8 @@ def remember(key: str, ratios: Mapping[int, float], model_name: str = "") -> boo
     data["version"] = 1
     data["targets"][key] = {"model": model_name, "updated": time.strftime("%Y-%m-%d %H:%M:%S"),
                             "loads": [{str(k): v for k, v in sorted(load.items())} for load in loads]}
-    target = path()
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".calibrations-", suffix=".json", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, indent=1)
-            os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        write_atomic(path(), data, indent=1)
     except OSError:
         return False
     return True

@@ -33,6 +33,7 @@ from platformdirs import user_cache_dir
 from desktop_app import APP_NAME, machine
 from desktop_app.child import child_environment, exit_description, tandem_command
 from desktop_app.engine.probe_model import probe_model_path
+from desktop_app.json_file import write_atomic
 
 CACHE_DIR_ENV = "TANDEM_CACHE_DIR"
 NO_REPACK_ENV = "TANDEM_NO_REPACK"
@@ -169,15 +170,7 @@ def _read_verdicts(path: Path) -> dict:
 
 
 def _write_verdicts(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".repack-", suffix=".json", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_atomic(path, data)
 
 
 def remembered(key: str | None = None) -> dict | None:

@@ -4,14 +4,21 @@ import os
 import statistics
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
+from desktop_app import machine
 from desktop_app.engine import calibration, calibration_store, repack
-from desktop_app.engine.calibration import REMEMBERED_ENOUGH, VERIFY_SIZES
+from desktop_app.engine.calibration import RETIME_PER_LOAD, VERIFY_SIZES
+from desktop_app.engine.calibration_store import KEEP, Remembered
+from desktop_app.engine.cost_profiles import AVX2
 from desktop_app.engine.load_options import LoadOptions
 from desktop_app.engine.pair import ModelPair
+from desktop_app.engine.replay import _Clock, calibrated
 from desktop_app.engine.sampling import GREEDY
 from engine_helpers import prompt_tokens, run
+
+OPTIONS = LoadOptions(n_ctx=512, n_threads=2)
 
 
 @pytest.fixture
@@ -26,68 +33,110 @@ def cache(tmp_path, monkeypatch):
     return folder
 
 
+@pytest.fixture
+def timed_sizes(monkeypatch):
+    """The batch sizes each load times, load by load."""
+    loads = []
+    real = calibration._time_verify_batches
+
+    def spy(ctx, token, sizes):
+        loads.append(tuple(sizes))
+        return real(ctx, token, sizes)
+
+    monkeypatch.setattr(calibration, "_time_verify_batches", spy)
+    return loads
+
+
 def _ratios(pair: ModelPair) -> dict[int, float]:
     v = pair.decoder.costs.verify_s
     return {k: v[k] / v[1] for k in v if k != 1}
 
 
-def test_later_loads_price_verify_passes_at_the_median_of_remembered_loads(cache, test_model_path, monkeypatch):
-    options = LoadOptions(n_ctx=512, n_threads=2)
-    stored = []
-    for n in range(1, REMEMBERED_ENOUGH + 1):
-        with ModelPair.load(test_model_path, target_options=options) as pair:
-            loads = calibration_store.remembered(calibration_store.key(test_model_path,
-                                                                       replace(options, repack=pair.repack.enabled)))
-            assert len(loads) == n                                       # every load so far is kept
-            assert set(loads[-1]) == set(VERIFY_SIZES) and all(r > 0 for r in loads[-1].values())
-            for k, ratio in _ratios(pair).items():                       # priced at the median over them
-                assert ratio == pytest.approx(statistics.median(load[k] for load in loads), rel=1e-3)
-            stored = loads
-    before = (cache / calibration_store.FILE).read_text()
+def _remembered(model_path, pair) -> Remembered:
+    return calibration_store.remembered(calibration_store.key(model_path, replace(OPTIONS, repack=pair.repack.enabled)))
 
-    def not_again(*args):
-        raise AssertionError("verify batches timed although enough loads are remembered")
 
-    with monkeypatch.context() as patch:
-        patch.setattr(calibration, "_time_verify_batches", not_again)
-        pair = ModelPair.load(test_model_path, target_options=options)
-    with pair:
-        # enough remembered: no batch is timed, the file is untouched, the prices are the remembered median
-        assert (cache / calibration_store.FILE).read_text() == before
-        assert set(_ratios(pair)) == set(VERIFY_SIZES)
-        for k, ratio in _ratios(pair).items():
-            assert ratio == pytest.approx(statistics.median(load[k] for load in stored), rel=1e-3)
-        _, tokens, finish = run(pair, prompt_tokens(pair.target), GREEDY, max_tokens=8, drafter="lookup", auto=True)
-        assert tokens and finish.stats.n_tokens == len(tokens)
-    # another load option is another machine as far as timings go: timed afresh
-    with ModelPair.load(test_model_path, target_options=replace(options, n_threads=1)) as pair:
-        assert (cache / calibration_store.FILE).read_text() != before
+@pytest.mark.skipif(machine.llama_build()["gpu_offload"], reason="timings are remembered for CPU-only builds")
+def test_loads_price_each_size_at_the_median_of_its_last_timings(cache, test_model_path, timed_sizes):
+    for n in range(1, KEEP + 1):                     # the first loads time every size
+        with ModelPair.load(test_model_path, target_options=OPTIONS) as pair:
+            known = _remembered(test_model_path, pair)
+            assert timed_sizes[-1] == VERIFY_SIZES and known.loads == n
+            assert set(known.ratios) == set(VERIFY_SIZES) and all(len(v) == n for v in known.ratios.values())
+            for k, ratio in _ratios(pair).items():
+                assert ratio == pytest.approx(statistics.median(known.ratios[k]), rel=1e-3)
+    seen = set()
+    for n in range(KEEP + 1, KEEP + 4):              # then a few sizes a load, in turn
+        before = _remembered(test_model_path, pair)
+        with ModelPair.load(test_model_path, target_options=OPTIONS) as pair:
+            after = _remembered(test_model_path, pair)
+            due = timed_sizes[-1]
+            assert len(due) == RETIME_PER_LOAD and not seen & set(due)
+            seen |= set(due)
+            assert after.loads == n
+            for k in VERIFY_SIZES:
+                assert len(after.ratios[k]) == KEEP
+                assert (after.ratios[k] == before.ratios[k]) == (k not in due)      # only the timed ones rolled
+                assert after.ratios[k][:-1] == before.ratios[k][1:] or k not in due
+            for k, ratio in _ratios(pair).items():
+                assert ratio == pytest.approx(statistics.median(after.ratios[k]), rel=1e-3)
+            _, tokens, finish = run(pair, prompt_tokens(pair.target), GREEDY, max_tokens=8, drafter="lookup", auto=True)
+            assert tokens and finish.stats.n_tokens == len(tokens)
+    # other load options: another machine as far as timings go, timed afresh
+    with ModelPair.load(test_model_path, target_options=replace(OPTIONS, n_threads=1)):
+        assert timed_sizes[-1] == VERIFY_SIZES
+
+
+def test_a_failing_store_is_no_store(cache, test_model_path, timed_sizes, monkeypatch):
+    def broken(*args):
+        raise OSError("gone")
+
+    monkeypatch.setattr(calibration_store, "key", broken)
+    with ModelPair.load(test_model_path, target_options=OPTIONS) as pair:
+        assert timed_sizes[-1] == VERIFY_SIZES and set(_ratios(pair)) == set(VERIFY_SIZES)
+    assert not (cache / calibration_store.FILE).exists()
+
+
+def test_only_cpu_only_loads_are_remembered():
+    cpu_build = not machine.llama_build()["gpu_offload"]
+    assert calibration_store.rememberable(OPTIONS) == cpu_build
+    assert not calibration_store.rememberable(replace(OPTIONS, n_gpu_layers=99))
+    assert not calibration_store.rememberable(replace(OPTIONS, rpc_servers=("127.0.0.1:50052",)))
 
 
 def test_store_keys_keeps_and_survives_bad_files(cache, test_model_path, tmp_path):
     options = LoadOptions(n_threads=2, repack=False)
     key = calibration_store.key(test_model_path, options)
-    assert key != calibration_store.key(test_model_path, replace(options, n_threads=3))
-    assert key != calibration_store.key(test_model_path, replace(options, n_gpu_layers=99))
-    other = tmp_path / "copy.gguf"
-    other.write_bytes(b"GGUF" + b"\0" * 100)
-    assert key != calibration_store.key(str(other), options)
+    for other in (replace(options, n_threads=3), replace(options, n_batch=256), replace(options, repack=True)):
+        assert calibration_store.key(test_model_path, other) != key
+    assert calibration_store.key(test_model_path, replace(options, n_ctx=8192)) == key
+    copy = tmp_path / os.path.basename(test_model_path)
+    copy.write_bytes(b"GGUF" + b"\0" * 100)                      # same name, other size
+    assert calibration_store.key(str(copy), options) != key
 
-    for i in range(calibration_store.KEEP + 2):
-        assert calibration_store.remember(key, {2: 1.5 + i, 33: 10.0 + i}, "m.gguf")
-    loads = calibration_store.remembered(key)
-    assert [load[2] for load in loads] == [1.5 + i for i in range(2, calibration_store.KEEP + 2)]   # the newest
-    assert calibration_store.remembered("another") == []
+    for i in range(KEEP + 2):
+        assert calibration_store.remember(key, {2: 1.5 + i, 33: 10.0 + i} if i % 2 == 0 else {2: 1.5 + i}, "m.gguf")
+    known = calibration_store.remembered(key)
+    assert known.loads == KEEP + 2
+    assert known.ratios == {2: [1.5 + i for i in range(2, KEEP + 2)], 33: [10.0, 12.0, 14.0]}   # the newest of each
+    assert calibration_store.remembered("another") == Remembered()
 
     path = cache / calibration_store.FILE
     data = json.loads(path.read_text())
-    data["targets"][key]["loads"].append({"2": -1.0})                 # a damaged entry is skipped
+    data["targets"][key]["sizes"]["2"] += [-1.0, "x"]             # damaged values are skipped,
+    data["targets"][key]["sizes"]["33"].insert(0, 9.0)
+    data["targets"][key]["sizes"]["33"].append(float("inf"))
+    data["targets"][key]["sizes"]["1000"] = [2.0]                 # and so are sizes no round checks
     path.write_text(json.dumps(data))
-    assert len(calibration_store.remembered(key)) == calibration_store.KEEP
-    path.write_text("{ not json")                                      # a damaged file counts as empty
-    assert calibration_store.remembered(key) == []
-    assert calibration_store.remember(key, {2: 1.5})                   # and is replaced
-    assert calibration_store.remembered(key) == [{2: 1.5}]
+    assert calibration_store.remembered(key).ratios == known.ratios
+    path.write_text("{ not json")                                 # a damaged file counts as empty
+    assert calibration_store.remembered(key) == Remembered()
+    assert calibration_store.remember(key, {2: 1.5})              # and is replaced
+    assert calibration_store.remembered(key).ratios == {2: [1.5]}
+    path.write_text(json.dumps({"version": calibration_store.VERSION + 1, "targets": {}}))
+    assert calibration_store.remembered(key) == Remembered()      # a newer Tandem's file is not read
+    assert not calibration_store.remember(key, {2: 1.5})          # nor overwritten
+    assert json.loads(path.read_text())["version"] == calibration_store.VERSION + 1
 
 
 def test_an_unwritable_cache_loses_nothing_but_the_memory(tmp_path, monkeypatch):
@@ -95,5 +144,29 @@ def test_an_unwritable_cache_loses_nothing_but_the_memory(tmp_path, monkeypatch)
     blocker.write_text("")
     monkeypatch.setenv(repack.CACHE_DIR_ENV, str(blocker / "cache"))       # a folder under a file
     assert calibration_store.remember("k", {2: 1.5}) is False
-    assert calibration_store.remembered("k") == []
+    assert calibration_store.remembered("k") == Remembered()
     assert not os.path.exists(blocker / "cache")
+
+
+def test_sizes_due_roll_through_every_size():
+    full = Remembered(loads=0, ratios={k: [1.0] * KEEP for k in VERIFY_SIZES})
+    assert calibration.verify_batches_due(VERIFY_SIZES, Remembered()) == VERIFY_SIZES
+    assert calibration.verify_batches_due(VERIFY_SIZES, replace(full, ratios={**full.ratios, 9: [1.0]})) == (9,)
+    seen = [calibration.verify_batches_due(VERIFY_SIZES, replace(full, loads=n)) for n in range(len(VERIFY_SIZES))]
+    assert all(len(s) == RETIME_PER_LOAD for s in seen)
+    assert {k for s in seen for k in s} == set(VERIFY_SIZES)
+
+
+def test_replay_models_the_kth_load():
+    first = calibrated(_Clock(AVX2, 0.2, seed=3))
+    clock = _Clock(AVX2, 0.2, seed=3)                              # the same draws, taken by hand
+    assert first.verify_s[1] == clock.verify(1)
+    assert [first.verify_s[k] for k in VERIFY_SIZES] == [clock.verify(k) for k in VERIFY_SIZES]
+    third = calibrated(_Clock(AVX2, 0.2, seed=3), loads=5)
+    clock = _Clock(AVX2, 0.2, seed=3)
+    loads = []
+    for _ in range(KEEP):
+        single = clock.verify(1)
+        loads.append((single, {k: clock.verify(k) / single for k in VERIFY_SIZES}))
+    for k in VERIFY_SIZES:
+        assert third.verify_s[k] == pytest.approx(loads[-1][0] * np.median([r[k] for _, r in loads]))

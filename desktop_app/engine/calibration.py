@@ -2,33 +2,36 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from desktop_app.engine import backend
+from desktop_app.engine.calibration_store import KEEP, Remembered
 from desktop_app.engine.costs import CostModel
 
 VERIFY_SIZES = (2, 3, 4, 5, 8, 9, 16, 17, 33)
 PREFILL_TOKENS = 64
-REMEMBERED_ENOUGH = 3       # remembered loads (calibration_store) from which verify batches are not timed again
+RETIME_PER_LOAD = 2         # sizes timed again at each load once every size has KEEP remembered timings,
+                            # in turn, so that the remembered timings keep rolling
 
 
 def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.Context | None = None,
               steps: int = 5, verify_sizes: tuple[int, ...] = VERIFY_SIZES,
-              remembered: Sequence[Mapping[int, float]] = ()) -> dict[int, float]:
-    """Single-token passes of the target and the draft (the median of `steps` warm passes) and one
-    target pass over each verify batch size, logits read at every position as a verify pass reads
+              remembered: Remembered | None = None) -> dict[int, float]:
+    """Single-token passes of the target and the draft (the median of `steps` warm passes) and the
+    target's passes over each verify batch size, logits read at every position as a verify pass reads
     them, and a prompt pass of PREFILL_TOKENS through each (what auto's lazy catch-up will cost).
     Sizes on both sides of powers of two are timed, not interpolated: kernels work in tiles, and a
     batch of 16 can cost less than one of 15.
-    `remembered`: earlier loads' verify costs on this machine, each {batch size: seconds ÷ that
-    load's single-token pass} (calibration_store). Each size is priced at the median ratio over them
-    and this load's timing, times this load's single-token pass: one warm timing scatters by 10-40 %
-    on a shared machine. With REMEMBERED_ENOUGH of them the batches are not timed at all.
+    `remembered`: earlier loads' timings on this machine (calibration_store), each a ratio to its
+    load's single-token pass. One warm timing scatters by 10-40 % on a shared machine, so a size is
+    priced at the median of its last KEEP timings, times this load's single-token pass, and only the
+    sizes with fewer than KEEP are timed, or, once none has, RETIME_PER_LOAD of them in turn
+    (verify_batches_due). None: every size is timed and priced at this load's timing alone.
     These are the yardsticks for c, for predicted speed-ups and for auto mode; real rounds refine
-    them as they run. Both caches are left empty. Returns this load's ratios ({} where none were
-    timed), for calibration_store to keep."""
+    them as they run. Both caches are left empty. Returns this load's timings as ratios, for
+    calibration_store to keep."""
     timed: dict[int, float] = {}
     contexts = [("target", target_ctx)]
     if draft_ctx is not None:
@@ -48,26 +51,38 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
         _time_prefill(costs, name, ctx, start)
         if name == "target":
             costs.verify_s[1] = median
-            if len(remembered) < REMEMBERED_ENOUGH and median > 0:
-                timed = {k: s / median for k, s in _time_verify_batches(ctx, start, verify_sizes).items()}
-            loads = [*remembered, timed] if timed else list(remembered)
-            for k in sorted({k for load in loads for k in load} - {1}):
-                costs.verify_s[k] = median * float(np.median([load[k] for load in loads if k in load]))
+            fits = tuple(k for k in verify_sizes if len(ctx.tokens) + k <= ctx.n_ctx)
+            if fits and median > 0:
+                due = fits if remembered is None else verify_batches_due(fits, remembered)
+                timed = {k: s / median for k, s in _time_verify_batches(ctx, start, due).items()}
+            for k in fits:
+                known = remembered.ratios.get(k, []) if remembered is not None else []
+                values = [*known, timed[k]][-KEEP:] if k in timed else known
+                if values:
+                    costs.verify_s[k] = median * float(np.median(values))
         else:
             costs.draft_step_s[name] = median
         ctx.clear()
     return timed
 
 
-def _time_verify_batches(ctx: backend.Context, token: int, sizes: tuple[int, ...]) -> dict[int, float]:
-    """{batch size: seconds of its faster of two passes} for the sizes that fit in the context."""
-    out = {}
+def verify_batches_due(sizes: Sequence[int], remembered: Remembered) -> tuple[int, ...]:
+    """The sizes a load times: those with fewer than KEEP remembered timings, or, where none has,
+    RETIME_PER_LOAD of them, a different few at each load."""
+    short = tuple(k for k in sizes if len(remembered.ratios.get(k, ())) < KEEP)
+    if short or not sizes:
+        return short
+    first = remembered.loads * RETIME_PER_LOAD
+    return tuple(sorted({sizes[(first + i) % len(sizes)] for i in range(RETIME_PER_LOAD)}))
+
+
+def _time_verify_batches(ctx: backend.Context, token: int, sizes: Sequence[int]) -> dict[int, float]:
+    """{batch size: seconds of its faster of two passes}."""
     base = len(ctx.tokens)
+    out = {}
     for k in sizes:
-        if base + k > ctx.n_ctx:
-            break
         passes = []
-        for _ in range(2):                # the first pass of a new batch shape sets up buffers
+        for _ in range(2):
             t0 = time.perf_counter()
             ctx.eval([token] * k, logits="all")
             [int(np.argmax(ctx.logits(i))) for i in range(k)]

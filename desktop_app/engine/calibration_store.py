@@ -1,24 +1,29 @@
-"""Verify-pass timings remembered per machine and target model, so that later loads need not take them.
+"""Verify-pass timings remembered per machine and target model, so that a load need not take them all.
 
 Timing a verify pass of every batch size after loading (calibration.py) is most of a load on a slow
-CPU (11.8 s of 15.1 s for the demo target on a 2-core AVX2 machine), and one warm timing per size
-scatters by 10-40 % between loads on a shared machine, which moves auto mode's choices
-(docs/auto-mode.md, "Calibration noise"). So each load's timings are kept here as ratios to the
-single-token pass timed with them, and calibration prices each size at the median ratio of the loads
-remembered: the first few loads time every size, later ones only single-token passes.
+CPU (about 8 s of a 15.6 s load of the demo pair on a 2-core AVX2 machine), and one warm timing per
+size scatters by 10-40 % between loads on a shared machine, which moves auto mode's choices
+(docs/auto-mode.md, "Calibrations remembered across loads"). So the timings are kept here, each as a
+ratio to the single-token pass timed with it: the last KEEP of every batch size. calibration.py
+prices each size at their median and decides which sizes a load times.
 
 One file, `calibrations.json` in Tandem's cache folder (repack.cache_dir), keyed by the machine
-(machine.machine_key: CPU, its flags, the llama.cpp build), the target file (name and size) and the
-load options that change how fast it runs. Deleting the file makes the next loads time every size
-again. A file that cannot be read counts as empty; one that cannot be written is left as it is.
+(machine.machine_key: CPU, its flags, the llama.cpp build), the target file (name and size), the
+load options that change how fast it runs and the way sizes are timed (METHOD). Only loads that run
+on this CPU alone are remembered (`rememberable`): a GPU or an RPC server behind the same settings
+can change without the key changing, and there the timings are quick anyway. Deleting the file
+makes the next loads time every size again. A file that cannot be read counts as empty, one that
+cannot be written is left as it is; two processes writing at once may lose one load's timings.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from desktop_app import machine
@@ -27,55 +32,88 @@ from desktop_app.engine.repack import cache_dir
 from desktop_app.json_file import write_atomic
 
 FILE = "calibrations.json"
-KEEP = 3                       # loads remembered per key (calibration.REMEMBERED_ENOUGH of them stop the timing)
+VERSION = 1
+KEEP = 3                      # timings remembered per batch size
+METHOD = "min-of-2-warm"      # how calibration.py times a size; part of the key, so a new way starts afresh
+MAX_BATCH = 512               # larger sizes read back are damage, not timings
+
+
+@dataclass
+class Remembered:
+    """What earlier loads timed for one key."""
+
+    loads: int = 0                                               # loads that added timings
+    ratios: dict[int, list[float]] = field(default_factory=dict)  # batch size -> its last KEEP timings,
+                                                                  # oldest first, each ÷ a single-token pass
 
 
 def path() -> Path:
     return cache_dir() / FILE
 
 
+def rememberable(options: LoadOptions) -> bool:
+    """Whether a pair loaded with `options` runs on this CPU alone, so that the key says what it runs on."""
+    return options.n_gpu_layers == 0 and not options.rpc_servers and not machine.llama_build()["gpu_offload"]
+
+
 def key(model_path: str, options: LoadOptions) -> str:
     """What a verify pass's cost depends on: this machine and build, the target file, how it runs."""
     facts = {"machine": machine.machine_key(), "model": os.path.basename(model_path),
-             "bytes": os.path.getsize(model_path), "gpu_layers": options.n_gpu_layers,
-             "threads": options.n_threads, "batch": options.n_batch, "repack": options.repack,
-             "rpc": list(options.rpc_servers)}
+             "bytes": os.path.getsize(model_path), "threads": options.n_threads, "batch": options.n_batch,
+             "repack": options.repack, "method": METHOD}
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _read() -> dict:
+def _read() -> dict | None:
+    """The file's contents; {} where it is missing or damaged, None where a newer Tandem wrote it."""
     try:
         data = json.loads(path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {"version": 1, "targets": {}}
+    except (OSError, ValueError, RecursionError):
+        return {}
     if not isinstance(data, dict) or not isinstance(data.get("targets"), dict):
-        return {"version": 1, "targets": {}}
+        return {}
+    version = data.get("version")
+    if version != VERSION:
+        return None if isinstance(version, int) and version > VERSION else {}
     return data
 
 
-def remembered(key: str) -> list[dict[int, float]]:
-    """The remembered loads for `key`, oldest first: {batch size: seconds ÷ a single-token pass's}."""
-    entry = _read()["targets"].get(key)
-    loads = entry.get("loads") if isinstance(entry, dict) else None
-    out = []
-    for load in loads if isinstance(loads, list) else []:
+def _valid(k, v) -> bool:
+    return isinstance(k, int) and 2 <= k <= MAX_BATCH and isinstance(v, float) and math.isfinite(v) and v > 0
+
+
+def remembered(key: str) -> Remembered:
+    """The timings remembered for `key` (none where the file or the entry is missing or damaged)."""
+    entry = (_read() or {}).get("targets", {}).get(key)
+    if not isinstance(entry, dict) or not isinstance(entry.get("sizes"), dict):
+        return Remembered()
+    out = Remembered(loads=entry["loads"] if isinstance(entry.get("loads"), int) else 0)
+    for k, values in entry["sizes"].items():
         try:
-            ratios = {int(k): float(v) for k, v in load.items()}
-        except (AttributeError, TypeError, ValueError):
+            k = int(k)
+        except ValueError:
             continue
-        if ratios and all(v > 0 for v in ratios.values()):
-            out.append(ratios)
-    return out[-KEEP:]
+        values = [float(v) for v in values if isinstance(v, (int, float)) and _valid(k, float(v))] \
+            if isinstance(values, list) else []
+        if values:
+            out.ratios[k] = values[-KEEP:]
+    return out
 
 
 def remember(key: str, ratios: Mapping[int, float], model_name: str = "") -> bool:
-    """Add one load's ratios to `key`'s (the oldest beyond KEEP are dropped). False where the file
-    could not be written."""
+    """Add one load's timings ({batch size: seconds ÷ its single-token pass}) to `key`'s; each size
+    keeps its last KEEP. False where the file could not be written (or a newer Tandem owns it)."""
     data = _read()
-    loads = [*remembered(key), {int(k): round(float(v), 4) for k, v in ratios.items()}][-KEEP:]
-    data["version"] = 1
+    if data is None:
+        return False
+    data = data or {"version": VERSION, "targets": {}}
+    known = remembered(key)
+    for k, v in ratios.items():
+        if _valid(int(k), float(v)):
+            known.ratios[int(k)] = [*known.ratios.get(int(k), []), round(float(v), 4)][-KEEP:]
     data["targets"][key] = {"model": model_name, "updated": time.strftime("%Y-%m-%d %H:%M:%S"),
-                            "loads": [{str(k): v for k, v in sorted(load.items())} for load in loads]}
+                            "loads": known.loads + 1,
+                            "sizes": {str(k): v for k, v in sorted(known.ratios.items())}}
     try:
         write_atomic(path(), data, indent=1)
     except OSError:

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Generator, Iterator, Mapping, NamedTuple, Sequence
+from typing import Generator, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
 from desktop_app.engine import backend, rejection
 from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX, PLAIN, AutoPolicy, Choice, Copy, ModelOption
 from desktop_app.engine.calibration import VERIFY_SIZES, calibrate
+from desktop_app.engine.calibration_store import Remembered
 from desktop_app.engine.costs import CostModel
 from desktop_app.engine.drafters import Drafter, ModelDrafter, NoDrafter, PromptLookupDrafter, Proposal
 from desktop_app.engine.events import FinishEvent, RoundEvent, StopReason, TokenEvent, TokenKind
@@ -102,9 +103,9 @@ class SpeculativeDecoder:
             self.drafters["model"] = ModelDrafter(draft_ctx, target_ctx.n_vocab)
 
     def calibrate(self, steps: int = 5, verify_sizes: tuple[int, ...] = VERIFY_SIZES,
-                  remembered: Sequence[Mapping[int, float]] = ()) -> dict[int, float]:
+                  remembered: Remembered | None = None) -> dict[int, float]:
         """Time the passes every prediction rests on, once, after loading (see calibration.calibrate:
-        `remembered` are earlier loads' verify costs; returns this load's)."""
+        `remembered` are earlier loads' verify timings; returns this load's)."""
         draft = self.drafters.get("model")
         return calibrate(self.costs, self.target_ctx, draft.ctx if draft else None, steps, verify_sizes, remembered)
 

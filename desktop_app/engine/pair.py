@@ -86,13 +86,26 @@ class ModelPair:
         pair = cls(target, target_ctx, draft, draft_ctx, repack)
         if progress:
             progress("measuring", 1.0)
-        store_key = calibration_store.key(target_path, target_options)
-        timed = pair.decoder.calibrate(remembered=calibration_store.remembered(store_key))
-        if timed:
-            calibration_store.remember(store_key, timed, os.path.basename(target_path))
+        try:
+            pair._calibrate(target_path, target_options)
+        except BaseException:
+            pair.close()
+            raise
         if progress:
             progress("ready", 1.0)
         return pair
+
+    def _calibrate(self, target_path: str, options: LoadOptions) -> None:
+        """Time the passes auto mode and the predictions rest on, with what earlier loads of this target
+        on this machine timed (calibration_store); a store that fails is no store."""
+        try:
+            store_key = calibration_store.key(target_path, options) if calibration_store.rememberable(options) else None
+            remembered = calibration_store.remembered(store_key) if store_key else None
+        except Exception:                      # (a file gone since loading, a damaged machine probe)
+            store_key = remembered = None
+        timed = self.decoder.calibrate(remembered=remembered)
+        if store_key and timed:
+            calibration_store.remember(store_key, timed, os.path.basename(target_path))
 
     @property
     def n_ctx(self) -> int:

@@ -21,7 +21,8 @@ import numpy as np
 
 from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX, AutoPolicy, Copy, ModelOption
 from desktop_app.engine.auto_policy import PLAIN as PLAIN_CHOICE
-from desktop_app.engine.calibration import REMEMBERED_ENOUGH, VERIFY_SIZES
+from desktop_app.engine.calibration import VERIFY_SIZES
+from desktop_app.engine.calibration_store import KEEP
 from desktop_app.engine.cost_profiles import CostProfile
 from desktop_app.engine.costs import CostModel
 from desktop_app.engine.drafters import PromptLookupDrafter
@@ -114,10 +115,11 @@ class _Clock:
 
 
 def calibrated(clock: _Clock, loads: int = 1) -> CostModel:
-    """What the app's calibration at load would measure on this profile (calibration.py), at the
-    `loads`-th load on the machine: each size priced at the median of that many loads' ratios to their
-    single-token pass (calibration_store; from calibration.REMEMBERED_ENOUGH on, no more are timed)."""
-    earlier = [_timed_ratios(clock) for _ in range(min(loads, REMEMBERED_ENOUGH) - 1)]
+    """What the app's calibration would measure on this profile (calibration.py) at the `loads`-th
+    load on the machine: each size priced at the median of its last calibration_store.KEEP timings,
+    each a ratio to its load's single-token pass. (Which load timed which size is not modelled: from
+    the KEEP-th load on, every size is priced as at the KEEP-th.)"""
+    earlier = [_timed_ratios(clock) for _ in range(min(loads, KEEP) - 1)]
     costs = CostModel()
     costs.verify_s[1] = clock.verify(1)
     for k in VERIFY_SIZES:

@@ -103,6 +103,12 @@ def _repack(no_repack: bool, probe: bool, reprobe: bool) -> dict:
                           "window_setting": _window_setting()}}
 
 
+def _speed_timings() -> dict:
+    from desktop_app.engine import calibration_store
+
+    return {"file": str(calibration_store.path()), "targets": calibration_store.summary()}
+
+
 def _failed(exc: BaseException) -> dict:
     return {"error": f"{type(exc).__name__}: {exc}"}
 
@@ -116,7 +122,7 @@ def gather(no_repack: bool = False, probe: bool = True, reprobe: bool = False) -
                               "machine": platform.machine(), "description": platform.platform()},
                  "packages": _packages()}
     for name, collect in (("cpu", _cpu), ("llama_cpp", _llama), ("repack", lambda: _repack(no_repack, probe, reprobe)),
-                          ("folders", _folders)):
+                          ("folders", _folders), ("speed_timings", _speed_timings)):
         try:
             doc[name] = collect()
         except Exception as exc:  # a broken llama.cpp install is exactly what a report must show
@@ -191,4 +197,11 @@ def format_text(doc: dict) -> str:
         width = max((len(k) for k in folders), default=0)
         for name, f in folders.items():
             lines.append(f"  {name:<{width}}  {f['path']}  ({'' if f['exists'] else 'missing; '}{_size(f['free_bytes'])})")
+    timings = doc.get("speed_timings", {})
+    if "error" in timings:
+        lines.append(f"Speed timings: unknown: {timings['error']}")
+    elif timings:
+        remembered = [f"{t['model']} ({t['loads']} loads, last {t['updated']})" for t in timings.get("targets", [])]
+        lines.append("Speed timings: " + ("remembered for " + ", ".join(remembered) if remembered else "none remembered")
+                     + f" in {timings['file']} (delete it to measure afresh)")
     return "\n".join(lines)

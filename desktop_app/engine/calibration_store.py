@@ -100,6 +100,13 @@ def remembered(key: str) -> Remembered:
     return out
 
 
+def summary() -> list[dict]:
+    """Every remembered target, for `tandem doctor`: model file name, loads that added timings, when."""
+    targets = (_read() or {}).get("targets", {})
+    return [{"model": e.get("model", ""), "loads": e.get("loads", 0), "updated": e.get("updated", "")}
+            for e in targets.values() if isinstance(e, dict)]
+
+
 def remember(key: str, ratios: Mapping[int, float], model_name: str = "") -> bool:
     """Add one load's timings ({batch size: seconds ÷ its single-token pass}) to `key`'s; each size
     keeps its last KEEP. False where the file could not be written (or a newer Tandem owns it)."""

@@ -106,7 +106,8 @@ def _repack(no_repack: bool, probe: bool, reprobe: bool) -> dict:
 def _speed_timings() -> dict:
     from desktop_app.engine import calibration_store
 
-    return {"file": str(calibration_store.path()), "targets": calibration_store.summary()}
+    state, targets = calibration_store.summary()
+    return {"file": str(calibration_store.path()), "state": state, "targets": targets}
 
 
 def _failed(exc: BaseException) -> dict:
@@ -201,7 +202,14 @@ def format_text(doc: dict) -> str:
     if "error" in timings:
         lines.append(f"Speed timings: unknown: {timings['error']}")
     elif timings:
-        remembered = [f"{t['model']} ({t['loads']} loads, last {t['updated']})" for t in timings.get("targets", [])]
-        lines.append("Speed timings: " + ("remembered for " + ", ".join(remembered) if remembered else "none remembered")
-                     + f" in {timings['file']} (delete it to measure afresh)")
+        targets = timings.get("targets", [])
+        remembered = [f"{t['model']} ({t['loads']} loads, last {t['updated']})" for t in targets[:3]]
+        more = f" and {len(targets) - 3} more" if len(targets) > 3 else ""
+        state = timings.get("state")
+        lines.append("Speed timings: " + {
+            "missing": "none remembered yet",
+            "damaged": f"{timings['file']} is damaged; the next load replaces it",
+            "newer": f"{timings['file']} was written by a newer Tandem; not used (delete it to measure here)",
+        }.get(state, ("remembered for " + ", ".join(remembered) + more if remembered else "none remembered")
+              + f" in {timings['file']} (delete it to measure afresh)"))
     return "\n".join(lines)

@@ -127,8 +127,13 @@ def test_store_keys_keeps_and_survives_bad_files(cache, test_model_path, tmp_pat
     data["targets"][key]["sizes"]["33"].insert(0, 9.0)
     data["targets"][key]["sizes"]["33"].append(float("inf"))
     data["targets"][key]["sizes"]["1000"] = [2.0]                 # and so are sizes no round checks
-    path.write_text(json.dumps(data))
+    path.write_text(json.dumps(data).replace('"x"', '"x", true, 1' + "0" * 400))   # (a number no float holds)
     assert calibration_store.remembered(key).ratios == known.ratios
+    assert calibration_store.remember(key, {2: 9.0}) and calibration_store.remembered(key).ratios[2][-1] == 9.0
+    for i in range(calibration_store.TARGETS_KEPT + 3):            # the least recently updated keys go
+        assert calibration_store.remember(f"other {i}", {2: 1.5})
+    kept = json.loads(path.read_text())["targets"]
+    assert len(kept) == calibration_store.TARGETS_KEPT and f"other {calibration_store.TARGETS_KEPT + 2}" in kept
     path.write_text("{ not json")                                 # a damaged file counts as empty
     assert calibration_store.remembered(key) == Remembered()
     assert calibration_store.remember(key, {2: 1.5})              # and is replaced

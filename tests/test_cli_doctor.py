@@ -69,7 +69,8 @@ def test_doctor_json_reports_every_section(env, tmp_path):
     assert folders["cache"]["path"] == str(tmp_path / "cache") and folders["cache"]["exists"] is True
     for f in folders.values():
         assert isinstance(f["free_bytes"], int) and f["free_bytes"] > 0
-    assert doc["speed_timings"] == {"file": str(tmp_path / "cache" / "calibrations.json"), "targets": []}
+    assert doc["speed_timings"] == {"file": str(tmp_path / "cache" / "calibrations.json"), "state": "missing",
+                                    "targets": []}
 
     # A second run finds the verdict; --no-repack and the window setting are reported as overrides.
     (tmp_path / "config").mkdir()
@@ -87,7 +88,7 @@ def test_doctor_no_probe_says_not_probed(env, tmp_path):
     assert not (tmp_path / "cache" / "repack.json").exists()
     text = doctor(env, "--no-probe")
     assert "Weight repacking: not probed" in text
-    assert "Speed timings: none remembered in " in text
+    assert "Speed timings: none remembered yet" in text
 
 
 def test_doctor_names_the_remembered_speed_timings(env, tmp_path, monkeypatch):
@@ -96,10 +97,18 @@ def test_doctor_names_the_remembered_speed_timings(env, tmp_path, monkeypatch):
     monkeypatch.setenv("TANDEM_CACHE_DIR", env["TANDEM_CACHE_DIR"])
     assert calibration_store.remember("k", {2: 1.5}, "target.gguf")
     assert calibration_store.remember("k", {2: 1.6}, "target.gguf")
-    text = doctor(env, "--no-probe")
-    line = next(line for line in text.splitlines() if line.startswith("Speed timings: "))
-    assert line.startswith("Speed timings: remembered for target.gguf (2 loads, last ")
-    assert str(tmp_path / "cache" / "calibrations.json") in line
+    path = tmp_path / "cache" / "calibrations.json"
+
+    def line():
+        text = doctor(env, "--no-probe")
+        return next(line for line in text.splitlines() if line.startswith("Speed timings: "))
+
+    assert line().startswith("Speed timings: remembered for target.gguf (2 loads, last ")
+    assert str(path) in line()
+    path.write_text("{ damaged")
+    assert line() == f"Speed timings: {path} is damaged; the next load replaces it"
+    path.write_text(json.dumps({"version": 99, "targets": {}}))
+    assert line() == f"Speed timings: {path} was written by a newer Tandem; not used (delete it to measure here)"
 
 
 def test_doctor_text_is_compact_and_complete(env):

@@ -51,8 +51,8 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
         _time_prefill(costs, name, ctx, start)
         if name == "target":
             costs.verify_s[1] = median
-            fits = tuple(k for k in verify_sizes if len(ctx.tokens) + k <= ctx.n_ctx)
-            if fits and median > 0:
+            fits = tuple(k for k in verify_sizes if len(ctx.tokens) + k <= ctx.n_ctx) if median > 0 else ()
+            if fits:
                 due = fits if remembered is None else verify_batches_due(fits, remembered)
                 timed = {k: s / median for k, s in _time_verify_batches(ctx, start, due).items()}
             for k in fits:

@@ -36,6 +36,7 @@ VERSION = 1
 KEEP = 3                      # timings remembered per batch size
 METHOD = "min-of-2-warm"      # how calibration.py times a size; part of the key, so a new way starts afresh
 MAX_BATCH = 512               # larger sizes read back are damage, not timings
+TARGETS_KEPT = 16             # keys kept (each llama.cpp upgrade or new thread count starts another)
 
 
 @dataclass
@@ -64,63 +65,79 @@ def key(model_path: str, options: LoadOptions) -> str:
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _read() -> dict | None:
-    """The file's contents; {} where it is missing or damaged, None where a newer Tandem wrote it."""
+MISSING, DAMAGED, NEWER, OK = "missing", "damaged", "newer", "ok"
+
+
+def _read() -> tuple[str, dict]:
+    """(state, contents): MISSING or DAMAGED (contents empty: the next load replaces it), NEWER (a
+    newer Tandem wrote it: not read, not overwritten) or OK."""
     try:
         data = json.loads(path().read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return MISSING, {}
     except (OSError, ValueError, RecursionError):
-        return {}
+        return DAMAGED, {}
     if not isinstance(data, dict) or not isinstance(data.get("targets"), dict):
-        return {}
+        return DAMAGED, {}
     version = data.get("version")
     if version != VERSION:
-        return None if isinstance(version, int) and version > VERSION else {}
-    return data
+        return (NEWER if isinstance(version, int) and version > VERSION else DAMAGED), {}
+    return OK, data
 
 
-def _valid(k, v) -> bool:
-    return isinstance(k, int) and 2 <= k <= MAX_BATCH and isinstance(v, float) and math.isfinite(v) and v > 0
+def _ratio(k: int, v) -> float | None:
+    """A remembered ratio read back, or None where it cannot be one."""
+    if type(v) not in (int, float) or not 2 <= k <= MAX_BATCH:
+        return None
+    try:
+        v = float(v)
+    except OverflowError:
+        return None
+    return v if math.isfinite(v) and v > 0 else None
 
 
 def remembered(key: str) -> Remembered:
     """The timings remembered for `key` (none where the file or the entry is missing or damaged)."""
-    entry = (_read() or {}).get("targets", {}).get(key)
+    entry = _read()[1].get("targets", {}).get(key)
     if not isinstance(entry, dict) or not isinstance(entry.get("sizes"), dict):
         return Remembered()
-    out = Remembered(loads=entry["loads"] if isinstance(entry.get("loads"), int) else 0)
+    out = Remembered(loads=entry["loads"] if type(entry.get("loads")) is int else 0)
     for k, values in entry["sizes"].items():
         try:
             k = int(k)
         except ValueError:
             continue
-        values = [float(v) for v in values if isinstance(v, (int, float)) and _valid(k, float(v))] \
-            if isinstance(values, list) else []
+        values = [r for r in (_ratio(k, v) for v in values) if r is not None] if isinstance(values, list) else []
         if values:
             out.ratios[k] = values[-KEEP:]
     return out
 
 
-def summary() -> list[dict]:
-    """Every remembered target, for `tandem doctor`: model file name, loads that added timings, when."""
-    targets = (_read() or {}).get("targets", {})
-    return [{"model": e.get("model", ""), "loads": e.get("loads", 0), "updated": e.get("updated", "")}
-            for e in targets.values() if isinstance(e, dict)]
+def summary() -> tuple[str, list[dict]]:
+    """For `tandem doctor`: the file's state (MISSING, DAMAGED, NEWER, OK) and every remembered target
+    (model file name, loads that added timings, when), the latest first."""
+    state, data = _read()
+    return state, [{"model": e.get("model", ""), "loads": e.get("loads", 0), "updated": e.get("updated", "")}
+                   for e in reversed(list(data.get("targets", {}).values())) if isinstance(e, dict)]
 
 
 def remember(key: str, ratios: Mapping[int, float], model_name: str = "") -> bool:
     """Add one load's timings ({batch size: seconds ÷ its single-token pass}) to `key`'s; each size
     keeps its last KEEP. False where the file could not be written (or a newer Tandem owns it)."""
-    data = _read()
-    if data is None:
+    state, data = _read()
+    if state == NEWER:
         return False
     data = data or {"version": VERSION, "targets": {}}
     known = remembered(key)
     for k, v in ratios.items():
-        if _valid(int(k), float(v)):
-            known.ratios[int(k)] = [*known.ratios.get(int(k), []), round(float(v), 4)][-KEEP:]
+        r = _ratio(int(k), float(v))
+        if r is not None:
+            known.ratios[int(k)] = [*known.ratios.get(int(k), []), round(r, 4)][-KEEP:]
+    # The file keeps its keys oldest first: this one goes last, and beyond TARGETS_KEPT the oldest go.
+    others = [(k, e) for k, e in data["targets"].items() if k != key and isinstance(e, dict)]
+    data["targets"] = dict(others[max(0, len(others) - (TARGETS_KEPT - 1)):])
     data["targets"][key] = {"model": model_name, "updated": time.strftime("%Y-%m-%d %H:%M:%S"),
-                            "loads": known.loads + 1,
-                            "sizes": {str(k): v for k, v in sorted(known.ratios.items())}}
+                            "loads": known.loads + 1, "sizes": {str(k): v for k, v in sorted(known.ratios.items())}}
     try:
         write_atomic(path(), data, indent=1)
     except OSError:

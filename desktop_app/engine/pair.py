@@ -105,7 +105,10 @@ class ModelPair:
             store_key = remembered = None
         timed = self.decoder.calibrate(remembered=remembered)
         if store_key and timed:
-            calibration_store.remember(store_key, timed, os.path.basename(target_path))
+            try:
+                calibration_store.remember(store_key, timed, os.path.basename(target_path))
+            except Exception:                  # (a file another process damaged meanwhile) not worth a load
+                pass
 
     @property
     def n_ctx(self) -> int:

@@ -57,13 +57,19 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
                 timed = {k: s / median for k, s in _time_verify_batches(ctx, start, due).items()}
             for k in fits:
                 known = remembered.ratios.get(k, []) if remembered is not None else []
-                values = [*known, timed[k]][-KEEP:] if k in timed else known
+                values = [*known, timed[k]] if k in timed else known
                 if values:
-                    costs.verify_s[k] = median * float(np.median(values))
+                    costs.verify_s[k] = price(median, values)
         else:
             costs.draft_step_s[name] = median
         ctx.clear()
     return timed
+
+
+def price(single_s: float, ratios: Sequence[float]) -> float:
+    """Seconds of a verify pass: this load's single-token pass times the median of the size's last
+    KEEP timings, each a ratio to the single-token pass of its own load."""
+    return single_s * float(np.median(ratios[-KEEP:]))
 
 
 def verify_batches_due(sizes: Sequence[int], remembered: Remembered) -> tuple[int, ...]:

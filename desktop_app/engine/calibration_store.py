@@ -98,7 +98,11 @@ def _ratio(k: int, v) -> float | None:
 
 def remembered(key: str) -> Remembered:
     """The timings remembered for `key` (none where the file or the entry is missing or damaged)."""
-    entry = _read()[1].get("targets", {}).get(key)
+    return _parse(_read()[1], key)
+
+
+def _parse(data: dict, key: str) -> Remembered:
+    entry = data.get("targets", {}).get(key)
     if not isinstance(entry, dict) or not isinstance(entry.get("sizes"), dict):
         return Remembered()
     out = Remembered(loads=entry["loads"] if type(entry.get("loads")) is int else 0)
@@ -128,7 +132,7 @@ def remember(key: str, ratios: Mapping[int, float], model_name: str = "") -> boo
     if state == NEWER:
         return False
     data = data or {"version": VERSION, "targets": {}}
-    known = remembered(key)
+    known = _parse(data, key)
     for k, v in ratios.items():
         r = _ratio(int(k), float(v))
         if r is not None:

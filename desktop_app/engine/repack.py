@@ -169,10 +169,6 @@ def _read_verdicts(path: Path) -> dict:
         return {"machines": {}}
 
 
-def _write_verdicts(path: Path, data: dict) -> None:
-    write_atomic(path, data)
-
-
 def remembered(key: str | None = None) -> dict | None:
     """The remembered verdict for this machine and build, or None."""
     record = _read_verdicts(verdicts_path())["machines"].get(key or machine.machine_key())
@@ -184,7 +180,7 @@ def forget() -> None:
     path = verdicts_path()
     data = _read_verdicts(path)
     if data["machines"].pop(machine.machine_key(), None) is not None:
-        _write_verdicts(path, data)
+        write_atomic(path, data)
     _unsaved.clear()
 
 
@@ -200,7 +196,7 @@ def _remember(key: str, record: dict) -> bool:
     data["version"] = 1
     data["machines"][key] = record
     try:
-        _write_verdicts(path, data)
+        write_atomic(path, data)
         return True
     except OSError:
         return False

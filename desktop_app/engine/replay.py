@@ -21,7 +21,7 @@ import numpy as np
 
 from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX, AutoPolicy, Copy, ModelOption
 from desktop_app.engine.auto_policy import PLAIN as PLAIN_CHOICE
-from desktop_app.engine.calibration import VERIFY_SIZES
+from desktop_app.engine.calibration import VERIFY_SIZES, price
 from desktop_app.engine.calibration_store import KEEP
 from desktop_app.engine.cost_profiles import CostProfile
 from desktop_app.engine.costs import CostModel
@@ -127,7 +127,7 @@ def calibrated(clock: _Clock, loads: int = 1) -> CostModel:
     if earlier:
         now = {k: costs.verify_s[k] / costs.verify_s[1] for k in VERIFY_SIZES}
         for k in VERIFY_SIZES:
-            costs.verify_s[k] = costs.verify_s[1] * float(np.median([r[k] for r in [*earlier, now]]))
+            costs.verify_s[k] = price(costs.verify_s[1], [r[k] for r in [*earlier, now]])
     costs.draft_step_s["model"] = clock.steps(1)
     for model in ("target", "model"):
         costs.prefill_s[model] = clock.prefill(model, 64) / 64

@@ -2,7 +2,9 @@
 import numpy as np
 import pytest
 
-from desktop_app.engine.costs import CostModel, expected_tokens, formula_speedup
+from desktop_app.engine.costs import CostModel, expected_tokens
+from desktop_app.engine.events import RoundEvent
+from desktop_app.engine.metrics import StatsRecorder
 from desktop_app.engine.drafters import PromptLookupDrafter
 from desktop_app.engine.sampling import GREEDY
 
@@ -32,7 +34,51 @@ def test_expected_tokens_formula():
     assert expected_tokens(0.0, 4) == 1.0
     assert expected_tokens(1.0, 4) == 5.0
     assert abs(expected_tokens(0.5, 2) - 1.75) < 1e-12
-    assert abs(formula_speedup(0.8, 4, 0.1) - expected_tokens(0.8, 4) / 1.4) < 1e-12
+
+
+def _round(drafter: str, gamma: int, kept: int, draft_s: float, verify_s: float) -> RoundEvent:
+    return RoundEvent(index=0, drafter=drafter, drafted=tuple(range(gamma)), drafted_text=("x",) * gamma,
+                      q=(1.0,) * gamma, p=(1.0,) * gamma, accepted=kept, emitted=tuple(range(kept + 1)),
+                      emitted_text=("x",) * (kept + 1), kinds=(), target_top=(), t_draft_s=draft_s,
+                      t_verify_s=verify_s, t_round_s=draft_s + verify_s, n_past=10)
+
+
+def _predicted(rounds, costs: CostModel):
+    rec = StatsRecorder(10, 10)
+    for r, steps in rounds:
+        rec.add_round(r, steps)
+    s = rec.finish(sum(r.accepted + 1 for r, _ in rounds), 10.0, 0.0, 0.1, "max_tokens", costs)
+    return s.predicted_speedup, s.predicted_speedup_measured
+
+
+def test_predicted_speedup_is_the_papers_formula_when_every_round_drafts_the_same():
+    costs = CostModel(verify_s={1: 0.040, 5: 0.100})
+    # draft model, γ 4: three rounds kept 4, 2, 3 (two rejections, α = 9 / 11); a step 10 ms, c = 0.25
+    rounds = [(_round("model", 4, k, 0.040, 0.100), 4) for k in (4, 2, 3)] + [(_round("none", 0, 0, 0.0, 0.040), 0)]
+    flat, measured = _predicted(rounds[:3], CostModel(verify_s={1: 0.040, 5: 0.100}))
+    alpha = 9 / 11
+    assert abs(flat - expected_tokens(alpha, 4) / (1 + 4 * 0.25)) < 1e-9
+    assert abs(measured - expected_tokens(alpha, 4) * 0.040 / (4 * 0.010 + 0.100)) < 1e-9
+    # a plain round among them counts as what it was: one token for one single-token pass
+    flat, measured = _predicted(rounds, costs)
+    e = expected_tokens(alpha, 4)
+    assert abs(flat - (3 * e + 1) / (3 * 2.0 + 1)) < 1e-9
+    assert abs(measured - (3 * e + 1) * 0.040 / (3 * 0.140 + 0.040)) < 1e-9
+
+
+def test_predicted_speedup_of_mixed_rounds_prices_each_as_it_ran():
+    # auto mode: 6 plain rounds, two 15-token copies (kept 15 and 5) and one 3-token copy (kept 3);
+    # copies cost no draft step. Before, such a reply was predicted as if every round had drafted the
+    # mean γ (11) at the pooled α, with no plain rounds: 1.06x where 1.26x was measured.
+    costs = CostModel(verify_s={1: 0.060, 4: 0.150, 16: 0.500})
+    rounds = ([(_round("none", 0, 0, 0.0001, 0.060), 0)] * 6
+              + [(_round("lookup", 15, 15, 0.0001, 0.5), 0), (_round("lookup", 15, 5, 0.0001, 0.5), 0),
+                 (_round("lookup", 3, 3, 0.0001, 0.15), 0)])
+    flat, measured = _predicted(rounds, costs)
+    alpha = 23 / 24
+    tokens = 6 + 2 * expected_tokens(alpha, 15) + expected_tokens(alpha, 3)
+    assert abs(flat - tokens / 9) < 1e-9                               # the flat formula: every round one pass
+    assert abs(measured - tokens * 0.060 / (6 * 0.060 + 2 * 0.5 + 0.15)) < 1e-9
 
 
 def _costs(verify_ms: dict) -> CostModel:

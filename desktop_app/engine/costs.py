@@ -26,23 +26,33 @@ def round_rate(alpha: float, gamma: int, step_s: float, verify_s: float | None) 
     """Expected tokens per second of a round that drafts γ tokens at step_s seconds each and checks
     them in one verify pass of verify_s seconds (over γ+1 tokens): E(α, γ) / (γ·step + verify).
     γ = 0 is a plain step: 1 / verify_s. 0.0 when the round's cost is not known.
-    The predicted speed-ups a reply reports and the "Does it pay?" curve rest on this; auto mode
-    (auto_policy.py) uses the same quotient with acceptance that depends on position."""
+    The "Does it pay?" curve rests on this, and a reply's predicted speed-up (metrics.py) on the same
+    quotient summed over the reply's rounds; auto mode (auto_policy.py) uses it with acceptance that
+    depends on position."""
     if verify_s is None:
         return 0.0
     cost = gamma * step_s + verify_s
     return expected_tokens(alpha, gamma) / cost if cost > 0.0 else 0.0
 
 
+def reply_speedup(rounds: Iterable[tuple[int, float, int, float, float | None]],
+                  plain_step_s: float) -> float | None:
+    """The speed-up over plain decoding (one token per plain_step_s) of a reply made of `rounds`, each
+    (how many, α, γ, step_s, verify_s): E(α, γ) tokens for γ·step + verify seconds apiece, round_rate's
+    terms summed over the reply. A plain round is (n, 0, 0, 0, single pass). None where a verify cost
+    is not known."""
+    tokens = seconds = 0.0
+    for n, alpha, gamma, step_s, verify_s in rounds:
+        if verify_s is None:
+            return None
+        tokens += n * expected_tokens(alpha, gamma)
+        seconds += n * (gamma * step_s + verify_s)
+    return tokens * plain_step_s / seconds if seconds > 0 else None
+
+
 def speedup(rate: float, plain_step_s: float) -> float:
     """A rate in tokens per second relative to plain decoding's, one token per plain_step_s."""
     return rate * plain_step_s
-
-
-def formula_speedup(alpha: float, gamma: float, c: float) -> float:
-    """The paper's speed-up estimate: E(α, γ) / (1 + γc), verify cost taken as one target pass."""
-    g = max(0, round(gamma))
-    return expected_tokens(alpha, g) / (1.0 + gamma * c)
 
 
 def speedup_curve(alpha: float, draft_step_s: float, verify_s_by_batch: Mapping[int, float],

@@ -129,7 +129,9 @@ class GenerationStats:
     t_draft_step_s: float | None = None    # mean time of one draft step
     t_target_step_s: float | None = None   # mean time of one single-token target pass
     c: float | None = None            # draft step cost relative to a single target pass
-    predicted_speedup: float | None = None          # (1-α^(γ+1)) / ((1-α)(1+γc)), the paper's formula
+    predicted_speedup: float | None = None          # the paper's formula over this reply's rounds: each
+                                                    # drafting round E(α, γ) tokens for 1 + γc passes,
+                                                    # each plain one 1 for 1 (metrics.py)
     predicted_speedup_measured: float | None = None  # same, with the measured cost of verify batches
     stop_reason: str = ""
     remote: str = ""                  # "llama-server": rounds rebuilt from its timings (no split, no costs)

@@ -1,7 +1,9 @@
 """Accumulating a generation's rounds into GenerationStats."""
 from __future__ import annotations
 
-from desktop_app.engine.costs import CostModel, formula_speedup, round_rate, speedup
+from collections import Counter
+
+from desktop_app.engine.costs import CostModel, reply_speedup
 from desktop_app.engine.events import GenerationStats, RoundEvent
 
 
@@ -17,6 +19,11 @@ class StatsRecorder:
                                               # for a copy even in rounds that then draft nothing)
         self._rejections = 0
         self._draft_rounds = 0
+        self._drafting: Counter[tuple[str, int]] = Counter()   # (drafter, γ) -> rounds that drafted
+        self._kept_by: Counter[str] = Counter()                 # drafter -> drafts kept, rejections,
+        self._rejected_by: Counter[str] = Counter()             # draft steps and drafting seconds
+        self._steps_by: Counter[str] = Counter()
+        self._draft_s_by: Counter[str] = Counter()
 
     def add_round(self, r: RoundEvent, n_draft_steps: int) -> None:
         s = self.stats
@@ -31,6 +38,11 @@ class StatsRecorder:
             self._draft_steps += n_draft_steps
             if r.accepted < r.gamma:
                 self._rejections += 1
+                self._rejected_by[r.drafter] += 1
+            self._drafting[r.drafter, r.gamma] += 1
+            self._kept_by[r.drafter] += r.accepted
+            self._steps_by[r.drafter] += n_draft_steps
+            self._draft_s_by[r.drafter] += r.t_draft_s
             while len(self._drafted_at) < r.gamma:
                 self._drafted_at.append(0)
                 self._kept_at.append(0)
@@ -70,13 +82,26 @@ class StatsRecorder:
             s.c = s.t_draft_step_s / s.t_target_step_s
         elif s.n_drafted and not self._draft_steps:
             s.c = 0.0                                       # copied drafts cost no model pass
-        if s.alpha is not None and s.mean_drafted:
-            gamma = s.mean_drafted
-            if s.c is not None:
-                s.predicted_speedup = formula_speedup(s.alpha, gamma, s.c)
-            g = max(1, round(gamma))
-            verify = costs.verify_cost(g + 1)
-            if verify and s.t_target_step_s:
-                rate = round_rate(s.alpha, g, s.t_draft_step_s or 0.0, verify)
-                s.predicted_speedup_measured = speedup(rate, s.t_target_step_s)
+        if s.n_drafted and s.t_target_step_s:
+            s.predicted_speedup, s.predicted_speedup_measured = self._predicted(s.t_target_step_s, costs)
         return s
+
+    def _predicted(self, single_s: float, costs: CostModel) -> tuple[float | None, float | None]:
+        """The speed-up over plain decoding predicted for this reply's rounds as they were
+        (costs.reply_speedup): each round that drafted γ tokens with a drafter yields E(α, γ) tokens at
+        that drafter's α and costs γ of its steps (as timed in this reply; a copy's cost nothing) plus a
+        verify pass; each plain round yields one token for one single-token pass. Priced two ways: with
+        the paper's flat verify cost (one single-token pass, so a round costs 1 + γc passes), and with
+        the measured cost of each verify batch size. With every round drafting the same γ this is the
+        paper's E(α, γ) / (1 + γc); a reply of mixed rounds (auto mode, or copies only where there was a
+        match) is predicted as it ran, not as if every round had drafted the mean γ."""
+        plain = [(self._plain_rounds, 0.0, 0, 0.0, single_s)]
+        drafting = []
+        for (name, gamma), n in self._drafting.items():
+            kept, rejected = self._kept_by[name], self._rejected_by[name]
+            alpha = kept / (kept + rejected) if kept + rejected else 0.0
+            step_s = self._draft_s_by[name] / self._steps_by[name] if self._steps_by[name] else 0.0
+            drafting.append((n, alpha, gamma, step_s, gamma + 1))
+        flat = reply_speedup(plain + [(n, a, g, st, single_s) for n, a, g, st, _ in drafting], single_s)
+        measured = reply_speedup(plain + [(n, a, g, st, costs.verify_cost(b)) for n, a, g, st, b in drafting], single_s)
+        return flat, measured

@@ -52,33 +52,39 @@ def _predicted(rounds, costs: CostModel):
 
 
 def test_predicted_speedup_is_the_papers_formula_when_every_round_drafts_the_same():
-    costs = CostModel(verify_s={1: 0.040, 5: 0.100})
     # draft model, γ 4: three rounds kept 4, 2, 3 (two rejections, α = 9 / 11); a step 10 ms, c = 0.25
-    rounds = [(_round("model", 4, k, 0.040, 0.100), 4) for k in (4, 2, 3)] + [(_round("none", 0, 0, 0.0, 0.040), 0)]
-    flat, measured = _predicted(rounds[:3], CostModel(verify_s={1: 0.040, 5: 0.100}))
-    alpha = 9 / 11
-    assert abs(flat - expected_tokens(alpha, 4) / (1 + 4 * 0.25)) < 1e-9
-    assert abs(measured - expected_tokens(alpha, 4) * 0.040 / (4 * 0.010 + 0.100)) < 1e-9
-    # a plain round among them counts as what it was: one token for one single-token pass
-    flat, measured = _predicted(rounds, costs)
-    e = expected_tokens(alpha, 4)
-    assert abs(flat - (3 * e + 1) / (3 * 2.0 + 1)) < 1e-9
-    assert abs(measured - (3 * e + 1) * 0.040 / (3 * 0.140 + 0.040)) < 1e-9
+    rounds = [(_round("model", 4, k, 0.040, 0.100), 4) for k in (4, 2, 3)]
+    flat, measured = _predicted(rounds, CostModel(verify_s={1: 0.040, 5: 0.100}))
+    e = expected_tokens(9 / 11, 4)
+    assert abs(flat - e / (1 + 4 * 0.25)) < 1e-9
+    assert abs(measured - e * 0.040 / (4 * 0.010 + 0.100)) < 1e-9
+    # a plain round among them counts as what it was: one token for one single-token pass (plus the
+    # time it spent on a draft it then dropped, 4 ms here)
+    flat, measured = _predicted(rounds + [(_round("none", 0, 0, 0.004, 0.040), 0)],
+                                CostModel(verify_s={1: 0.040, 5: 0.100}))
+    assert abs(flat - (3 * e + 1) / (3 * 2.0 + 1.1)) < 1e-9
+    assert abs(measured - (3 * e + 1) * 0.040 / (3 * 0.140 + 0.044)) < 1e-9
 
 
 def test_predicted_speedup_of_mixed_rounds_prices_each_as_it_ran():
-    # auto mode: 6 plain rounds, two 15-token copies (kept 15 and 5) and one 3-token copy (kept 3);
-    # copies cost no draft step. Before, such a reply was predicted as if every round had drafted the
-    # mean γ (11) at the pooled α, with no plain rounds: 1.06x where 1.26x was measured.
-    costs = CostModel(verify_s={1: 0.060, 4: 0.150, 16: 0.500})
-    rounds = ([(_round("none", 0, 0, 0.0001, 0.060), 0)] * 6
-              + [(_round("lookup", 15, 15, 0.0001, 0.5), 0), (_round("lookup", 15, 5, 0.0001, 0.5), 0),
-                 (_round("lookup", 3, 3, 0.0001, 0.15), 0)])
+    # auto mode: 6 plain rounds, two 15-token copies (kept 15 and 5), one 3-token copy (kept 3), and two
+    # draft-model rounds of γ 4 (kept 1 and 0) at 10 ms a step. Before, such a reply was predicted as if
+    # every round had drafted the mean γ at the pooled α, with no plain rounds: 1.06x beside a measured
+    # 1.26x on the demo pair's edit prompt. Each drafter has its own α and drafting cost.
+    costs = CostModel(verify_s={1: 0.060, 4: 0.150, 5: 0.180, 16: 0.500})
+    rounds = ([(_round("none", 0, 0, 0.0, 0.060), 0)] * 6
+              + [(_round("lookup", 15, 15, 0.0, 0.5), 0), (_round("lookup", 15, 5, 0.0, 0.5), 0),
+                 (_round("lookup", 3, 3, 0.0, 0.15), 0),
+                 (_round("model", 4, 1, 0.040, 0.18), 4), (_round("model", 4, 0, 0.040, 0.18), 4)])
     flat, measured = _predicted(rounds, costs)
-    alpha = 23 / 24
-    tokens = 6 + 2 * expected_tokens(alpha, 15) + expected_tokens(alpha, 3)
-    assert abs(flat - tokens / 9) < 1e-9                               # the flat formula: every round one pass
-    assert abs(measured - tokens * 0.060 / (6 * 0.060 + 2 * 0.5 + 0.15)) < 1e-9
+    copied = 2 * expected_tokens(23 / 24, 15) + expected_tokens(23 / 24, 3)     # lookup: α 23 / 24
+    modelled = 2 * expected_tokens(1 / 3, 4)                                    # the model: α 1 / 3
+    tokens = 6 + copied + modelled
+    assert abs(flat - tokens / (6 + 3 + 2 * (1 + 4 * 0.010 / 0.060))) < 1e-9
+    assert abs(measured - tokens * 0.060 / (6 * 0.060 + 2 * 0.5 + 0.15 + 2 * (0.040 + 0.180))) < 1e-9
+    # (pooling α across the drafters would predict about 1.00x here)
+    pooled = 6 + 2 * expected_tokens(24 / 27, 15) + expected_tokens(24 / 27, 3) + 2 * expected_tokens(24 / 27, 4)
+    assert abs(measured - pooled * 0.060 / (6 * 0.060 + 2 * 0.5 + 0.15 + 2 * (0.040 + 0.180))) > 0.05
 
 
 def _costs(verify_ms: dict) -> CostModel:

@@ -249,3 +249,24 @@ def test_redraws_are_throttled(reply, qtbot):
     drafted = [sum(r.gamma > i for r in fed) for i in range(4)]
     kept = [sum(r.accepted > i for r in fed) for i in range(4)]
     assert plotted_bars(charts.position_bars)[1] == pytest.approx([k / d for k, d in zip(kept, drafted)])
+
+
+def test_pay_curve_quotes_the_replys_own_prediction_when_some_rounds_drafted_nothing(reply, qtbot):
+    # The curve drafts γ in every round; a reply with plain rounds among its drafts (auto mode, or copies
+    # only where there was a match) is not a point on it, so the sentence sets the reply's own
+    # prediction (the panel's "Predicted" row) beside its measurement, not the curve's value at its γ.
+    _, _, stats, _ = reply
+    plain = stats.t_target_step_s
+    mixed = dataclasses.replace(stats, t_draft_step_s=0.05 * plain, n_rounds=stats.n_rounds + 7, n_plain_rounds=7,
+                                predicted_speedup_measured=1.234,
+                                verify_s_by_batch={b: plain * (1 + 0.03 * (b - 1)) for b in stats.verify_s_by_batch})
+    pay = PayCurve()
+    qtbot.addWidget(pay)
+    pay.show(mixed, 4)
+    text = pay.sentence.text()
+    assert pay.best_gamma >= 1
+    assert (f"this reply drafted in {stats.n_rounds} of its {stats.n_rounds + 7} rounds, "
+            f"{mixed.mean_drafted:.1f} tokens on average (its rounds as they ran: predicted 1.23×") in text
+    assert "γ 4: predicted" not in text
+    if mixed.measured_speedup is not None:
+        assert f"predicted 1.23×, measured {mixed.measured_speedup:.2f}×)" in text

@@ -28,7 +28,8 @@ class Row:
     speedup: float | None             # median over repeats of (this run / the plain runs either side of it)
     speedup_min: float | None
     speedup_max: float | None
-    predicted_speedup: float | None   # the paper's formula with the measured α and c (flat verify cost)
+    predicted_speedup: float | None   # the paper's formula over the runs' rounds, measured α and c, flat
+                                      # verify cost (GenerationStats.predicted_speedup)
     predicted_speedup_measured: float | None  # with the measured cost of each verify batch size
     lookup_ceiling: float | None = None       # plain rows: the best any prompt lookup could do (median)
 

@@ -21,8 +21,8 @@ class StatsRecorder:
         self._draft_rounds = 0
         self._drafting: Counter[tuple[str, int]] = Counter()   # (drafter, γ) -> rounds that drafted
         self._kept_by: Counter[str] = Counter()                 # drafter -> drafts kept, rejections,
-        self._rejected_by: Counter[str] = Counter()             # draft steps and drafting seconds
-        self._steps_by: Counter[str] = Counter()
+        self._rejected_by: Counter[str] = Counter()             # tokens drafted and drafting seconds
+        self._drafted_by: Counter[str] = Counter()
         self._draft_s_by: Counter[str] = Counter()
 
     def add_round(self, r: RoundEvent, n_draft_steps: int) -> None:
@@ -41,7 +41,7 @@ class StatsRecorder:
                 self._rejected_by[r.drafter] += 1
             self._drafting[r.drafter, r.gamma] += 1
             self._kept_by[r.drafter] += r.accepted
-            self._steps_by[r.drafter] += n_draft_steps
+            self._drafted_by[r.drafter] += r.gamma
             self._draft_s_by[r.drafter] += r.t_draft_s
             while len(self._drafted_at) < r.gamma:
                 self._drafted_at.append(0)
@@ -89,19 +89,21 @@ class StatsRecorder:
     def _predicted(self, single_s: float, costs: CostModel) -> tuple[float | None, float | None]:
         """The speed-up over plain decoding predicted for this reply's rounds as they were
         (costs.reply_speedup): each round that drafted γ tokens with a drafter yields E(α, γ) tokens at
-        that drafter's α and costs γ of its steps (as timed in this reply; a copy's cost nothing) plus a
-        verify pass; each plain round yields one token for one single-token pass. Priced two ways: with
-        the paper's flat verify cost (one single-token pass, so a round costs 1 + γc passes), and with
-        the measured cost of each verify batch size. With every round drafting the same γ this is the
+        that drafter's α and costs γ times its drafting time per drafted token in this reply (a copy's
+        is next to nothing) plus a verify pass; each plain round yields one token for one single-token
+        pass plus its own drafting time (a draft that was dropped, a lookup that found nothing).
+        Priced two ways: with the paper's flat verify cost (one single-token pass), and with the
+        measured cost of each verify batch size. With every round drafting the same γ this is the
         paper's E(α, γ) / (1 + γc); a reply of mixed rounds (auto mode, or copies only where there was a
         match) is predicted as it ran, not as if every round had drafted the mean γ."""
-        plain = [(self._plain_rounds, 0.0, 0, 0.0, single_s)]
+        n_plain = self._plain_rounds
+        plain_draft_s = (self._plain_round_s - self._plain_verify_s) / n_plain if n_plain else 0.0
+        plain = [(n_plain, 0.0, 0, 0.0, single_s + plain_draft_s)]
         drafting = []
         for (name, gamma), n in self._drafting.items():
             kept, rejected = self._kept_by[name], self._rejected_by[name]
             alpha = kept / (kept + rejected) if kept + rejected else 0.0
-            step_s = self._draft_s_by[name] / self._steps_by[name] if self._steps_by[name] else 0.0
-            drafting.append((n, alpha, gamma, step_s, gamma + 1))
+            drafting.append((n, alpha, gamma, self._draft_s_by[name] / self._drafted_by[name], gamma + 1))
         flat = reply_speedup(plain + [(n, a, g, st, single_s) for n, a, g, st, _ in drafting], single_s)
         measured = reply_speedup(plain + [(n, a, g, st, costs.verify_cost(b)) for n, a, g, st, b in drafting], single_s)
         return flat, measured

@@ -125,7 +125,15 @@ class PayCurve(QWidget):
         if best:
             text = f"At α {s.alpha:.2f} on this machine, γ {best} is best (predicted {predicted[best]:.2f}×)"
             used = f"; this reply drafted {s.mean_drafted or current:.1f} tokens a round"
-            if current == best:
+            if s.n_plain_rounds and s.predicted_speedup_measured is not None:
+                # the curve drafts in every round; this reply (auto mode, or copies only where there
+                # was a match) did not, so its own prediction, the panel's, is the one to set beside it
+                drafting = s.n_rounds - s.n_plain_rounds
+                text += (f"; this reply drafted in {drafting} of its {s.n_rounds} rounds, "
+                         f"{s.mean_drafted or current:.1f} tokens on average (its rounds as they ran: "
+                         f"predicted {s.predicted_speedup_measured:.2f}×")
+                text += f", {measured_text})" if measured_text else ")"
+            elif current == best:
                 text += used + (f" ({measured_text})" if measured_text else "")
             elif current in predicted:
                 text += used + f" (γ {current}: predicted {predicted[current]:.2f}×"

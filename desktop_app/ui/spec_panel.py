@@ -29,8 +29,9 @@ STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation e
          ("per_round", "Kept per round", "Drafts kept of drafts made, per round that drafted"),
          ("split", "Draft / verify time", ""),
          ("c", "Draft step cost c", "One draft step's time relative to one single-token target pass"),
-         ("predicted", "Predicted (cost model)", "What the cost model predicts from α, γ and the measured "
-                                                 "costs: a prediction, not a measurement")]
+         ("predicted", "Predicted (cost model)", "What the cost model predicts for this reply's rounds as they "
+                                                 "ran, from each drafter's α and costs (a plain round: one token "
+                                                 "per pass): a prediction, not a measurement")]
 
 
 def stored_header(title: str, created_at: float, number: int) -> str:

@@ -15,6 +15,11 @@ not. (A fixed order once had auto behind auto with lookup only in every repeat, 
 that clean A/B runs of the two did not show.)
 Each is compared with the mean of the two Tandem plain runs of its repeat. Then the lookup ceiling
 (desktop_app/engine/lookup_ceiling.py) on Tandem's plain reply, at verify costs timed in the run.
+
+--tandem-ngram N:M adds a run of Tandem's own loop drafting as ngram-simple does (the same copies,
+so the same rounds as llama.cpp's, drafted and kept token for token, which the script checks): beside
+llama.cpp's run of that setting it says how much of a gap is the engine, per pass, and beside auto how
+much is auto's choosing.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ import argparse
 import os
 import statistics
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -33,7 +39,46 @@ from desktop_app import models  # noqa: E402
 from desktop_app.bench.prompts import BUILTIN  # noqa: E402
 from desktop_app.bench.runner import williams_row  # noqa: E402
 from desktop_app.engine import LoadOptions, ModelPair, SpecSettings  # noqa: E402
+from desktop_app.engine.drafters import PromptLookupDrafter, Proposal  # noqa: E402
+from desktop_app.engine.events import FinishEvent  # noqa: E402
 from desktop_app.engine.lookup_ceiling import lookup_ceiling  # noqa: E402
+from desktop_app.engine.replay import ngram_simple_copy  # noqa: E402
+from desktop_app.engine.sampling import GREEDY  # noqa: E402
+from desktop_app.engine.settings import Controls  # noqa: E402
+
+
+TANDEM_NGRAM = "Tandem's loop, ngram-simple n={} m={}"
+
+
+class NgramSimpleDrafter(PromptLookupDrafter):
+    """Copies as llama.cpp's ngram-simple does (replay.ngram_simple_copy): m tokens after the most recent
+    earlier occurrence of the last n, nothing when fewer than n follow it."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.n = n
+
+    def draft(self, context, gamma_max, params, rng, p_min=0.0) -> Proposal:
+        t0 = time.perf_counter()
+        out = Proposal.copied(ngram_simple_copy(context, self.n, gamma_max))
+        out.t_s = time.perf_counter() - t0
+        return out
+
+
+def tandem_ngram(pair: ModelPair, tokens, n: int, m: int, max_tokens: int) -> tuple[float, int, int]:
+    """Tandem's loop in fixed mode at γ = m, its lookup replaced by NgramSimpleDrafter(n) for the run:
+    (tokens per second, drafted, kept)."""
+    lookup = pair.decoder.drafters["lookup"]
+    pair.decoder.drafters["lookup"] = NgramSimpleDrafter(n)
+    pair.target_ctx.clear()
+    finish = None
+    try:
+        for ev in pair.generate(tokens, GREEDY, Controls(SpecSettings(drafter="lookup", draft_max=m)), max_tokens):
+            if isinstance(ev, FinishEvent):
+                finish = ev
+    finally:
+        pair.decoder.drafters["lookup"] = lookup
+    return finish.stats.tokens_per_s, finish.stats.n_drafted, finish.stats.n_accepted
 
 
 def main() -> int:
@@ -47,9 +92,11 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("-c", "--ctx", type=int, default=4096)
+    ap.add_argument("--tandem-ngram", metavar="N:M", help="also run Tandem's loop drafting as ngram-simple N:M does")
     a = ap.parse_args()
     settings = list(dict.fromkeys(tuple(int(x) for x in s.split(":")) for s in a.ngram.split(",")))
-    n_runs = len(settings) + 2
+    ours_ngram = tuple(int(x) for x in a.tandem_ngram.split(":")) if a.tandem_ngram else None
+    n_runs = len(settings) + 2 + (ours_ngram is not None)
     balanced = n_runs if n_runs % 2 == 0 else 2 * n_runs
     if a.repeat % balanced:
         print(f"note: {n_runs} runs per repeat are balanced over a multiple of {balanced} repeats; "
@@ -63,13 +110,23 @@ def main() -> int:
     auto_lookup = SpecSettings(drafter="lookup", auto=True)     # auto's prompt lookup alone (no draft model)
     plain = SpecSettings(enabled=False)
     rows: dict[str, list[float]] = {}
+    kept_share: dict[tuple, set] = {}     # each ngram-simple setting's kept ÷ drafted, llama.cpp's and Tandem's
     for r in range(a.repeat):
-        runs = [(f"ngram-simple n={n} m={m}",
-                 lambda n=n, m=m: llama_spec(a.bin, ["-m", target, "--spec-type", "ngram-simple",
-                                                     "--spec-ngram-simple-size-n", str(n),
-                                                     "--spec-ngram-simple-size-m", str(m)],
-                                             text, a.threads, a.n, a.ctx)[0]) for n, m in settings]
+        def llama(n, m):
+            tps, accept = llama_spec(a.bin, ["-m", target, "--spec-type", "ngram-simple", "--spec-ngram-simple-size-n",
+                                             str(n), "--spec-ngram-simple-size-m", str(m)], text, a.threads, a.n, a.ctx)
+            kept_share.setdefault((n, m), set()).add(None if accept is None else round(accept, 4))
+            return tps
+
+        def ours_as_ngram():
+            tps, drafted, kept = tandem_ngram(pair, tokens, *ours_ngram, a.n)
+            kept_share.setdefault(("Tandem",), set()).add(round(kept / drafted, 4) if drafted else None)
+            return tps
+
+        runs = [(f"ngram-simple n={n} m={m}", lambda n=n, m=m: llama(n, m)) for n, m in settings]
         runs.append(("Tandem auto", lambda: ours(pair, tokens, auto, a.n)[0]))
+        if ours_ngram is not None:
+            runs.append((TANDEM_NGRAM.format(*ours_ngram), ours_as_ngram))
         runs.append(("Tandem auto, lookup only", lambda: ours(pair, tokens, auto_lookup, a.n)[0]))
         for name, _ in runs:
             rows.setdefault(name, [])                               # (the table keeps this order)
@@ -97,6 +154,18 @@ def main() -> int:
         pairs = [t / n for t, n in zip(rows[name], rows[best_ngram], strict=True)]
         print(f"\n{name} ÷ {best_ngram} (ngram-simple's best here), pair by pair: median {med(pairs):.3f} "
               f"({min(pairs):.3f}–{max(pairs):.3f}); {med(rows[name]) / ceiling:.2f} of the lookup ceiling.")
+    if ours_ngram is not None:
+        mine, theirs = TANDEM_NGRAM.format(*ours_ngram), "ngram-simple n={} m={}".format(*ours_ngram)
+        shares = (kept_share.get(("Tandem",)), kept_share.get(ours_ngram))
+        if theirs in rows:
+            pairs = [t / n for t, n in zip(rows[mine], rows[theirs], strict=True)]
+            print(f"\n{mine} ÷ llama.cpp's {theirs}, pair by pair: median {med(pairs):.3f} "
+                  f"({min(pairs):.3f}–{max(pairs):.3f}); drafts kept, Tandem's loop {shares[0]}, llama.cpp's "
+                  f"{shares[1]}" + (" (the same rounds)" if shares[0] == shares[1] and len(shares[0]) == 1 else
+                                    " (NOT the same rounds: the texts differ)"))
+        pairs = [t / n for t, n in zip(rows["Tandem auto, lookup only"], rows[mine], strict=True)]
+        print(f"Tandem auto, lookup only ÷ {mine}, pair by pair: median {med(pairs):.3f} "
+              f"({min(pairs):.3f}–{max(pairs):.3f}).")
     print(f"Lookup ceiling at up to 16 copied tokens, verify costs timed here (17 tokens = "
           f"{table[17] / table[1]:.2f} single passes): {ceiling:.3f}× plain.")
     return 0

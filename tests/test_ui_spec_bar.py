@@ -134,11 +134,15 @@ def test_gamma_disabled_when_off_or_auto_and_auto_shows_the_latest_round(qtbot, 
                                                                        q2k_draft_path):
     bar = window.spec_bar
     model = bar.drafter_buttons["model"]
-    assert not model.isEnabled() and "No draft model" in model.toolTip()      # nothing loaded yet
-    assert bar.drafter_buttons["lookup"].isChecked() and bar.spec(False).drafter == "lookup"
+    # nothing loaded yet: the saved choice shows, and the bar says that nothing runs
+    assert model.isEnabled() and model.isChecked() and "once a pair with one is loaded" in model.toolTip()
+    assert bar.mode_text() == "Speculation: draft model, γ 4" and bar.property("mode") == "idle"
+    assert "once models are loaded" in bar.mode.toolTip()
+    assert bar.spec(False).drafter == "lookup"                   # (a target alone would copy meanwhile)
     window.settings_panel.n_threads.setValue(1)        # one thread: the test machine's cores are shared
     load(qtbot, window, test_model_path, q2k_draft_path)
-    assert model.isEnabled() and model.isChecked() and "No draft model" not in model.toolTip()
+    assert model.isEnabled() and model.isChecked() and "loaded beside the target" in model.toolTip()
+    assert bar.mode_text() == "Speculating: draft model, γ 4" and bar.property("mode") == "on"
     assert bar.gamma.isEnabled() and bar.gamma_up_action.isEnabled()
 
     qtbot.mouseClick(bar.switch, Qt.LeftButton)                                # off
@@ -197,7 +201,7 @@ def test_shortcuts_toggle_and_step_gamma(qtbot, window):
     qtbot.keyClick(window, Qt.Key_BracketRight, Qt.ControlModifier)            # γ is off with speculation
     assert bar.gamma.value() == 5
     qtbot.keyClick(window, Qt.Key_T, Qt.ControlModifier)
-    assert bar.switch.isChecked() and bar.mode_text() == "Speculating: prompt lookup, γ 5"
+    assert bar.switch.isChecked() and bar.mode_text() == "Speculation: draft model, γ 5"
     window.composer.setFocus()                                   # typing in the composer: the keys still work
     qtbot.keyClick(window.composer, Qt.Key_BracketRight, Qt.ControlModifier)
     assert bar.gamma.value() == 6 and window.composer.toPlainText() == ""
@@ -247,3 +251,15 @@ def test_settings_persist_across_windows(qtbot, tmp_path):
     assert w3.spec_bar.generation()["speculation"] is False and w3.spec_bar.generation()["auto"] is False
     assert w3.spec_bar.mode_text() == "Plain decoding" and not w3._options().spec.speculating
     w3.close()
+
+
+@pytest.mark.network
+def test_a_target_alone_greys_out_the_draft_model_and_copies(qtbot, window, test_model_path):
+    bar = window.spec_bar
+    window.settings_panel.n_threads.setValue(1)
+    load(qtbot, window, test_model_path, None)
+    model = bar.drafter_buttons["model"]
+    assert not model.isEnabled() and "No draft model" in model.toolTip()
+    assert bar.drafter_buttons["lookup"].isChecked() and bar.mode_text() == "Speculating: prompt lookup, γ 4"
+    assert window._options().spec.drafter == "lookup"
+    assert window.settings["generation"]["drafter"] == "model"         # the saved choice stays for a pair

@@ -324,6 +324,7 @@ def test_the_engine_process_dying_mid_reply_keeps_the_window_and_the_reply(qtbot
     message = w.banner.label.text()
     assert "was killed [SIGKILL] while generating a reply" in message and "Your conversation is saved" in message
     assert w.isVisible() and w.loaded is None
+    assert w.spec_bar.mode_text().startswith("Speculation: ")        # the bar does not say it speculates
     db = stored(w, cid)
     assert db[-1].role == "assistant" and db[-1].status == "interrupted" and len(db[-1].content) > 40
     assert w.chat.messages[-1].text == db[-1].content
@@ -339,7 +340,7 @@ def test_the_engine_process_dying_mid_reply_keeps_the_window_and_the_reply(qtbot
     assert w.banner.buttons[0].text() == "Reload the models"
     qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)
     qtbot.waitUntil(lambda: w.loaded is not None and not w.busy, timeout=TIMEOUT_MS)
-    assert w.worker.engine.pid != pid
+    assert w.worker.engine.pid != pid and w.spec_bar.mode_text().startswith("Speculating: ")
     w.settings_panel.max_tokens.setValue(24)
     qtbot.keyClick(w.composer, Qt.Key_Return)
     wait_idle(qtbot, w)

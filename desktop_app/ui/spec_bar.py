@@ -39,7 +39,7 @@ class SpecBar(QFrame):
         super().__init__(parent)
         self.setObjectName("specBar")
         self.setFrameShape(QFrame.StyledPanel)
-        self._has_draft = False
+        self._has_draft: bool | None = None   # None: no models loaded (yet, or since the engine stopped)
         self._choice = "model"        # the drafter chosen under Auto too ("model" or "lookup"), as saved
         self._last_round: RoundEvent | None = None
         self._quiet = False
@@ -185,9 +185,10 @@ class SpecBar(QFrame):
         return SpecSettings(enabled=g["speculation"], drafter=drafter, draft_max=g["draft_max"],
                             draft_min=g["draft_min"], draft_p_min=g["draft_p_min"], auto=g["auto"])
 
-    def set_draft_available(self, available: bool) -> None:
+    def set_draft_available(self, available: bool | None) -> None:
         """Whether a draft model is loaded: without one, "Draft model" cannot be chosen (the saved choice
-        stays, and prompt lookup drafts meanwhile)."""
+        stays, and prompt lookup drafts meanwhile). None: no models are loaded at all; the bar then
+        shows the choice that will apply once they are, and says that nothing runs yet."""
         self._has_draft = available
         self._refresh()
 
@@ -239,18 +240,22 @@ class SpecBar(QFrame):
         self.changed.emit(self.generation())
 
     def _effective_drafter(self) -> str:
+        if self._has_draft is None:                      # nothing loaded: the choice as it will apply
+            return self._choice
         return "model" if self._choice == "model" and self._has_draft else "lookup"
 
     def _refresh(self) -> None:
         on = self.switch.isChecked()
         model = self.drafter_buttons["model"]
-        model.setEnabled(self._has_draft)
+        can_model = self._has_draft is not False
+        model.setEnabled(can_model)
         model.setToolTip("Draft with the small draft model loaded beside the target" if self._has_draft
-                         else NO_DRAFT_TIP)
+                         else NO_DRAFT_TIP if self._has_draft is False
+                         else "Draft with the small draft model of the pair, once a pair with one is loaded")
         shown = "auto" if self._auto else self._effective_drafter()
         self.drafter_buttons[shown].setChecked(True)
         for b in self.drafter_buttons.values():
-            b.setEnabled(on and (b is not model or self._has_draft))
+            b.setEnabled(on and (b is not model or can_model))
         self.gamma.setEnabled(on and not self._auto)
         for a in (self.gamma_up_action, self.gamma_down_action):
             a.setEnabled(self.gamma.isEnabled())
@@ -267,6 +272,9 @@ class SpecBar(QFrame):
         self.advanced.setEnabled(on)
         if not on:
             text, state = "Plain decoding", "plain"
+        elif self._has_draft is None:                    # set, but nothing runs until models are loaded
+            text = "auto" if self._auto else f"{DRAFTER_WORDS[self._effective_drafter()]}, γ {gamma}"
+            text, state = f"Speculation: {text}", "idle"    # (in the colours of "off": nothing runs)
         elif self._auto:
             text, state = "Speculating: auto", "auto"
         else:
@@ -293,6 +301,8 @@ class SpecBar(QFrame):
         if state == "auto":
             text += (", each round the draft model or a lookup copy" if self._has_draft
                      else ", each round a lookup copy (no draft model loaded)")
+        if state == "idle":
+            text += ": it applies once models are loaded (none is yet)"
         if state != "remote":
             self.mode.setToolTip(text)
         self.setProperty("mode", state)
@@ -308,4 +318,4 @@ class SpecBar(QFrame):
             " color: palette(dark); }"
             "#speculateSwitch:checked { background: #2e9d4a; color: white; border: 1px solid #23783a;"
             " border-radius: 3px; padding: 2px 6px; }"
-            % (("palette(mid)", "palette(text)") if state == "plain" else ("#2e9d4a", "#2e9d4a")))
+            % (("palette(mid)", "palette(text)") if state in ("plain", "idle") else ("#2e9d4a", "#2e9d4a")))

@@ -26,6 +26,7 @@ class FaultsMixin:
             self.lost_pair = (self.model_bar.target_path(), self.model_bar.draft_path())
         self.reply.interrupt("Interrupted: the model engine stopped before this reply was finished.")
         self.loaded = None
+        self.spec_bar.set_draft_available(None)            # the bar says nothing runs until a reload
         self.reply.end()
         self.busy = False                       # (what was running has ended with the engine)
         self.setWindowTitle("Tandem")

@@ -10,6 +10,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGroupBox
 
 from desktop_app.ui.main_window import MainWindow
+from desktop_app.ui.spec_bar import SpecBar
 
 LONG_PROMPT = "Write a long story about a dragon who learns to code. Make it at least five paragraphs."
 TIMEOUT_MS = 120_000
@@ -176,6 +177,34 @@ def test_gamma_disabled_when_off_or_auto_and_auto_shows_the_latest_round(qtbot, 
     assert bar.gamma_label.text() == "γ = 4"
     qtbot.mouseClick(bar.drafter_buttons["auto"], Qt.LeftButton)              # back in auto: no stale round
     assert bar.gamma_label.text() == "auto: γ 0–32"
+
+
+def test_the_bar_before_and_after_models_are_loaded(qtbot):
+    """No models loaded (at start, or after the engine stopped): the bar shows the choice that will
+    apply, in the colours of "off", and the draft model can be chosen; loaded, it says what runs."""
+    bar = SpecBar({"drafter": "model", "draft_max": 4})
+    qtbot.addWidget(bar)
+    model, lookup, auto = (bar.drafter_buttons[k] for k in ("model", "lookup", "auto"))
+    assert bar.mode_text() == "Speculation: draft model, γ 4" and bar.property("mode") == "idle"
+    assert "applies once models are loaded" in bar.mode.toolTip() and "#2e9d4a" not in bar.styleSheet().split("#specMode")[1][:40]
+    assert model.isEnabled() and model.isChecked()
+    qtbot.mouseClick(lookup, Qt.LeftButton)
+    assert bar.mode_text() == "Speculation: prompt lookup, γ 4" and bar.generation()["drafter"] == "lookup"
+    qtbot.mouseClick(model, Qt.LeftButton)                       # chosen before any pair is loaded
+    assert bar.generation()["drafter"] == "model" and bar.spec(True).drafter == "model"
+    qtbot.mouseClick(auto, Qt.LeftButton)
+    assert bar.mode_text() == "Speculation: auto" and bar.property("mode") == "idle"
+    qtbot.mouseClick(model, Qt.LeftButton)
+
+    bar.set_draft_available(True)                                # a pair
+    assert bar.mode_text() == "Speculating: draft model, γ 4" and bar.property("mode") == "on"
+    assert model.isEnabled() and "#2e9d4a" in bar.styleSheet().split("#specMode")[1][:40]
+    bar.set_draft_available(False)                               # a target alone: lookup copies meanwhile
+    assert bar.mode_text() == "Speculating: prompt lookup, γ 4" and not model.isEnabled()
+    assert lookup.isChecked() and "No draft model" in model.toolTip()
+    assert bar.generation()["drafter"] == "model"                # the saved choice stays
+    bar.set_draft_available(None)                                # the engine stopped
+    assert bar.mode_text() == "Speculation: draft model, γ 4" and model.isChecked()
 
 
 # -- (3) shortcuts

@@ -302,7 +302,7 @@ class SpecBar(QFrame):
             text += (", each round the draft model or a lookup copy" if self._has_draft
                      else ", each round a lookup copy (no draft model loaded)")
         if state == "idle":
-            text += ": it applies once models are loaded (none is yet)"
+            text += " — applies once models are loaded (none are loaded now)"
         if state != "remote":
             self.mode.setToolTip(text)
         self.setProperty("mode", state)

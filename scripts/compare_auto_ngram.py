@@ -111,18 +111,19 @@ def main() -> int:
     plain = SpecSettings(enabled=False)
     rows: dict[str, list[float]] = {}
     kept_share: dict[tuple, set] = {}     # each ngram-simple setting's kept ÷ drafted, llama.cpp's and Tandem's
+
+    def llama(n, m):
+        tps, accept = llama_spec(a.bin, ["-m", target, "--spec-type", "ngram-simple", "--spec-ngram-simple-size-n",
+                                         str(n), "--spec-ngram-simple-size-m", str(m)], text, a.threads, a.n, a.ctx)
+        kept_share.setdefault((n, m), set()).add(None if accept is None else round(accept, 4))
+        return tps
+
+    def ours_as_ngram():
+        tps, drafted, kept = tandem_ngram(pair, tokens, *ours_ngram, a.n)
+        kept_share.setdefault(("Tandem",), set()).add(round(kept / drafted, 4) if drafted else None)
+        return tps
+
     for r in range(a.repeat):
-        def llama(n, m):
-            tps, accept = llama_spec(a.bin, ["-m", target, "--spec-type", "ngram-simple", "--spec-ngram-simple-size-n",
-                                             str(n), "--spec-ngram-simple-size-m", str(m)], text, a.threads, a.n, a.ctx)
-            kept_share.setdefault((n, m), set()).add(None if accept is None else round(accept, 4))
-            return tps
-
-        def ours_as_ngram():
-            tps, drafted, kept = tandem_ngram(pair, tokens, *ours_ngram, a.n)
-            kept_share.setdefault(("Tandem",), set()).add(round(kept / drafted, 4) if drafted else None)
-            return tps
-
         runs = [(f"ngram-simple n={n} m={m}", lambda n=n, m=m: llama(n, m)) for n, m in settings]
         runs.append(("Tandem auto", lambda: ours(pair, tokens, auto, a.n)[0]))
         if ours_ngram is not None:

@@ -20,9 +20,8 @@ class StatsRecorder:
         self._rejections = 0
         self._draft_rounds = 0
         self._drafting: Counter[tuple[str, int]] = Counter()   # (drafter, γ) -> rounds that drafted
-        self._kept_by: Counter[str] = Counter()                 # drafter -> drafts kept, rejections,
-        self._rejected_by: Counter[str] = Counter()             # tokens drafted and drafting seconds
-        self._drafted_by: Counter[str] = Counter()
+        self._kept_by: Counter[str] = Counter()                 # drafter -> drafts kept, rejections
+        self._rejected_by: Counter[str] = Counter()             # and drafting seconds
         self._draft_s_by: Counter[str] = Counter()
 
     def add_round(self, r: RoundEvent, n_draft_steps: int) -> None:
@@ -41,7 +40,6 @@ class StatsRecorder:
                 self._rejected_by[r.drafter] += 1
             self._drafting[r.drafter, r.gamma] += 1
             self._kept_by[r.drafter] += r.accepted
-            self._drafted_by[r.drafter] += r.gamma
             self._draft_s_by[r.drafter] += r.t_draft_s
             while len(self._drafted_at) < r.gamma:
                 self._drafted_at.append(0)
@@ -99,11 +97,14 @@ class StatsRecorder:
         n_plain = self._plain_rounds
         plain_draft_s = (self._plain_round_s - self._plain_verify_s) / n_plain if n_plain else 0.0
         plain = [(n_plain, 0.0, 0, 0.0, single_s + plain_draft_s)]
+        drafted_by: Counter[str] = Counter()
+        for (name, gamma), n in self._drafting.items():
+            drafted_by[name] += n * gamma
         drafting = []
         for (name, gamma), n in self._drafting.items():
             kept, rejected = self._kept_by[name], self._rejected_by[name]
             alpha = kept / (kept + rejected) if kept + rejected else 0.0
-            drafting.append((n, alpha, gamma, self._draft_s_by[name] / self._drafted_by[name], gamma + 1))
+            drafting.append((n, alpha, gamma, self._draft_s_by[name] / drafted_by[name], gamma + 1))
         flat = reply_speedup(plain + [(n, a, g, st, single_s) for n, a, g, st, _ in drafting], single_s)
         measured = reply_speedup(plain + [(n, a, g, st, costs.verify_cost(b)) for n, a, g, st, b in drafting], single_s)
         return flat, measured

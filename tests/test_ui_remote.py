@@ -100,3 +100,26 @@ def test_loading_onto_rpc_servers_warns_and_says_how_to_rebuild(qtbot, window, t
     assert "unauthenticated" in window.banner.label.text()
     qtbot.waitUntil(lambda: "Could not load" in window.model_bar.status.text() and not window.busy, timeout=TIMEOUT_MS)
     assert "-DGGML_RPC=ON" in window.model_bar.status.text() and window.loaded is None
+
+
+@pytest.mark.network
+def test_a_failed_load_after_leaving_rpc_servers_claims_no_models(qtbot, window, test_model_path, tmp_path):
+    """New RPC servers (or none, after some) need a fresh engine process, so the worker lets the loaded
+    models go before loading. When that load then fails, the window must not go on saying the old
+    models are loaded: it says they went, the bar says nothing runs, and they load again."""
+    window.load_pair(test_model_path, None)
+    qtbot.waitUntil(lambda: window.loaded is not None and not window.busy, timeout=TIMEOUT_MS)
+    # as after a load onto RPC servers (which needs a llama.cpp built with RPC: tests/test_rpc.py)
+    window.worker._rpc_in_engine = (f"127.0.0.1:{free_port()}",)
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"not a model")
+    window.load_pair(str(broken), None)
+    qtbot.waitUntil(lambda: "Could not load" in window.model_bar.status.text() and not window.busy,
+                    timeout=TIMEOUT_MS)
+    status = window.model_bar.status.text()
+    assert "Still using" not in status and "let go first" in status, status
+    assert window.loaded is None and window.lost_pair == (test_model_path, None)
+    assert window.spec_bar.property("mode") == "idle" and window.windowTitle() == "Tandem"
+    window.reload_lost_pair()
+    qtbot.waitUntil(lambda: window.loaded is not None and not window.busy, timeout=TIMEOUT_MS)
+    assert window.loaded.target == test_model_path and window.spec_bar.property("mode") != "idle"

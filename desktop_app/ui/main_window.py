@@ -85,6 +85,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         w.contextOverflow.connect(self._on_overflow)
         w.busyChanged.connect(self._on_busy)
         w.engineDied.connect(self._on_engine_died)
+        w.modelsReleased.connect(self._on_models_released)
         w.requestRefused.connect(self._on_request_refused)
         w.messageStored.connect(self._on_message_stored)
         w.compareProgress.connect(self._on_compare_progress)

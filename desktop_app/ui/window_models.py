@@ -121,6 +121,19 @@ class ModelsMixin:
         self.stack.setCurrentWidget(self.chat)
         self._update_buttons()
 
+    def _on_models_released(self) -> None:
+        """The worker let the loaded models go before loading others (new RPC servers need a new engine
+        process): nothing is loaded until that load succeeds, and if it fails the old pair is the one
+        to load again."""
+        if self._closing:          # already-queued worker signals after close
+            return
+        if self.loaded is not None and self.loaded.server is None:
+            self.lost_pair = (self.loaded.target, self.loaded.draft)
+        self.loaded = None
+        self.spec_bar.set_draft_available(None)            # the bar says nothing runs until a load
+        self.setWindowTitle("Tandem")
+        self._update_buttons()
+
     def _on_load_failed(self, message: str) -> None:
         if self._closing:          # already-queued worker signals after close
             return

@@ -80,6 +80,7 @@ class EngineWorker(QObject):
     contextOverflow = Signal(int, str, bool)  # conversation id, message, whether dropping turns helps
     busyChanged = Signal(bool)
     engineDied = Signal(int, str)           # conversation id whose reply it interrupted (-1: none), message
+    modelsReleased = Signal()               # a load let the loaded models go first (to change RPC servers)
     requestRefused = Signal(object, str)    # GenerateRequest that found no models (nothing stored), message
     messageStored = Signal(int)             # conversation id: the user's message is in the history
     compareProgress = Signal(str)           # which run of a compare is going
@@ -136,11 +137,14 @@ class EngineWorker(QObject):
     def load(self, request: LoadRequest) -> None:
         self.busyChanged.emit(True)
         rpc = tuple(request.target_options.rpc_servers)
-        if rpc != self._rpc_in_engine and self._rpc_in_engine:
+        released = rpc != self._rpc_in_engine and bool(self._rpc_in_engine)
+        if released:
             # llama.cpp keeps RPC devices registered for the life of the process, and would spread
-            # offloaded layers over them: other servers, or none, need a fresh engine process
+            # offloaded layers over them: other servers, or none, need a fresh engine process, so the
+            # models loaded now go, whether or not the new ones then load
             self.pair = self.session = None
             self.engine.shutdown()
+            self.modelsReleased.emit()
         self._rpc_in_engine = rpc
         try:
             summaries = []
@@ -153,14 +157,15 @@ class EngineWorker(QObject):
                                     progress=lambda what, f: self.loadProgress.emit(what, f))
             session = ChatSession(pair, self._history())
         except (ModelLoadError, IncompatiblePair) as exc:
-            self.loadFailed.emit("Loading was cancelled; the previous models are still loaded."
-                                 if isinstance(exc, LoadCancelled) else str(exc))
+            cancelled = isinstance(exc, LoadCancelled)
+            self._load_failed("Loading was cancelled" + ("" if released else "; the previous models are still loaded")
+                              if cancelled else str(exc), released)
             return
         except EngineCrashed as exc:
             self._report_death(exc)
             return
         except Exception as exc:  # anything else the engine or the OS throws at us: report, stay up
-            self.loadFailed.emit(f"{os.path.basename(request.target)}: {exc}")
+            self._load_failed(f"{os.path.basename(request.target)}: {exc}", released)
             traceback.print_exc()
             return
         finally:
@@ -168,6 +173,13 @@ class EngineWorker(QObject):
         self.pair, self.session = pair, session
         self.loaded.emit(LoadedPair(request.target, request.draft, summaries[0], summaries[1],
                                     session.template.note, pair.n_ctx, pair.notice))
+
+    def _load_failed(self, message: str, released: bool) -> None:
+        """Say that a load did not happen and, when it let the models loaded before go, that they went."""
+        if released:
+            message = (f"{message.rstrip('.')}. The models loaded before were let go first, to change RPC "
+                       "servers: load them again to go on.")
+        self.loadFailed.emit(message)
 
     @Slot(object)
     def connect_server(self, request: ServerRequest) -> None:

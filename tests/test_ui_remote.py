@@ -120,6 +120,9 @@ def test_a_failed_load_after_leaving_rpc_servers_claims_no_models(qtbot, window,
     assert "Still using" not in status and "let go first" in status, status
     assert window.loaded is None and window.lost_pair == (test_model_path, None)
     assert window.spec_bar.property("mode") == "idle" and window.windowTitle() == "Tandem"
+    window.composer.setPlainText("Hello?")                # a message sent now offers the reload
+    qtbot.keyClick(window.composer, Qt.Key_Return)
+    assert "no longer loaded" in window.banner.label.text() and window.composer.toPlainText() == "Hello?"
     window.reload_lost_pair()
     qtbot.waitUntil(lambda: window.loaded is not None and not window.busy, timeout=TIMEOUT_MS)
     assert window.loaded.target == test_model_path and window.spec_bar.property("mode") != "idle"

@@ -241,7 +241,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
     def submit(self, text: str) -> None:
         if not self.loaded:
             if self.lost_pair:
-                self.banner.show_message("The model engine stopped; reload the models to send your message "
+                self.banner.show_message("The models are no longer loaded; reload them to send your message "
                                          "(it stays in the box).", [("Reload the models", self.reload_lost_pair)])
             else:
                 self.banner.show_message("No model is loaded: choose a GGUF file and press Load, or fetch the demo pair.")

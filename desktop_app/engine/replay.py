@@ -15,6 +15,7 @@ once, the draft's), then the first round.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -92,26 +93,50 @@ def ngram_simple_copy(context, n: int, m: int) -> list[int]:
     return []
 
 
-class _Clock:
-    """The profile's costs, with seeded multiplicative noise (a shared machine is not a metronome)."""
+_VERIFY, _STEPS, _PREFILL = range(3)      # the kinds of pass, each with its own noise
+_WIDEST = max(AUTO_GAMMA_MAX, *FIXED_LOOKUP, *FIXED_MODEL) + 2
 
-    def __init__(self, profile: CostProfile, noise: float, seed: int):
+
+@functools.lru_cache(maxsize=256)
+def _normals(seed: int, kind: int, positions: int) -> np.ndarray:
+    """Standard normal draws, [reply position, batch size or step count], for one seed and kind."""
+    return np.random.default_rng([seed, kind]).standard_normal((positions, _WIDEST))
+
+
+class _Clock:
+    """The profile's costs, with seeded multiplicative noise (a shared machine is not a metronome).
+
+    A pass given `at` (its reply position) draws the noise of where it falls, not the next in turn:
+    with one seed, every setting pays the same for the same pass at the same place (a plain step at
+    position 40 costs plain decoding and auto alike), so two settings compared on one seed differ
+    only by the noise of the rounds in which they differ (common random numbers). Passes without
+    `at` (calibration's) draw in turn from the seed's own stream."""
+
+    def __init__(self, profile: CostProfile, noise: float, seed: int, positions: int = 0):
         self.profile = profile
         self.noise = noise
+        self.seed = seed
+        self.positions = positions
         self.rng = np.random.default_rng(seed)
 
-    def _jitter(self, seconds: float) -> float:
-        return seconds * float(np.exp(self.rng.normal(0.0, self.noise))) if self.noise else seconds
+    def _jitter(self, seconds: float, kind: int = 0, at: int | None = None, size: int = 0) -> float:
+        if not self.noise:
+            return seconds
+        if at is None:
+            z = self.rng.normal()
+        else:
+            z = _normals(self.seed, kind, self.positions)[at, min(int(size), _WIDEST - 1)]
+        return seconds * float(np.exp(self.noise * z))
 
-    def verify(self, batch: int) -> float:
-        return self._jitter(self.profile.verify_s(batch))
+    def verify(self, batch: int, at: int | None = None) -> float:
+        return self._jitter(self.profile.verify_s(batch), _VERIFY, at, batch)
 
-    def steps(self, n: int) -> float:
-        return self._jitter(n * self.profile.draft_step_ms / 1000)
+    def steps(self, n: int, at: int | None = None) -> float:
+        return self._jitter(n * self.profile.draft_step_ms / 1000, _STEPS, at, n)
 
-    def prefill(self, model: str, n: int) -> float:
+    def prefill(self, model: str, n: int, at: int | None = None) -> float:
         ms = self.profile.prefill_ms.get(model, self.profile.draft_step_ms if model == "model" else 0.0)
-        return self._jitter(n * ms / 1000)
+        return self._jitter(n * ms / 1000, _PREFILL, at, model == "model")
 
 
 def calibrated(clock: _Clock, loads: int = 1) -> CostModel:
@@ -143,7 +168,7 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
            policy: AutoPolicy | None = None, loads: int = 1) -> ReplayResult:
     """Run `setting` over `trace` under `profile`. For auto, `policy` (default: a fresh one, as after
     the `loads`-th load on the machine: calibrated()) carries what earlier replies taught it."""
-    clock = _Clock(profile, noise, seed)
+    clock = _Clock(profile, noise, seed, len(trace.reply) + 1)
     text = trace.prompt + trace.reply
     n_prompt, n = len(trace.prompt), len(trace.reply)
     lookup = PromptLookupDrafter()
@@ -151,10 +176,10 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
     if auto and policy is None:
         policy = AutoPolicy(calibrated(clock, loads))
     use_model = auto and trace.has_draft
-    prompt_s = clock.prefill("target", n_prompt - 1)
+    prompt_s = clock.prefill("target", n_prompt - 1, at=0)
     draft_read = 0                                  # tokens of the text the draft model has read
     if setting.drafter == "model":
-        prompt_s += clock.prefill("model", n_prompt - 1)          # fixed mode reads the prompt at once
+        prompt_s += clock.prefill("model", n_prompt - 1, at=0)    # fixed mode reads the prompt at once
         draft_read = n_prompt - 1
     if auto:
         policy.begin()
@@ -176,7 +201,7 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
                 drafter, drafted, kept = "lookup", len(copy), trace.copy_run(j, copy)
             elif g > 0:
                 drafter, drafted, kept = "model", g, trace.model_run(j, g)
-                cost += clock.steps(g)
+                cost += clock.steps(g, at=j)
         elif auto and left > 1:                          # (the decoder asks nothing when no draft fits)
             g_max = min(AUTO_GAMMA_MAX, left - 1)
             copied, match_len = lookup.copy(context, g_max)
@@ -189,17 +214,17 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
                 kept = trace.copy_run(j, copied[:drafted])
             elif choice.drafter == "model":
                 if behind:
-                    catch_up = clock.prefill("model", behind)
+                    catch_up = clock.prefill("model", behind, at=j)
                     policy.costs.record_prefill("model", behind, catch_up)
                     cost += catch_up
                 drafter, drafted = "model", choice.gamma
                 kept = trace.model_run(j, drafted)
-                steps = clock.steps(drafted)
+                steps = clock.steps(drafted, at=j)
                 policy.costs.record_draft("model", drafted, steps)
                 cost += steps
         if not drafted:
             drafter = "none"                          # (a copy with nothing to copy is a plain step)
-        verify = clock.verify(drafted + 1)
+        verify = clock.verify(drafted + 1, at=j)
         cost += verify
         if auto:
             policy.costs.record_verify(drafted + 1, verify)
@@ -273,8 +298,8 @@ def judge(trace: Trace, profile: CostProfile, has_draft: bool, noise: float = 0.
 def judge_warm(traces: list[Trace], profile: CostProfile, has_draft: bool, noise: float = 0.05,
                seeds: int = 3) -> list[Verdict]:
     """Auto as the app runs it: one policy, calibrated once, carried from reply to reply. For every
-    order that rotates `traces`, each of `seeds` noise seeds replays the order twice round with one
-    policy; every reply but the first (judge() has that) gets a Verdict, its tokens per second the
+    order that rotates `traces`, each of `seeds` noise seeds (the fixed settings' own, so that each
+    reply meets the noise they met on its trace) replays the order twice round with one policy; every reply but the first (judge() has that) gets a Verdict, its tokens per second the
     mean over the seeds against the fixed settings' on its trace (as judge()), with `prompt` naming it
     and the reply before it ("summary after edit")."""
     fixed = {t.name: _fixed_rates(t, profile, has_draft, noise, seeds) for t in traces}
@@ -286,7 +311,7 @@ def judge_warm(traces: list[Trace], profile: CostProfile, has_draft: bool, noise
             clock = _Clock(profile, noise, 1000 + k)
             policy = AutoPolicy(calibrated(clock))
             for i, trace in enumerate(order):
-                runs[i].append(replay(trace, profile, AUTO, noise=noise, seed=k * len(order) + i, policy=policy))
+                runs[i].append(replay(trace, profile, AUTO, noise=noise, seed=k, policy=policy))
         for i in range(1, len(order)):
             v = _verdict(order[i], profile, fixed[order[i].name], _mean(runs[i]))
             verdicts.append(dataclasses.replace(v, prompt=f"{order[i].name} after {order[i - 1].name}"))

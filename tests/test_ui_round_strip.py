@@ -6,7 +6,7 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenKind
-from desktop_app.engine.explain import explain, predicted_text, rate_text
+from desktop_app.engine.explain import explain, measured_text, predicted_text, rate_text
 from desktop_app.ui.main_window import MainWindow
 from desktop_app.ui.round_strip import (BONUS, CORRECTION, DISCARDED, END, KEPT, PLAIN, REJECTED, Colours,
                                         RoundStrip, round_chips, visible)
@@ -123,11 +123,15 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
     assert s.measured_speedup == pytest.approx(1.4)
     panel.show_stats(s)
     L = panel.labels
-    assert L["vs_plain"].text() == "1.40× (plain 0.5 tok/s)" and L["speed"].text() == "0.7 tok/s"
+    # no plain step of its own: plain's rate is the one timed before the reply, and both places say so
+    assert L["vs_plain"].text() == "1.40× (plain 0.5 tok/s, earlier)" and L["speed"].text() == "0.7 tok/s"
     assert L["predicted"].text() == (f"{s.predicted_speedup_measured:.2f}× "     # the row's title says "predicted"
                                      f"(flat-cost formula {s.predicted_speedup:.2f}×)") and L["alpha"].text() == "0.64"
     assert "first rejection" in panel.titles["alpha"].toolTip()
-    assert "beats plain decoding (0.5 tok/s, measured) by 1.40×" in panel.verdict.text()
+    assert "beats plain decoding (0.5 tok/s, measured before this reply) by 1.40×" in panel.verdict.text()
+    timed_here = slow_stats(n_plain_rounds=1, n_rounds=6, t_plain_s=2.0)    # a plain step in the reply times it
+    assert measured_text(timed_here).endswith("(plain 0.5 tok/s)")
+    assert "(0.5 tok/s, measured) by" in explain(timed_here)
     qtbot.wait(10)
     assert panel.width() == 300
     for label in L.values():              # one line each; shortened only by whole parts, never in a number

@@ -25,11 +25,13 @@ def rate_text(rate: float | None) -> str:
 
 
 def measured_text(stats: GenerationStats) -> str:
-    """"1.23× (plain 45 tok/s)": the measured comparison with plain decoding, or "–"."""
+    """"1.23× (plain 45 tok/s)": the measured comparison with plain decoding, or "–". ", earlier" after
+    the rate when the reply had no plain step of its own to time it by (metrics.py then takes the
+    single-token pass last timed, at load or in an earlier reply)."""
     m = stats.measured_speedup
     if m is None:
         return "–"
-    return f"{m:.2f}× (plain {rate_text(stats.plain_tokens_per_s)})"
+    return f"{m:.2f}× (plain {rate_text(stats.plain_tokens_per_s)}{'' if stats.n_plain_rounds else ', earlier'})"
 
 
 def predicted_text(stats: GenerationStats) -> str:
@@ -72,7 +74,8 @@ def explain(stats: GenerationStats) -> str:
     rounds = stats.n_drafted / stats.mean_drafted if stats.mean_drafted else 0
     # Only the rounds that drafted: auto mode mixes them with plain steps.
     per_round_ms = 1000 * (stats.t_draft_s + stats.t_verify_s - stats.t_plain_s) / rounds if rounds else 0.0
-    parts = [f"{100 * (stats.acceptance_rate or 0):.0f} % of drafted tokens were kept (α ≈ {alpha:.2f} per token); "
+    parts = [f"{100 * (stats.acceptance_rate or 0):.0f} % of drafted tokens were kept (α ≈ {alpha:.2f}: the chance "
+             "that a token was kept when those before it were; after a rejection the rest go unchecked); "
              f"a round drafted {stats.mean_drafted:.1f} and kept {stats.mean_accepted:.1f}, "
              f"giving {stats.mean_accepted + 1:.1f} tokens"
              + ("." if stats.remote else f" in {per_round_ms:.0f} ms.")]
@@ -86,7 +89,7 @@ def explain(stats: GenerationStats) -> str:
     if m is None:
         parts.append("There is no measured plain-decoding rate to compare with yet.")
         return " ".join(parts)
-    plain_part = f"plain decoding ({rate_text(plain)}, measured)"
+    plain_part = f"plain decoding ({rate_text(plain)}, measured{'' if stats.n_plain_rounds else ' before this reply'})"
     if m >= PAYS:
         parts.append(f"That beats {plain_part} by {m:.2f}×.")
         return " ".join(parts)

@@ -25,6 +25,7 @@ class LiveReply:
         """Nothing is being generated any more (finished, failed, refused, or the engine died)."""
         self.conversation_id = None
         self.text = ""
+        self.bar.end_reply()
 
     def began(self, conversation_id: int, shown_id: int | None, title: str) -> None:
         """The worker started the reply: the chat gets a reply to stream into if its conversation is the

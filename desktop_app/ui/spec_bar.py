@@ -205,6 +205,13 @@ class SpecBar(QFrame):
             self._last_round = r
             self.gamma_label.setText(auto_text(r))
 
+    def end_reply(self) -> None:
+        """The reply ended: Auto's label goes back to the range it chooses from (the reply's footer says
+        what it chose), rather than keep the last round's choice, a plain step as often as not."""
+        if self._last_round is not None:
+            self._last_round = None
+            self._refresh()
+
     # -- actions
     def toggle(self) -> None:
         self.switch.toggle()

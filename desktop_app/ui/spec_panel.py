@@ -22,7 +22,10 @@ NO_REPLY = "No reply selected"
 _BREAKS = re.compile(r" (?=\()| (?=/ )")
 STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation excluded)"),
          ("vs_plain", "vs plain (measured)", "This reply's speed over plain decoding's on this machine, "
-                                             "measured: one single-token target pass per token"),
+                                             "measured: one single-token target pass per token, timed on this "
+                                             "reply's plain steps, or (\"earlier\") last timed before it, at "
+                                             "load or in an earlier reply: a machine busier now than then "
+                                             "makes this reply look slower"),
          ("tokens", "Tokens", ""),
          ("accepted", "Drafts kept", "Drafted tokens the target kept: kept / drafted (the acceptance rate)"),
          ("alpha", "α (per token)", ALPHA_TIP),

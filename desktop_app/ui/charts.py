@@ -285,6 +285,9 @@ class LiveCharts(QWidget):
         acc = self.position_acceptance()
         self.position_bars.setOpts(x=list(range(1, len(acc) + 1)), height=acc)
         self.position_plot.setXRange(0.4, max(len(acc), 1) + 0.6, padding=0)
+        step = -(-len(acc) // 8) or 1                   # whole positions only, at most about 8 labels
+        self.position_plot.getPlotItem().getAxis("bottom").setTicks(
+            [[(i, str(i)) for i in range(1, max(len(acc), 1) + 1, step)]])
 
         rounds = self._rounds
         for drafter, item in self.kept_points.items():
@@ -295,4 +298,9 @@ class LiveCharts(QWidget):
         self.kept_title.setText(f"Kept per round {legend}")
         self.kept_line.setData([r.index + 1 for r in rounds], [r.accepted for r in rounds])
 
-        self.split_bars.setOpts(height=list(self.time_split()))
+        split = list(self.time_split())
+        self.split_bars.setOpts(height=split)
+        if max(split) > 0:
+            self.split_plot.enableAutoRange(axis="y")
+        else:                                           # nothing timed yet: no negative seconds around 0
+            self.split_plot.setYRange(0, 1, padding=0)

@@ -251,7 +251,7 @@ def test_the_pair_verdict_before_load_comes_from_the_headers(qtbot, tmp_path, cl
     bar.select(test_model_path, gemma_path)
     assert bar.pair_verdict.ok is False
     assert bar.verdict.text().startswith("These two cannot pair: the draft's tokenizer is llama-spm, the target's "
-                                         "gpt2 — choose a draft made for this target")
+                                         "gpt2 — choose a draft made for this target, or no draft to chat with the target alone")
     assert bar.load_button.isEnabled()                      # a warning: the engine's own check decides
     assert w.loaded is None                                 # nothing was loaded to tell
 

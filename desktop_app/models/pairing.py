@@ -27,7 +27,7 @@ _DEFAULTS = {   # model: (add_bos, add_eos, bos id, eos id), as llama.cpp's llam
     "llama": (True, False, 1, 2), "gpt2": (False, False, 11, 11), "bert": (True, False, 101, 102),
     "t5": (False, True, None, 1), "rwkv": (False, False, None, None),
 }
-CHOOSE = "choose a draft made for this target"
+CHOOSE = "choose a draft made for this target, or no draft to chat with the target alone"
 
 
 @dataclass(frozen=True)

@@ -279,3 +279,9 @@ def test_pay_curve_quotes_the_replys_own_prediction_when_some_rounds_drafted_not
     assert "γ 4: predicted" not in text
     if mixed.measured_speedup is not None:
         assert f"predicted 1.23×, measured {mixed.measured_speedup:.2f}×)" in text
+    # where no γ is predicted to pay (checks as dear as 3 single passes for 2 tokens), the same
+    steep = dataclasses.replace(mixed, verify_s_by_batch={1: plain, **{b: 3 * plain * b for b in range(2, 18)}})
+    pay.show(steep, 4)
+    text = pay.sentence.text()
+    assert pay.best_gamma == 0 and "no γ is predicted to beat plain decoding" in text
+    assert f"(this reply drafted in {stats.n_rounds} of its {stats.n_rounds + 7} rounds: predicted 1.23×" in text

@@ -150,4 +150,8 @@ class PayCurve(QWidget):
             text += f": a {g + 1}-token check costs {verify / s.t_target_step_s:.1f} single passes"
             if s.c:
                 text += f" and each drafted token {s.c:.2f} of one"
+        if s.n_plain_rounds and s.predicted_speedup_measured is not None:     # (as above: not the curve's)
+            own = (f"this reply drafted in {s.n_rounds - s.n_plain_rounds} of its {s.n_rounds} rounds: "
+                   f"predicted {s.predicted_speedup_measured:.2f}×")
+            return text + f" ({own}" + (f", {measured_text})." if measured_text else ").")
         return text + (f" (this reply: {measured_text})." if measured_text else ".")

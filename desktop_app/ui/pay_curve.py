@@ -113,8 +113,8 @@ class PayCurve(QWidget):
             self.measured_label.setPos(s.mean_drafted, measured)
             self.measured_label.setVisible(True)
         top = max([v for _, v in known] + [measured or 0.0, 1.0])
-        self.plot.setYRange(0, top * 1.15, padding=0)
-        self.current_label.setPos(current_gamma, top * 1.12)
+        self.plot.setYRange(0, top * 1.3, padding=0)           # room above the curve for the labels,
+        self.current_label.setPos(current_gamma, top * 1.28)    # clear of "best" and the plain line
         self.plot.setXRange(0.5, self.gammas[-1] + 0.5, padding=0)
         self.sentence.setText(self._sentence(s, current_gamma, best, predicted, measured))
 

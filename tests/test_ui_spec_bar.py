@@ -200,11 +200,17 @@ def test_the_bar_before_and_after_models_are_loaded(qtbot):
     bar.set_draft_available(True)                                # a pair
     assert bar.mode_text() == "Speculating: draft model, γ 4" and bar.property("mode") == "on"
     assert model.isEnabled() and "#2e9d4a" in bar.styleSheet().split("#specMode")[1][:40]
-    bar.set_draft_available(False)                               # a target alone: lookup copies meanwhile
-    assert bar.mode_text() == "Speculating: prompt lookup, γ 4" and not model.isEnabled()
-    assert lookup.isChecked() and "No draft model" in model.toolTip()
-    assert bar.generation()["drafter"] == "model"                # the saved choice stays
-    bar.set_draft_available(None)                                # the engine stopped
+    bar.set_draft_available(False)                               # a target alone: Auto copies meanwhile
+    assert bar.mode_text() == "Speculating: auto" and not model.isEnabled() and auto.isChecked()
+    assert "stands in for the draft model" in bar.mode.toolTip() and "No draft model" in model.toolTip()
+    assert bar.spec(False).auto and bar.spec(False).drafter == "lookup" and not bar.gamma.isEnabled()
+    assert bar.generation()["drafter"] == "model" and not bar.generation()["auto"]   # the saved choice stays
+    qtbot.mouseClick(lookup, Qt.LeftButton)                      # lookup at a fixed γ, chosen
+    assert bar.mode_text() == "Speculating: prompt lookup, γ 4" and not bar.spec(False).auto
+    assert bar.generation()["drafter"] == "lookup"
+    bar.set_draft_available(None)                                # the engine stopped: the choice as it will apply
+    assert bar.mode_text() == "Speculation: prompt lookup, γ 4" and lookup.isChecked()
+    qtbot.mouseClick(model, Qt.LeftButton)
     assert bar.mode_text() == "Speculation: draft model, γ 4" and model.isChecked()
 
 
@@ -284,12 +290,15 @@ def test_settings_persist_across_windows(qtbot, tmp_path):
 
 
 @pytest.mark.network
-def test_a_target_alone_greys_out_the_draft_model_and_copies(qtbot, window, test_model_path):
+def test_a_target_alone_greys_out_the_draft_model_and_runs_auto(qtbot, window, test_model_path):
     bar = window.spec_bar
     window.settings_panel.n_threads.setValue(1)
     load(qtbot, window, test_model_path, None)
     model = bar.drafter_buttons["model"]
     assert not model.isEnabled() and "No draft model" in model.toolTip()
-    assert bar.drafter_buttons["lookup"].isChecked() and bar.mode_text() == "Speculating: prompt lookup, γ 4"
-    assert window._options().spec.drafter == "lookup"
+    # the draft model chosen, none loaded: Auto copies where that pays (a fixed γ of copies can cost a
+    # fifth of plain speed on text without repeats)
+    assert bar.drafter_buttons["auto"].isChecked() and bar.mode_text() == "Speculating: auto"
+    assert window._options().spec.drafter == "lookup" and window._options().spec.auto
     assert window.settings["generation"]["drafter"] == "model"         # the saved choice stays for a pair
+    assert not window.settings["generation"]["auto"]

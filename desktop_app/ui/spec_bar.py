@@ -179,15 +179,18 @@ class SpecBar(QFrame):
                 "draft_p_min": min(self.p_min.value(), P_MIN_MAX), "auto": self._auto}
 
     def spec(self, has_draft_model: bool) -> SpecSettings:
-        """The SpecSettings for the engine: Auto drafts with the model when one is loaded, else by lookup."""
+        """The SpecSettings for the engine: Auto drafts with the model when one is loaded, else by lookup.
+        The draft model chosen without one loaded (a target alone) runs as Auto: it copies only where
+        that pays, where a fixed γ of copies costs up to a fifth of plain speed on text without repeats."""
         g = self.generation()
         drafter = "model" if (g["auto"] or g["drafter"] == "model") and has_draft_model else "lookup"
+        auto = g["auto"] or (g["drafter"] == "model" and not has_draft_model)
         return SpecSettings(enabled=g["speculation"], drafter=drafter, draft_max=g["draft_max"],
-                            draft_min=g["draft_min"], draft_p_min=g["draft_p_min"], auto=g["auto"])
+                            draft_min=g["draft_min"], draft_p_min=g["draft_p_min"], auto=auto)
 
     def set_draft_available(self, available: bool | None) -> None:
         """Whether a draft model is loaded: without one, "Draft model" cannot be chosen (the saved choice
-        stays, and prompt lookup drafts meanwhile). None: no models are loaded at all; the bar then
+        stays, and Auto, copying by prompt lookup, runs meanwhile). None: no models are loaded at all; the bar then
         shows the choice that will apply once they are, and says that nothing runs yet."""
         self._has_draft = available
         self._refresh()
@@ -201,7 +204,7 @@ class SpecBar(QFrame):
     # -- the running reply
     def show_round(self, r: RoundEvent) -> None:
         """A round of the running reply: in Auto, the bar shows the γ and drafter auto chose for it."""
-        if self._auto and self.switch.isChecked():
+        if self._auto_now() and self.switch.isChecked():
             self._last_round = r
             self.gamma_label.setText(auto_text(r))
 
@@ -246,6 +249,10 @@ class SpecBar(QFrame):
         self._refresh()
         self.changed.emit(self.generation())
 
+    def _auto_now(self) -> bool:
+        """Whether Auto runs: chosen, or standing in for the draft model chosen with none loaded."""
+        return self._auto or (self._has_draft is False and self._choice == "model")
+
     def _effective_drafter(self) -> str:
         if self._has_draft is None:                      # nothing loaded: the choice as it will apply
             return self._choice
@@ -259,22 +266,23 @@ class SpecBar(QFrame):
         model.setToolTip("Draft with the small draft model loaded beside the target" if self._has_draft
                          else NO_DRAFT_TIP if self._has_draft is False
                          else "Draft with the small draft model of the pair, once a pair with one is loaded")
-        shown = "auto" if self._auto else self._effective_drafter()
+        auto = self._auto_now()
+        shown = "auto" if auto else self._effective_drafter()
         self.drafter_buttons[shown].setChecked(True)
         for b in self.drafter_buttons.values():
             b.setEnabled(on and (b is not model or can_model))
-        self.gamma.setEnabled(on and not self._auto)
+        self.gamma.setEnabled(on and not auto)
         for a in (self.gamma_up_action, self.gamma_down_action):
             a.setEnabled(self.gamma.isEnabled())
         gamma = self.gamma.value()
-        if on and self._auto:
+        if on and auto:
             self.gamma_label.setText(auto_text(self._last_round) if self._last_round else f"auto: γ 0–{AUTO_GAMMA_MAX}")
         else:
             self.gamma_label.setText(f"γ = {gamma}")
         self.gamma.setToolTip(
             f"Draft length γ: tokens drafted per round ({UP_KEYS} longer, {DOWN_KEYS} shorter). "
             + (f"In Auto the engine picks γ each round, 0 to {AUTO_GAMMA_MAX}, whatever this is set to."
-               if self._auto else "")
+               if auto else "")
             + ("" if on else "Speculation is off."))
         self.advanced.setEnabled(on)
         if not on:
@@ -282,7 +290,7 @@ class SpecBar(QFrame):
         elif self._has_draft is None:                    # set, but nothing runs until models are loaded
             text = "auto" if self._auto else f"{DRAFTER_WORDS[self._effective_drafter()]}, γ {gamma}"
             text, state = f"Speculation: {text}", "idle"    # (in the colours of "off": nothing runs)
-        elif self._auto:
+        elif auto:
             text, state = "Speculating: auto", "auto"
         else:
             text, state = f"Speculating: {DRAFTER_WORDS[self._effective_drafter()]}, γ {gamma}", "on"
@@ -307,7 +315,10 @@ class SpecBar(QFrame):
             self.mode.setText(text)
         if state == "auto":
             text += (", each round the draft model or a lookup copy" if self._has_draft
-                     else ", each round a lookup copy (no draft model loaded)")
+                     else ", each round a lookup copy or a plain step (no draft model loaded)")
+            if not self._auto:
+                text += (": it stands in for the draft model chosen, which applies once a pair is loaded. "
+                         "Prompt lookup copies at the fixed γ instead")
         if state == "idle":
             text += " — applies once models are loaded (none are loaded now)"
         if state != "remote":

@@ -1,6 +1,7 @@
 """Print docs/auto-mode.md's replay tables: auto against every fixed setting on the recorded traces
-(tests/data/traces), fresh and reply after reply, under every cost profile, and against llama.cpp's
-ngram-simple on the copy-heavy replies. No model is loaded; it takes about half a minute.
+(tests/data/traces), fresh and reply after reply, under every cost profile, against llama.cpp's
+ngram-simple on the copy-heavy replies, and with a target alone (lookup at γ 4 against auto). No
+model is loaded; it takes about a minute.
 
     python scripts/replay_tables.py > /tmp/tables.md
 """
@@ -98,6 +99,25 @@ def _ngram_table() -> list[str]:
     return lines
 
 
+def _alone_table() -> list[str]:
+    """A target loaded alone (the draft's guesses dropped from the demo traces): prompt lookup at the
+    fixed γ 4 the window used to fall back to, and auto, each × plain, per prompt and CPU profile."""
+    lines = ["| profile | " + " | ".join(f"{t.name}: lookup γ=4 / auto" for name in ("demo", "demo-heldout")
+                                          for t in TraceSet.load(str(TRACES / f"{name}.json")).traces) + " |"]
+    lines.append("|---" * (lines[0].count("|") - 1) + "|")
+    for profile_name in ("steep", "xeon", "avx2", "gpu", "here"):
+        cells = []
+        for name in ("demo", "demo-heldout"):
+            traces = TraceSet.load(str(TRACES / f"{name}.json"))
+            profile = traces.here if profile_name == "here" else BUILTIN[profile_name]
+            for t in traces.traces:
+                alone = Trace(t.name, t.prompt, t.reply, [], [], t.max_tokens)
+                plain = _rate(alone, profile, Setting("none"))
+                cells.append(f"{_rate(alone, profile, Setting('lookup', 4)) / plain:.2f} / {_rate(alone, profile, AUTO) / plain:.2f}")
+        lines.append(f"| {profile_name} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def main() -> None:
     built_in = _fresh(BUILT_IN)
     held_out = _fresh(HELD_OUT)
@@ -114,6 +134,8 @@ def main() -> None:
     print(f"Held-out, warm: {_summary(warm_held_out)}.")
     print("\n## Against llama.cpp's ngram-simple, copy-heavy replies\n")
     print("\n".join(_ngram_table()))
+    print("\n## A target alone: lookup at γ 4 against auto, × plain\n")
+    print("\n".join(_alone_table()))
 
 
 if __name__ == "__main__":

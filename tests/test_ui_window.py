@@ -336,7 +336,7 @@ def test_the_engine_process_dying_mid_reply_keeps_the_window_and_the_reply(qtbot
     assert "not running" in w.banner.label.text() and len(stored(w, cid)) == 2
     # Sending now keeps the text and says how to go on.
     type_and_send(qtbot, w, "Are you there?")
-    assert w.composer.toPlainText() == "Are you there?" and "reload the models" in w.banner.label.text()
+    assert w.composer.toPlainText() == "Are you there?" and "no longer loaded; reload them" in w.banner.label.text()
     assert w.banner.buttons[0].text() == "Reload the models"
     qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)
     qtbot.waitUntil(lambda: w.loaded is not None and not w.busy, timeout=TIMEOUT_MS)

@@ -126,3 +126,17 @@ def test_a_failed_load_after_leaving_rpc_servers_claims_no_models(qtbot, window,
     window.reload_lost_pair()
     qtbot.waitUntil(lambda: window.loaded is not None and not window.busy, timeout=TIMEOUT_MS)
     assert window.loaded.target == test_model_path and window.spec_bar.property("mode") != "idle"
+
+
+def test_a_failed_load_after_rpc_servers_with_nothing_loaded_claims_nothing_went(qtbot, window, tmp_path):
+    """The engine restarts for other RPC servers whether or not models were loaded; only when some were
+    does the window hear that they went."""
+    released = []
+    window.worker.modelsReleased.connect(lambda: released.append(True))
+    window.worker._rpc_in_engine = (f"127.0.0.1:{free_port()}",)   # as after a load onto RPC servers that failed
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"not a model")
+    window.load_pair(str(broken), None)
+    qtbot.waitUntil(lambda: "Could not load" in window.model_bar.status.text() and not window.busy,
+                    timeout=TIMEOUT_MS)
+    assert "let go" not in window.model_bar.status.text() and not released and window.lost_pair is None

@@ -121,8 +121,10 @@ class EngineWorker(QObject):
         return self._store
 
     def _report_death(self, death: EngineCrashed, conversation_id: int = -1) -> None:
-        """Tell the window once per death; the models went with the process."""
+        """Tell the window once per death; the models went with the process (and the RPC servers it had
+        registered with it)."""
         self.pair = self.session = None
+        self._rpc_in_engine = ()
         if death is not self._reported:
             self._reported = death
             print(f"tandem: {death}", file=sys.stderr)
@@ -137,14 +139,18 @@ class EngineWorker(QObject):
     def load(self, request: LoadRequest) -> None:
         self.busyChanged.emit(True)
         rpc = tuple(request.target_options.rpc_servers)
-        released = rpc != self._rpc_in_engine and bool(self._rpc_in_engine)
-        if released:
+        released = False
+        if rpc != self._rpc_in_engine and self._rpc_in_engine:
             # llama.cpp keeps RPC devices registered for the life of the process, and would spread
             # offloaded layers over them: other servers, or none, need a fresh engine process, so the
-            # models loaded now go, whether or not the new ones then load
-            self.pair = self.session = None
+            # models loaded now go, whether or not the new ones then load (a llama-server's session
+            # is not the engine's, and stays)
+            released = self.pair is not None
+            if released:
+                self.pair = self.session = None
             self.engine.shutdown()
-            self.modelsReleased.emit()
+            if released:
+                self.modelsReleased.emit()
         self._rpc_in_engine = rpc
         try:
             summaries = []

@@ -10,22 +10,17 @@ scripts/replay_tables.py judges it (3 noise seeds, σ = 0.05). No model is loade
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
-from pathlib import Path
+
+from replay_tables import TRACES, shifted
 
 from desktop_app.engine import auto_policy
 from desktop_app.engine.cost_profiles import BUILTIN
 from desktop_app.engine.replay import AUTO, _fixed_rates, _mean, _verdict, replay
 from desktop_app.engine.trace import TraceSet
 
-TRACES = Path(__file__).resolve().parent.parent / "tests" / "data" / "traces"
 SEEDS = 3
 NOISE = 0.05
-
-
-def _shifted(prior, shift: float) -> tuple[float, ...]:
-    return tuple(1 / (1 + math.exp(-(math.log(p / (1 - p)) + shift))) for p in prior)
 
 
 def main() -> None:
@@ -47,7 +42,7 @@ def main() -> None:
     try:
         for shift in map(float, args.shifts.split(",")):
             for margin in map(float, args.margins.split(",")):
-                auto_policy.LOOKUP_PRIOR = _shifted(prior, shift)      # read by every new AutoPolicy
+                auto_policy.LOOKUP_PRIOR = shifted(prior, shift)      # read by every new AutoPolicy
                 auto_policy.WIN_MARGIN = margin                        # read by AutoPolicy.choose
                 vs = [_verdict(trace, profile, fixed,
                                _mean([replay(trace, profile, AUTO, noise=NOISE, seed=k) for k in range(SEEDS)]))

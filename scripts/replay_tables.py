@@ -1,15 +1,19 @@
 """Print docs/auto-mode.md's replay tables: auto against every fixed setting on the recorded traces
 (tests/data/traces), fresh and reply after reply, under every cost profile, against llama.cpp's
 ngram-simple on the copy-heavy replies, and with a target alone (lookup at γ 4 against auto). No
-model is loaded; it takes about a minute.
+model is loaded; it takes about a minute. `--prior-shift X` first moves every prompt-lookup prior
+by X on the log-odds scale (as scripts/replay_caution.py sweeps it).
 
     python scripts/replay_tables.py > /tmp/tables.md
 """
 from __future__ import annotations
 
+import argparse
+import math
 import statistics
 from pathlib import Path
 
+from desktop_app.engine import auto_policy
 from desktop_app.engine.cost_profiles import BUILTIN
 from desktop_app.engine.replay import AUTO, Setting, Verdict, judge, judge_warm, replay
 from desktop_app.engine.trace import Trace, TraceSet
@@ -118,7 +122,17 @@ def _alone_table() -> list[str]:
     return lines
 
 
+def shifted(prior, shift: float) -> tuple[float, ...]:
+    """Every probability of `prior` moved by `shift` on the log-odds scale."""
+    return tuple(1 / (1 + math.exp(-(math.log(p / (1 - p)) + shift))) for p in prior)
+
+
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--prior-shift", type=float, default=0.0)
+    args = ap.parse_args()
+    if args.prior_shift:
+        auto_policy.LOOKUP_PRIOR = shifted(auto_policy.LOOKUP_PRIOR, args.prior_shift)   # read by every AutoPolicy
     built_in = _fresh(BUILT_IN)
     held_out = _fresh(HELD_OUT)
     warm, warm_built_in, warm_held_out = _warm(BUILT_IN + HELD_OUT)

@@ -93,7 +93,8 @@ def ngram_simple_copy(context, n: int, m: int) -> list[int]:
     return []
 
 
-_VERIFY, _STEPS, _PREFILL = range(3)      # the kinds of pass, each with its own noise
+_VERIFY, _STEPS, _PREFILL = 1, 2, 3       # the kinds of pass, each with its own noise (numpy pads a seed
+                                          # with zeros: [seed, 0] would be the calibration's own stream)
 _WIDEST = max(AUTO_GAMMA_MAX, *FIXED_LOOKUP, *FIXED_MODEL) + 2
 
 
@@ -135,6 +136,7 @@ class _Clock:
         return self._jitter(n * self.profile.draft_step_ms / 1000, _STEPS, at, n)
 
     def prefill(self, model: str, n: int, at: int | None = None) -> float:
+        """A prompt pass (or a catch-up) of n tokens: its noise is keyed by the model, not by n."""
         ms = self.profile.prefill_ms.get(model, self.profile.draft_step_ms if model == "model" else 0.0)
         return self._jitter(n * ms / 1000, _PREFILL, at, model == "model")
 
@@ -299,9 +301,10 @@ def judge_warm(traces: list[Trace], profile: CostProfile, has_draft: bool, noise
                seeds: int = 3) -> list[Verdict]:
     """Auto as the app runs it: one policy, calibrated once, carried from reply to reply. For every
     order that rotates `traces`, each of `seeds` noise seeds (the fixed settings' own, so that each
-    reply meets the noise they met on its trace) replays the order twice round with one policy; every reply but the first (judge() has that) gets a Verdict, its tokens per second the
-    mean over the seeds against the fixed settings' on its trace (as judge()), with `prompt` naming it
-    and the reply before it ("summary after edit")."""
+    reply meets the noise they met on its trace) replays the order twice round with one policy; every
+    reply but the first (judge() has that) gets a Verdict, its tokens per second the mean over the
+    seeds against the fixed settings' on its trace (as judge()), with `prompt` naming it and the reply
+    before it ("summary after edit")."""
     fixed = {t.name: _fixed_rates(t, profile, has_draft, noise, seeds) for t in traces}
     verdicts = []
     for rot in range(len(traces)):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from desktop_app.engine import auto_policy
 from desktop_app.engine.cost_profiles import BUILTIN
-from desktop_app.engine.replay import AUTO, Setting, Verdict, judge, judge_warm, replay
+from desktop_app.engine.replay import AUTO, PLAIN, Setting, Verdict, judge, judge_warm, replay
 from desktop_app.engine.trace import Trace, TraceSet
 
 TRACES = Path(__file__).resolve().parent.parent / "tests" / "data" / "traces"
@@ -106,17 +106,16 @@ def _ngram_table() -> list[str]:
 def _alone_table() -> list[str]:
     """A target loaded alone (the draft's guesses dropped from the demo traces): prompt lookup at the
     fixed γ 4 the window used to fall back to, and auto, each × plain, per prompt and CPU profile."""
-    lines = ["| profile | " + " | ".join(f"{t.name}: lookup γ=4 / auto" for name in ("demo", "demo-heldout")
-                                          for t in TraceSet.load(str(TRACES / f"{name}.json")).traces) + " |"]
+    sets = [TraceSet.load(str(TRACES / f"{name}.json")) for name in ("demo", "demo-heldout")]
+    lines = ["| profile | " + " | ".join(f"{t.name}: lookup γ=4 / auto" for ts in sets for t in ts.traces) + " |"]
     lines.append("|---" * (lines[0].count("|") - 1) + "|")
     for profile_name in ("steep", "xeon", "avx2", "gpu", "here"):
         cells = []
-        for name in ("demo", "demo-heldout"):
-            traces = TraceSet.load(str(TRACES / f"{name}.json"))
+        for traces in sets:
             profile = traces.here if profile_name == "here" else BUILTIN[profile_name]
             for t in traces.traces:
                 alone = Trace(t.name, t.prompt, t.reply, [], [], t.max_tokens)
-                plain = _rate(alone, profile, Setting("none"))
+                plain = _rate(alone, profile, PLAIN)
                 cells.append(f"{_rate(alone, profile, Setting('lookup', 4)) / plain:.2f} / {_rate(alone, profile, AUTO) / plain:.2f}")
         lines.append(f"| {profile_name} | " + " | ".join(cells) + " |")
     return lines

@@ -32,6 +32,12 @@ def auto_text(r: RoundEvent) -> str:
     return f"auto: γ {r.gamma} ({r.drafter})" if r.gamma else "auto: plain step"
 
 
+def _runs_auto(auto: bool, choice: str, has_draft: bool | None) -> bool:
+    """Whether Auto runs: chosen, or standing in for the draft model chosen with none loaded (a target
+    alone; None: nothing is loaded, and the choice is shown as it will apply)."""
+    return auto or (has_draft is False and choice == "model")
+
+
 class SpecBar(QFrame):
     changed = Signal(dict)            # the bar's generation settings (SPEC_KEYS), after every change
 
@@ -184,7 +190,7 @@ class SpecBar(QFrame):
         that pays, where a fixed γ of copies costs up to a fifth of plain speed on text without repeats."""
         g = self.generation()
         drafter = "model" if (g["auto"] or g["drafter"] == "model") and has_draft_model else "lookup"
-        auto = g["auto"] or (g["drafter"] == "model" and not has_draft_model)
+        auto = _runs_auto(g["auto"], g["drafter"], bool(has_draft_model))
         return SpecSettings(enabled=g["speculation"], drafter=drafter, draft_max=g["draft_max"],
                             draft_min=g["draft_min"], draft_p_min=g["draft_p_min"], auto=auto)
 
@@ -250,8 +256,7 @@ class SpecBar(QFrame):
         self.changed.emit(self.generation())
 
     def _auto_now(self) -> bool:
-        """Whether Auto runs: chosen, or standing in for the draft model chosen with none loaded."""
-        return self._auto or (self._has_draft is False and self._choice == "model")
+        return _runs_auto(self._auto, self._choice, self._has_draft)
 
     def _effective_drafter(self) -> str:
         if self._has_draft is None:                      # nothing loaded: the choice as it will apply

@@ -163,9 +163,11 @@ class EngineWorker(QObject):
                                     progress=lambda what, f: self.loadProgress.emit(what, f))
             session = ChatSession(pair, self._history())
         except (ModelLoadError, IncompatiblePair) as exc:
-            cancelled = isinstance(exc, LoadCancelled)
-            self._load_failed("Loading was cancelled" + ("" if released else "; the previous models are still loaded")
-                              if cancelled else str(exc), released)
+            if isinstance(exc, LoadCancelled):
+                message = "Loading was cancelled" + ("" if released else "; the previous models are still loaded")
+            else:
+                message = str(exc)
+            self._load_failed(message, released)
             return
         except EngineCrashed as exc:
             self._report_death(exc)

@@ -148,6 +148,7 @@ class LiveCharts(QWidget):
         layout.addWidget(_titled(self.split_title, self.split_plot), 1, 1)
 
         self.redraws = 0                                # how many times the plots were redrawn
+        self._split_timed: bool | None = None           # whether "Time spent" had any time at its last draw
         self._dirty = False                             # data came while the charts were hidden
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -285,9 +286,6 @@ class LiveCharts(QWidget):
         acc = self.position_acceptance()
         self.position_bars.setOpts(x=list(range(1, len(acc) + 1)), height=acc)
         self.position_plot.setXRange(0.4, max(len(acc), 1) + 0.6, padding=0)
-        step = -(-len(acc) // 8) or 1                   # whole positions only, at most about 8 labels
-        self.position_plot.getPlotItem().getAxis("bottom").setTicks(
-            [[(i, str(i)) for i in range(1, max(len(acc), 1) + 1, step)]])
 
         rounds = self._rounds
         for drafter, item in self.kept_points.items():
@@ -300,7 +298,10 @@ class LiveCharts(QWidget):
 
         split = list(self.time_split())
         self.split_bars.setOpts(height=split)
-        if max(split) > 0:
-            self.split_plot.enableAutoRange(axis="y")
-        else:                                           # nothing timed yet: no negative seconds around 0
-            self.split_plot.setYRange(0, 1, padding=0)
+        timed = max(split) > 0
+        if timed != self._split_timed:                  # (the range is set only when that changes)
+            self._split_timed = timed
+            if timed:
+                self.split_plot.enableAutoRange(axis="y")
+            else:                                       # nothing timed yet: no negative seconds around 0
+                self.split_plot.setYRange(0, 1, padding=0)

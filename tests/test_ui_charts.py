@@ -47,6 +47,8 @@ def generate_into(charts: LiveCharts | None, pair, qapp, max_tokens=64, **spec):
     before_finish = charts.plain_rate() if charts else None
     if charts:
         charts.finish(finish.stats)
+        while charts.pending:                       # (drawn FINISH_MS later)
+            qapp.processEvents()
     return rounds, finish.stats, before_finish
 
 

@@ -80,7 +80,8 @@ def quiet_plot(fg: QColor, bg: QColor, min_width: int, min_height: int) -> pg.Pl
 def _small_plot(fg: QColor, bg: QColor) -> pg.PlotWidget:
     w = quiet_plot(fg, bg, 150, 110)
     w.getPlotItem().layout.setContentsMargins(0, 4, 4, 0)
-    return w
+    w.disableAutoRange()         # each redraw sets its ranges: pyqtgraph's auto range is worked out while
+    return w                     # painting and then paints the plot a second time
 
 
 def _titled(title: QLabel, plot: pg.PlotWidget) -> QWidget:
@@ -102,6 +103,7 @@ def _titled(title: QLabel, plot: pg.PlotWidget) -> QWidget:
 class LiveCharts(QWidget):
     REDRAW_MS = 1000             # at most one redraw a second while a reply streams (a redraw of four plots
                                  # costs more CPU than the rest of the panel); none while hidden
+    FINISH_MS = 50               # the last redraw, this long after the reply's end
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -122,7 +124,7 @@ class LiveCharts(QWidget):
         self.position_title = QLabel("Kept, by draft position")
         self.position_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush=DRAFTER_COLOURS["model"])
         self.position_plot.addItem(self.position_bars)
-        self.position_plot.setYRange(0, 1, padding=0.02)
+        self.position_plot.setYRange(0, 1, padding=0.02)       # (a share)
 
         self.kept_plot = _small_plot(fg, bg)
         self.kept_title = QLabel("Kept per round")
@@ -148,7 +150,6 @@ class LiveCharts(QWidget):
         layout.addWidget(_titled(self.split_title, self.split_plot), 1, 1)
 
         self.redraws = 0                                # how many times the plots were redrawn
-        self._split_timed: bool | None = None           # whether "Time spent" had any time at its last draw
         self._dirty = False                             # data came while the charts were hidden
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -177,10 +178,16 @@ class LiveCharts(QWidget):
         self._schedule()
 
     def finish(self, stats: GenerationStats) -> None:
-        """The reply ended: the measured plain rate replaces the estimate; everything is drawn now."""
+        """The reply ended: the measured plain rate replaces the estimate; everything is drawn FINISH_MS
+        later, on its own (the rest of the window redraws for the reply's end first: both at once held
+        the UI thread for 150 ms and more on a 2-core machine)."""
         self._stats = stats
-        self._timer.stop()
-        self._redraw()
+        self._timer.start(self.FINISH_MS)
+
+    @property
+    def pending(self) -> bool:
+        """Data has come that the plots do not show yet (drawn on the timer, or when shown)."""
+        return self._timer.isActive() or self._dirty
 
     def show_stored(self, rounds: Sequence[RoundEvent | Mapping] | None, stats: GenerationStats | Mapping | None) -> None:
         """A stored reply: its rounds (RoundEvents, or the history's records) and its stats. Its tokens'
@@ -248,7 +255,7 @@ class LiveCharts(QWidget):
 
     def _schedule(self) -> None:
         if not self._timer.isActive():
-            self._timer.start()
+            self._timer.start(self.REDRAW_MS)
 
     def kept_series(self) -> tuple[list[int], list[int], list[str]]:
         """What "Kept per round" shows, in round order: round numbers (from 1, as the strip numbers
@@ -281,7 +288,8 @@ class LiveCharts(QWidget):
             self.speed_title.setText(f"Tokens/s over time (s) · - - {label} {rate:.1f}")
         else:
             self.speed_title.setText("Tokens/s over time (s)")
-        self.speed_plot.getPlotItem().enableAutoRange()
+        self.speed_plot.setXRange(0, max(xs, default=0) or 1, padding=0.02)
+        self.speed_plot.setYRange(0, _top(ys + ([rate] if rate else [])), padding=0)
 
         acc = self.position_acceptance()
         self.position_bars.setOpts(x=list(range(1, len(acc) + 1)), height=acc)
@@ -295,13 +303,14 @@ class LiveCharts(QWidget):
         legend = " ".join(f'<span style="color:{DRAFTER_COLOURS[d]}">●</span>{DRAFTER_NAMES[d]}' for d in present)
         self.kept_title.setText(f"Kept per round {legend}")
         self.kept_line.setData([r.index + 1 for r in rounds], [r.accepted for r in rounds])
+        self.kept_plot.setXRange(0.5, max(len(rounds), 1) + 0.5, padding=0)
+        self.kept_plot.setYRange(0, _top([r.accepted for r in rounds]), padding=0)
 
         split = list(self.time_split())
         self.split_bars.setOpts(height=split)
-        timed = max(split) > 0
-        if timed != self._split_timed:                  # (the range is set only when that changes)
-            self._split_timed = timed
-            if timed:
-                self.split_plot.enableAutoRange(axis="y")
-            else:                                       # nothing timed yet: no negative seconds around 0
-                self.split_plot.setYRange(0, 1, padding=0)
+        self.split_plot.setYRange(0, _top(split), padding=0)       # (from 0 s before any reply)
+
+
+def _top(values: Sequence[float]) -> float:
+    """The top of a y range from 0 showing values with a little room above them (1 for none)."""
+    return 1.08 * max(values, default=0) or 1.0

@@ -60,11 +60,17 @@ def test_generate_samples_use_consecutive_seeds(test_model_path, q2k_draft_path,
     assert one["samples"][0]["tokens"] == many["samples"][1]["tokens"]
 
 
-def test_generate_plain_text_output_and_lookup_default(test_model_path):
+def test_generate_plain_text_output_and_auto_default_without_a_draft_model(test_model_path):
     out = tandem("generate", "-m", test_model_path, "-p", "Say hello.", "-n", "8", "-c", "512")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()
     assert "tokens" in out.stderr and "tok/s" in out.stderr
+    assert "auto's rounds" in out.stderr                 # a target alone runs auto, as in the window
+    fixed = tandem("generate", "-m", test_model_path, "-p", "Say hello.", "-n", "8", "-c", "512", "--json",
+                   "--drafter", "lookup")
+    assert fixed.returncode == 0, fixed.stderr
+    settings = json.loads(fixed.stdout)["settings"]
+    assert (settings["drafter"], settings["draft_max"], settings["auto"]) == ("lookup", 4, False)   # named: fixed γ
 
 
 def test_generate_exit_codes(test_model_path, gemma_path, tmp_path):

@@ -85,6 +85,22 @@ def test_charts_before_any_reply_show_no_negative_time(qtbot):
     assert low == 0 and high > 0                     # (was -0.4 to 0.4 seconds around empty bars)
 
 
+def test_count_axes_label_whole_numbers_only(reply, qtbot):
+    charts = reply[0]
+    charts.resize(600, 400)
+    charts.show()
+    qtbot.waitExposed(charts)
+    for plot, name in ((charts.position_plot, "bottom"), (charts.kept_plot, "left"), (charts.kept_plot, "bottom")):
+        axis = plot.getPlotItem().getAxis(name)
+        low, high = axis.range
+        levels = axis.tickValues(low, high, axis.geometry().width() if name == "bottom" else axis.geometry().height())
+        values = [v for _, vs in levels for v in vs]
+        assert values and all(v == round(v) for v in values), (name, values)     # (were 1, 1.5, 2 … on 0.4-4.6)
+        labels = axis.tickStrings(values, 1.0, min(s for s, _ in levels))
+        assert all("." not in label for label in labels), labels
+    charts.hide()
+
+
 def test_live_charts_show_the_rounds_of_a_real_reply(reply, qtbot, tmp_path):
     charts, rounds, stats, before = reply
     qtbot.addWidget(charts)

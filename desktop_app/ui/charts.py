@@ -57,10 +57,23 @@ def rolling_rate(times: Sequence[float], origin: float, min_tokens: int = 16, mi
     return xs, ys
 
 
-def quiet_plot(fg: QColor, bg: QColor, min_width: int, min_height: int) -> pg.PlotWidget:
+class WholeAxis(pg.AxisItem):
+    """An axis of counts (draft positions, rounds, tokens): ticks on whole numbers only, never 1.5.
+    (Chosen as it paints: setting ticks from outside at every redraw stalled the UI thread.)"""
+
+    def tickValues(self, minVal, maxVal, size):
+        levels = []
+        for spacing, values in super().tickValues(minVal, maxVal, size):
+            whole = [v for v in values if abs(v - round(v)) < 1e-9]
+            if whole:
+                levels.append((max(1.0, spacing), whole))
+        return levels
+
+
+def quiet_plot(fg: QColor, bg: QColor, min_width: int, min_height: int, whole: tuple[str, ...] = ()) -> pg.PlotWidget:
     """A small, still plot in the panel's colours: no menu, no mouse zoom, small axis text (the charts'
-    and the Does it pay? curve's)."""
-    w = pg.PlotWidget(background=bg)
+    and the Does it pay? curve's); the axes named in `whole` ("left", "bottom") count."""
+    w = pg.PlotWidget(background=bg, axisItems={name: WholeAxis(name) for name in whole})
     w.setMinimumSize(min_width, min_height)
     item = w.getPlotItem()
     item.setMenuEnabled(False)
@@ -77,8 +90,8 @@ def quiet_plot(fg: QColor, bg: QColor, min_width: int, min_height: int) -> pg.Pl
     return w
 
 
-def _small_plot(fg: QColor, bg: QColor) -> pg.PlotWidget:
-    w = quiet_plot(fg, bg, 150, 110)
+def _small_plot(fg: QColor, bg: QColor, whole: tuple[str, ...] = ()) -> pg.PlotWidget:
+    w = quiet_plot(fg, bg, 150, 110, whole)
     w.getPlotItem().layout.setContentsMargins(0, 4, 4, 0)
     w.disableAutoRange()         # each redraw sets its ranges: pyqtgraph's auto range is worked out while
     return w                     # painting and then paints the plot a second time
@@ -120,13 +133,13 @@ class LiveCharts(QWidget):
         self.plain_line.setVisible(False)
         self.speed_plot.addItem(self.plain_line)
 
-        self.position_plot = _small_plot(fg, bg)
+        self.position_plot = _small_plot(fg, bg, whole=("bottom",))
         self.position_title = QLabel("Kept, by draft position")
         self.position_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush=DRAFTER_COLOURS["model"])
         self.position_plot.addItem(self.position_bars)
         self.position_plot.setYRange(0, 1, padding=0.02)       # (a share)
 
-        self.kept_plot = _small_plot(fg, bg)
+        self.kept_plot = _small_plot(fg, bg, whole=("left", "bottom"))
         self.kept_title = QLabel("Kept per round")
         self.kept_line = self.kept_plot.plot([], [], pen=pg.mkPen(QColor(fg.red(), fg.green(), fg.blue(), 60)))
         # one scatter per drafter, each of one colour: pyqtgraph then draws every point from one cached

@@ -27,7 +27,7 @@ class PayCurve(QWidget):
         fg, bg = pal.color(QPalette.WindowText), pal.color(QPalette.Base)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        self.plot = quiet_plot(fg, bg, 200, 140)
+        self.plot = quiet_plot(fg, bg, 200, 140, whole=("bottom",))
         item = self.plot.getPlotItem()
         item.setTitle('<span style="font-size:8pt">Does it pay? Predicted speed-up against γ</span>', color=fg)
         item.setLabel("bottom", "γ (tokens drafted per round)", **{"font-size": "7pt"})

@@ -21,6 +21,13 @@ def test_lookup_copies_what_followed_the_longest_match():
     assert d.copy(context, 2) == ([9, 9], 3)
 
 
+def test_lookup_counts_the_different_tokens_that_followed_the_tail():
+    d = PromptLookupDrafter(ngram_min=2)
+    assert d.followers([5, 6, 1, 5, 6, 1, 0, 5, 6]) == 1          # [5, 6] was followed by 1 twice
+    assert d.followers([5, 6, 1, 5, 6, 2, 0, 5, 6]) == 2          # by 1, then by 2: a copy is a guess
+    assert d.followers([5, 6, 1, 7, 8]) == 0 and d.followers([5]) == 0
+
+
 def test_lookup_prefers_the_latest_of_equal_matches_and_handles_growth_and_edits():
     d = PromptLookupDrafter(ngram_min=2)
     context = [5, 6, 1, 5, 6, 2, 0, 5, 6]

@@ -13,6 +13,8 @@ model, and takes the option with the best predicted tokens per second, E(γ) / (
   or not, is judged for free as the text reaches it, so these numbers are always current.
   Where recent copies keep fewer tokens than the priors predict, every bin's prior is scaled
   down by that ratio: a copy that fails at its first token says nothing of the longer bins itself.
+  After a short match whose tokens were followed by different tokens before (Copy.ambiguous), the
+  first copied token is a guess between them, with keep rates of its own.
 - E(γ) for the draft model: keep rates by draft position (KeepRates), learnt from its rounds. Their
   prior is the target's own recent confidence (its probability of the tokens it chose): a draft
   agrees with the target about as often as the target is sure of itself (measured on the recorded
@@ -55,9 +57,12 @@ PRIOR_PULL = 0.6             # at every new reply, the copy estimates move this 
 # the copy, plus the copied tokens before it), prior and weight: a copy right for L tokens tends to
 # stay right.
 LOOKUP_BINS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
-LOOKUP_PRIOR = (0.45, 0.6, 0.8, 0.85, 0.9, 0.92, 0.94, 0.94, 0.94, 0.94, 0.94)
+LOOKUP_PRIOR = (0.5, 0.7, 0.8, 0.85, 0.9, 0.92, 0.94, 0.94, 0.94, 0.94, 0.94)
 LOOKUP_PRIOR_WEIGHT = 5.5    # observations' worth of prior per bin
 LOOKUP_FORGET = 0.017        # every round, lookup's counts move this far back towards the prior
+AMBIGUOUS_BELOW = 4          # a match shorter than this whose last tokens were followed by different
+AMBIGUOUS_PRIOR = 0.2        # tokens before (Copy.ambiguous): its first copied token has keep rates of
+                             # its own, with this prior
 LOOKUP_POOL = 5.0            # observations' worth of "as the priors say" in the ratio that scales every
                              # bin's prior down where recent copies fall short of theirs (KeepRates.shrink)
 
@@ -141,14 +146,15 @@ class KeepRates:
             p = min(0.99, p + optimism * (p * (1 - p) / (n + 1)) ** 0.5)
         return p
 
-    def expected(self, start: int, gamma_max: int, optimism: float = 0.0) -> list[float]:
+    def expected(self, start: int, gamma_max: int, optimism: float = 0.0, first: float | None = None) -> list[float]:
         """E(γ) for γ = 0..gamma_max of a draft whose first token is at L = start: the tokens a
-        round yields, drafts kept plus the target's own."""
+        round yields, drafts kept plus the target's own. `first`: the first token's keep rate, when
+        it is known apart (an ambiguous copy's)."""
         out = [1.0]
         survive = 1.0
         shrink = self.shrink()
         for k in range(gamma_max):
-            survive *= self._keep(start + k, optimism, shrink)
+            survive *= first if k == 0 and first is not None else self._keep(start + k, optimism, shrink)
             out.append(out[-1] + survive)
         return out
 
@@ -160,6 +166,8 @@ class Copy:
 
     tokens: tuple[int, ...]
     match_len: int
+    ambiguous: bool = False  # the match's last tokens were followed by different tokens before
+                             # (PromptLookupDrafter.followers): which one comes is a guess
 
 
 @dataclass(frozen=True)
@@ -193,11 +201,13 @@ class AutoPolicy:
         self._conf_sum = CONF_PRIOR * CONF_REPLY_WEIGHT  # the target's recent probability of its own
         self._conf_n = CONF_REPLY_WEIGHT                 # tokens: a fading sum, and its weight
         self.lookup = KeepRates(LOOKUP_BINS, LOOKUP_PRIOR, LOOKUP_PRIOR_WEIGHT, LOOKUP_POOL)
+        self.lookup_ambiguous = KeepRates((1,), (AMBIGUOUS_PRIOR,), LOOKUP_PRIOR_WEIGHT)   # their first tokens
         self.model_evidence = 0.0                        # draft-model rounds seen in this reply
         self.probe_gap = PROBE_GAP_MIN
         self.rounds_without_model = 0
         self._probing = False
-        self._pending: list[list] = []                   # copies not yet fully judged: [start, match length, copy, kept]
+        self._pending: list[list] = []                   # copies not yet fully judged: [start, match length,
+                                                         # copy, kept, whether its first token is a guess]
         self._recent_tokens = 0.0                        # tokens and seconds of recent rounds without the model
         self._recent_s = 0.0
 
@@ -216,6 +226,7 @@ class AutoPolicy:
         self.model_evidence = 0.0
         self.probe_gap = PROBE_GAP_MIN
         self.lookup.pull_towards_prior(PRIOR_PULL)
+        self.lookup_ambiguous.pull_towards_prior(PRIOR_PULL)
         self._pending.clear()
         self.rounds_without_model = self.probe_gap - FIRST_PROBE
         self._probing = False
@@ -230,14 +241,16 @@ class AutoPolicy:
         at most `room` drafted tokens, the lookup candidate `copy` (None: no match), the draft
         model (None: not offered), `horizon` tokens left in the reply at most."""
         self.settle(context)
+        guess = copy is not None and copy.ambiguous and copy.match_len < AMBIGUOUS_BELOW
         if copy is not None and copy.tokens and not self._continues(len(context), copy.tokens):
-            self._pending.append([len(context), copy.match_len, copy.tokens, 0])
+            self._pending.append([len(context), copy.match_len, copy.tokens, 0, guess])
         plain_s = self.costs.verify_cost(1)
         if not plain_s or room <= 0:
             return PLAIN
         best = Choice("none", 0, 1.0 / plain_s)
         if copy is not None and copy.tokens:
-            expected = self.lookup.expected(copy.match_len, min(len(copy.tokens), room))
+            expected = self.lookup.expected(copy.match_len, min(len(copy.tokens), room),
+                                            first=self.lookup_ambiguous.keep(1) if guess else None)
             g, rate = self._best_gamma(expected, 0.0)
             if g and rate > best.rate * WIN_MARGIN:
                 best = Choice("lookup", g, rate)
@@ -255,6 +268,7 @@ class AutoPolicy:
             self._conf_n = CONF_DECAY * self._conf_n + 1
             self.model.prior = [self.confidence] * len(MODEL_BINS)
         self.lookup.pull_towards_prior(LOOKUP_FORGET)
+        self.lookup_ambiguous.pull_towards_prior(LOOKUP_FORGET)
         if choice.drafter == "model" and n_drafted:
             self.model.pull_towards_prior(MODEL_FORGET)
             self.model.record(1, n_kept, n_kept < n_drafted)
@@ -271,13 +285,17 @@ class AutoPolicy:
         token as soon as the text reaches it, until the copy's first wrong token or its end."""
         still = []
         for item in self._pending:
-            start, match_len, copy, kept = item
+            start, match_len, copy, kept, guess = item
             known = context[start + kept:start + len(copy)]
             n = 0
             while n < len(known) and known[n] == copy[kept + n]:
                 n += 1
             rejected = n < len(known)
-            if n or rejected:
+            if guess and kept == 0 and (n or rejected):    # an ambiguous copy's first token, on its own
+                self.lookup_ambiguous.record(1, min(n, 1), n == 0)
+                if n and (n > 1 or rejected):
+                    self.lookup.record(match_len + 1, n - 1, rejected)
+            elif n or rejected:
                 self.lookup.record(match_len + kept, n, rejected)
             item[3] = kept + n
             if not rejected and item[3] < len(copy):
@@ -287,7 +305,7 @@ class AutoPolicy:
     def _continues(self, at: int, tokens) -> bool:
         """Whether a copy still being judged already predicts `tokens` from position `at` (the same
         passage found again one round on): judged once, not once per round."""
-        for start, _, copy, kept in self._pending:
+        for start, _, copy, kept, _ in self._pending:
             rest = copy[at - start:]
             if at - start <= kept and rest and tuple(tokens[:len(rest)]) == tuple(rest[:len(tokens)]):
                 return True

@@ -216,7 +216,7 @@ class SpeculativeDecoder:
         up first, in one batched pass, timed as a prompt pass."""
         lookup: PromptLookupDrafter = self.drafters["lookup"]
         copied, match_len = lookup.copy(reply.tokens, gamma_max)
-        copy = Copy(tuple(copied), match_len) if copied else None
+        copy = Copy(tuple(copied), match_len, lookup.followers(reply.tokens) > 1) if copied else None
         model = self.drafters.get("model") if settings.drafter == "model" else None
         option = ModelOption(model.behind(reply.tokens)) if model and model.can_draft(reply.tokens) else None
         choice = reply.choice = self.policy.choose(reply.tokens, gamma_max, copy, option, left)

@@ -218,6 +218,18 @@ class PromptLookupDrafter(Drafter):
                 best_pos, best_len = pos, length
         return best_pos, best_len
 
+    def followers(self, context: Sequence[int]) -> int:
+        """How many different tokens followed the earlier occurrences of the context's last
+        `ngram_min` tokens (0: none occurred). Above 1 a short match is a guess between them: after
+        such 2- and 3-token matches the target kept the copy's first token 0.07-0.23 of the time on
+        the recorded traces, against 0.54-0.76 after matches whose tokens had always been followed
+        by the same one."""
+        self._update_index(context)
+        n = self.ngram_min
+        if len(context) <= n:
+            return 0
+        return len({context[p] for p in self._index.get(tuple(context[-n:]), []) if p < len(context)})
+
     def copy(self, context: Sequence[int], gamma_max: int) -> tuple[list[int], int]:
         """(up to gamma_max tokens that followed the best earlier match, its match length);
         ([], 0) when there is none.

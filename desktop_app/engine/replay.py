@@ -210,7 +210,8 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
             behind = max(0, len(context) - 1 - draft_read)
             option = ModelOption(behind) if use_model else None
             horizon = trace.max_tokens - j                 # what the decoder knows: max_tokens, not the end
-            choice = policy.choose(context, g_max, Copy(tuple(copied), match_len) if copied else None, option, horizon)
+            copy = Copy(tuple(copied), match_len, lookup.followers(context) > 1) if copied else None
+            choice = policy.choose(context, g_max, copy, option, horizon)
             if choice.drafter == "lookup":
                 drafter, drafted = "lookup", choice.gamma
                 kept = trace.copy_run(j, copied[:drafted])

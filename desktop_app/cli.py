@@ -61,8 +61,9 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
 def _add_spec_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--drafter", choices=["model", "lookup", "none"], default=None,
                    help="what drafts: the draft model (default with -md), prompt lookup at a fixed γ, none; "
-                   "without -md and without this, auto mode copies by prompt lookup where that pays")
-    p.add_argument("--draft-max", type=int, default=4, metavar="N", help="draft length γ, 1-32 (default 4)")
+                   "without -md, this or --draft-max, auto mode copies by prompt lookup where that pays")
+    p.add_argument("--draft-max", type=int, default=None, metavar="N", help="draft length γ, 1-32 (default 4); "
+                   "without -md it asks for prompt lookup at this γ")
     p.add_argument("--draft-min", type=int, default=0, metavar="N", help="drop drafts shorter than this")
     p.add_argument("--draft-p-min", type=float, default=0.0, metavar="P",
                    help="stop drafting when the draft's top probability is below P")

@@ -71,6 +71,11 @@ def test_generate_plain_text_output_and_auto_default_without_a_draft_model(test_
     assert fixed.returncode == 0, fixed.stderr
     settings = json.loads(fixed.stdout)["settings"]
     assert (settings["drafter"], settings["draft_max"], settings["auto"]) == ("lookup", 4, False)   # named: fixed γ
+    gamma = tandem("generate", "-m", test_model_path, "-p", "Say hello.", "-n", "8", "-c", "512", "--json",
+                   "--draft-max", "6")
+    assert gamma.returncode == 0, gamma.stderr
+    settings = json.loads(gamma.stdout)["settings"]
+    assert (settings["drafter"], settings["draft_max"], settings["auto"]) == ("lookup", 6, False)   # a γ asked for
 
 
 def test_generate_exit_codes(test_model_path, gemma_path, tmp_path):

@@ -47,8 +47,10 @@ def generate_into(charts: LiveCharts | None, pair, qapp, max_tokens=64, **spec):
     before_finish = charts.plain_rate() if charts else None
     if charts:
         charts.finish(finish.stats)
-        while charts.pending:                       # (drawn FINISH_MS later)
+        deadline = time.monotonic() + 5
+        while charts.pending and time.monotonic() < deadline:       # (drawn FINISH_MS later)
             qapp.processEvents()
+        assert not charts.pending
     return rounds, finish.stats, before_finish
 
 

@@ -19,10 +19,12 @@ def _settings(args):
     drafter = args.drafter or ("model" if args.draft else "lookup")
     if drafter == "model" and not args.draft:
         raise ValueError("--drafter model needs a draft model (-md DRAFT)")
-    # A target alone with no drafter named runs auto, as the window does: it copies only where that
-    # pays (a fixed γ of copies runs at 0.78-0.94× plain on text without repeats on CPUs; docs/auto-mode.md)
-    auto = args.auto or (not args.draft and args.drafter is None)
-    spec = SpecSettings(enabled=drafter != "none", drafter=drafter, draft_max=args.draft_max,
+    # A target alone with neither a drafter nor a γ named runs auto, as the window does: it copies only
+    # where that pays (a fixed γ of copies runs at 0.78-0.94× plain on text without repeats on CPUs;
+    # docs/auto-mode.md)
+    auto = args.auto or (not args.draft and args.drafter is None and args.draft_max is None)
+    draft_max = 4 if args.draft_max is None else args.draft_max
+    spec = SpecSettings(enabled=drafter != "none", drafter=drafter, draft_max=draft_max,
                         draft_min=args.draft_min, draft_p_min=args.draft_p_min, auto=auto)
     if args.samples < 1:
         raise ValueError("--samples must be at least 1")

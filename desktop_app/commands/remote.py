@@ -20,7 +20,7 @@ def run_server(args) -> int:
     if given:
         return fail(args, f"--server runs the server's own models and speculation; "
                           f"{', '.join('--' + g.replace('_', '-') for g in given)} apply to local models only", EXIT_USAGE)
-    if args.drafter or args.auto or args.draft_max != 4:
+    if args.drafter or args.auto or args.draft_max is not None:
         checks.note("llama-server sets speculation when it starts (-md, --spec-type, --spec-draft-n-max); "
                     "--drafter, --draft-max and --auto are not sent")
     try:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from desktop_app.engine import auto_policy
 from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX, AutoPolicy, Copy, ModelOption
 from desktop_app.engine.auto_policy import PLAIN as PLAIN_CHOICE
 from desktop_app.engine.calibration import VERIFY_SIZES, price
@@ -210,7 +211,8 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
             behind = max(0, len(context) - 1 - draft_read)
             option = ModelOption(behind) if use_model else None
             horizon = trace.max_tokens - j                 # what the decoder knows: max_tokens, not the end
-            copy = Copy(tuple(copied), match_len, lookup.followers(context) > 1) if copied else None
+            ambiguous = match_len < auto_policy.AMBIGUOUS_BELOW and lookup.followers(context) > 1
+            copy = Copy(tuple(copied), match_len, ambiguous) if copied else None
             choice = policy.choose(context, g_max, copy, option, horizon)
             if choice.drafter == "lookup":
                 drafter, drafted = "lookup", choice.gamma

@@ -6,6 +6,7 @@ Events are only buffered as they arrive; a QTimer redraws at most every REDRAW_M
 """
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 
@@ -316,7 +317,7 @@ class LiveCharts(QWidget):
         legend = " ".join(f'<span style="color:{DRAFTER_COLOURS[d]}">●</span>{DRAFTER_NAMES[d]}' for d in present)
         self.kept_title.setText(f"Kept per round {legend}")
         self.kept_line.setData([r.index + 1 for r in rounds], [r.accepted for r in rounds])
-        self.kept_plot.setXRange(0.5, max(len(rounds), 1) + 0.5, padding=0)
+        self.kept_plot.setXRange(0.5, max((r.index + 1 for r in rounds), default=1) + 0.5, padding=0)
         self.kept_plot.setYRange(0, _top([r.accepted for r in rounds]), padding=0)
 
         split = list(self.time_split())
@@ -325,5 +326,6 @@ class LiveCharts(QWidget):
 
 
 def _top(values: Sequence[float]) -> float:
-    """The top of a y range from 0 showing values with a little room above them (1 for none)."""
-    return 1.08 * max(values, default=0) or 1.0
+    """The top of a y range from 0 showing values with a little room above them (1 for none; values
+    that are not finite numbers are left out)."""
+    return 1.08 * max((v for v in values if math.isfinite(v)), default=0) or 1.0

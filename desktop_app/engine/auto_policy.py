@@ -166,8 +166,18 @@ class Copy:
 
     tokens: tuple[int, ...]
     match_len: int
-    ambiguous: bool = False  # the match's last tokens were followed by different tokens before
-                             # (PromptLookupDrafter.followers): which one comes is a guess
+    ambiguous: bool = False  # a match shorter than AMBIGUOUS_BELOW whose last tokens were followed by
+                             # different tokens before (PromptLookupDrafter.followers): its first
+                             # token is a guess between them
+
+    @classmethod
+    def find(cls, lookup, context: Sequence[int], room: int) -> "Copy | None":
+        """Prompt lookup's candidate for the round after `context` (at most `room` tokens), as the
+        decoder and the replay offer it to choose(); None: no match. `lookup`: a PromptLookupDrafter."""
+        tokens, match_len = lookup.copy(context, room)
+        if not tokens:
+            return None
+        return cls(tuple(tokens), match_len, match_len < AMBIGUOUS_BELOW and lookup.followers(context) > 1)
 
 
 @dataclass(frozen=True)
@@ -241,7 +251,7 @@ class AutoPolicy:
         at most `room` drafted tokens, the lookup candidate `copy` (None: no match), the draft
         model (None: not offered), `horizon` tokens left in the reply at most."""
         self.settle(context)
-        guess = copy is not None and copy.ambiguous and copy.match_len < AMBIGUOUS_BELOW
+        guess = copy is not None and copy.ambiguous
         if copy is not None and copy.tokens and not self._continues(len(context), copy.tokens):
             self._pending.append([len(context), copy.match_len, copy.tokens, 0, guess])
         plain_s = self.costs.verify_cost(1)

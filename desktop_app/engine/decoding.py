@@ -25,7 +25,7 @@ from typing import Generator, Iterator, NamedTuple, Sequence
 import numpy as np
 
 from desktop_app.engine import backend, rejection
-from desktop_app.engine.auto_policy import AMBIGUOUS_BELOW, AUTO_GAMMA_MAX, PLAIN, AutoPolicy, Choice, Copy, ModelOption
+from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX, PLAIN, AutoPolicy, Choice, Copy, ModelOption
 from desktop_app.engine.calibration import VERIFY_SIZES, calibrate
 from desktop_app.engine.calibration_store import Remembered
 from desktop_app.engine.costs import CostModel
@@ -215,14 +215,12 @@ class SpeculativeDecoder:
         draft model, then draft as it chooses. A draft model that has not read the text yet catches
         up first, in one batched pass, timed as a prompt pass."""
         lookup: PromptLookupDrafter = self.drafters["lookup"]
-        copied, match_len = lookup.copy(reply.tokens, gamma_max)
-        copy = Copy(tuple(copied), match_len, match_len < AMBIGUOUS_BELOW and lookup.followers(reply.tokens) > 1) \
-            if copied else None
+        copy = Copy.find(lookup, reply.tokens, gamma_max)
         model = self.drafters.get("model") if settings.drafter == "model" else None
         option = ModelOption(model.behind(reply.tokens)) if model and model.can_draft(reply.tokens) else None
         choice = reply.choice = self.policy.choose(reply.tokens, gamma_max, copy, option, left)
         if choice.drafter == "lookup":
-            return lookup, Proposal.copied(copied[:choice.gamma])
+            return lookup, Proposal.copied(copy.tokens[:choice.gamma])
         if choice.drafter == "model":
             t0 = time.perf_counter()
             n = model.catch_up(reply.tokens)

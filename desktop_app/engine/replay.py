@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from desktop_app.engine import auto_policy
 from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX, AutoPolicy, Copy, ModelOption
 from desktop_app.engine.auto_policy import PLAIN as PLAIN_CHOICE
 from desktop_app.engine.calibration import VERIFY_SIZES, price
@@ -207,16 +206,14 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
                 cost += clock.steps(g, at=j)
         elif auto and left > 1:                          # (the decoder asks nothing when no draft fits)
             g_max = min(AUTO_GAMMA_MAX, left - 1)
-            copied, match_len = lookup.copy(context, g_max)
             behind = max(0, len(context) - 1 - draft_read)
             option = ModelOption(behind) if use_model else None
             horizon = trace.max_tokens - j                 # what the decoder knows: max_tokens, not the end
-            ambiguous = match_len < auto_policy.AMBIGUOUS_BELOW and lookup.followers(context) > 1
-            copy = Copy(tuple(copied), match_len, ambiguous) if copied else None
+            copy = Copy.find(lookup, context, g_max)
             choice = policy.choose(context, g_max, copy, option, horizon)
             if choice.drafter == "lookup":
                 drafter, drafted = "lookup", choice.gamma
-                kept = trace.copy_run(j, copied[:drafted])
+                kept = trace.copy_run(j, copy.tokens[:drafted])
             elif choice.drafter == "model":
                 if behind:
                     catch_up = clock.prefill("model", behind, at=j)

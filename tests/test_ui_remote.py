@@ -128,6 +128,26 @@ def test_a_failed_load_after_leaving_rpc_servers_claims_no_models(qtbot, window,
     assert window.loaded.target == test_model_path and window.spec_bar.property("mode") != "idle"
 
 
+def test_a_cancel_while_the_engine_restarts_for_other_rpc_servers_cancels_the_load(qtbot, window, test_model_path):
+    """Cancel pressed while the engine process restarts (no engine runs to hear it) still cancels the load
+    that follows, and the window says that the models loaded before went."""
+    window.load_pair(test_model_path, None)
+    qtbot.waitUntil(lambda: window.loaded is not None and not window.busy, timeout=TIMEOUT_MS)
+    window.worker._rpc_in_engine = (f"127.0.0.1:{free_port()}",)   # as after a load onto RPC servers
+    # Cancel, pressed between the old engine's end and the new one's start (on the worker's thread, so
+    # exactly then: worker.cancel() is the thread-safe method the Cancel button calls)
+    window.worker.modelsReleased.connect(window.worker.cancel, Qt.DirectConnection)
+    window.load_pair(test_model_path, None)
+    qtbot.waitUntil(lambda: "Could not load" in window.model_bar.status.text() and not window.busy,
+                    timeout=TIMEOUT_MS)
+    status = window.model_bar.status.text()
+    assert "cancelled" in status and "let go first" in status, status
+    assert window.loaded is None and window.lost_pair == (test_model_path, None)
+    window.worker.modelsReleased.disconnect(window.worker.cancel)
+    window.reload_lost_pair()                              # and a load after it is not cancelled
+    qtbot.waitUntil(lambda: window.loaded is not None and not window.busy, timeout=TIMEOUT_MS)
+
+
 def test_a_failed_load_after_rpc_servers_with_nothing_loaded_claims_nothing_went(qtbot, window, tmp_path):
     """The engine restarts for other RPC servers whether or not models were loaded; only when some were
     does the window hear that they went."""

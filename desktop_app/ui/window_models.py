@@ -56,7 +56,8 @@ class ModelsMixin:
                 return
             self._say(f"Loading onto the RPC servers {', '.join(t_opts.rpc_servers)}. {RPC_WARNING}")
         self.model_bar.select(target, draft)
-        self.model_bar.show_progress("Loading", 0.0)
+        self.model_bar.show_progress("Loading", 0.0)           # (its Cancel counts from now)
+        self.worker.new_load()
         self.requestLoad.emit(LoadRequest(target, draft, t_opts, d_opts))
 
     def connect_server(self, url: str, api_key: str) -> None:

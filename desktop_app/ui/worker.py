@@ -3,9 +3,9 @@
 It lives on a QThread; the window asks for work through queued signals (load, generate, fetch) and
 gets every engine event back as a signal. The models themselves live in the engine process
 (`engine.process`): a native fault there ends that process, not the window, and the worker reports
-it (`engineDied`) after the reply in progress was saved as interrupted. `cancel()` and
-`update_spec()` are the methods called directly from the UI thread: they only send a message that
-the engine acts on from its next round.
+it (`engineDied`) after the reply in progress was saved as interrupted. `cancel()`, `update_spec()`
+and `new_load()` are the methods called directly from the UI thread: they only set a flag or send a
+message that the engine acts on from its next round.
 """
 from __future__ import annotations
 
@@ -98,6 +98,7 @@ class EngineWorker(QObject):
         self.pair = None                         # the engine process's RemotePair
         self.session: ChatSession | None = None
         self._fetch_cancel = threading.Event()
+        self._load_cancel = threading.Event()          # a load's cancel, which may come while no engine runs
         self._rpc_in_engine: tuple[str, ...] = ()      # the RPC servers the engine process has registered
 
     # -- called from the UI thread (thread-safe)
@@ -106,8 +107,13 @@ class EngineWorker(QObject):
         session = self.session                   # (the worker thread may drop it meanwhile)
         if session is not None:
             session.controls.cancel()
+        self._load_cancel.set()
         self.engine.cancel()
         self._fetch_cancel.set()
+
+    def new_load(self) -> None:
+        """A load is about to be asked for (before its request is sent): cancels from before it are not its."""
+        self._load_cancel.clear()
 
     def update_spec(self, spec) -> None:
         """New speculation settings take effect from the next round of the running generation."""
@@ -160,7 +166,8 @@ class EngineWorker(QObject):
                 except (GGUFError, OSError):
                     summaries.append("")
             pair = self.engine.load(request.target, request.draft, request.target_options, request.draft_options,
-                                    progress=lambda what, f: self.loadProgress.emit(what, f))
+                                    progress=lambda what, f: self.loadProgress.emit(what, f),
+                                    cancelled=self._load_cancel.is_set)
             session = ChatSession(pair, self._history())
         except (ModelLoadError, IncompatiblePair) as exc:
             if isinstance(exc, LoadCancelled):

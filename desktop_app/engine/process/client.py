@@ -229,12 +229,17 @@ class EngineProcess:
             if isinstance(reply, (P.Done, P.Failed)):
                 return
 
-    def request(self, message, on_message: Callable[[object], None] | None = None):
-        """Send a request and wait for its answer, passing Progress/Events to `on_message`."""
+    def request(self, message, on_message: Callable[[object], None] | None = None,
+                cancelled: Callable[[], bool] | None = None):
+        """Send a request and wait for its answer, passing Progress/Events to `on_message`. `cancelled`:
+        whether it was cancelled before it was sent (a cancel that came while no engine ran, or before
+        the engine knew of the request, reaches no one: this one is cancelled once it is sent)."""
         self._enter()
         try:
             child = self._current()
             child.send(message, self.stage)
+            if cancelled is not None and cancelled():
+                child.send(P.Cancel(message.id), self.stage)
             for reply in self._answers(child, message.id):
                 if isinstance(reply, P.Done):
                     return reply.value
@@ -247,7 +252,9 @@ class EngineProcess:
 
     # -- what the worker asks
     def load(self, target: str, draft: str | None, target_options, draft_options,
-             progress: Callable[[str, float], None] | None = None) -> "RemotePair":
+             progress: Callable[[str, float], None] | None = None,
+             cancelled: Callable[[], bool] | None = None) -> "RemotePair":
+        """Load a pair (LoadCancelled: cancelled, by cancel() or, before it was sent, by `cancelled`)."""
         self.ensure_started()
 
         def on_message(reply):
@@ -258,7 +265,8 @@ class EngineProcess:
 
         self.stage = "loading the models"
         try:
-            info = self.request(P.Load(self.next_id(), target, draft, target_options, draft_options), on_message)
+            info = self.request(P.Load(self.next_id(), target, draft, target_options, draft_options), on_message,
+                                cancelled)
         finally:
             self.stage = "idle"
         return RemotePair(self, info)

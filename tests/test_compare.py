@@ -14,6 +14,7 @@ from desktop_app.chat.history import HistoryStore
 from desktop_app.chat.session import ChatSession, GenerationOptions
 from desktop_app.engine import GREEDY, FinishEvent, LoadOptions, ModelPair, SamplingParams, SpecSettings
 from desktop_app.engine.events import TokenEvent
+from desktop_app.engine.explain import rate_text
 from desktop_app.engine.process.client import EngineProcess
 
 from engine_helpers import run
@@ -271,7 +272,7 @@ def test_the_compare_button_shows_both_runs_side_by_side(qtbot, window, test_mod
     for c, r in (("off", result.off), ("on", result.on)):
         s = r.stats
         assert dialog.cells["ttft"][c].text() == f"{1000 * s.ttft_s:.0f} ms"
-        assert dialog.cells["speed"][c].text() == f"{s.tokens_per_s:.1f} tok/s"
+        assert dialog.cells["speed"][c].text() == rate_text(s.tokens_per_s)
         assert dialog.cells["total"][c].text() == f"{s.t_total_s:.2f} s"
         assert dialog.cells["tokens"][c].text() == str(len(r.tokens)) and len(r.tokens) > 0
         assert dialog.texts[c].toPlainText() == r.text and dialog.texts[c].isReadOnly()

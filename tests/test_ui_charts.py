@@ -12,6 +12,7 @@ from desktop_app.engine import (GREEDY, Controls, FinishEvent, LoadOptions, Mode
                                 TokenEvent)
 from desktop_app.engine.costs import WIN_MARGIN
 from desktop_app.engine.events import GenerationStats
+from desktop_app.engine.explain import measured_text, rate_text
 from desktop_app.ui.charts import LiveCharts
 from desktop_app.ui.pay_curve import PayCurve
 
@@ -76,6 +77,9 @@ def assert_charts_show(charts: LiveCharts, rounds, stats: GenerationStats, abs_t
     _, split = plotted_bars(charts.split_bars)
     assert split == pytest.approx([stats.t_draft_s, stats.t_verify_s, stats.t_other_s], abs=abs_time)
     assert charts.plain_line.isVisible() and charts.plain_line.value() == pytest.approx(stats.plain_tokens_per_s)
+    # the title quotes plain speed as the panel's "vs plain" does (measured_text): the same digits
+    plain = rate_text(stats.plain_tokens_per_s).removesuffix(" tok/s")
+    assert charts.speed_title.text().endswith(f"plain (measured) {plain}") and plain in measured_text(stats)
     sx, sy = charts.speed_curve.getData()
     assert len(sx) > 3 and all(v > 0 for v in sy)
 

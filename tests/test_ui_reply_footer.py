@@ -15,6 +15,7 @@ from desktop_app.chat.history import HistoryStore
 from desktop_app.chat.reply_footer import footer_text
 from desktop_app.chat.token_origins import TokenOrigin, align, kind_counts, origins_from_rounds
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenKind
+from desktop_app.engine.explain import rate_text
 from desktop_app.engine.sampling import SamplingParams
 from desktop_app.engine.settings import SpecSettings
 from desktop_app.ui.chat_view import KIND_PROPERTY, TOKEN_PROPERTY, ChatView
@@ -215,7 +216,7 @@ def test_reply_footer_origins_and_tooltips_live_and_after_a_restart(qtbot, tmp_p
     assert footer == footer_text(db.stats, db.settings)
     assert footer.startswith("draft model · γ 4 · ")
     assert f"{stats.n_accepted}/{stats.n_drafted} drafted kept" in footer
-    assert f"{stats.tokens_per_s:.1f} tok/s" in footer
+    assert rate_text(stats.tokens_per_s) in footer
     assert stats.measured_speedup is not None
     assert f"{stats.measured_speedup:.2f}× plain (measured)" in footer
 

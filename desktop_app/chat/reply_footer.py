@@ -8,6 +8,7 @@ No Qt here: the chat view shows the text, tests check it.
 from __future__ import annotations
 
 from desktop_app.engine.events import GenerationStats
+from desktop_app.engine.explain import rate_text
 
 DRAFTER_LABELS = {"model": "draft model", "lookup": "prompt lookup", "server": "llama-server",
                   "none": "plain decoding"}
@@ -42,7 +43,7 @@ def footer_text(stats: dict | GenerationStats | None, settings: dict | None, sta
         label = s.remote
     elif label is None:                                 # settings missing: say what the numbers show
         label = "speculative decoding" if s.n_drafted else DRAFTER_LABELS["none"]
-    speed = f"{s.tokens_per_s:.1f} tok/s"
+    speed = rate_text(s.tokens_per_s)
     if (label == DRAFTER_LABELS["none"] or s.remote) and not s.n_drafted:
         return f"{label} · {speed}"
     parts = [label]

@@ -13,15 +13,19 @@ from desktop_app.engine.events import GenerationStats
 PAYS, COSTS = 1.05, 0.95     # measured speed-ups at or beyond which speculation pays / costs time
 
 
-def rate_text(rate: float | None) -> str:
-    """A rate in tokens per second: one decimal under 10, whole numbers above, never "0 tok/s"."""
-    if rate is None:
-        return "–"
-    if rate >= 10:
-        return f"{rate:.0f} tok/s"
+def rate_number(rate: float) -> str:
+    """A rate's number as every speed on screen shows it (the panel, the reply's footer, the charts):
+    one decimal under 100, whole numbers above, never 0 for a rate above 0."""
+    if rate >= 100:
+        return f"{rate:.0f}"
     if rate >= 0.1:
-        return f"{rate:.1f} tok/s"
-    return f"{rate:.2g} tok/s" if rate > 0 else "0 tok/s"
+        return f"{rate:.1f}"
+    return f"{rate:.2g}" if rate > 0 else "0"
+
+
+def rate_text(rate: float | None) -> str:
+    """A rate in tokens per second ("12.6 tok/s"), or "–"."""
+    return "–" if rate is None else f"{rate_number(rate)} tok/s"
 
 
 def measured_text(stats: GenerationStats) -> str:

@@ -16,6 +16,7 @@ from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from desktop_app.engine.events import GenerationStats, RoundEvent
+from desktop_app.engine.explain import rate_number
 
 DRAFTER_COLOURS = {"model": "#2ca02c", "lookup": "#9467bd", "server": "#1f77b4", "none": "#8c8c8c"}
 DRAFTER_NAMES = {"model": "model", "lookup": "lookup", "server": "server", "none": "plain"}
@@ -299,7 +300,7 @@ class LiveCharts(QWidget):
         self.plain_line.setVisible(rate is not None)
         if rate is not None:
             self.plain_line.setValue(rate)
-            self.speed_title.setText(f"Tokens/s over time (s) · - - {label} {rate:.1f}")
+            self.speed_title.setText(f"Tokens/s over time (s) · - - {label} {rate_number(rate)}")
         else:
             self.speed_title.setText("Tokens/s over time (s)")
         self.speed_plot.setXRange(0, max(xs, default=0) or 1, padding=0.02)

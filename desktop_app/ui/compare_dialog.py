@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QGridLayout, QLabel, Q
                                QTextEdit, QVBoxLayout)
 
 from desktop_app.chat.compare import CompareResult, CompareRun
+from desktop_app.engine.explain import rate_number, rate_text
 
 ROWS = (("ttft", "Time to first token"), ("speed", "Tokens per second"), ("total", "Total time"),
         ("tokens", "Tokens"), ("prompt", "Prompt tokens evaluated"), ("drafts", "Drafts accepted"),
@@ -22,7 +23,7 @@ COLUMNS = ("off", "on")
 def run_cells(run: CompareRun) -> dict[str, str]:
     """What the table shows of one run."""
     s = run.stats
-    cells = {"ttft": f"{1000 * s.ttft_s:.0f} ms", "speed": f"{s.tokens_per_s:.1f} tok/s",
+    cells = {"ttft": f"{1000 * s.ttft_s:.0f} ms", "speed": rate_text(s.tokens_per_s),
              "total": f"{s.t_total_s:.2f} s", "tokens": str(s.n_tokens),
              "prompt": f"{s.n_prompt_evaluated} of {s.n_prompt_tokens}",
              "drafts": (f"{s.n_accepted} of {s.n_drafted}"
@@ -151,8 +152,8 @@ class CompareDialog(QDialog):
             on_s, off_s = result.on.stats.t_total_s, result.off.stats.t_total_s
             change = ("the same" if round(on_s, 2) == round(off_s, 2) else "shorter" if on_s < off_s else "longer")
             self.speedup.setText(f"Speed-up with speculation, measured in this compare: {result.speedup:.2f}× "
-                                 f"the tokens per second ({result.on.stats.tokens_per_s:.1f} against "
-                                 f"{result.off.stats.tokens_per_s:.1f} tok/s); total time {on_s:.2f} s against "
+                                 f"the tokens per second ({rate_number(result.on.stats.tokens_per_s)} against "
+                                 f"{rate_text(result.off.stats.tokens_per_s)}); total time {on_s:.2f} s against "
                                  f"{off_s:.2f} s, {change} with speculation.")
         if result.identical:
             self.verdict.setText(f"Identical texts: both runs wrote the same {len(result.on.tokens)} tokens.")

@@ -121,6 +121,30 @@ def _alone_table() -> list[str]:
     return lines
 
 
+def _default_table() -> tuple[list[str], str]:
+    """The window's old default, the draft model at γ 4, against auto (its default since 2026-12-02),
+    each × plain, on every trace with the draft's guesses under every profile, and a summary line."""
+    lines = ["| trace | profile | " + " | ".join(f"reply {k}: model γ=4 / auto" for k in range(1, 5)) + " |",
+             "|---|---|---|---|---|---|"]
+    wins = cases = 0
+    slower = {"model": 0, "auto": 0}                     # cases below 0.99 of plain
+    for name, traces, profile in _sets(n for n in BUILT_IN + HELD_OUT):
+        if traces.draft is None:
+            continue
+        cells = []
+        for t in traces.traces:
+            plain = _rate(t, profile, PLAIN)
+            model, auto = _rate(t, profile, Setting("model", 4)) / plain, _rate(t, profile, AUTO) / plain
+            wins += auto > model
+            cases += 1
+            slower["model"] += model < 0.99
+            slower["auto"] += auto < 0.99
+            cells.append(f"{t.name} {model:.2f} / {auto:.2f}")
+        lines.append(f"| {name} | {profile.name} | " + " | ".join(cells) + " |")
+    return lines, (f"Auto faster in {wins} of {cases} cases; below 0.99 of plain: the draft model at γ 4 in "
+                   f"{slower['model']}, auto in {slower['auto']}.")
+
+
 def shifted(prior, shift: float) -> tuple[float, ...]:
     """Every probability of `prior` moved by `shift` on the log-odds scale."""
     return tuple(1 / (1 + math.exp(-(math.log(p / (1 - p)) + shift))) for p in prior)
@@ -149,6 +173,10 @@ def main() -> None:
     print("\n".join(_ngram_table()))
     print("\n## A target alone: lookup at γ 4 against auto, × plain\n")
     print("\n".join(_alone_table()))
+    lines, summary = _default_table()
+    print("\n## The draft model at γ 4 against auto, × plain\n")
+    print("\n".join(lines))
+    print(f"\n{summary}")
 
 
 if __name__ == "__main__":

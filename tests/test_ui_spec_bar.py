@@ -51,6 +51,7 @@ def send(qtbot, window, text):
 def loaded(qtbot, window, test_model_path, q2k_draft_path):
     window.settings_panel.n_threads.setValue(1)        # one thread: the test machine's cores are shared
     load(qtbot, window, test_model_path, q2k_draft_path)
+    qtbot.mouseClick(window.spec_bar.drafter_buttons["model"], Qt.LeftButton)   # (a fresh install starts in Auto)
     window.settings_panel.temperature.setValue(0.0)
     window.settings_panel.max_tokens.setValue(48)
     return window
@@ -135,7 +136,11 @@ def test_gamma_disabled_when_off_or_auto_and_auto_shows_its_rounds_live(qtbot, w
                                                                        q2k_draft_path):
     bar = window.spec_bar
     model = bar.drafter_buttons["model"]
-    # nothing loaded yet: the saved choice shows, and the bar says that nothing runs
+    # a fresh install starts in Auto (docs/auto-mode.md, "Auto by default"); nothing loaded yet, the bar
+    # says that nothing runs
+    assert bar.drafter_buttons["auto"].isChecked() and bar.mode_text() == "Speculation: auto"
+    assert bar.property("mode") == "idle" and not bar.gamma.isEnabled()
+    qtbot.mouseClick(model, Qt.LeftButton)                       # the saved choice shows
     assert model.isEnabled() and model.isChecked() and "once a pair with one is loaded" in model.toolTip()
     assert bar.mode_text() == "Speculation: draft model, γ 4" and bar.property("mode") == "idle"
     assert "once models are loaded" in bar.mode.toolTip()
@@ -229,7 +234,10 @@ def test_shortcuts_toggle_and_step_gamma(qtbot, window):
     assert "Ctrl+T" in bar.switch.toolTip()
     assert "Ctrl+]" in bar.gamma.toolTip() and "Ctrl+[" in bar.gamma.toolTip()
 
+    assert not bar.gamma.isEnabled()                             # Auto (the default) chooses γ itself
+    qtbot.keyClick(window, Qt.Key_BracketRight, Qt.ControlModifier)
     assert bar.gamma.value() == 4
+    qtbot.mouseClick(bar.drafter_buttons["model"], Qt.LeftButton)
     qtbot.keyClick(window, Qt.Key_BracketRight, Qt.ControlModifier)
     qtbot.keyClick(window, Qt.Key_BracketRight, Qt.ControlModifier)
     assert bar.gamma.value() == 6 and bar.gamma_label.text() == "γ = 6"
@@ -296,8 +304,9 @@ def test_settings_persist_across_windows(qtbot, tmp_path):
 def test_a_target_alone_greys_out_the_draft_model_and_runs_auto(qtbot, window, test_model_path):
     bar = window.spec_bar
     window.settings_panel.n_threads.setValue(1)
-    load(qtbot, window, test_model_path, None)
     model = bar.drafter_buttons["model"]
+    qtbot.mouseClick(model, Qt.LeftButton)                       # the draft model chosen (not the default Auto)
+    load(qtbot, window, test_model_path, None)
     assert not model.isEnabled() and "No draft model" in model.toolTip()
     # the draft model chosen, none loaded: Auto copies where that pays (a fixed γ of copies can cost a
     # fifth of plain speed on text without repeats)

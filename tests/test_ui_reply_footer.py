@@ -87,7 +87,7 @@ def test_footer_of_old_stats_without_the_newer_fields():
     assert footer_text(old, _settings(draft_max=4)) == "draft model · γ 4 · 21/30 drafted kept · 12.0 tok/s"
     # no settings stored either: what the numbers show
     assert footer_text(old, None) == "speculative decoding · 21/30 drafted kept · 12.0 tok/s"
-    assert footer_text({"n_tokens": 5, "tokens_per_s": 9.0}, None) == "plain decoding · 9.0 tok/s"
+    assert footer_text({"n_tokens": 5, "tokens_per_s": 9.0}, None) == "plain decoding · 9.00 tok/s"
     # the current format reads back whole
     s = _stats()
     assert GenerationStats.from_json(s.to_json()) == s
@@ -103,6 +103,16 @@ def test_align_keeps_the_text_whole_when_a_character_is_split_across_tokens():
 
 
 # -- code blocks
+
+def test_your_message_shows_as_typed(qtbot):
+    """A message with pasted code keeps its lines and indentation (Markdown would join the lines)."""
+    view = ChatView()
+    qtbot.addWidget(view)
+    typed = "Rename x to total in:\nx = 0\nfor i in range(5):\n    x += i\nprint(x)  # *not* emphasis"
+    w = view.add_message("user", typed)
+    assert w.body.toPlainText() == typed
+    assert view.add_message("assistant", "a\nb *c*").body.toPlainText() == "a b c"   # a reply: Markdown
+
 
 def test_a_fenced_python_block_gets_several_colours(qtbot):
     view = ChatView()

@@ -61,6 +61,33 @@ def test_first_run_page_without_models(window):
     assert not window.send_button.isEnabled() or window.loaded is None
 
 
+def test_a_message_sent_while_the_models_load_is_sent_once_they_are_ready(qtbot, window, test_model_path,
+                                                                         tmp_path):
+    """Enter while the first models load: the banner says the message waits (not "no model is loaded"),
+    the welcome page offers nothing meanwhile, and the message goes once the models are ready. When a
+    load fails, a waiting message is not sent, and the banner says so."""
+    window.settings_panel.max_tokens.setValue(8)
+    window.load_pair(test_model_path, None)
+    assert window.loading and not window.first_run.load_button.isEnabled()
+    assert not window.first_run.fetch_button.isEnabled() and not window.first_run.status.isHidden()
+    type_and_send(qtbot, window, "Say hi.")
+    assert "will be sent once they are ready" in window.banner.label.text()
+    assert window.composer.toPlainText() == "Say hi."             # not taken until it is stored
+    qtbot.waitUntil(lambda: window.loaded is not None, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: [m.role for m in window.chat.messages] == ["user", "assistant"], timeout=TIMEOUT_MS)
+    wait_idle(qtbot, window)
+    assert window.chat.messages[0].text == "Say hi." and window.composer.toPlainText() == ""
+    assert not window.loading and window.first_run.status.isHidden() and window.banner.isHidden()
+
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"not a model")
+    window.load_pair(str(broken), None)
+    type_and_send(qtbot, window, "And again?")
+    qtbot.waitUntil(lambda: not window.loading and not window.busy, timeout=TIMEOUT_MS)
+    assert "was not sent" in window.banner.label.text() and window.composer.toPlainText() == "And again?"
+    assert [m.role for m in window.chat.messages] == ["user", "assistant"]      # nothing sent to the old model
+
+
 @pytest.mark.network
 def test_send_streams_a_reply_into_the_view_and_the_database(qtbot, loaded):
     w = loaded

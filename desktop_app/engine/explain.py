@@ -15,11 +15,14 @@ PAYS, COSTS = 1.05, 0.95     # measured speed-ups at or beyond which speculation
 
 def rate_number(rate: float) -> str:
     """A rate's number as every speed on screen shows it (the panel, the reply's footer, the charts):
-    one decimal under 100, whole numbers above, never 0 for a rate above 0."""
+    three significant digits from 0.1 up (12.6, 8.83, 0.94: enough that the ratios shown beside them
+    can be checked from them), whole numbers from 100, never 0 for a rate above 0."""
     if rate >= 100:
         return f"{rate:.0f}"
-    if rate >= 0.1:
+    if rate >= 10:
         return f"{rate:.1f}"
+    if rate >= 0.1:
+        return f"{rate:.2f}"
     return f"{rate:.2g}" if rate > 0 else "0"
 
 

@@ -7,7 +7,6 @@ Events are only buffered as they arrive; a QTimer redraws at most every REDRAW_M
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping, Sequence
 
 import pyqtgraph as pg
@@ -20,7 +19,7 @@ from desktop_app.engine.explain import rate_number
 
 DRAFTER_COLOURS = {"model": "#2ca02c", "lookup": "#9467bd", "server": "#1f77b4", "none": "#8c8c8c"}
 DRAFTER_NAMES = {"model": "model", "lookup": "lookup", "server": "server", "none": "plain"}
-SPLIT = (("draft", "#1f77b4"), ("verify", "#ff7f0e"), ("other", "#8c8c8c"))
+SPLIT = (("draft", "#1f77b4"), ("target", "#ff7f0e"), ("other", "#8c8c8c"))   # target: checking drafts and plain steps
 
 
 def stats_from(stats: GenerationStats | Mapping | None) -> GenerationStats | None:
@@ -153,6 +152,8 @@ class LiveCharts(QWidget):
 
         self.split_plot = _small_plot(fg, bg)
         self.split_title = QLabel("Time spent (s)")
+        self.split_title.setToolTip("Seconds spent in the draft model's steps, in the target's passes (checking drafts, "
+                                    "and the plain steps), and on the rest of each round")
         self.split_bars = pg.BarGraphItem(x=[0, 1, 2], height=[0, 0, 0], width=0.7,
                                           brushes=[c for _, c in SPLIT])
         self.split_plot.addItem(self.split_bars)
@@ -181,16 +182,16 @@ class LiveCharts(QWidget):
         self._redraw()
 
     def add_round(self, r: RoundEvent) -> None:
-        self._rounds.append(r)
+        """A round of the running reply, with the tokens it emitted: they count as emitted at its end, on
+        the engine's clock (not when they reach the window, which may be in bursts on a busy machine), as
+        for a stored reply."""
+        self._add(r)
         self._schedule()
 
-    def add_token(self, monotonic_time: float | None = None) -> None:
-        """A token arrived (time.monotonic() when it did)."""
-        t = time.monotonic() if monotonic_time is None else monotonic_time
-        if self._origin is None:
-            self._origin = t
-        self._times.append(t)
-        self._schedule()
+    def _add(self, r: RoundEvent) -> None:
+        self._rounds.append(r)
+        self._clock += r.t_round_s
+        self._times += [self._clock] * (len(r.emitted) - (r.end == "eos" and len(r.emitted) > 0))
 
     def finish(self, stats: GenerationStats) -> None:
         """The reply ended: the measured plain rate replaces the estimate; everything is drawn FINISH_MS
@@ -205,16 +206,13 @@ class LiveCharts(QWidget):
         return self._timer.isActive() or self._dirty
 
     def show_stored(self, rounds: Sequence[RoundEvent | Mapping] | None, stats: GenerationStats | Mapping | None) -> None:
-        """A stored reply: its rounds (RoundEvents, or the history's records) and its stats. Its tokens'
-        times are the ends of the rounds that emitted them, counted from the first round's start."""
+        """A stored reply: its rounds (RoundEvents, or the history's records) and its stats, shown as
+        they were live: its tokens' times are the ends of the rounds that emitted them, counted from the
+        first round's start."""
         self._timer.stop()
         self._reset()
-        self._rounds = rounds_from(rounds)
-        t = 0.0
-        for r in self._rounds:
-            t += r.t_round_s
-            self._times += [t] * (len(r.emitted) - (r.end == "eos" and len(r.emitted) > 0))
-        self._origin = 0.0
+        for r in rounds_from(rounds):
+            self._add(r)
         self._stats = stats_from(stats)
         self._redraw()
 
@@ -264,8 +262,8 @@ class LiveCharts(QWidget):
     # -- drawing
     def _reset(self) -> None:
         self._rounds: list[RoundEvent] = []
-        self._times: list[float] = []
-        self._origin: float | None = None
+        self._times: list[float] = []                  # each token's time: the end of its round, in seconds
+        self._clock = 0.0                               # from the first round's start (the engine's clock)
         self._stats: GenerationStats | None = None
 
     def _schedule(self) -> None:
@@ -294,7 +292,7 @@ class LiveCharts(QWidget):
             return
         self._dirty = False
         self.redraws += 1
-        xs, ys = rolling_rate(self._times, self._origin or 0.0)
+        xs, ys = rolling_rate(self._times, 0.0)
         self.speed_curve.setData(xs, ys)
         rate, label = self.plain_rate()
         self.plain_line.setVisible(rate is not None)

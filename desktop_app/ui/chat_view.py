@@ -1,6 +1,6 @@
-"""The conversation view: one block per message, Markdown rendered by Qt (code blocks coloured by
-Pygments), streaming without flicker and without stealing the scroll position from a user who
-scrolled up. Under each reply, a footer says how it was made (click: its rounds in the speculation
+"""The conversation view: one block per message, your messages as typed and the replies' Markdown
+rendered by Qt (code blocks coloured by Pygments), streaming without flicker and without stealing
+the scroll position from a user who scrolled up. Under each reply, a footer says how it was made (click: its rounds in the speculation
 panel); with "Highlight token origins" on, a reply's text shows where each token came from."""
 from __future__ import annotations
 
@@ -58,6 +58,13 @@ class MessageText(QTextBrowser):
     @property
     def markdown(self) -> str:
         return self._markdown or ""
+
+    def set_plain(self, text: str) -> None:
+        """Show `text` as typed: every line break and space kept (a message's pasted code stays code)."""
+        if self._markdown is not None or self.toPlainText() != text:
+            self._markdown = None
+            self._tip_starts, self._tip_spans, self._n_spans = [], [], 0
+            self.setPlainText(text)
 
     # -- tokens coloured by origin
     def _format(self, o: TokenOrigin | None) -> QTextCharFormat:
@@ -180,6 +187,8 @@ class MessageWidget(QFrame):
         self._text = text
         if self.highlight:
             self._show_origins()
+        elif self.role == "user":                      # as typed: Markdown would join its lines
+            self.body.set_plain(text)
         else:
             self.body.set_markdown(text)
 

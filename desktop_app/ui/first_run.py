@@ -43,7 +43,7 @@ class FirstRun(QWidget):
         self.fetch_button = QPushButton("Fetch the demo pair")
         self.fetch_button.setObjectName("fetchDemo")
         self.fetch_button.clicked.connect(self.fetchRequested)
-        pick = QPushButton("Choose GGUF files…")
+        pick = self.pick_button = QPushButton("Choose GGUF files…")
         pick.clicked.connect(self.pickRequested)
         row.addStretch(1)
         row.addWidget(self.load_button)
@@ -53,9 +53,15 @@ class FirstRun(QWidget):
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
         self.progress.hide()
+        self.loading = False
+        self.status = QLabel("Getting the models ready… (a message you send meanwhile is sent once they are)")
+        self.status.setObjectName("firstRunStatus")
+        self.status.setAlignment(Qt.AlignCenter)
+        self.status.hide()
         for w in (title, self.text):
             layout.addWidget(w)
         layout.addLayout(row)
+        layout.addWidget(self.status)
         layout.addWidget(self.progress)
         layout.addStretch(2)
 
@@ -85,6 +91,14 @@ class FirstRun(QWidget):
         self.load_button.setDefault(True)
         self.fetch_button.setDefault(False)
         self.fetch_button.setVisible(not demo)
+
+    def set_loading(self, loading: bool) -> None:
+        """While models are fetched or loaded, nothing here can be started: the buttons rest, and the
+        text says what is happening (the model bar shows the progress)."""
+        self.loading = loading
+        for b in (self.load_button, self.fetch_button, self.pick_button):
+            b.setEnabled(not loading)
+        self.status.setVisible(loading)
 
     def _load(self) -> None:
         if self.offered:

@@ -51,6 +51,8 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.loaded: LoadedPair | None = None
         self.lost_pair: tuple[str, str | None] | None = None   # the pair the engine had when it died
         self.pending_text = ""                  # a message sent but not yet stored: it stays in the box
+        self.loading = False                    # models are being fetched, loaded or connected to
+        self.queued_text = ""                   # a message sent while they were: sent once they are ready
         self._settings_warned = False
         self.busy = False
         self.editing = False
@@ -239,6 +241,11 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         return self.settings_panel.options(self.spec_bar.spec(has_draft))
 
     def submit(self, text: str) -> None:
+        if self.loading:                        # sent once the models are ready (it stays in the box)
+            self.queued_text = text
+            self.banner.show_message("The models are loading; your message will be sent once they are ready.",
+                                     [("Don't send it", self._drop_queued)])
+            return
         if not self.loaded:
             if self.lost_pair:
                 self.banner.show_message("The models are no longer loaded; reload them to send your message "
@@ -248,7 +255,8 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
             return
         if self.busy:
             if self.generating_id is None:
-                self.banner.show_message("The models are loading; send your message when they are ready.")
+                self.banner.show_message("Wait for the compare to finish, then send your message (it stays in "
+                                         "the box).")
             return
         if self.current_id is None:
             self.new_conversation()
@@ -304,8 +312,19 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         if self.busy:
             self.worker.cancel()
 
+    def _drop_queued(self) -> None:
+        self.queued_text = ""
+        self.banner.hide()
+
+    def send_queued(self) -> None:
+        """The models are ready: send the message that waited for them, if the box still holds it."""
+        text, self.queued_text = self.queued_text, ""
+        if text and self.composer.toPlainText().strip() == text:
+            self.banner.hide()
+            self.submit(text)
+
     def _send_or_stop(self) -> None:
-        if self.busy:
+        if self.busy and self.generating_id is not None:
             self.stop()
         else:
             text = self.composer.toPlainText().strip()

@@ -30,7 +30,8 @@ STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation e
          ("accepted", "Drafts kept", "Drafted tokens the target kept: kept / drafted (the acceptance rate)"),
          ("alpha", "α (per token)", ALPHA_TIP),
          ("per_round", "Kept per round", "Drafts kept of drafts made, per round that drafted"),
-         ("split", "Draft / verify time", ""),
+         ("split", "Draft / target time", "Seconds in the draft model's steps / in the target's passes (checking "
+                                           "drafts, and the plain steps)"),
          ("c", "Draft step cost c", "One draft step's time relative to one single-token target pass"),
          ("predicted", "Predicted (cost model)", "What the cost model predicts for this reply's rounds as they "
                                                  "ran, from each drafter's α and costs (a plain round: one token "
@@ -230,8 +231,6 @@ class SpecPanel(QWidget):
         if self._first_token_at is None:
             self._first_token_at = self._last_token_at
         self._n_tokens += 1
-        if self._attached:
-            self.charts.add_token(self._last_token_at)
 
     def _flush(self) -> None:
         if not self._attached:

@@ -298,6 +298,7 @@ def test_pay_curve_quotes_the_replys_own_prediction_when_some_rounds_drafted_not
     assert (f"this reply drafted in {stats.n_rounds} of its {stats.n_rounds + 7} rounds, "
             f"{mixed.mean_drafted:.1f} tokens on average (its rounds as they ran: predicted 1.23×") in text
     assert "γ 4: predicted" not in text
+    assert f"is best (predicted {pay.speedups[pay.gammas.index(pay.best_gamma)]:.2f}× with every round drafting)" in text
     if mixed.measured_speedup is not None:
         assert f"predicted 1.23×, measured {mixed.measured_speedup:.2f}×)" in text
     # where no γ is predicted to pay (checks as dear as 3 single passes for 2 tokens), the same

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont, QPalette
+from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from desktop_app.engine.costs import WIN_MARGIN, best_gamma, speedup_curve
@@ -44,8 +44,10 @@ class PayCurve(QWidget):
         self.plot.addItem(self.best_point)
         self.measured_point = pg.ScatterPlotItem(size=9, symbol="d", brush="#d62728", pen=pg.mkPen(fg))
         self.plot.addItem(self.measured_point)
-        self.best_label = pg.TextItem("best", color="#2ca02c", anchor=(0.5, 1.3))
-        self.measured_label = pg.TextItem("measured", color="#d62728", anchor=(-0.15, 0.5))
+        backing = QColor(bg)                   # labels on a backing of the plot's colour: no line strikes them
+        backing.setAlpha(220)
+        self.best_label = pg.TextItem("best", color="#2ca02c", anchor=(0.1, 1.2), fill=pg.mkBrush(backing))
+        self.measured_label = pg.TextItem("measured", color="#d62728", anchor=(-0.15, 0.5), fill=pg.mkBrush(backing))
         for label in (self.best_label, self.measured_label, self.current_label):
             label.setFont(QFont(self.font().family(), 7))
             self.plot.addItem(label)
@@ -123,7 +125,8 @@ class PayCurve(QWidget):
                   measured: float | None) -> str:
         measured_text = f"measured {measured:.2f}×" if measured is not None else ""
         if best:
-            text = f"At α {s.alpha:.2f} on this machine, γ {best} is best (predicted {predicted[best]:.2f}×)"
+            text = f"At α {s.alpha:.2f} on this machine, γ {best} is best (predicted {predicted[best]:.2f}×"
+            text += " with every round drafting)" if s.n_plain_rounds else ")"
             used = f"; this reply drafted {s.mean_drafted or current:.1f} tokens a round"
             if s.n_plain_rounds and s.predicted_speedup_measured is not None:
                 # the curve drafts in every round; this reply (auto mode, or copies only where there

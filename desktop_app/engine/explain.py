@@ -118,7 +118,7 @@ def explain(stats: GenerationStats) -> str:
     if m <= COSTS:
         parts.append(f"That loses to {plain_part}: {m:.2f}× its speed, because {reasons}.")
     else:
-        parts.append(f"That is about even with {plain_part} ({m:.2f}×): {reasons}.")
+        parts.append(f"That is about even with {plain_part}, at {m:.2f}× its speed: {reasons}.")
     return " ".join(parts)
 
 

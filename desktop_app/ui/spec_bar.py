@@ -90,6 +90,9 @@ class SpecBar(QFrame):
         self.gamma.setRange(1, DRAFT_MAX_LIMIT)
         self.gamma.setPageStep(1)
         self.gamma.setMinimumWidth(80)
+        keep = self.gamma.sizePolicy()
+        keep.setRetainSizeWhenHidden(True)       # hidden in Auto (a resting slider looked live): the row stays put
+        self.gamma.setSizePolicy(keep)
         self.gamma_label = QLabel()
         self.gamma_label.setObjectName("gammaLabel")
         self.gamma_label.setMinimumWidth(self.gamma_label.fontMetrics().horizontalAdvance("auto: γ 32 (lookup)"))
@@ -303,6 +306,7 @@ class SpecBar(QFrame):
             text, state = f"Speculating: {DRAFTER_WORDS[self._effective_drafter()]}, γ {gamma}", "on"
         for w in self._local_controls:                   # a llama-server's are not Tandem's to change
             w.setVisible(not self._remote)
+        self.gamma.setVisible(not self._remote and not (on and auto))
         self.advanced.setVisible(not self._remote and self.advanced_button.isChecked())
         self.remote_hint.setVisible(bool(self._remote))
         if self._remote:

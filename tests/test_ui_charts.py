@@ -13,7 +13,8 @@ from desktop_app.engine import (GREEDY, Controls, FinishEvent, LoadOptions, Mode
 from desktop_app.engine.costs import WIN_MARGIN
 from desktop_app.engine.events import GenerationStats
 from desktop_app.engine.explain import measured_text, rate_text
-from desktop_app.ui.charts import LiveCharts
+from desktop_app.ui.charts import LiveCharts, rolling_rate
+from desktop_app.ui.spec_panel import SpecPanel
 from desktop_app.ui.pay_curve import PayCurve
 
 from engine_helpers import prompt_tokens
@@ -129,12 +130,43 @@ def test_live_charts_show_the_rounds_of_a_real_reply(reply, qtbot, tmp_path):
     # the tokens' times of a stored reply are its rounds' ends: the last rate is within the reply's range
     sx, sy = stored.speed_curve.getData()
     assert sx[-1] == pytest.approx(sum(r.t_round_s for r in rounds), abs=1e-4 * len(rounds))
-    # and live, the same: the tokens count at their rounds' ends, not when they reached the window
+    # and live: the tokens count at their rounds' ends on the engine's clock, not when they reached the window
+    ex, ey = round_end_rates(rounds)
     lx, ly = charts.speed_curve.getData()
-    assert list(lx) == pytest.approx(list(sx), abs=1e-4 * len(rounds)) and list(ly) == pytest.approx(list(sy), rel=1e-3)
+    assert list(lx) == pytest.approx(ex) and list(ly) == pytest.approx(ey)
     stored.clear()
     assert plotted_bars(stored.position_bars)[1] == [] and len(stored.kept_series()[0]) == 0
     assert not stored.plain_line.isVisible()
+
+
+def round_end_rates(rounds) -> tuple[list[float], list[float]]:
+    """The tokens/s curve of `rounds`, each reply token timed at the end of its round (engine clock)."""
+    times, t = [], 0.0
+    for r in rounds:
+        t += r.t_round_s
+        times += [t] * r.n_reply_tokens
+    return rolling_rate(times, 0.0)
+
+
+def test_the_panel_charts_tokens_on_the_engines_clock_however_late_they_arrive(reply, qtbot):
+    """In the window the tokens reach the panel after their rounds, in bursts on a busy machine: the
+    chart and the live speed take their times from the rounds, so late arrivals change neither."""
+    _, rounds, _, _ = reply
+    panel = SpecPanel()
+    qtbot.addWidget(panel)
+    panel.begin("test")
+    for r in rounds:
+        panel.add_round(r)
+        for _ in range(r.n_reply_tokens):
+            qtbot.wait(2)                                # late, and later the further into the reply
+            panel.add_token()
+    qtbot.waitUntil(lambda: not panel.charts.pending, timeout=5000)
+    panel._flush()
+    ex, ey = round_end_rates(rounds)
+    lx, ly = panel.charts.speed_curve.getData()
+    assert list(lx) == pytest.approx(ex) and list(ly) == pytest.approx(ey)
+    tokens = sum(r.n_reply_tokens for r in rounds)
+    assert panel.labels["speed"].text() == rate_text(tokens / sum(r.t_round_s for r in rounds))
 
 
 def test_plain_reply_estimates_plain_speed_live_and_has_no_alpha(pair, qapp, qtbot):

@@ -135,15 +135,15 @@ def test_a_cancel_while_the_engine_restarts_for_other_rpc_servers_cancels_the_lo
     qtbot.waitUntil(lambda: window.loaded is not None and not window.busy, timeout=TIMEOUT_MS)
     window.worker._rpc_in_engine = (f"127.0.0.1:{free_port()}",)   # as after a load onto RPC servers
     # Cancel, pressed between the old engine's end and the new one's start (on the worker's thread, so
-    # exactly then: worker.cancel() is the thread-safe method the Cancel button calls)
-    window.worker.modelsReleased.connect(window.worker.cancel, Qt.DirectConnection)
+    # exactly then: worker.cancel_load() is the thread-safe method the model bar's Cancel calls)
+    window.worker.modelsReleased.connect(window.worker.cancel_load, Qt.DirectConnection)
     window.load_pair(test_model_path, None)
     qtbot.waitUntil(lambda: "Could not load" in window.model_bar.status.text() and not window.busy,
                     timeout=TIMEOUT_MS)
     status = window.model_bar.status.text()
     assert "cancelled" in status and "let go first" in status, status
     assert window.loaded is None and window.lost_pair == (test_model_path, None)
-    window.worker.modelsReleased.disconnect(window.worker.cancel)
+    window.worker.modelsReleased.disconnect(window.worker.cancel_load)
     window.reload_lost_pair()                              # and a load after it is not cancelled
     qtbot.waitUntil(lambda: window.loaded is not None and not window.busy, timeout=TIMEOUT_MS)
 

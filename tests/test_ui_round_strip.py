@@ -111,7 +111,7 @@ def slow_stats(**kw) -> GenerationStats:
 
 def test_rates_never_print_as_zero():
     assert rate_text(0.7) == "0.70 tok/s" and rate_text(9.944) == "9.94 tok/s" and rate_text(12.4) == "12.4 tok/s"
-    assert rate_text(123.4) == "123 tok/s"
+    assert rate_text(123.4) == "123 tok/s" and rate_text(9.996) == "10.0 tok/s" and rate_text(99.96) == "100 tok/s"
     assert rate_text(0.04) == "0.04 tok/s"
 
 

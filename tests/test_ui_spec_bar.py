@@ -211,9 +211,9 @@ def test_the_bar_before_and_after_models_are_loaded(qtbot):
     assert "stands in for the draft model" in bar.mode.toolTip() and "No draft model" in model.toolTip()
     assert bar.spec(False).auto and bar.spec(False).drafter == "lookup" and not bar.gamma.isEnabled()
     assert bar.generation()["drafter"] == "model" and not bar.generation()["auto"]   # the saved choice stays
-    qtbot.mouseClick(auto, Qt.LeftButton)                        # the highlighted stand-in, clicked: no change
-    assert not bar.generation()["auto"] and bar.generation()["drafter"] == "model" and auto.isChecked()
-    assert "stands in for the draft model" in bar.mode.toolTip()
+    qtbot.mouseClick(auto, Qt.LeftButton)                        # the highlighted stand-in, clicked: chosen,
+    assert bar.generation()["auto"] and auto.isChecked()         # and the bar no longer says it stands in
+    assert "stands in" not in bar.mode.toolTip() and bar.mode_text() == "Speculating: auto"
     qtbot.mouseClick(lookup, Qt.LeftButton)                      # lookup at a fixed γ, chosen
     assert bar.mode_text() == "Speculating: prompt lookup, γ 4" and not bar.spec(False).auto
     assert bar.generation()["drafter"] == "lookup"

@@ -87,6 +87,30 @@ def test_a_message_sent_while_the_models_load_is_sent_once_they_are_ready(qtbot,
     assert "was not sent" in window.banner.label.text() and window.composer.toPlainText() == "And again?"
     assert [m.role for m in window.chat.messages] == ["user", "assistant"]      # nothing sent to the old model
 
+    # written in one conversation, then another opened while the models load: not sent to that one
+    first = window.current_id
+    window.load_pair(test_model_path, None)
+    type_and_send(qtbot, window, "Meant for the first.")
+    window.new_conversation()
+    qtbot.waitUntil(lambda: not window.loading and not window.busy, timeout=TIMEOUT_MS)
+    assert "was not sent" in window.banner.label.text() and window.chat.messages == []
+    assert [m.content for m in stored(window, first)][-2:] != ["Meant for the first."]
+
+
+@pytest.mark.network
+def test_stopping_a_reply_does_not_cancel_a_load_asked_for_meanwhile(qtbot, loaded, test_model_path):
+    """A pair chosen (from the recent pairs, or by applying loading settings) while a reply runs is loaded
+    once the reply ends: Stop stops the reply, not the load waiting behind it."""
+    w = loaded
+    w.settings_panel.max_tokens.setValue(400)
+    type_and_send(qtbot, w, LONG_PROMPT)
+    qtbot.waitUntil(lambda: w.generating_id is not None and len(w.live_text) > 10, timeout=TIMEOUT_MS)
+    w.load_pair(test_model_path, None)                    # waits behind the reply
+    w.stop()
+    qtbot.waitUntil(lambda: not w.loading and not w.busy, timeout=TIMEOUT_MS)
+    assert w.loaded is not None and w.loaded.draft is None, w.model_bar.status.text()
+    assert "cancelled" not in w.model_bar.status.text()
+
 
 @pytest.mark.network
 def test_send_streams_a_reply_into_the_view_and_the_database(qtbot, loaded):

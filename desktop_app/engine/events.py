@@ -54,6 +54,11 @@ class RoundEvent:
     def gamma(self) -> int:
         return len(self.drafted)
 
+    @property
+    def n_reply_tokens(self) -> int:
+        """The tokens this round added to the reply: its emitted ones, less an end-of-generation token."""
+        return len(self.emitted) - (self.end == "eos" and len(self.emitted) > 0)
+
     def to_record(self) -> dict:
         """The round as the history stores it: short keys, probabilities rounded (the whole log is
         compressed). `from_record` reads it back; the two are the one place the format lives."""

@@ -15,15 +15,19 @@ PAYS, COSTS = 1.05, 0.95     # measured speed-ups at or beyond which speculation
 
 def rate_number(rate: float) -> str:
     """A rate's number as every speed on screen shows it (the panel, the reply's footer, the charts):
-    three significant digits from 0.1 up (12.6, 8.83, 0.94: enough that the ratios shown beside them
-    can be checked from them), whole numbers from 100, never 0 for a rate above 0."""
-    if rate >= 100:
+    three significant digits from 1 up (12.6, 8.83: enough that the ratios shown beside them can be
+    checked from them), whole numbers from 100, two decimals below 1 (0.94), two significant digits
+    below 0.1, never 0 for a rate above 0."""
+    if rate <= 0:
+        return "0"
+    if rate < 0.1:
+        return f"{rate:.2g}"
+    shown = float(f"{rate:.3g}")             # (9.996 is 10.0, 99.96 is 100: rounded before the format is chosen)
+    if shown >= 100:
         return f"{rate:.0f}"
-    if rate >= 10:
+    if shown >= 10:
         return f"{rate:.1f}"
-    if rate >= 0.1:
-        return f"{rate:.2f}"
-    return f"{rate:.2g}" if rate > 0 else "0"
+    return f"{rate:.2f}"
 
 
 def rate_text(rate: float | None) -> str:

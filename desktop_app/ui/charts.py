@@ -184,14 +184,15 @@ class LiveCharts(QWidget):
     def add_round(self, r: RoundEvent) -> None:
         """A round of the running reply, with the tokens it emitted: they count as emitted at its end, on
         the engine's clock (not when they reach the window, which may be in bursts on a busy machine), as
-        for a stored reply."""
+        for a stored reply. (A llama-server that sends no per-token timings has its rounds made up at
+        the reply's end: its curve appears then.)"""
         self._add(r)
         self._schedule()
 
     def _add(self, r: RoundEvent) -> None:
         self._rounds.append(r)
         self._clock += r.t_round_s
-        self._times += [self._clock] * (len(r.emitted) - (r.end == "eos" and len(r.emitted) > 0))
+        self._times += [self._clock] * r.n_reply_tokens
 
     def finish(self, stats: GenerationStats) -> None:
         """The reply ended: the measured plain rate replaces the estimate; everything is drawn FINISH_MS

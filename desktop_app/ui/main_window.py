@@ -33,6 +33,9 @@ from desktop_app.ui.worker import EngineWorker, GenerateRequest, LoadedPair
 CLOSE_GRACE_S = 3.0             # how long closing waits for the engine to stop a request by itself
 
 
+QUEUED_NOTE = "The models are loading; your message will be sent once they are ready."
+
+
 class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMainWindow):
     requestLoad = Signal(object)
     requestServer = Signal(object)
@@ -51,8 +54,9 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.loaded: LoadedPair | None = None
         self.lost_pair: tuple[str, str | None] | None = None   # the pair the engine had when it died
         self.pending_text = ""                  # a message sent but not yet stored: it stays in the box
-        self.loading = False                    # models are being fetched, loaded or connected to
-        self.queued_text = ""                   # a message sent while they were: sent once they are ready
+        self._loads = 0                         # fetches, loads and connections asked for and not yet ended
+        self.queued: tuple[int | None, bool, str] | None = None   # a message sent meanwhile: (conversation,
+                                                # editing, text), sent once they are ready (send_queued)
         self._settings_warned = False
         self.busy = False
         self.editing = False
@@ -129,7 +133,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.model_bar.loadRequested.connect(self.load_pair)
         self.model_bar.serverRequested.connect(self.connect_server)
         self.model_bar.demoRequested.connect(self.load_demo)
-        self.model_bar.cancelRequested.connect(self.worker.cancel)
+        self.model_bar.cancelRequested.connect(self.worker.cancel_load)
         self.model_bar.folderAdded.connect(self.add_model_folder)
         self.banner = Banner()
         self.first_run = FirstRun()
@@ -240,11 +244,15 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         has_draft = bool(self.loaded and self.loaded.draft)
         return self.settings_panel.options(self.spec_bar.spec(has_draft))
 
+    @property
+    def loading(self) -> bool:
+        """Models are being fetched, loaded or connected to."""
+        return self._loads > 0
+
     def submit(self, text: str) -> None:
         if self.loading:                        # sent once the models are ready (it stays in the box)
-            self.queued_text = text
-            self.banner.show_message("The models are loading; your message will be sent once they are ready.",
-                                     [("Don't send it", self._drop_queued)])
+            self.queued = (self.current_id, self.editing, text)
+            self.banner.show_message(QUEUED_NOTE, [("Don't send it", self._drop_queued)])
             return
         if not self.loaded:
             if self.lost_pair:
@@ -313,15 +321,23 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
             self.worker.cancel()
 
     def _drop_queued(self) -> None:
-        self.queued_text = ""
+        self.queued = None
         self.banner.hide()
 
     def send_queued(self) -> None:
-        """The models are ready: send the message that waited for them, if the box still holds it."""
-        text, self.queued_text = self.queued_text, ""
-        if text and self.composer.toPlainText().strip() == text:
+        """The models are ready: send the message that waited for them, if it is still the box's text in
+        the conversation it was written in; else say that it was not sent."""
+        queued, self.queued = self.queued, None
+        if queued is None:
+            return
+        conversation, editing, text = queued
+        if (conversation, editing, text) != (self.current_id, self.editing, self.composer.toPlainText().strip()):
+            self.banner.show_message("The message written while the models loaded was not sent: the box or the "
+                                     "conversation changed since. Send it again when you are ready.")
+            return
+        if self.banner.label.text() == QUEUED_NOTE:
             self.banner.hide()
-            self.submit(text)
+        self.submit(text)
 
     def _send_or_stop(self) -> None:
         if self.busy and self.generating_id is not None:
@@ -437,6 +453,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.settings.data["loading"] = self.settings_panel.loading()
         self.settings.save()                 # (a failure was told when it first happened)
         self.worker.blockSignals(True)       # nothing more for this window
+        self.worker.cancel_load()            # a load asked for is not started,
         self.worker.cancel()                 # a running reply stops within one round and is saved
         # An engine stuck in native code (a driver hang, the first-run CPU check) would hold the worker,
         # and the window, forever: past a few seconds it is killed, and the worker's request ends.

@@ -238,9 +238,7 @@ class SpecBar(QFrame):
     # -- internals
     def _drafter_clicked(self, button) -> None:
         key = next(k for k, b in self.drafter_buttons.items() if b is button)
-        if key == "auto" and not self._auto and self._auto_now():
-            return                          # already running, standing in: the saved choice stays the model
-        self._auto = key == "auto"
+        self._auto = key == "auto"          # (Auto standing in for the draft model, clicked: chosen itself)
         self._last_round = None             # (Auto shows only rounds it chose)
         if key != "auto":
             self._choice = key

@@ -158,8 +158,8 @@ class SpecPanel(QWidget):
         self._streaming = False
         self._live_title = ""
         self._live_stats: GenerationStats | None = None
-        self._first_token_at: float | None = None
-        self._last_token_at: float | None = None
+        self._round_s = 0.0           # the live reply's rounds: seconds, on the engine's clock (as the
+        self._round_tokens = 0        # chart's), and the tokens they emitted
         self._n_tokens = self._drafted = self._accepted = 0
         self._timer = QTimer(self)
         self._timer.setInterval(self.REPAINT_MS)
@@ -196,7 +196,7 @@ class SpecPanel(QWidget):
         self._live_rounds, self._pending = [], []
         self._live_title = title
         self._live_stats = None
-        self._first_token_at = self._last_token_at = None
+        self._round_s, self._round_tokens = 0.0, 0
         self._n_tokens = self._drafted = self._accepted = 0
         self._streaming = self._attached = True
         self.strip.clear()
@@ -222,14 +222,13 @@ class SpecPanel(QWidget):
         self._live_rounds.append(r)
         self._drafted += r.gamma
         self._accepted += r.accepted
+        self._round_s += r.t_round_s
+        self._round_tokens += r.n_reply_tokens
         if self._attached:
             self._pending.append(r)
             self.charts.add_round(r)
 
     def add_token(self) -> None:
-        self._last_token_at = time.monotonic()
-        if self._first_token_at is None:
-            self._first_token_at = self._last_token_at
         self._n_tokens += 1
 
     def _flush(self) -> None:
@@ -240,10 +239,8 @@ class SpecPanel(QWidget):
             self._pending = []
         if not self._streaming:
             return
-        if self._first_token_at is not None:
-            elapsed = self._last_token_at - self._first_token_at
-            if elapsed > 0 and self._n_tokens > 1:
-                self.labels["speed"].setText(rate_text((self._n_tokens - 1) / elapsed))
+        if self._round_s > 0 and self._round_tokens:        # as the tokens/s chart counts them
+            self.labels["speed"].setText(rate_text(self._round_tokens / self._round_s))
         self.labels["tokens"].setText(str(self._n_tokens))
         if self._drafted:
             self.labels["accepted"].setText(f"{self._accepted}/{self._drafted} "

@@ -56,13 +56,13 @@ class ModelsMixin:
                 return
             self._say(f"Loading onto the RPC servers {', '.join(t_opts.rpc_servers)}. {RPC_WARNING}")
         self.model_bar.select(target, draft)
-        self._set_loading(True)
+        self._begin_load()
         self.model_bar.show_progress("Loading", 0.0)           # (its Cancel counts from now)
         self.worker.new_load()
         self.requestLoad.emit(LoadRequest(target, draft, t_opts, d_opts))
 
     def connect_server(self, url: str, api_key: str) -> None:
-        self._set_loading(True)
+        self._begin_load()
         self.model_bar.show_progress(f"Connecting to {url}", 0.0)
         self.requestServer.emit(ServerRequest(url, api_key))
 
@@ -75,7 +75,7 @@ class ModelsMixin:
         if all(models.inspect(m).verified for m in demo):
             self.load_pair(*(str(models.model_path(m)) for m in demo))
             return
-        self._set_loading(True)
+        self._begin_load()
         self.first_run.progress.show()
         self.model_bar.show_progress("Fetching the demo pair", 0.0)
         self.requestFetch.emit()
@@ -92,10 +92,11 @@ class ModelsMixin:
             return
         self.first_run.progress.hide()
         self.load_pair(target, draft)
+        self._end_load(ok=True)                          # (the fetch's: the load, if it started, counts on)
 
     def _on_fetch_failed(self, message: str) -> None:
         self.first_run.progress.hide()
-        self._set_loading(False, failed=True)
+        self._end_load(ok=False)
         self.model_bar.show_error(f"Fetching the demo pair failed: {message}")
 
     def _on_loaded(self, info: LoadedPair) -> None:
@@ -117,13 +118,12 @@ class ModelsMixin:
             self.spec_bar.set_remote(None)
         self.settings_panel.template_note.setText(info.template_note)
         self.spec_bar.set_draft_available(bool(info.draft))
+        self._end_load(ok=True)                          # (a message that waited is sent: before the notices)
         self._say(" ".join(n for n in (info.notice, unsaved) if n))
         self.setWindowTitle(f"Tandem — {names}")
         self.refresh_models()
         self.stack.setCurrentWidget(self.chat)
-        self._set_loading(False)
         self._update_buttons()
-        self.send_queued()
 
     def _on_models_released(self) -> None:
         """The worker let the loaded models go before loading others (new RPC servers need a new engine
@@ -147,19 +147,28 @@ class ModelsMixin:
                  + (f" + {os.path.basename(self.loaded.draft)}" if self.loaded.draft else "") + ".")
         said = message if message.startswith("Could not") else f"Could not load: {message}"
         self.model_bar.show_error(said.rstrip(".") + "." + still)
-        self._set_loading(False, failed=True)
+        self._end_load(ok=False)
         if self.loaded and not remote:
             self.model_bar.select(self.loaded.target, self.loaded.draft)
 
-    def _set_loading(self, loading: bool, failed: bool = False) -> None:
-        """Models are (or are no longer) being fetched, loaded or connected to: the welcome page offers
-        nothing meanwhile, and a message sent meanwhile waits for them (MainWindow.submit). When the
-        load `failed`, that message is not sent (not even to models still loaded from before): the
-        banner says so."""
-        self.loading = loading
-        self.first_run.set_loading(loading)
-        if failed and self.queued_text:
-            self.queued_text = ""
+    def _begin_load(self) -> None:
+        """A fetch, load or connection starts: the welcome page offers nothing meanwhile, and a message
+        sent meanwhile waits for the models (MainWindow.submit)."""
+        self._loads += 1
+        self.first_run.set_loading(True)
+
+    def _end_load(self, ok: bool) -> None:
+        """One ended (`ok`: with models ready). Once none is left, a message that waited is sent if the
+        last one left models ready; else it is not sent (not even to models still loaded from before),
+        and the banner says so."""
+        self._loads = max(0, self._loads - 1)
+        if self._loads:
+            return
+        self.first_run.set_loading(False)
+        if ok and self.loaded is not None:
+            self.send_queued()
+        elif self.queued is not None:
+            self.queued = None
             self.banner.show_message("The models did not load, so your message was not sent; it is still in "
                                      "the box.")
 

@@ -3,8 +3,8 @@
 It lives on a QThread; the window asks for work through queued signals (load, generate, fetch) and
 gets every engine event back as a signal. The models themselves live in the engine process
 (`engine.process`): a native fault there ends that process, not the window, and the worker reports
-it (`engineDied`) after the reply in progress was saved as interrupted. `cancel()`, `update_spec()`
-and `new_load()` are the methods called directly from the UI thread: they only set a flag or send a
+it (`engineDied`) after the reply in progress was saved as interrupted. `cancel()`, `cancel_load()`,
+`update_spec()` and `new_load()` are the methods called directly from the UI thread: they only set a flag or send a
 message that the engine acts on from its next round.
 """
 from __future__ import annotations
@@ -99,17 +99,26 @@ class EngineWorker(QObject):
         self.session: ChatSession | None = None
         self._fetch_cancel = threading.Event()
         self._load_cancel = threading.Event()          # a load's cancel, which may come while no engine runs
+        self._loading = False                          # a load runs on the worker's thread now
         self._rpc_in_engine: tuple[str, ...] = ()      # the RPC servers the engine process has registered
 
     # -- called from the UI thread (thread-safe)
     def cancel(self) -> None:
-        """Stop the running generation within one round, and any load or fetch in progress."""
+        """Stop the running generation within one round, and any load or fetch in progress (a load
+        asked for since, waiting behind it, still runs: cancel_load() cancels that)."""
         session = self.session                   # (the worker thread may drop it meanwhile)
         if session is not None:
             session.controls.cancel()
-        self._load_cancel.set()
         self.engine.cancel()
         self._fetch_cancel.set()
+
+    def cancel_load(self) -> None:
+        """Cancel the load (or fetch) asked for last (new_load()), even before the engine has heard of it:
+        while the engine restarts, or while the load waits behind a reply (which goes on)."""
+        self._load_cancel.set()
+        self._fetch_cancel.set()
+        if self._loading:                        # (else the load sees the flag once it is sent)
+            self.engine.cancel()
 
     def new_load(self) -> None:
         """A load is about to be asked for (before its request is sent): cancels from before it are not its."""
@@ -143,6 +152,7 @@ class EngineWorker(QObject):
 
     @Slot(object)
     def load(self, request: LoadRequest) -> None:
+        self._loading = True
         self.busyChanged.emit(True)
         rpc = tuple(request.target_options.rpc_servers)
         released = False
@@ -184,6 +194,7 @@ class EngineWorker(QObject):
             traceback.print_exc()
             return
         finally:
+            self._loading = False
             self.busyChanged.emit(False)
         self.pair, self.session = pair, session
         self.loaded.emit(LoadedPair(request.target, request.draft, summaries[0], summaries[1],

@@ -14,7 +14,7 @@ from desktop_app.chat.history import HistoryStore
 from desktop_app.chat.session import ChatSession, GenerationOptions
 from desktop_app.engine import GREEDY, FinishEvent, LoadOptions, ModelPair, SamplingParams, SpecSettings
 from desktop_app.engine.events import TokenEvent
-from desktop_app.engine.explain import rate_text
+from desktop_app.engine.explain import rate_number, rate_text
 from desktop_app.engine.process.client import EngineProcess
 
 from engine_helpers import run
@@ -279,7 +279,10 @@ def test_the_compare_button_shows_both_runs_side_by_side(qtbot, window, test_mod
     assert dialog.cells["drafts"]["off"].text() == "–" and result.on.stats.n_drafted > 0
     assert f"{result.on.stats.n_accepted} of {result.on.stats.n_drafted}" in dialog.cells["drafts"]["on"].text()
     assert f"{result.speedup:.2f}×" in dialog.speedup.text()
-    assert f"{result.on.stats.tokens_per_s:.1f}" in dialog.speedup.text()
+    assert f"({rate_number(result.on.stats.tokens_per_s)} against {rate_text(result.off.stats.tokens_per_s)})" \
+        in dialog.speedup.text()
+    # one speed-up in the dialog: the table's is the summary's (not each run's against a plain rate timed apart)
+    assert dialog.cells["vs_off"]["off"].text() == "1.00×" and dialog.cells["vs_off"]["on"].text() == f"{result.speedup:.2f}×"
     # the conversation, shown and stored, is as it was; the reply is the one the compare reproduced
     assert [asdict(m) for m in stored(w)] == before_db
     assert [(m.role, m.text) for m in w.chat.messages] == before_view

@@ -76,9 +76,9 @@ def assert_charts_show(charts: LiveCharts, rounds, stats: GenerationStats, abs_t
     _, split = plotted_bars(charts.split_bars)
     assert split == pytest.approx([stats.t_draft_s, stats.t_verify_s, stats.t_other_s], abs=abs_time)
     assert charts.plain_line.isVisible() and charts.plain_line.value() == pytest.approx(stats.plain_tokens_per_s)
-    # the title quotes plain speed as the panel's "vs plain" does (measured_text): the same digits
+    # the dashed line's label quotes plain speed as the panel's "vs plain" does (measured_text): the same digits
     plain = rate_text(stats.plain_tokens_per_s).removesuffix(" tok/s")
-    assert charts.speed_title.text().endswith(f"plain (measured) {plain}") and plain in measured_text(stats)
+    assert charts.plain_line.label.format == f"plain {plain}" and plain in measured_text(stats)
     sx, sy = charts.speed_curve.getData()
     assert len(sx) > 3 and all(v > 0 for v in sy)
 
@@ -174,9 +174,9 @@ def test_plain_reply_estimates_plain_speed_live_and_has_no_alpha(pair, qapp, qtb
     qtbot.addWidget(charts)
     rounds, stats, (estimate, label) = generate_into(charts, pair, qapp, max_tokens=12, drafter="none")
     assert rounds and all(r.gamma == 0 for r in rounds)
-    assert label == "plain (estimate)"
+    assert label == "plain ≈"
     assert estimate == pytest.approx(len(rounds) / sum(r.t_verify_s for r in rounds))
-    assert charts.plain_rate() == (pytest.approx(stats.plain_tokens_per_s), "plain (measured)")
+    assert charts.plain_rate() == (pytest.approx(stats.plain_tokens_per_s), "plain")
     assert plotted_bars(charts.position_bars)[1] == [] == stats.position_acceptance
     pay = PayCurve()
     qtbot.addWidget(pay)

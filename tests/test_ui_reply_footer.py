@@ -61,12 +61,13 @@ def test_footer_of_a_prompt_lookup_reply():
     assert text.endswith("× plain (measured)")
 
 
-def test_footer_in_auto_mode_gives_the_mean_gamma():
-    s = _stats(mean_drafted=3.24)
+def test_footer_in_auto_mode_gives_the_rounds_that_drafted_and_their_mean_gamma():
+    s = _stats(mean_drafted=3.24, n_rounds=50, n_plain_rounds=30)
     text = footer_text(s.to_json(), _settings(drafter="model", draft_max=8, auto=True))
-    assert text.startswith("auto · γ ≈ 3.2 · 46/76 drafted kept · ")
+    assert text.startswith("auto · drafted in 20 of 50 rounds, γ ≈ 3.2 · 46/76 drafted kept · ")
     assert "γ 8" not in text
-    assert footer_text(s.to_json(), _settings(drafter="lookup", auto=True)).startswith("auto, lookup only · γ ≈ 3.2")
+    assert footer_text(s.to_json(), _settings(drafter="lookup", auto=True)).startswith(
+        "auto, lookup only · drafted in 20 of 50 rounds, γ ≈ 3.2")
 
 
 def test_footer_of_a_reply_without_stats_says_why():

@@ -109,6 +109,11 @@ def slow_stats(**kw) -> GenerationStats:
     return GenerationStats(**base)
 
 
+def test_the_sentence_adds_up_as_shown():
+    """"kept 0.7, giving 1.7 tokens": the kept mean as shown, plus the target's own (1.65 printed 1.6)."""
+    assert "kept 0.7, giving 1.7 tokens" in explain(slow_stats(mean_accepted=0.65))
+
+
 def test_rates_never_print_as_zero():
     assert rate_text(0.7) == "0.70 tok/s" and rate_text(9.944) == "9.94 tok/s" and rate_text(12.4) == "12.4 tok/s"
     assert rate_text(123.4) == "123 tok/s" and rate_text(9.996) == "10.0 tok/s" and rate_text(99.96) == "100 tok/s"

@@ -48,8 +48,9 @@ def footer_text(stats: dict | GenerationStats | None, settings: dict | None, sta
         return f"{label} · {speed}"
     parts = [label]
     mean = f"{s.mean_drafted:.1f}" if s.mean_drafted is not None else "–"
-    if spec.get("auto"):
-        parts.append(f"γ ≈ {mean}")                     # its mean over the rounds that drafted
+    if spec.get("auto"):                                # its mean over the rounds that drafted, and how many
+        drafting = s.n_rounds - s.n_plain_rounds if s.n_rounds else 0
+        parts.append(f"drafted in {drafting} of {s.n_rounds} rounds, γ ≈ {mean}" if s.n_rounds else f"γ ≈ {mean}")
     elif isinstance(spec.get("draft_max"), int):
         parts.append(f"γ {spec['draft_max']}")
     elif s.mean_drafted is not None:

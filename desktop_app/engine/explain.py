@@ -88,7 +88,7 @@ def explain(stats: GenerationStats) -> str:
     parts = [f"{100 * (stats.acceptance_rate or 0):.0f} % of drafted tokens were kept (α ≈ {alpha:.2f}: the chance "
              "that a token was kept when those before it were; after a rejection the rest go unchecked); "
              f"a round drafted {stats.mean_drafted:.1f} and kept {stats.mean_accepted:.1f}, "
-             f"giving {stats.mean_accepted + 1:.1f} tokens"
+             f"giving {float(f'{stats.mean_accepted:.1f}') + 1:.1f} tokens"     # (kept as shown, plus one)
              + ("." if stats.remote else f" in {per_round_ms:.0f} ms.")]
     if stats.n_plain_rounds:
         parts.append(f"{round(rounds)} of {stats.n_rounds} rounds drafted; the others were plain steps.")

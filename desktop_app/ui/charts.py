@@ -58,6 +58,16 @@ def rolling_rate(times: Sequence[float], origin: float, min_tokens: int = 16, mi
     return xs, ys
 
 
+SPEED_TITLE = "Tokens/s, last 16 tokens (s)"
+
+
+def label_backing(bg: QColor) -> QColor:
+    """A label's backing, in the plot's colour: no line strikes the label."""
+    backing = QColor(bg)
+    backing.setAlpha(220)
+    return backing
+
+
 class WholeAxis(pg.AxisItem):
     """An axis of counts (draft positions, rounds, tokens): ticks on whole numbers only, never 1.5.
     (Chosen as it paints: setting ticks from outside at every redraw stalled the UI thread.)"""
@@ -84,7 +94,8 @@ def quiet_plot(fg: QColor, bg: QColor, min_width: int, min_height: int, whole: t
     font.setPointSize(7)
     for name in ("left", "bottom"):
         axis = item.getAxis(name)
-        axis.setTickFont(font)
+        axis.setStyle(maxTickLevel=1, maxTextLevel=0)    # numbers on the major ticks only: at 7 pt the minor
+        axis.setTickFont(font)                           # ticks' ran together ("9101112"), and no comb of ticks
         axis.setPen(pg.mkPen(fg))
         axis.setTextPen(pg.mkPen(fg))
     item.getAxis("left").setWidth(30)
@@ -128,9 +139,16 @@ class LiveCharts(QWidget):
         layout.setSpacing(4)
 
         self.speed_plot = _small_plot(fg, bg)
-        self.speed_title = QLabel("Tokens/s over time (s)")
+        self.speed_title = QLabel(SPEED_TITLE)
+        self.speed_title.setToolTip("Tokens per second over the last 16 tokens (at least a quarter second), "
+                                    "against seconds since the reply's first round; the dashed line is plain "
+                                    "decoding's rate, measured (or, until the reply ends, estimated from its "
+                                    "plain steps). The panel's Speed is the whole reply's mean.")
         self.speed_curve = self.speed_plot.plot([], [], pen=pg.mkPen("#1f77b4", width=2))
-        self.plain_line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(fg, width=1, style=Qt.DashLine))
+        self.plain_line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(fg, width=1, style=Qt.DashLine),
+                                          label="", labelOpts={"position": 0.98, "color": fg,
+                                                               "anchors": [(1, 1), (1, 1)],
+                                                               "fill": pg.mkBrush(label_backing(bg))})
         self.plain_line.setVisible(False)
         self.speed_plot.addItem(self.plain_line)
 
@@ -254,10 +272,10 @@ class LiveCharts(QWidget):
         estimate from the single-token passes of its plain rounds, if any (else None)."""
         if self._stats is not None:
             rate = self._stats.plain_tokens_per_s
-            return rate, "plain (measured)" if rate else ""
+            return rate, "plain" if rate else ""
         plain = [r.t_verify_s for r in self._rounds if not r.gamma and r.t_verify_s > 0]
         if plain:
-            return len(plain) / sum(plain), "plain (estimate)"
+            return len(plain) / sum(plain), "plain ≈"
         return None, ""
 
     # -- drawing
@@ -299,9 +317,7 @@ class LiveCharts(QWidget):
         self.plain_line.setVisible(rate is not None)
         if rate is not None:
             self.plain_line.setValue(rate)
-            self.speed_title.setText(f"Tokens/s over time (s) · - - {label} {rate_number(rate)}")
-        else:
-            self.speed_title.setText("Tokens/s over time (s)")
+            self.plain_line.label.setFormat(f"{label} {rate_number(rate)}")
         self.speed_plot.setXRange(0, max(xs, default=0) or 1, padding=0.02)
         self.speed_plot.setYRange(0, _top(ys + ([rate] if rate else [])), padding=0)
 

@@ -8,13 +8,13 @@ from collections.abc import Mapping
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QFont, QPalette
+from PySide6.QtGui import QFont, QPalette
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from desktop_app.engine.costs import WIN_MARGIN, best_gamma, speedup_curve
 from desktop_app.engine.events import GenerationStats
 from desktop_app.engine.explain import check_cost_s
-from desktop_app.ui.charts import quiet_plot, stats_from
+from desktop_app.ui.charts import label_backing, quiet_plot, stats_from
 
 GAMMA_MAX = 16
 _WIDGET_SHOW = object()      # show() without a reply: the widget's own show
@@ -44,8 +44,7 @@ class PayCurve(QWidget):
         self.plot.addItem(self.best_point)
         self.measured_point = pg.ScatterPlotItem(size=9, symbol="d", brush="#d62728", pen=pg.mkPen(fg))
         self.plot.addItem(self.measured_point)
-        backing = QColor(bg)                   # labels on a backing of the plot's colour: no line strikes them
-        backing.setAlpha(220)
+        backing = label_backing(bg)
         self.best_label = pg.TextItem("best", color="#2ca02c", anchor=(0.1, 1.2), fill=pg.mkBrush(backing))
         self.measured_label = pg.TextItem("measured", color="#d62728", anchor=(-0.15, 0.5), fill=pg.mkBrush(backing))
         for label in (self.best_label, self.measured_label, self.current_label):

@@ -280,7 +280,7 @@ class SpecPanel(QWidget):
             L["alpha"].setText(f"{s.alpha:.2f}" if s.alpha is not None else "–")
             L["per_round"].setText(f"{s.mean_accepted:.2f} of {s.mean_drafted:.2f}")
             L["split"].setText("not sent by the server" if s.remote else f"{s.t_draft_s:.2f} s / {s.t_verify_s:.2f} s")
-            L["c"].setText(f"{s.c:.2f}" if s.c is not None else "–")
+            L["c"].setText("–" if s.c is None else "0 (no model step: copies only)" if s.c < 0.005 else f"{s.c:.2f}")
             L["predicted"].setText(predicted_text(s))
         else:
             for key in ("accepted", "alpha", "per_round", "split", "c", "predicted"):

@@ -20,9 +20,9 @@ def rate_number(rate: float) -> str:
     below 0.1, never 0 for a rate above 0."""
     if rate <= 0:
         return "0"
-    if rate < 0.1:
-        return f"{rate:.2g}"
     shown = float(f"{rate:.3g}")             # (9.996 is 10.0, 99.96 is 100: rounded before the format is chosen)
+    if shown < 0.0995:
+        return f"{rate:.2g}"
     if shown >= 100:
         return f"{rate:.0f}"
     if shown >= 10:

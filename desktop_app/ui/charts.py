@@ -94,8 +94,8 @@ def quiet_plot(fg: QColor, bg: QColor, min_width: int, min_height: int, whole: t
     font.setPointSize(7)
     for name in ("left", "bottom"):
         axis = item.getAxis(name)
-        axis.setStyle(maxTickLevel=1, maxTextLevel=0)    # numbers on the major ticks only: at 7 pt the minor
-        axis.setTickFont(font)                           # ticks' ran together ("9101112"), and no comb of ticks
+        axis.setStyle(maxTickLevel=0, maxTextLevel=0)    # major ticks only: at 7 pt the minor ticks' numbers
+        axis.setTickFont(font)                           # ran together ("9101112"), over a comb of ticks
         axis.setPen(pg.mkPen(fg))
         axis.setTextPen(pg.mkPen(fg))
     item.getAxis("left").setWidth(30)

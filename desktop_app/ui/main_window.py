@@ -317,7 +317,9 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.composer.clear()
 
     def stop(self) -> None:
-        if self.busy:
+        """Stop the reply or compare running (Esc, Stop): not a load, which the model bar's Cancel stops."""
+        comparing = self.compare_dialog is not None and self.compare_dialog.running
+        if self.busy and (self.generating_id is not None or comparing):
             self.worker.cancel()
 
     def _drop_queued(self) -> None:

@@ -160,6 +160,8 @@ class SpecPanel(QWidget):
         self._live_stats: GenerationStats | None = None
         self._round_s = 0.0           # the live reply's rounds: seconds, on the engine's clock (as the
         self._round_tokens = 0        # chart's), and the tokens they emitted
+        self._first_token_at: float | None = None    # when tokens reached the panel: the live speed of a
+        self._last_token_at: float | None = None     # reply without rounds yet (a llama-server's untimed)
         self._n_tokens = self._drafted = self._accepted = 0
         self._timer = QTimer(self)
         self._timer.setInterval(self.REPAINT_MS)
@@ -197,6 +199,7 @@ class SpecPanel(QWidget):
         self._live_title = title
         self._live_stats = None
         self._round_s, self._round_tokens = 0.0, 0
+        self._first_token_at = self._last_token_at = None
         self._n_tokens = self._drafted = self._accepted = 0
         self._streaming = self._attached = True
         self.strip.clear()
@@ -229,6 +232,9 @@ class SpecPanel(QWidget):
             self.charts.add_round(r)
 
     def add_token(self) -> None:
+        self._last_token_at = time.monotonic()
+        if self._first_token_at is None:
+            self._first_token_at = self._last_token_at
         self._n_tokens += 1
 
     def _flush(self) -> None:
@@ -241,6 +247,9 @@ class SpecPanel(QWidget):
             return
         if self._round_s > 0 and self._round_tokens:        # as the tokens/s chart counts them
             self.labels["speed"].setText(rate_text(self._round_tokens / self._round_s))
+        elif self._first_token_at is not None and self._n_tokens > 1 and self._last_token_at > self._first_token_at:
+            elapsed = self._last_token_at - self._first_token_at   # (no rounds yet: as the tokens came)
+            self.labels["speed"].setText(rate_text((self._n_tokens - 1) / elapsed))
         self.labels["tokens"].setText(str(self._n_tokens))
         if self._drafted:
             self.labels["accepted"].setText(f"{self._accepted}/{self._drafted} "
@@ -280,7 +289,7 @@ class SpecPanel(QWidget):
             L["alpha"].setText(f"{s.alpha:.2f}" if s.alpha is not None else "–")
             L["per_round"].setText(f"{s.mean_accepted:.2f} of {s.mean_drafted:.2f}")
             L["split"].setText("not sent by the server" if s.remote else f"{s.t_draft_s:.2f} s / {s.t_verify_s:.2f} s")
-            L["c"].setText("–" if s.c is None else "0 (no model step: copies only)" if s.c < 0.005 else f"{s.c:.2f}")
+            L["c"].setText("–" if s.c is None else "0 (no model step: copies only)" if s.c == 0 else f"{s.c:.2f}")
             L["predicted"].setText(predicted_text(s))
         else:
             for key in ("accepted", "alpha", "per_round", "split", "c", "predicted"):

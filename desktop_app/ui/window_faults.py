@@ -29,8 +29,8 @@ class FaultsMixin:
         self.spec_bar.set_draft_available(None)            # the bar says nothing runs until a reload
         self.reply.end()
         self.busy = False                       # (what was running has ended with the engine)
-        self._loads, self.queued = 0, None      # (a message waiting for a load stays in the box)
-        self.first_run.set_loading(False)
+        self.queued = None                      # (a message waiting for a load stays in the box; a load
+                                                # that was running answers loadFailed, and one waiting runs)
         self.setWindowTitle("Tandem")
         self.model_bar.show_error("The model engine stopped. The models need loading again.")
         if self.lost_pair and self.lost_pair[0]:

@@ -46,20 +46,22 @@ class ModelsMixin:
             self._say(self._save_settings())
         self.refresh_models()
 
-    def load_pair(self, target: str, draft: str | None) -> None:
+    def load_pair(self, target: str, draft: str | None) -> bool:
+        """Ask for `target` (+ `draft`) to be loaded; False: refused at once (the bar says why)."""
         t_opts, d_opts = load_options(self.settings_panel.loading())
         if self.model_bar.backend.backend() == "rpc":
             try:
                 t_opts, d_opts = rpc_options(self.model_bar.rpc_servers(), t_opts, d_opts)
             except RpcError as exc:
                 self.model_bar.show_error(f"RPC servers: {exc}")
-                return
+                return False
             self._say(f"Loading onto the RPC servers {', '.join(t_opts.rpc_servers)}. {RPC_WARNING}")
         self.model_bar.select(target, draft)
         self._begin_load()
         self.model_bar.show_progress("Loading", 0.0)           # (its Cancel counts from now)
         self.worker.new_load()
         self.requestLoad.emit(LoadRequest(target, draft, t_opts, d_opts))
+        return True
 
     def connect_server(self, url: str, api_key: str) -> None:
         self._begin_load()
@@ -76,6 +78,7 @@ class ModelsMixin:
             self.load_pair(*(str(models.model_path(m)) for m in demo))
             return
         self._begin_load()
+        self.worker.new_load()
         self.first_run.progress.show()
         self.model_bar.show_progress("Fetching the demo pair", 0.0)
         self.requestFetch.emit()
@@ -91,8 +94,8 @@ class ModelsMixin:
         if self._closing:          # already-queued worker signals after close
             return
         self.first_run.progress.hide()
-        self.load_pair(target, draft)
-        self._end_load(ok=True)                          # (the fetch's: the load, if it started, counts on)
+        started = self.load_pair(target, draft)
+        self._end_load(ok=started)                       # (the fetch's: the load, if it started, counts on)
 
     def _on_fetch_failed(self, message: str) -> None:
         self.first_run.progress.hide()

@@ -104,13 +104,11 @@ class EngineWorker(QObject):
 
     # -- called from the UI thread (thread-safe)
     def cancel(self) -> None:
-        """Stop the running generation within one round, and any load or fetch in progress (a load
-        asked for since, waiting behind it, still runs: cancel_load() cancels that)."""
+        """Stop the running generation (a reply, a compare) within one round; a load or fetch, running or
+        waiting behind it, goes on (cancel_load() cancels those)."""
         session = self.session                   # (the worker thread may drop it meanwhile)
         if session is not None:
-            session.controls.cancel()
-        self.engine.cancel()
-        self._fetch_cancel.set()
+            session.controls.cancel()            # (a reply's or a compare's: it reaches the engine itself)
 
     def cancel_load(self) -> None:
         """Cancel the load (or fetch) asked for last (new_load()), even before the engine has heard of it:
@@ -121,8 +119,10 @@ class EngineWorker(QObject):
             self.engine.cancel()
 
     def new_load(self) -> None:
-        """A load is about to be asked for (before its request is sent): cancels from before it are not its."""
+        """A load or fetch is about to be asked for (before its request is sent): cancels from before it are
+        not its."""
         self._load_cancel.clear()
+        self._fetch_cancel.clear()
 
     def update_spec(self, spec) -> None:
         """New speculation settings take effect from the next round of the running generation."""
@@ -152,7 +152,6 @@ class EngineWorker(QObject):
 
     @Slot(object)
     def load(self, request: LoadRequest) -> None:
-        self._loading = True
         self.busyChanged.emit(True)
         rpc = tuple(request.target_options.rpc_servers)
         released = False
@@ -168,6 +167,7 @@ class EngineWorker(QObject):
             if released:
                 self.modelsReleased.emit()
         self._rpc_in_engine = rpc
+        self._loading = True
         try:
             summaries = []
             for path in (request.target, request.draft):
@@ -181,13 +181,15 @@ class EngineWorker(QObject):
             session = ChatSession(pair, self._history())
         except (ModelLoadError, IncompatiblePair) as exc:
             if isinstance(exc, LoadCancelled):
-                message = "Loading was cancelled" + ("" if released else "; the previous models are still loaded")
+                message = "Loading was cancelled" + ("; the previous models are still loaded"
+                                                     if self.pair is not None else "")
             else:
                 message = str(exc)
             self._load_failed(message, released)
             return
         except EngineCrashed as exc:
             self._report_death(exc)
+            self.loadFailed.emit("The model engine stopped while loading")   # (every load ends in one answer)
             return
         except Exception as exc:  # anything else the engine or the OS throws at us: report, stay up
             self._load_failed(f"{os.path.basename(request.target)}: {exc}", released)
@@ -234,7 +236,6 @@ class EngineWorker(QObject):
 
     @Slot()
     def fetch_demo(self) -> None:
-        self._fetch_cancel.clear()
         self.busyChanged.emit(True)
         try:
             paths = [str(models.fetch(m, progress=self.fetchProgress.emit, cancel=self._fetch_cancel.is_set))

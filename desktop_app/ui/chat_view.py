@@ -1,7 +1,8 @@
 """The conversation view: one block per message, your messages as typed and the replies' Markdown
 rendered by Qt (code blocks coloured by Pygments), streaming without flicker and without stealing
-the scroll position from a user who scrolled up. Under each reply, a footer says how it was made (click: its rounds in the speculation
-panel); with "Highlight token origins" on, a reply's text shows where each token came from."""
+the scroll position from a user who scrolled up. Under each reply, a footer says how it was made
+(click: its rounds in the speculation panel); with "Highlight token origins" on, a reply's text shows
+where each token came from."""
 from __future__ import annotations
 
 from bisect import bisect_right

@@ -4,8 +4,8 @@ It lives on a QThread; the window asks for work through queued signals (load, ge
 gets every engine event back as a signal. The models themselves live in the engine process
 (`engine.process`): a native fault there ends that process, not the window, and the worker reports
 it (`engineDied`) after the reply in progress was saved as interrupted. `cancel()`, `cancel_load()`,
-`update_spec()` and `new_load()` are the methods called directly from the UI thread: they only set a flag or send a
-message that the engine acts on from its next round.
+`update_spec()` and `new_load()` are the methods called directly from the UI thread: they only set a
+flag or send a message that the engine acts on from its next round.
 """
 from __future__ import annotations
 

@@ -204,7 +204,7 @@ def test_explanation_of_a_mixed_reply_times_only_the_drafting_rounds():
     assert "giving 4.5 tokens in 100 ms" in text and "2 of 10 rounds drafted" in text
     # no time outside draft and verify: plain decoding is one 30 ms pass per token
     assert s.plain_tokens_per_s == pytest.approx(1 / 0.030) and s.measured_speedup == pytest.approx(1.16, abs=0.01)
-    assert "beats plain decoding (33 tok/s, measured) by 1.16×" in text
+    assert "beats plain decoding (33.3 tok/s, measured) by 1.16×" in text
 
 
 def test_explanation_prices_a_check_as_does_it_pay_does():

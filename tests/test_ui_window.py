@@ -1,6 +1,7 @@
 """The chat window end to end (pytest-qt, offscreen) on the real test pair."""
 from __future__ import annotations
 
+import gc
 import time
 
 import pytest
@@ -264,12 +265,20 @@ def test_ui_stays_responsive_while_generating(qtbot, loaded):
     timer = QTimer()
     timer.setInterval(10)
     timer.timeout.connect(tick)
-    type_and_send(qtbot, w, LONG_PROMPT)
-    qtbot.waitUntil(lambda: w.generating_id is not None and len(w.live_text) > 0, timeout=TIMEOUT_MS)
-    last[0] = clock.elapsed()
-    timer.start()
-    wait_idle(qtbot, w)
-    timer.stop()
+    # The heap the earlier tests of the suite left is collected first, and set aside (gc.freeze), so that a
+    # full collection of it, which holds the whole process and not just the UI, does not land in the
+    # measurement. (One run of the whole suite saw a 317 ms stall; this test alone, profiled, 52-84 ms.)
+    gc.collect()
+    gc.freeze()
+    try:
+        type_and_send(qtbot, w, LONG_PROMPT)
+        qtbot.waitUntil(lambda: w.generating_id is not None and len(w.live_text) > 0, timeout=TIMEOUT_MS)
+        last[0] = clock.elapsed()
+        timer.start()
+        wait_idle(qtbot, w)
+        timer.stop()
+    finally:
+        gc.unfreeze()
     assert len(lateness) > 50
     # A shared CI machine may deschedule the whole process now and then, so judge the typical tick
     # strictly and the worst one loosely; a UI thread that ran the model would fail both.

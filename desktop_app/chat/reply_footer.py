@@ -49,8 +49,8 @@ def footer_text(stats: dict | GenerationStats | None, settings: dict | None, sta
     parts = [label]
     mean = f"{s.mean_drafted:.1f}" if s.mean_drafted is not None else "–"
     if spec.get("auto"):                                # its mean over the rounds that drafted, and how many
-        drafting = s.n_rounds - s.n_plain_rounds if s.n_rounds else 0
-        parts.append(f"drafted in {drafting} of {s.n_rounds} rounds, γ ≈ {mean}" if s.n_rounds else f"γ ≈ {mean}")
+        drafted_in = f"drafted in {s.n_rounds - s.n_plain_rounds} of {s.n_rounds} rounds, " if s.n_rounds else ""
+        parts.append(f"{drafted_in}γ ≈ {mean}")
     elif isinstance(spec.get("draft_max"), int):
         parts.append(f"γ {spec['draft_max']}")
     elif s.mean_drafted is not None:

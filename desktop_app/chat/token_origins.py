@@ -49,9 +49,7 @@ def origins_from_rounds(records: Sequence[dict] | None, n_tokens: int | None = N
     out: list[TokenOrigin] = []
     for i, record in enumerate(records or ()):
         event = RoundEvent.from_record(i, record)
-        n = len(event.emitted_text)
-        if event.end == "eos":
-            n -= 1
+        n = event.n_reply_tokens
         out.extend(origin(event, j, event.emitted_text[j]) for j in range(min(n, len(event.kinds))))
     return out if n_tokens is None else out[:n_tokens]
 

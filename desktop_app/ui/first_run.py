@@ -53,7 +53,6 @@ class FirstRun(QWidget):
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
         self.progress.hide()
-        self.loading = False
         self.status = QLabel("Getting the models ready… (a message you send meanwhile is sent once they are)")
         self.status.setObjectName("firstRunStatus")
         self.status.setAlignment(Qt.AlignCenter)
@@ -95,7 +94,6 @@ class FirstRun(QWidget):
     def set_loading(self, loading: bool) -> None:
         """While models are fetched or loaded, nothing here can be started: the buttons rest, and the
         text says what is happening (the model bar shows the progress)."""
-        self.loading = loading
         for b in (self.load_button, self.fetch_button, self.pick_button):
             b.setEnabled(not loading)
         self.status.setVisible(loading)

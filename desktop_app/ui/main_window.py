@@ -33,9 +33,6 @@ from desktop_app.ui.worker import EngineWorker, GenerateRequest, LoadedPair
 CLOSE_GRACE_S = 3.0             # how long closing waits for the engine to stop a request by itself
 
 
-QUEUED_NOTE = "The models are loading; your message will be sent once they are ready."
-
-
 class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMainWindow):
     requestLoad = Signal(object)
     requestServer = Signal(object)
@@ -54,9 +51,8 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.loaded: LoadedPair | None = None
         self.lost_pair: tuple[str, str | None] | None = None   # the pair the engine had when it died
         self.pending_text = ""                  # a message sent but not yet stored: it stays in the box
-        self._loads = 0                         # fetches, loads and connections asked for and not yet ended
-        self.queued: tuple[int | None, bool, str] | None = None   # a message sent meanwhile: (conversation,
-                                                # editing, text), sent once they are ready (send_queued)
+        self._loads = 0                         # fetches, loads and connections not yet ended (ModelsMixin)
+        self.queued: tuple[int | None, bool, str] | None = None   # a message sent meanwhile (queue_message)
         self._settings_warned = False
         self.busy = False
         self.editing = False
@@ -244,15 +240,9 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         has_draft = bool(self.loaded and self.loaded.draft)
         return self.settings_panel.options(self.spec_bar.spec(has_draft))
 
-    @property
-    def loading(self) -> bool:
-        """Models are being fetched, loaded or connected to."""
-        return self._loads > 0
-
     def submit(self, text: str) -> None:
         if self.loading:                        # sent once the models are ready (it stays in the box)
-            self.queued = (self.current_id, self.editing, text)
-            self.banner.show_message(QUEUED_NOTE, [("Don't send it", self._drop_queued)])
+            self.queue_message(text)
             return
         if not self.loaded:
             if self.lost_pair:
@@ -321,25 +311,6 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         comparing = self.compare_dialog is not None and self.compare_dialog.running
         if self.busy and (self.generating_id is not None or comparing):
             self.worker.cancel()
-
-    def _drop_queued(self) -> None:
-        self.queued = None
-        self.banner.hide()
-
-    def send_queued(self) -> None:
-        """The models are ready: send the message that waited for them, if it is still the box's text in
-        the conversation it was written in; else say that it was not sent."""
-        queued, self.queued = self.queued, None
-        if queued is None:
-            return
-        conversation, editing, text = queued
-        if (conversation, editing, text) != (self.current_id, self.editing, self.composer.toPlainText().strip()):
-            self.banner.show_message("The message written while the models loaded was not sent: the box or the "
-                                     "conversation changed since. Send it again when you are ready.")
-            return
-        if self.banner.label.text() == QUEUED_NOTE:
-            self.banner.hide()
-        self.submit(text)
 
     def _send_or_stop(self) -> None:
         if self.busy and self.generating_id is not None:

@@ -1,6 +1,7 @@
 """The main window's model loading: the models found and offered, loading a pair (on this machine or onto
-RPC servers), connecting to a llama-server, fetching the demo pair, and what the bar says after. A
-mixin of MainWindow (main_window.py); the work itself is the worker's."""
+RPC servers), connecting to a llama-server, fetching the demo pair, and what the bar says after; a
+message sent meanwhile waits for the models. A mixin of MainWindow (main_window.py); the work itself is
+the worker's."""
 from __future__ import annotations
 
 import os
@@ -13,6 +14,8 @@ from desktop_app.models.discovery import find_gguf_files
 from desktop_app.models.pairing import suggest_pair
 from desktop_app.ui.settings_panel import load_options, rpc_options
 from desktop_app.ui.worker import LoadedPair, LoadRequest, ServerRequest
+
+QUEUED_NOTE = "The models are loading; your message will be sent once they are ready."
 
 
 class ModelsMixin:
@@ -153,6 +156,36 @@ class ModelsMixin:
         self._end_load(ok=False)
         if self.loaded and not remote:
             self.model_bar.select(self.loaded.target, self.loaded.draft)
+
+    # -- while models are fetched, loaded or connected to
+
+    @property
+    def loading(self) -> bool:
+        return self._loads > 0
+
+    def queue_message(self, text: str) -> None:
+        """A message sent while the models get ready: it waits for them (it stays in the box meanwhile)."""
+        self.queued = (self.current_id, self.editing, text)
+        self.banner.show_message(QUEUED_NOTE, [("Don't send it", self._drop_queued)])
+
+    def _drop_queued(self) -> None:
+        self.queued = None
+        self.banner.hide()
+
+    def send_queued(self) -> None:
+        """The models are ready: send the message that waited for them, if it is still the box's text in
+        the conversation it was written in; else say that it was not sent."""
+        queued, self.queued = self.queued, None
+        if queued is None:
+            return
+        conversation, editing, text = queued
+        if (conversation, editing, text) != (self.current_id, self.editing, self.composer.toPlainText().strip()):
+            self.banner.show_message("The message written while the models loaded was not sent: the box or the "
+                                     "conversation changed since. Send it again when you are ready.")
+            return
+        if self.banner.label.text() == QUEUED_NOTE:
+            self.banner.hide()
+        self.submit(text)
 
     def _begin_load(self) -> None:
         """A fetch, load or connection starts: the welcome page offers nothing meanwhile, and a message

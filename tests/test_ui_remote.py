@@ -78,6 +78,27 @@ def test_a_server_that_cannot_be_reached_is_said_in_the_bar(qtbot, window):
     assert "Cannot reach llama-server" in text and str(port) in text and window.loaded is None
 
 
+def test_a_cancelled_connection_is_not_made(qtbot, window):
+    # a server that takes the connection and never answers: Cancel is shown, and once the request
+    # gives up the bar says the connection was cancelled (not why it failed), and nothing is connected
+    import socket
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(4)
+    try:
+        window.model_bar.backend.set_backend("server")
+        window.model_bar.backend.url.setText(f"http://127.0.0.1:{silent.getsockname()[1]}")
+        qtbot.mouseClick(window.model_bar.backend.connect_button, Qt.LeftButton)
+        qtbot.waitUntil(lambda: window.model_bar.cancel_button.isVisible(), timeout=5000)
+        qtbot.mouseClick(window.model_bar.cancel_button, Qt.LeftButton)
+        qtbot.waitUntil(lambda: not window.model_bar.cancel_button.isVisible() and not window.busy,
+                        timeout=TIMEOUT_MS)
+    finally:
+        silent.close()
+    assert window.model_bar.status.text() == "Connecting was cancelled.", window.model_bar.status.text()
+    assert window.loaded is None and window.worker.session is None
+
+
 def test_rpc_servers_are_checked_before_loading(qtbot, window, tmp_path):
     window.model_bar.backend.set_backend("rpc")
     assert window.model_bar.backend.rpc.isVisible() and window.model_bar.target.isVisible()

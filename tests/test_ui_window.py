@@ -123,6 +123,18 @@ def test_esc_while_the_models_load_does_not_cancel_them(qtbot, window, test_mode
     assert window.loaded is not None, window.model_bar.status.text()
 
 
+def test_the_model_bars_cancel_stops_a_running_load(qtbot, window, test_model_path):
+    """Cancel is heard while the worker's thread is busy with the load it cancels (it was queued behind it,
+    so the models loaded anyway), and the next load goes ahead."""
+    window.load_pair(test_model_path, None)               # (the engine process starts: seconds)
+    qtbot.waitUntil(lambda: window.busy, timeout=TIMEOUT_MS)
+    assert window.model_bar.cancel_button.isVisible()
+    qtbot.mouseClick(window.model_bar.cancel_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: not window.loading and not window.busy, timeout=TIMEOUT_MS)
+    assert window.loaded is None and window.model_bar.status.text() == "Loading was cancelled."
+    load(qtbot, window, test_model_path, None)
+
+
 @pytest.mark.network
 def test_send_streams_a_reply_into_the_view_and_the_database(qtbot, loaded):
     w = loaded

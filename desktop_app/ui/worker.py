@@ -51,6 +51,10 @@ class LoadedPair:
     server: object = None          # remote.server.ServerInfo when the models run in a llama-server
 
 
+CANCELLED_LOAD = "Loading was cancelled."           # the model bar's Cancel, as the window shows it
+CANCELLED_CONNECT = "Connecting was cancelled."
+
+
 @dataclass(frozen=True)
 class ServerRequest:
     url: str
@@ -181,8 +185,7 @@ class EngineWorker(QObject):
             session = ChatSession(pair, self._history())
         except (ModelLoadError, IncompatiblePair) as exc:
             if isinstance(exc, LoadCancelled):
-                message = "Loading was cancelled" + ("; the previous models are still loaded"
-                                                     if self.pair is not None else "")
+                message = CANCELLED_LOAD            # (the window says what is still loaded)
             else:
                 message = str(exc)
             self._load_failed(message, released)
@@ -211,16 +214,21 @@ class EngineWorker(QObject):
 
     @Slot(object)
     def connect_server(self, request: ServerRequest) -> None:
-        """Chat through a running llama-server from now on (the local engine's models are let go)."""
+        """Chat through a running llama-server from now on (the local engine's models are let go). A
+        A cancel_load() meanwhile is answered when the server answers, or its request gives up (after
+        server.CONNECT_TIMEOUT_S): the connection is not made."""
         self.busyChanged.emit(True)
         try:
             server = LlamaServer(request.url, request.api_key or None)
             info = server.connect()
         except ServerError as exc:
-            self.loadFailed.emit(f"Could not connect: {exc}")
+            self.loadFailed.emit(self._connect_cancelled() or f"Could not connect: {exc}")
             return
         finally:
             self.busyChanged.emit(False)
+        if self._connect_cancelled():
+            self.loadFailed.emit(self._connect_cancelled())
+            return
         if self.pair is not None:
             try:
                 self.pair.close()                # the engine process lets the local models go
@@ -233,6 +241,10 @@ class EngineWorker(QObject):
                 None: "Whether this server speculates is not known (its /slots endpoint is off); the rounds "
                       "will show it."}[info.speculative]
         self.loaded.emit(LoadedPair(info.url, None, info.describe(), "", "", info.n_ctx or 0, note, info))
+
+    def _connect_cancelled(self) -> str:
+        """What to say of a connection cancelled while it was made; "" when it was not."""
+        return CANCELLED_CONNECT if self._load_cancel.is_set() else ""
 
     @Slot()
     def fetch_demo(self) -> None:

@@ -1,6 +1,8 @@
 """"Does it pay?": the predicted speed-up over plain decoding against γ, from a reply's measured α, draft
 step and verify costs per batch size (engine.costs.speedup_curve: the cost model auto mode uses), with
 the γ in use, the best γ and the reply's measured speed-up marked, and one sentence that says the same.
+The curve drafts in every round; a reply that did not (auto mode, or copies only where there was a
+match) also has its own prediction marked, beside its measured speed-up, since the curve is not its.
 """
 from __future__ import annotations
 
@@ -44,6 +46,8 @@ class PayCurve(QWidget):
         self.plot.addItem(self.best_point)
         self.measured_point = pg.ScatterPlotItem(size=9, symbol="d", brush="#d62728", pen=pg.mkPen(fg))
         self.plot.addItem(self.measured_point)
+        self.own_point = pg.ScatterPlotItem(size=9, symbol="d", brush=None, pen=pg.mkPen("#d62728", width=1.5))
+        self.plot.addItem(self.own_point)
         backing = label_backing(bg)
         self.best_label = pg.TextItem("best", color="#2ca02c", anchor=(0.1, 1.2), fill=pg.mkBrush(backing))
         self.measured_label = pg.TextItem("measured", color="#d62728", anchor=(-0.15, 0.5), fill=pg.mkBrush(backing))
@@ -67,6 +71,7 @@ class PayCurve(QWidget):
         self.current_label.setVisible(False)
         self.best_point.setData([], [])
         self.measured_point.setData([], [])
+        self.own_point.setData([], [])
         self.best_label.setVisible(False)
         self.measured_label.setVisible(False)
         self.sentence.setText("")
@@ -109,11 +114,15 @@ class PayCurve(QWidget):
                                        else f"this reply: γ {current_gamma}")
             self.current_label.setVisible(True)
         measured = s.measured_speedup
+        own = s.predicted_speedup_measured if s.n_plain_rounds and s.mean_drafted else None
+        if own is not None:                  # its rounds as they ran, plain ones included: not the curve's
+            self.own_point.setData([s.mean_drafted], [own])
         if measured is not None and s.mean_drafted:
             self.measured_point.setData([s.mean_drafted], [measured])
+            self.measured_label.setText("measured, ◇ its prediction" if own is not None else "measured")
             self.measured_label.setPos(s.mean_drafted, measured)
             self.measured_label.setVisible(True)
-        top = max([v for _, v in known] + [measured or 0.0, 1.0])
+        top = max([v for _, v in known] + [measured or 0.0, own or 0.0, 1.0])
         self.plot.setYRange(0, top * 1.3, padding=0)           # room above the curve for the labels,
         self.current_label.setPos(current_gamma, top * 1.28)    # clear of "best" and the plain line
         self.plot.setXRange(0.5, self.gammas[-1] + 0.5, padding=0)

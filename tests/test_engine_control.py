@@ -12,7 +12,7 @@ from desktop_app.engine import (GREEDY, Controls, FinishEvent, IncompatiblePair,
 from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX
 from desktop_app.engine.loading import LoadCancelled, load_model
 
-from engine_helpers import prompt_tokens, run
+from engine_helpers import ANIMAL_PROMPT, prompt_tokens, run
 
 
 @pytest.fixture(scope="module")
@@ -179,6 +179,21 @@ def test_stop_string_spanning_tokens(pair):
     assert cut.text == full.text[:begin]
     assert "".join(t.text for t in streamed) + cut.tail == cut.text
     assert stop not in "".join(t.text for t in streamed)
+
+
+@pytest.mark.network
+def test_a_reply_decoded_plainly_is_one_times_plain_however_it_ends(pair):
+    """Plain decoding is 1.00× of plain, whether the reply ends on an end-of-reply token (whose pass is
+    in the reply's time but not in its tokens: short replies read 0.5-0.95× before) or at max tokens."""
+    prompt = prompt_tokens(pair.target, ANIMAL_PROMPT)
+    rounds, tokens, ended = run(pair, prompt, GREEDY, max_tokens=64, enabled=False)
+    s = ended.stats
+    assert ended.stop_reason == StopReason.EOS and s.n_rounds == len(rounds) == s.n_tokens + 1 == len(tokens) + 1
+    # (to within the time the loop spends asking for no draft, which plain's rate leaves out: ~0.2 %)
+    assert s.measured_speedup == pytest.approx(1.0, abs=0.005) and s.n_tokens < 50
+    _, _, cut = run(pair, prompt, GREEDY, max_tokens=len(tokens) - 1, enabled=False)
+    assert cut.stop_reason == StopReason.MAX_TOKENS and cut.stats.n_rounds == cut.stats.n_tokens
+    assert cut.stats.measured_speedup == pytest.approx(1.0, abs=0.005)
 
 
 @pytest.mark.network

@@ -18,7 +18,8 @@ def connect(qtbot, window, url, key=""):
     window.model_bar.backend.key.setText(key)
     before = window.model_bar.status.text()
     qtbot.mouseClick(window.model_bar.backend.connect_button, Qt.LeftButton)
-    qtbot.waitUntil(lambda: window.model_bar.status.text() != before and not window.busy, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: not window.loading and not window.busy and window.model_bar.status.text() not in (before, ""),
+                    timeout=TIMEOUT_MS)
 
 
 @pytest.mark.network

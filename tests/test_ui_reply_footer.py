@@ -12,7 +12,7 @@ from PySide6.QtGui import QHelpEvent, QTextCursor
 from PySide6.QtWidgets import QApplication, QToolTip
 
 from desktop_app.chat.history import HistoryStore
-from desktop_app.chat.reply_footer import footer_text
+from desktop_app.chat.reply_footer import footer_text, reply_note
 from desktop_app.chat.token_origins import TokenOrigin, align, kind_counts, origins_from_rounds
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenKind
 from desktop_app.engine.explain import rate_text
@@ -68,6 +68,24 @@ def test_footer_in_auto_mode_gives_the_rounds_that_drafted_and_their_mean_gamma(
     assert "γ 8" not in text
     assert footer_text(s.to_json(), _settings(drafter="lookup", auto=True)).startswith(
         "auto, lookup only · drafted in 20 of 50 rounds, γ ≈ 3.2")
+
+
+def test_footer_of_a_reply_that_drafted_in_no_round_says_so_and_no_gamma():
+    s = _stats(n_drafted=0, n_accepted=0, mean_drafted=None, acceptance_rate=None, n_rounds=5, n_plain_rounds=5)
+    text = footer_text(s.to_json(), _settings(drafter="model", auto=True))
+    assert text.startswith("auto · drafted in none of 5 rounds · 13.3 tok/s · ")
+    assert "γ" not in text and "kept" not in text
+    assert footer_text(s.to_json(), _settings(drafter="lookup", draft_max=4)).startswith(
+        "prompt lookup · drafted in none of 5 rounds · 13.3 tok/s")
+
+
+def test_a_reply_cut_off_says_why_beside_its_name():
+    assert reply_note("done", _stats(stop_reason="max_tokens").to_json()) == (
+        "cut off: the reply reached Max tokens (Settings)")
+    assert reply_note("done", _stats(stop_reason="context_full")) == "cut off: the conversation filled the context"
+    assert reply_note("done", _stats(stop_reason="eos")) == "" and reply_note("done", None) == ""
+    assert reply_note("done", _stats(stop_reason="stop_string")) == ""
+    assert reply_note("cancelled", _stats(stop_reason="cancelled")) == "stopped"
 
 
 def test_footer_of_a_reply_without_stats_says_why():

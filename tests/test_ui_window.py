@@ -27,7 +27,8 @@ def load(qtbot, window, target, draft):
 def load_fails(qtbot, window, target, draft):
     before = window.model_bar.status.text()
     window.load_pair(target, draft)
-    qtbot.waitUntil(lambda: window.model_bar.status.text() != before and not window.busy, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: not window.loading and not window.busy and window.model_bar.status.text() not in (before, ""),
+                    timeout=TIMEOUT_MS)
 
 
 def wait_idle(qtbot, window):
@@ -157,6 +158,9 @@ def test_send_streams_a_reply_into_the_view_and_the_database(qtbot, loaded):
     # the speculation panel saw the rounds
     assert "tok/s" in w.spec_panel.labels["speed"].text()
     assert w.spec_panel.strip.round_model.rowCount() >= 3
+    # 48 tokens (Max tokens) are too few for this answer: the reply says it was cut off beside its name
+    assert db[-1].stats["stop_reason"] == "max_tokens" and db[-1].stats["n_tokens"] == 48
+    assert w.chat.messages[-1].status.text() == "<i>cut off: the reply reached Max tokens (Settings)</i>"
 
 
 @pytest.mark.network
@@ -389,6 +393,22 @@ def test_full_context_offers_choices_in_the_window(qtbot, loaded):
     wait_idle(qtbot, w)
     db = stored(w, cid)
     assert db[-1].role == "assistant" and db[-1].complete and len(db) == 122
+
+
+@pytest.mark.network
+def test_a_reply_that_fills_the_context_says_it_was_cut_off_and_how_to_go_on(qtbot, window, test_model_path):
+    window.settings_panel.n_ctx.setValue(256)
+    load(qtbot, window, test_model_path, None)
+    window.settings_panel.temperature.setValue(0.0)
+    window.settings_panel.max_tokens.setValue(1024)
+    type_and_send(qtbot, window, "Count from 1 to 300, separated by commas.")
+    wait_idle(qtbot, window)
+    db = stored(window)
+    assert db[-1].role == "assistant" and db[-1].stats["stop_reason"] == "context_full" and db[-1].content
+    assert window.chat.messages[-1].status.text() == "<i>cut off: the conversation filled the context</i>"
+    assert window.banner.isVisible()
+    assert window.banner.label.text().startswith("The reply was cut off: the context of 256 tokens is full.")
+    assert window.banner.buttons[0].text() == "New conversation" and window.banner.buttons[0].isVisible()
 
 
 @pytest.mark.network

@@ -12,6 +12,10 @@ from desktop_app.engine.explain import rate_text
 
 DRAFTER_LABELS = {"model": "draft model", "lookup": "prompt lookup", "server": "llama-server",
                   "none": "plain decoding"}
+STATUS_NOTES = {"streaming": "writing…", "interrupted": "incomplete: interrupted while writing",
+                "cancelled": "stopped", "error": "failed"}
+CUT_OFF = {"max_tokens": "cut off: the reply reached Max tokens (Settings)",
+           "context_full": "cut off: the conversation filled the context"}
 NO_STATS = {"cancelled": "stopped before the end: no statistics were recorded",
             "interrupted": "interrupted: the model engine stopped before this reply's statistics were recorded",
             "error": "failed: no statistics were recorded"}
@@ -31,6 +35,15 @@ def drafter_label(settings: dict | None) -> str | None:
     return DRAFTER_LABELS.get(spec.get("drafter", "model"), str(spec.get("drafter")))
 
 
+def reply_note(status: str, stats: dict | GenerationStats | None) -> str:
+    """The word beside a reply's name: how it ended where that was not its own choice ("stopped", "cut
+    off: …"), or "" for a reply that ended by itself."""
+    if status != "done":
+        return STATUS_NOTES.get(status, "")
+    s = GenerationStats.from_json(stats)
+    return CUT_OFF.get(s.stop_reason, "") if s is not None else ""
+
+
 def footer_text(stats: dict | GenerationStats | None, settings: dict | None, status: str = "done") -> str:
     """The footer of one reply ("" while it is still being written)."""
     s = GenerationStats.from_json(stats)
@@ -48,14 +61,17 @@ def footer_text(stats: dict | GenerationStats | None, settings: dict | None, sta
         return f"{label} · {speed}"
     parts = [label]
     mean = f"{s.mean_drafted:.1f}" if s.mean_drafted is not None else "–"
-    if spec.get("auto"):                                # its mean over the rounds that drafted, and how many
+    if not s.n_drafted and s.n_rounds:                  # every round a plain step: no γ, nothing kept
+        parts.append(f"drafted in none of {s.n_rounds} rounds")
+    elif spec.get("auto"):                                # its mean over the rounds that drafted, and how many
         drafted_in = f"drafted in {s.n_rounds - s.n_plain_rounds} of {s.n_rounds} rounds, " if s.n_rounds else ""
         parts.append(f"{drafted_in}γ ≈ {mean}")
     elif isinstance(spec.get("draft_max"), int):
         parts.append(f"γ {spec['draft_max']}")
     elif s.mean_drafted is not None:
         parts.append(f"γ ≈ {mean}")
-    parts.append(f"{s.n_accepted}/{s.n_drafted} drafted kept")
+    if s.n_drafted:
+        parts.append(f"{s.n_accepted}/{s.n_drafted} drafted kept")
     parts.append(speed)
     measured = s.measured_speedup
     if measured is not None:

@@ -179,13 +179,15 @@ class GenerationStats:
     @property
     def plain_tokens_per_s(self) -> float | None:
         """What plain decoding would have given on this machine at this point: one single-token target
-        pass per token (measured), plus the loop's own time per round as this reply spent it (sampling,
-        text, events), so that a reply decoded plainly is 1.00× of it."""
+        pass per token (measured), and one for the end-of-reply token where the reply ended on one (its
+        pass is in the reply's time, the token not in n_tokens), plus the loop's own time per round as
+        this reply spent it (sampling, text, events), so that a reply decoded plainly is 1.00× of it."""
         if not self.t_target_step_s or not self.n_rounds or not self.tokens_per_s:
             return None
         decode_s = self.n_tokens / self.tokens_per_s
         overhead = max(0.0, decode_s - self.t_draft_s - self.t_verify_s) / self.n_rounds
-        return 1.0 / (self.t_target_step_s + overhead)
+        passes = self.n_tokens + (self.stop_reason == StopReason.EOS.value)
+        return self.n_tokens / (passes * (self.t_target_step_s + overhead))
 
     @property
     def measured_speedup(self) -> float | None:

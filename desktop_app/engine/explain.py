@@ -8,7 +8,7 @@ every view, so that they agree.
 from __future__ import annotations
 
 from desktop_app.engine.costs import CostModel
-from desktop_app.engine.events import GenerationStats
+from desktop_app.engine.events import GenerationStats, StopReason
 
 PAYS, COSTS = 1.05, 0.95     # measured speed-ups at or beyond which speculation pays / costs time
 
@@ -52,7 +52,7 @@ def predicted_text(stats: GenerationStats) -> str:
     if not stats.n_drafted:
         return ""
     if not stats.n_accepted:
-        return f"none predicted: no draft was kept (0/{stats.n_drafted})"
+        return f"none: 0/{stats.n_drafted} drafts kept"
     if stats.predicted_speedup_measured is None:
         return "–"
     text = f"{stats.predicted_speedup_measured:.2f}×"
@@ -77,9 +77,10 @@ def verdict(stats: GenerationStats) -> str:
 def explain(stats: GenerationStats) -> str:
     m, plain = stats.measured_speedup, stats.plain_tokens_per_s
     if not stats.n_drafted:
-        if stats.t_target_step_s:
-            return (f"Plain decoding: one target pass per token, {1000 * stats.t_target_step_s:.0f} ms each "
-                    f"(≈{rate_text(1 / stats.t_target_step_s)}).")
+        if stats.t_target_step_s and plain:             # (the rate every other view quotes as plain's)
+            eos = " and one more pass for the end-of-reply token" if stats.stop_reason == StopReason.EOS.value else ""
+            return (f"Plain decoding: one target pass per token, {1000 * stats.t_target_step_s:.0f} ms each; "
+                    f"with the time between passes{eos}, {rate_text(plain)}.")
         return "Plain decoding: nothing was drafted."
     alpha = stats.alpha if stats.alpha is not None else 0.0
     rounds = stats.n_drafted / stats.mean_drafted if stats.mean_drafted else 0

@@ -12,7 +12,7 @@ from PySide6.QtGui import QColor, QGuiApplication, QPalette, QTextCharFormat, QT
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSizePolicy, QTextBrowser,
                                QToolTip, QVBoxLayout, QWidget)
 
-from desktop_app.chat.reply_footer import footer_text
+from desktop_app.chat.reply_footer import footer_text, reply_note
 from desktop_app.chat.token_origins import TokenOrigin, align, origin, origins_from_rounds
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenEvent, TokenKind
 from desktop_app.ui.code_highlight import CodeHighlighter
@@ -20,8 +20,6 @@ from desktop_app.ui.elided import ElidedButton
 from desktop_app.ui.follow_bottom import FollowBottom
 from desktop_app.ui.round_strip import Colours
 
-STATUS_NOTES = {"streaming": "writing…", "interrupted": "incomplete: interrupted while writing",
-                "cancelled": "stopped", "error": "failed"}
 KIND_PROPERTY = QTextFormat.UserProperty + 1      # a highlighted token's kind (TokenKind value)
 TOKEN_PROPERTY = QTextFormat.UserProperty + 2     # its place in the reply (keeps tokens apart as fragments)
 
@@ -230,8 +228,6 @@ class MessageWidget(QFrame):
     # -- status and footer
     def set_status(self, status: str) -> None:
         self._status = status
-        note = STATUS_NOTES.get(status, "")
-        self.status.setText(f"<i>{note}</i>" if note else "")
         self._update_footer()
 
     def set_stats(self, stats: dict | GenerationStats | None, settings: dict | None) -> None:
@@ -239,6 +235,8 @@ class MessageWidget(QFrame):
         self._update_footer()
 
     def _update_footer(self) -> None:
+        note = reply_note(self._status, self._stats)
+        self.status.setText(f"<i>{note}</i>" if note else "")
         text = footer_text(self._stats, self._settings, self._status) if self.role == "assistant" else ""
         self.footer.setText(text)
         self.footer.setToolTip("Show this reply's rounds in the speculation panel" if self.has_rounds else

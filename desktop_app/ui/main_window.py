@@ -393,8 +393,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
             self.chat.end_reply(event.text, last.status if last else reply_status(event.stop_reason),
                                 last.id if last else None, bool(last and last.rounds),
                                 event.stats, last.settings if last else None)
-        if event.message:
-            self.banner.show_message(event.message)
+        self._say_why_it_ended(event)
         self.reply.end()
 
     def _on_busy(self, busy: bool) -> None:

@@ -1,8 +1,10 @@
 """The main window when a reply cannot go on: a failed generation, the engine process dying, a request
 refused for want of models, a conversation outgrowing the context (and dropping its oldest turns to
-go on). Each says what happened and keeps what was written. A mixin of MainWindow (main_window.py)."""
+go on), a reply cut off when it filled the context. Each says what happened and keeps what was
+written. A mixin of MainWindow (main_window.py)."""
 from __future__ import annotations
 
+from desktop_app.engine.events import FinishEvent, StopReason
 from desktop_app.ui.worker import GenerateRequest
 
 
@@ -14,6 +16,17 @@ class FaultsMixin:
         self.banner.show_message(message)
         if conversation_id == self.current_id:
             self.open_conversation(conversation_id)
+
+    def _say_why_it_ended(self, event: FinishEvent) -> None:
+        """What the engine said of a reply it ended (the context filling up mid-reply), with the way on."""
+        if not event.message:
+            return
+        if event.stop_reason == StopReason.CONTEXT_FULL:
+            self.banner.show_message(f"The reply was cut off: {event.message}. To go on, start a new conversation, "
+                                     "or raise the context size in Settings (Apply and reload).",
+                                     [("New conversation", self.new_conversation)])
+        else:
+            self.banner.show_message(event.message[:1].upper() + event.message[1:])
 
     def _on_engine_died(self, conversation_id: int, message: str) -> None:
         """The engine process died: the window and the conversation stay, the partial reply is saved as

@@ -159,11 +159,14 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     _add_repack_option(p_doctor)
     p_doctor.set_defaults(func=lambda a: _run("doctor", a))
 
-    p_models = sub.add_parser("models", help="fetch and list model files")
-    msub = p_models.add_subparsers(dest="models_command", required=True, metavar="{fetch,list}",
-                                   parser_class=parser_class)
+    p_models = sub.add_parser("models", help="fetch and list model files (alone: list)")
+    msub = p_models.add_subparsers(dest="models_command", metavar="{fetch,list}", parser_class=parser_class)
+    p_models.set_defaults(func=lambda a: _run("models", a), models_command="list", json=False, verify=False)
+    from desktop_app.models.catalogue import MODELS, SETS
+
     p_fetch = msub.add_parser("fetch", help="fetch model files or sets (demo, test, incompatible, or a model key)")
-    p_fetch.add_argument("names", nargs="+", metavar="NAME")
+    p_fetch.add_argument("names", nargs="+", metavar="NAME",
+                         help=f"a set ({', '.join(SETS)}) or a model key ({', '.join(MODELS)})")
     p_fetch.add_argument("--json", action="store_true", help="print one JSON document")
     p_fetch.set_defaults(func=lambda a: _run("models", a))
     p_list = msub.add_parser("list", help="what is cached, where, its size, and whether it is verified")

@@ -72,8 +72,18 @@ def test_a_prompt_file_that_is_not_utf8_is_refused_before_loading(tmp_path):
 
 def test_errors_without_json_are_one_line_and_nothing_on_stdout():
     assert usage_error(tandem("generate", "-m", MISSING, "-p", "hi", "--seed", "x"), json_doc=False)
-    assert usage_error(tandem("models"), json_doc=False) == "the following arguments are required: {fetch,list} " \
-                                                            "(see tandem models -h)"
+    assert usage_error(tandem("models", "fetch"), json_doc=False) == ("the following arguments are required: NAME "
+                                                                      "(see tandem models fetch -h)")
+
+
+def test_models_alone_lists_them_and_an_unknown_key_is_named_as_such(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "desktop_app", "models"], capture_output=True, text=True,
+                         env={**os.environ, "TANDEM_MODELS_DIR": str(tmp_path)}, timeout=300)
+    assert out.returncode == 0 and out.stdout.startswith(f"models folder: {tmp_path}"), out
+    out = tandem("generate", "-m", "qwen2.5-coder-7b", "-p", "hi")
+    assert out.returncode == 1 and out.stderr == ("tandem: error: qwen2.5-coder-7b: no such file, and not a catalogue key "
+                                                  "(smollm2-135m, qwen2.5-coder-1.5b, qwen2.5-coder-0.5b, gemma3-270m; "
+                                                  "tandem models list)\n"), out.stderr
 
 
 @pytest.mark.parametrize("args, says", [

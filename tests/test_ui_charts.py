@@ -177,6 +177,17 @@ def test_plain_reply_estimates_plain_speed_live_and_has_no_alpha(pair, qapp, qtb
     assert estimate == pytest.approx(len(rounds) / sum(r.t_verify_s for r in rounds))
     assert charts.plain_rate() == (pytest.approx(stats.plain_tokens_per_s), "plain")
     assert plotted_bars(charts.position_bars)[1] == [] == stats.position_acceptance
+    # the panel's row says the same estimate while the reply runs, and the measurement once it ended
+    panel = SpecPanel()
+    qtbot.addWidget(panel)
+    panel.begin("test")
+    for r in rounds:
+        panel.add_round(r)
+    panel._flush()
+    speed = sum(r.n_reply_tokens for r in rounds) / sum(r.t_round_s for r in rounds)
+    assert panel.labels["vs_plain"].text() == f"≈ {speed / estimate:.2f}× (plain ≈ {rate_text(estimate)}, so far)"
+    panel.finish(stats)
+    assert panel.labels["vs_plain"].text() == measured_text(stats) == f"1.00× (plain {rate_text(stats.plain_tokens_per_s)})"
     pay = PayCurve()
     qtbot.addWidget(pay)
     pay.show(stats, 4)

@@ -257,3 +257,9 @@ def test_the_pair_verdict_before_load_comes_from_the_headers(qtbot, tmp_path, cl
 
     bar.select(test_model_path, None)                       # no draft: nothing to say
     assert not bar.verdict.isVisible() and bar.pair_verdict is None
+
+    notes = tmp_path / "notamodel.gguf"                    # a file that is no model: its own line says so, once
+    notes.write_text("this is not a model")
+    bar.select(str(notes), q2k_draft_path)
+    assert not bar.verdict.isVisible() and bar.pair_verdict.ok is None
+    assert "cannot read: " in bar.info.text() and "not a GGUF file" in bar.info.text()

@@ -161,7 +161,7 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
 def test_nothing_kept_predicts_no_gain():
     s = slow_stats(n_accepted=0, acceptance_rate=0.0, alpha=0.0, mean_accepted=0.0, predicted_speedup_measured=11.1,
                    tokens_per_s=0.3, t_verify_s=14 / 0.3 - 1.0)
-    assert predicted_text(s) == "none predicted: no draft was kept (0/20)"
+    assert predicted_text(s) == "none: 0/20 drafts kept"
     assert "loses to plain decoding" in explain(s) and "because no draft was kept" in explain(s)
 
 

@@ -161,6 +161,7 @@ def test_gamma_disabled_when_off_or_auto_and_auto_shows_its_rounds_live(qtbot, w
     qtbot.mouseClick(bar.drafter_buttons["auto"], Qt.LeftButton)               # auto
     assert not bar.gamma.isEnabled() and not bar.gamma_down_action.isEnabled()
     assert bar.gamma.isHidden() and bar.gamma_label.isVisible()  # (a resting slider looked live)
+    assert bar.gamma_caption.isHidden()                          # (nor a caption left alone)
     spec = bar.spec(True)
     assert spec.auto and spec.drafter == "model"               # with a draft model auto may use it (or lookup)
     assert bar.spec(False).drafter == "lookup"                 # without one, lookup
@@ -180,6 +181,7 @@ def test_gamma_disabled_when_off_or_auto_and_auto_shows_its_rounds_live(qtbot, w
 
     qtbot.mouseClick(bar.drafter_buttons["model"], Qt.LeftButton)             # out of auto: γ is the slider's
     assert bar.gamma.isEnabled() and bar.gamma.isVisible() and bar.gamma_label.text() == "γ = 4"
+    assert bar.gamma_caption.isVisible()
     bar.show_round(last)                                        # a round outside auto changes nothing shown
     assert bar.gamma_label.text() == "γ = 4"
     qtbot.mouseClick(bar.drafter_buttons["auto"], Qt.LeftButton)              # back in auto: no stale round

@@ -58,7 +58,7 @@ def rolling_rate(times: Sequence[float], origin: float, min_tokens: int = 16, mi
     return xs, ys
 
 
-SPEED_TITLE = "Tokens/s, last 16 tokens (s)"
+SPEED_TITLE = "Tokens/s over time (s), 16-token window"
 
 
 def label_backing(bg: QColor) -> QColor:
@@ -319,7 +319,7 @@ class LiveCharts(QWidget):
             self.plain_line.setValue(rate)
             self.plain_line.label.setFormat(f"{label} {rate_number(rate)}")
         self.speed_plot.setXRange(0, max(xs, default=0) or 1, padding=0.02)
-        self.speed_plot.setYRange(0, _top(ys + ([rate] if rate else [])), padding=0)
+        self.speed_plot.setYRange(0, _top(ys + ([1.2 * rate] if rate else [])), padding=0)   # (room for its label)
 
         acc = self.position_acceptance()
         self.position_bars.setOpts(x=list(range(1, len(acc) + 1)), height=acc)

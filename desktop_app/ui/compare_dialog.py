@@ -16,7 +16,7 @@ from desktop_app.engine.explain import rate_number, rate_text
 
 ROWS = (("ttft", "Time to first token"), ("speed", "Tokens per second"), ("total", "Total time"),
         ("tokens", "Tokens"), ("prompt", "Prompt tokens evaluated"), ("drafts", "Drafts kept"),
-        ("vs_off", "× speculation off"), ("stop", "Stopped by"))
+        ("vs_off", "Speed-up over speculation off"), ("stop", "Stopped by"))
 COLUMNS = ("off", "on")
 
 

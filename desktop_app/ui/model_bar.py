@@ -14,6 +14,8 @@ from desktop_app.models.pairing import PairVerdict, check_headers
 from desktop_app.ui.backend_row import BackendRow
 
 NO_DRAFT = "(no draft model)"
+NO_MODEL = "No model loaded."
+UNREADABLE = ("cannot read", "file not found")     # how describe() starts for a file it cannot read
 MAX_LABEL_CHARS = 46        # longer file names are cut in the middle in the boxes
 
 
@@ -22,7 +24,7 @@ def _summary(path: str, mtime: float) -> str:
     try:
         return read_info(path).summary()
     except GGUFError as exc:                 # read_info's only error: a damaged file is described, never raised
-        return f"cannot read: {exc}"
+        return f"{UNREADABLE[0]}: {exc}"
 
 
 def describe(path: str | None) -> str:
@@ -32,7 +34,7 @@ def describe(path: str | None) -> str:
     try:
         return _summary(path, os.path.getmtime(path))
     except OSError:
-        return "file not found"
+        return UNREADABLE[1]
 
 
 class ModelBar(QWidget):
@@ -112,7 +114,7 @@ class ModelBar(QWidget):
         self.progress.setRange(0, 1000)
         self.progress.hide()
         grid.addWidget(self.progress, 5, 0, 1, 4)
-        self.status = QLabel("No model loaded.")
+        self.status = QLabel(NO_MODEL)
         self.status.setObjectName("modelStatus")
         self.status.setWordWrap(True)
         grid.addWidget(self.status, 6, 0, 1, 4)
@@ -235,6 +237,9 @@ class ModelBar(QWidget):
             self.verdict.hide()
             return
         self.pair_verdict = check_headers(target, draft)
+        if any(describe(p).startswith(UNREADABLE) for p in (target, draft)):
+            self.verdict.hide()                   # (the file's own line says why: once is enough)
+            return
         self.verdict.setText(self.pair_verdict.text + ("." if self.pair_verdict.ok is False else ""))
         self.verdict.setStyleSheet("" if self.pair_verdict.ok else "color: #c0392b;")
         self.verdict.show()
@@ -245,6 +250,8 @@ class ModelBar(QWidget):
 
     # -- progress and outcome
     def show_progress(self, text: str, fraction: float) -> None:
+        if self.status.text() == NO_MODEL:        # (the progress bar says what happens meanwhile)
+            self.status.setText("")
         self.progress.show()
         self.load_button.setEnabled(False)
         self.load_button.hide()                 # Cancel takes its place: the row keeps its width

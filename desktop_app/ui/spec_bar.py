@@ -126,6 +126,9 @@ class SpecBar(QFrame):
         self.remote_hint.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.remote_hint.hide()
         self.gamma_caption = QLabel("γ")
+        caption_keep = self.gamma_caption.sizePolicy()
+        caption_keep.setRetainSizeWhenHidden(True)
+        self.gamma_caption.setSizePolicy(caption_keep)
         self._local_controls = [self.switch, *self.drafter_buttons.values(), self.gamma_caption, self.gamma,
                                 self.gamma_label, self.advanced_button]
         layout = QVBoxLayout(self)
@@ -304,7 +307,8 @@ class SpecBar(QFrame):
             text, state = f"Speculating: {DRAFTER_WORDS[self._effective_drafter()]}, γ {gamma}", "on"
         for w in self._local_controls:                   # a llama-server's are not Tandem's to change
             w.setVisible(not self._remote)
-        self.gamma.setVisible(not self._remote and not (on and auto))
+        for w in (self.gamma, self.gamma_caption):      # (auto's γ is the label's, not a setting)
+            w.setVisible(not self._remote and not (on and auto))
         self.advanced.setVisible(not self._remote and self.advanced_button.isChecked())
         self.remote_hint.setVisible(bool(self._remote))
         if self._remote:

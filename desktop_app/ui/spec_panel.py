@@ -246,7 +246,11 @@ class SpecPanel(QWidget):
         if not self._streaming:
             return
         if self._round_s > 0 and self._round_tokens:        # as the tokens/s chart counts them
-            self.labels["speed"].setText(rate_text(self._round_tokens / self._round_s))
+            speed = self._round_tokens / self._round_s
+            self.labels["speed"].setText(rate_text(speed))
+            plain, label = self.charts.plain_rate()         # (its estimate until the reply ends, as the chart's)
+            if plain and label == "plain ≈":
+                self.labels["vs_plain"].setText(f"≈ {speed / plain:.2f}× (plain ≈ {rate_text(plain)}, so far)")
         elif self._first_token_at is not None and self._n_tokens > 1 and self._last_token_at > self._first_token_at:
             elapsed = self._last_token_at - self._first_token_at   # (no rounds yet: as the tokens came)
             self.labels["speed"].setText(rate_text((self._n_tokens - 1) / elapsed))

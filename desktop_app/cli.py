@@ -159,9 +159,9 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     _add_repack_option(p_doctor)
     p_doctor.set_defaults(func=lambda a: _run("doctor", a))
 
-    p_models = sub.add_parser("models", help="fetch and list model files (alone: list)")
+    p_models = sub.add_parser("models", help="fetch and list model files (alone: list)",
+                              description="Fetch and list model files; `tandem models` alone is `tandem models list`.")
     msub = p_models.add_subparsers(dest="models_command", metavar="{fetch,list}", parser_class=parser_class)
-    p_models.set_defaults(func=lambda a: _run("models", a), models_command="list", json=False, verify=False)
     from desktop_app.models.catalogue import MODELS, SETS
 
     p_fetch = msub.add_parser("fetch", help="fetch model files or sets (demo, test, incompatible, or a model key)")
@@ -190,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         return _run("gui", args)
+    if args.command == "models" and args.models_command is None:      # `tandem models` alone: list them
+        args = parser.parse_args([*argv, "list"])
     return args.func(args)
 
 

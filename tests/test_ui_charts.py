@@ -344,8 +344,10 @@ def test_pay_curve_quotes_the_replys_own_prediction_when_some_rounds_drafted_not
     if mixed.measured_speedup is not None:
         assert f"predicted 1.23×, measured {mixed.measured_speedup:.2f}×)" in text
     # and the chart marks that prediction where the reply's measurement is, not on the curve
+    assert mixed.measured_speedup is not None
     xs, ys = pay.own_point.getData()
     assert list(xs) == [pytest.approx(mixed.mean_drafted)] and list(ys) == [pytest.approx(1.234)]
+    assert pay.measured_label.toPlainText() == f"measured {mixed.measured_speedup:.2f}× (◇ predicted 1.23×)"
     # where no γ is predicted to pay (checks as dear as 3 single passes for 2 tokens), the same
     steep = dataclasses.replace(mixed, verify_s_by_batch={1: plain, **{b: 3 * plain * b for b in range(2, 18)}})
     pay.show(steep, 4)
@@ -354,5 +356,7 @@ def test_pay_curve_quotes_the_replys_own_prediction_when_some_rounds_drafted_not
     assert f"(this reply drafted in {stats.n_rounds} of its {stats.n_rounds + 7} rounds: predicted 1.23×" in text
     assert list(pay.own_point.getData()[1]) == [pytest.approx(1.234)]
     # a reply that drafted in every round is a point on the curve: no prediction of its own is marked
-    pay.show(dataclasses.replace(mixed, n_rounds=stats.n_rounds, n_plain_rounds=0), 4)
-    assert len(pay.own_point.getData()[0]) == 0 and pay.measured_label.toPlainText() == "measured"
+    every = dataclasses.replace(mixed, n_rounds=stats.n_rounds, n_plain_rounds=0)
+    pay.show(every, 4)
+    assert len(pay.own_point.getData()[0]) == 0
+    assert pay.measured_label.toPlainText() == f"measured {every.measured_speedup:.2f}×"

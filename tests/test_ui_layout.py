@@ -261,5 +261,8 @@ def test_the_pair_verdict_before_load_comes_from_the_headers(qtbot, tmp_path, cl
     notes = tmp_path / "notamodel.gguf"                    # a file that is no model: its own line says so, once
     notes.write_text("this is not a model")
     bar.select(str(notes), q2k_draft_path)
-    assert not bar.verdict.isVisible() and bar.pair_verdict.ok is None
+    assert not bar.verdict.isVisible() and bar.pair_verdict is None
+    w.model_bar.backend.set_backend("server")              # and it does not come back with the file choices
+    w.model_bar.backend.set_backend("local")
+    assert not bar.verdict.isVisible()
     assert "cannot read: " in bar.info.text() and "not a GGUF file" in bar.info.text()

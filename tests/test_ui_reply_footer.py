@@ -77,6 +77,12 @@ def test_footer_of_a_reply_that_drafted_in_no_round_says_so_and_no_gamma():
     assert "γ" not in text and "kept" not in text
     assert footer_text(s.to_json(), _settings(drafter="lookup", draft_max=4)).startswith(
         "prompt lookup · drafted in none of 5 rounds · 13.3 tok/s")
+    one = _stats(n_drafted=0, n_accepted=0, mean_drafted=None, acceptance_rate=None, n_tokens=0, n_rounds=1,
+                 n_plain_rounds=1, tokens_per_s=0.0)            # its first token ended it
+    assert footer_text(one.to_json(), _settings(auto=True)) == "auto · drafted in none of 1 round · –"
+    none = _stats(n_drafted=0, n_accepted=0, mean_drafted=None, acceptance_rate=None, n_tokens=0, n_rounds=0,
+                  n_plain_rounds=0, tokens_per_s=0.0)           # stopped before its first round
+    assert footer_text(none.to_json(), _settings(auto=True), "cancelled") == "auto · –"
 
 
 def test_a_reply_cut_off_says_why_beside_its_name():
@@ -86,6 +92,9 @@ def test_a_reply_cut_off_says_why_beside_its_name():
     assert reply_note("done", _stats(stop_reason="eos")) == "" and reply_note("done", None) == ""
     assert reply_note("done", _stats(stop_reason="stop_string")) == ""
     assert reply_note("cancelled", _stats(stop_reason="cancelled")) == "stopped"
+    # a llama-server says "length" for its context filling up as for max tokens: the note names neither alone
+    assert reply_note("done", _stats(stop_reason="max_tokens", remote="llama-server")) == (
+        "cut off: the server stopped it at a length limit (Max tokens, or its context)")
 
 
 def test_footer_of_a_reply_without_stats_says_why():

@@ -124,9 +124,29 @@ def test_esc_while_the_models_load_does_not_cancel_them(qtbot, window, test_mode
     assert window.loaded is not None, window.model_bar.status.text()
 
 
+def test_cancelling_the_demo_fetch_says_so_and_loads_nothing(qtbot, window, monkeypatch):
+    from types import SimpleNamespace
+
+    from desktop_app import models
+
+    def fetch_until_cancelled(model, progress=None, cancel=None):      # a download that never ends by itself
+        while not cancel():
+            time.sleep(0.01)
+        raise models.FetchCancelled(f"fetch of {model.key} cancelled")
+
+    monkeypatch.setattr(models, "inspect", lambda m: SimpleNamespace(verified=False))   # (not fetched yet)
+    monkeypatch.setattr(models, "fetch", fetch_until_cancelled)
+    window.load_demo()
+    qtbot.waitUntil(lambda: window.busy, timeout=TIMEOUT_MS)
+    qtbot.mouseClick(window.model_bar.cancel_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: not window.loading and not window.busy, timeout=TIMEOUT_MS)
+    assert window.model_bar.status.text() == "Fetching the demo pair was cancelled." and window.loaded is None
+
+
 def test_the_model_bars_cancel_stops_a_running_load(qtbot, window, test_model_path):
     """Cancel is heard while the worker's thread is busy with the load it cancels (it was queued behind it,
-    so the models loaded anyway), and the next load goes ahead."""
+    so the models loaded anyway), and the next load goes ahead. (The engine process takes a second or more
+    to start and load, far longer than the click after `busy`.)"""
     window.load_pair(test_model_path, None)               # (the engine process starts: seconds)
     qtbot.waitUntil(lambda: window.busy, timeout=TIMEOUT_MS)
     assert window.model_bar.cancel_button.isVisible()
@@ -407,7 +427,8 @@ def test_a_reply_that_fills_the_context_says_it_was_cut_off_and_how_to_go_on(qtb
     assert db[-1].role == "assistant" and db[-1].stats["stop_reason"] == "context_full" and db[-1].content
     assert window.chat.messages[-1].status.text() == "<i>cut off: the conversation filled the context</i>"
     assert window.banner.isVisible()
-    assert window.banner.label.text().startswith("The reply was cut off: the context of 256 tokens is full.")
+    assert window.banner.label.text().startswith("The reply was cut off: the conversation filled the context "
+                                                 "(256 tokens). To go on,")
     assert window.banner.buttons[0].text() == "New conversation" and window.banner.buttons[0].isVisible()
 
 

@@ -16,6 +16,7 @@ STATUS_NOTES = {"streaming": "writing…", "interrupted": "incomplete: interrupt
                 "cancelled": "stopped", "error": "failed"}
 CUT_OFF = {"max_tokens": "cut off: the reply reached Max tokens (Settings)",
            "context_full": "cut off: the conversation filled the context"}
+SERVER_CUT_OFF = "cut off: the server stopped it at a length limit (Max tokens, or its context)"
 NO_STATS = {"cancelled": "stopped before the end: no statistics were recorded",
             "interrupted": "interrupted: the model engine stopped before this reply's statistics were recorded",
             "error": "failed: no statistics were recorded"}
@@ -41,7 +42,9 @@ def reply_note(status: str, stats: dict | GenerationStats | None) -> str:
     if status != "done":
         return STATUS_NOTES.get(status, "")
     s = GenerationStats.from_json(stats)
-    return CUT_OFF.get(s.stop_reason, "") if s is not None else ""
+    if s is None or s.stop_reason not in CUT_OFF:
+        return ""
+    return SERVER_CUT_OFF if s.remote else CUT_OFF[s.stop_reason]     # (a server says "length" for both)
 
 
 def footer_text(stats: dict | GenerationStats | None, settings: dict | None, status: str = "done") -> str:
@@ -56,13 +59,14 @@ def footer_text(stats: dict | GenerationStats | None, settings: dict | None, sta
         label = s.remote
     elif label is None:                                 # settings missing: say what the numbers show
         label = "speculative decoding" if s.n_drafted else DRAFTER_LABELS["none"]
-    speed = rate_text(s.tokens_per_s)
+    speed = rate_text(s.tokens_per_s if s.n_tokens else None)        # (no token: no rate)
     if (label == DRAFTER_LABELS["none"] or s.remote) and not s.n_drafted:
         return f"{label} · {speed}"
     parts = [label]
     mean = f"{s.mean_drafted:.1f}" if s.mean_drafted is not None else "–"
-    if not s.n_drafted and s.n_rounds:                  # every round a plain step: no γ, nothing kept
-        parts.append(f"drafted in none of {s.n_rounds} rounds")
+    if not s.n_drafted:                                 # every round a plain step: no γ, nothing kept
+        if s.n_rounds:
+            parts.append(f"drafted in none of {s.n_rounds} round{'' if s.n_rounds == 1 else 's'}")
     elif spec.get("auto"):                                # its mean over the rounds that drafted, and how many
         drafted_in = f"drafted in {s.n_rounds - s.n_plain_rounds} of {s.n_rounds} rounds, " if s.n_rounds else ""
         parts.append(f"{drafted_in}γ ≈ {mean}")

@@ -78,9 +78,10 @@ def explain(stats: GenerationStats) -> str:
     m, plain = stats.measured_speedup, stats.plain_tokens_per_s
     if not stats.n_drafted:
         if stats.t_target_step_s and plain:             # (the rate every other view quotes as plain's)
-            eos = " and one more pass for the end-of-reply token" if stats.stop_reason == StopReason.EOS.value else ""
-            return (f"Plain decoding: one target pass per token, {1000 * stats.t_target_step_s:.0f} ms each; "
-                    f"with the time between passes{eos}, {rate_text(plain)}.")
+            eos = " and the pass that ended the reply" if stats.stop_reason == StopReason.EOS.value else ""
+            n = stats.n_tokens
+            return (f"Plain decoding: {n} token{'' if n == 1 else 's'} at {1000 * stats.t_target_step_s:.0f} ms "
+                    f"per target pass; counting the time between passes{eos}, {rate_text(plain)}.")
         return "Plain decoding: nothing was drafted."
     alpha = stats.alpha if stats.alpha is not None else 0.0
     rounds = stats.n_drafted / stats.mean_drafted if stats.mean_drafted else 0

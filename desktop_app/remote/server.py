@@ -26,7 +26,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 from desktop_app.engine.costs import CostModel
 from desktop_app.engine.events import FinishEvent, RoundEvent, StopReason, TokenEvent
@@ -44,8 +44,8 @@ LIMITS = ("Rebuilt from the server's per-token timings: drafted and kept counts 
 
 
 class ServerError(RuntimeError):
-    """A failure talking to llama-server; `kind`: unreachable, auth, not_llama_server, http, or context
-    (the conversation does not fit: `n_prompt` tokens, the server's `n_ctx`)."""
+    """A failure talking to llama-server; `kind`: unreachable, auth, not_llama_server, http, cancelled, or
+    context (the conversation does not fit: `n_prompt` tokens, the server's `n_ctx`)."""
 
     def __init__(self, kind: str, message: str, n_prompt: int = 0, n_ctx: int = 0):
         super().__init__(message)
@@ -189,13 +189,20 @@ class LlamaServer:
 
     # -- the server
 
-    def connect(self) -> ServerInfo:
-        """Check the server and read what it says about itself (model, context, speculation)."""
+    def connect(self, cancelled: Callable[[], bool] = lambda: False) -> ServerInfo:
+        """Check the server and read what it says about itself (model, context, speculation).
+        `cancelled` is asked between its requests: True raises ServerError("cancelled")."""
+        def check() -> None:
+            if cancelled():
+                raise ServerError("cancelled", f"connecting to {self.url} was cancelled")
+
         props = self._json("/props")
         if "default_generation_settings" not in props and "model_path" not in props:
             raise ServerError("not_llama_server", f"{self.url} answered /props without llama-server's fields: "
                               "Tandem needs llama.cpp's own server.")
+        check()
         speculative, types = self._slots()
+        check()
         text = self.metrics_text()
         n_max = len(PER_POS.findall(text)) or None if text else None
         settings = props.get("default_generation_settings", {})

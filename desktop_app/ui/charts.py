@@ -58,7 +58,8 @@ def rolling_rate(times: Sequence[float], origin: float, min_tokens: int = 16, mi
     return xs, ys
 
 
-SPEED_TITLE = "Tokens/s over time (s), 16-token window"
+SPEED_TITLE = "Tokens/s over the reply (s)"
+PLAIN_ESTIMATE_MIN = 3       # plain rounds before the chart and the panel estimate plain's rate mid-reply
 
 
 def label_backing(bg: QColor) -> QColor:
@@ -269,12 +270,13 @@ class LiveCharts(QWidget):
 
     def plain_rate(self) -> tuple[float | None, str]:
         """The plain-decoding reference: stats.plain_tokens_per_s once the reply ended, before that an
-        estimate from the single-token passes of its plain rounds, if any (else None)."""
+        estimate from the single-token passes of its plain rounds, once there are PLAIN_ESTIMATE_MIN
+        (else None)."""
         if self._stats is not None:
             rate = self._stats.plain_tokens_per_s
             return rate, "plain" if rate else ""
         plain = [r.t_verify_s for r in self._rounds if not r.gamma and r.t_verify_s > 0]
-        if plain:
+        if len(plain) >= PLAIN_ESTIMATE_MIN:
             return len(plain) / sum(plain), "plain ≈"
         return None, ""
 

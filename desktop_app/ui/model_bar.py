@@ -76,7 +76,7 @@ class ModelBar(QWidget):
         self.load_button.setObjectName("loadButton")
         self.load_button.clicked.connect(self._request_load)
         self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.clicked.connect(self.cancelRequested)
+        self.cancel_button.clicked.connect(self._cancel)
         self.cancel_button.hide()
         for b in (self.recent, self.load_button, self.cancel_button):
             b.setMinimumWidth(b.sizeHint().width())     # never squeezed into an elided text
@@ -236,10 +236,11 @@ class ModelBar(QWidget):
             self.pair_verdict = None
             self.verdict.hide()
             return
-        self.pair_verdict = check_headers(target, draft)
         if any(describe(p).startswith(UNREADABLE) for p in (target, draft)):
-            self.verdict.hide()                   # (the file's own line says why: once is enough)
+            self.pair_verdict = None              # (the file's own line says why: once is enough)
+            self.verdict.hide()
             return
+        self.pair_verdict = check_headers(target, draft)
         self.verdict.setText(self.pair_verdict.text + ("." if self.pair_verdict.ok is False else ""))
         self.verdict.setStyleSheet("" if self.pair_verdict.ok else "color: #c0392b;")
         self.verdict.show()
@@ -257,11 +258,18 @@ class ModelBar(QWidget):
         self.load_button.hide()                 # Cancel takes its place: the row keeps its width
         self.cancel_button.show()
         self.progress.setValue(int(1000 * fraction))
-        self.progress.setFormat(f"{text} %p%")
+        if self.cancel_button.isEnabled():      # (once pressed, the bar says so until the answer comes)
+            self.progress.setFormat(f"{text} %p%")
+
+    def _cancel(self) -> None:
+        self.cancel_button.setEnabled(False)
+        self.progress.setFormat("Cancelling…")
+        self.cancelRequested.emit()
 
     def hide_progress(self) -> None:
         self.progress.hide()
         self.cancel_button.hide()
+        self.cancel_button.setEnabled(True)
         self.load_button.setVisible(self.backend.backend() != "server")
         self.load_button.setEnabled(True)
 

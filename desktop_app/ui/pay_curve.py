@@ -114,12 +114,14 @@ class PayCurve(QWidget):
                                        else f"this reply: γ {current_gamma}")
             self.current_label.setVisible(True)
         measured = s.measured_speedup
-        own = s.predicted_speedup_measured if s.n_plain_rounds and s.mean_drafted else None
-        if own is not None:                  # its rounds as they ran, plain ones included: not the curve's
-            self.own_point.setData([s.mean_drafted], [own])
+        own = None
         if measured is not None and s.mean_drafted:
             self.measured_point.setData([s.mean_drafted], [measured])
-            self.measured_label.setText("measured, ◇ its prediction" if own is not None else "measured")
+            if s.n_plain_rounds and s.predicted_speedup_measured is not None:
+                own = s.predicted_speedup_measured    # its rounds as they ran, plain ones included: not the curve's
+                self.own_point.setData([s.mean_drafted], [own])
+            self.measured_label.setText(f"measured {measured:.2f}×"
+                                        + (f" (◇ predicted {own:.2f}×)" if own is not None else ""))
             self.measured_label.setPos(s.mean_drafted, measured)
             self.measured_label.setVisible(True)
         top = max([v for _, v in known] + [measured or 0.0, own or 0.0, 1.0])

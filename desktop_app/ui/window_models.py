@@ -13,7 +13,7 @@ from desktop_app.engine.rpc import RpcError
 from desktop_app.models.discovery import find_gguf_files
 from desktop_app.models.pairing import suggest_pair
 from desktop_app.ui.settings_panel import load_options, rpc_options
-from desktop_app.ui.worker import CANCELLED_CONNECT, CANCELLED_LOAD, LoadedPair, LoadRequest, ServerRequest
+from desktop_app.ui.worker import CANCELLED, LoadedPair, LoadRequest, ServerRequest
 
 QUEUED_NOTE = "The models are loading; your message will be sent once they are ready."
 
@@ -104,7 +104,8 @@ class ModelsMixin:
     def _on_fetch_failed(self, message: str) -> None:
         self.first_run.progress.hide()
         self._end_load(ok=False)
-        self.model_bar.show_error(f"Fetching the demo pair failed: {message}")
+        self.model_bar.show_error(message if message.startswith(CANCELLED) else
+                                  f"Fetching the demo pair failed: {message}")
 
     def _on_loaded(self, info: LoadedPair) -> None:
         if self._closing:          # already-queued worker signals after close
@@ -145,8 +146,6 @@ class ModelsMixin:
         self.setWindowTitle("Tandem")
         self._update_buttons()
 
-    CANCELLED = (CANCELLED_LOAD, CANCELLED_CONNECT)
-
     def _on_load_failed(self, message: str) -> None:
         if self._closing:          # already-queued worker signals after close
             return
@@ -154,7 +153,7 @@ class ModelsMixin:
         still = ("" if not self.loaded else f" Still connected to {self.loaded.target}." if remote else
                  f" Still using {os.path.basename(self.loaded.target)}"
                  + (f" + {os.path.basename(self.loaded.draft)}" if self.loaded.draft else "") + ".")
-        said = message if message.startswith("Could not") or message in self.CANCELLED else f"Could not load: {message}"
+        said = message if message.startswith(("Could not", *CANCELLED)) else f"Could not load: {message}"
         self.model_bar.show_error(said.rstrip(".") + "." + still)
         self._end_load(ok=False)
         if self.loaded and not remote:

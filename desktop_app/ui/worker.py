@@ -53,6 +53,8 @@ class LoadedPair:
 
 CANCELLED_LOAD = "Loading was cancelled."           # the model bar's Cancel, as the window shows it
 CANCELLED_CONNECT = "Connecting was cancelled."
+CANCELLED_FETCH = "Fetching the demo pair was cancelled."
+CANCELLED = (CANCELLED_LOAD, CANCELLED_CONNECT, CANCELLED_FETCH)
 
 
 @dataclass(frozen=True)
@@ -215,19 +217,19 @@ class EngineWorker(QObject):
     @Slot(object)
     def connect_server(self, request: ServerRequest) -> None:
         """Chat through a running llama-server from now on (the local engine's models are let go). A
-        A cancel_load() meanwhile is answered when the server answers, or its request gives up (after
-        server.CONNECT_TIMEOUT_S): the connection is not made."""
+        cancel_load() meanwhile is heard between the requests that check the server, or once the one
+        under way is answered or gives up (after server.CONNECT_TIMEOUT_S): the connection is not made."""
         self.busyChanged.emit(True)
         try:
             server = LlamaServer(request.url, request.api_key or None)
-            info = server.connect()
+            info = server.connect(cancelled=self._load_cancel.is_set)
         except ServerError as exc:
-            self.loadFailed.emit(self._connect_cancelled() or f"Could not connect: {exc}")
+            self.loadFailed.emit(CANCELLED_CONNECT if self._load_cancel.is_set() else f"Could not connect: {exc}")
             return
         finally:
             self.busyChanged.emit(False)
-        if self._connect_cancelled():
-            self.loadFailed.emit(self._connect_cancelled())
+        if self._load_cancel.is_set():
+            self.loadFailed.emit(CANCELLED_CONNECT)
             return
         if self.pair is not None:
             try:
@@ -242,10 +244,6 @@ class EngineWorker(QObject):
                       "will show it."}[info.speculative]
         self.loaded.emit(LoadedPair(info.url, None, info.describe(), "", "", info.n_ctx or 0, note, info))
 
-    def _connect_cancelled(self) -> str:
-        """What to say of a connection cancelled while it was made; "" when it was not."""
-        return CANCELLED_CONNECT if self._load_cancel.is_set() else ""
-
     @Slot()
     def fetch_demo(self) -> None:
         self.busyChanged.emit(True)
@@ -253,10 +251,13 @@ class EngineWorker(QObject):
             paths = [str(models.fetch(m, progress=self.fetchProgress.emit, cancel=self._fetch_cancel.is_set))
                      for m in models.resolve(["demo"])]
         except models.FetchError as exc:
-            self.fetchFailed.emit(str(exc))
+            self.fetchFailed.emit(CANCELLED_FETCH if isinstance(exc, models.FetchCancelled) else str(exc))
             return
         finally:
             self.busyChanged.emit(False)
+        if self._fetch_cancel.is_set():          # (a Cancel as the last file arrived: no load follows)
+            self.fetchFailed.emit(CANCELLED_FETCH)
+            return
         self.fetched.emit(paths[0], paths[1])
 
     def _refuse(self, request: GenerateRequest) -> None:

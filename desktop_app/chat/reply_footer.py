@@ -8,7 +8,7 @@ No Qt here: the chat view shows the text, tests check it.
 from __future__ import annotations
 
 from desktop_app.engine.events import GenerationStats
-from desktop_app.engine.explain import rate_text
+from desktop_app.engine.explain import count, rate_text
 
 DRAFTER_LABELS = {"model": "draft model", "lookup": "prompt lookup", "server": "llama-server",
                   "none": "plain decoding"}
@@ -66,7 +66,7 @@ def footer_text(stats: dict | GenerationStats | None, settings: dict | None, sta
     mean = f"{s.mean_drafted:.1f}" if s.mean_drafted is not None else "–"
     if not s.n_drafted:                                 # every round a plain step: no γ, nothing kept
         if s.n_rounds:
-            parts.append(f"drafted in none of {s.n_rounds} round{'' if s.n_rounds == 1 else 's'}")
+            parts.append(f"drafted in none of {count(s.n_rounds, 'round')}")
     elif spec.get("auto"):                                # its mean over the rounds that drafted, and how many
         drafted_in = f"drafted in {s.n_rounds - s.n_plain_rounds} of {s.n_rounds} rounds, " if s.n_rounds else ""
         parts.append(f"{drafted_in}γ ≈ {mean}")

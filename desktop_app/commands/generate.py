@@ -154,11 +154,11 @@ def run(args: argparse.Namespace) -> int:
 def _print_stats(finish, k: int, n: int, auto_rounds: list | None = None) -> None:
     """The reply's numbers on stderr; with `auto_rounds`, also what auto mode chose, round by round
     counted by drafter."""
-    from desktop_app.engine.explain import rate_text
+    from desktop_app.engine.explain import count, rate_text
 
     s = finish.stats
     head = f"[sample {k + 1}/{n}] " if n > 1 else ""
-    parts = [f"{s.n_tokens} token{'' if s.n_tokens == 1 else 's'}, {rate_text(s.tokens_per_s)}, first token {s.ttft_s * 1000:.0f} ms",
+    parts = [f"{count(s.n_tokens, 'token')}, {rate_text(s.tokens_per_s)}, first token {s.ttft_s * 1000:.0f} ms",
              f"stop: {s.stop_reason}"]
     if s.n_drafted:
         parts.append(f"accepted {s.n_accepted}/{s.n_drafted} drafted ({100 * s.acceptance_rate:.0f} %), "

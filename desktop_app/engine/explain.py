@@ -13,6 +13,11 @@ from desktop_app.engine.events import GenerationStats, StopReason
 PAYS, COSTS = 1.05, 0.95     # measured speed-ups at or beyond which speculation pays / costs time
 
 
+def count(n: int, noun: str) -> str:
+    """"1 token", "2 tokens": a count as every view words it."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def rate_number(rate: float) -> str:
     """A rate's number as every speed on screen shows it (the panel, the reply's footer, the charts):
     three significant digits from 1 up (12.6, 8.83: enough that the ratios shown beside them can be
@@ -79,8 +84,7 @@ def explain(stats: GenerationStats) -> str:
     if not stats.n_drafted:
         if stats.t_target_step_s and plain:             # (the rate every other view quotes as plain's)
             eos = " and the pass that ended the reply" if stats.stop_reason == StopReason.EOS.value else ""
-            n = stats.n_tokens
-            return (f"Plain decoding: {n} token{'' if n == 1 else 's'} at {1000 * stats.t_target_step_s:.0f} ms "
+            return (f"Plain decoding: {count(stats.n_tokens, 'token')} at {1000 * stats.t_target_step_s:.0f} ms "
                     f"per target pass; counting the time between passes{eos}, {rate_text(plain)}.")
         return "Plain decoding: nothing was drafted."
     alpha = stats.alpha if stats.alpha is not None else 0.0

@@ -266,3 +266,18 @@ def test_the_pair_verdict_before_load_comes_from_the_headers(qtbot, tmp_path, cl
     w.model_bar.backend.set_backend("local")
     assert not bar.verdict.isVisible()
     assert "cannot read: " in bar.info.text() and "not a GGUF file" in bar.info.text()
+
+
+def test_after_a_restart_the_cached_demo_pair_is_offered_as_cached(qtbot, tmp_path, close_all, test_model_path,
+                                                                   q2k_draft_path, monkeypatch):
+    """The last pair, when it is the cached demo pair, is offered as such: no offer to fetch it again."""
+    from types import SimpleNamespace
+
+    from desktop_app import models
+    demo = {"qwen2.5-coder-1.5b": test_model_path, "qwen2.5-coder-0.5b": q2k_draft_path}   # (stand-ins)
+    monkeypatch.setattr(models, "inspect", lambda m: SimpleNamespace(verified=True, path=demo[m.key]))
+    w = open_window(qtbot, tmp_path, settings={**folder_settings(test_model_path), "last_target": test_model_path,
+                                               "last_draft": q2k_draft_path})
+    close_all.append(w)
+    assert w.first_run.offered == (test_model_path, q2k_draft_path)
+    assert "already on this machine" in w.first_run.text.text() and not w.first_run.fetch_button.isVisible()

@@ -260,6 +260,42 @@ def test_switch_conversations(qtbot, loaded):
     assert w.chat.messages[0].text == "Tell me about cats."
     w.sidebar.search.setText("dogs")
     assert w.sidebar.list.count() == 1
+    w.sidebar.search.clear()
+    # New twice makes one empty conversation, not two; an empty one offers neither Regenerate nor Edit last
+    w.new_conversation()
+    third = w.current_id
+    w.new_conversation()
+    assert w.current_id == third and w.sidebar.list.count() == 3
+    assert not w.regenerate_button.isEnabled() and not w.edit_button.isEnabled()
+
+
+@pytest.mark.network
+def test_a_system_prompt_typed_before_the_first_message_is_the_new_conversations(qtbot, loaded):
+    w = loaded
+    assert w.current_id is None
+    w.settings_panel.system_prompt.setPlainText("Answer like a pirate.")
+    type_and_send(qtbot, w, "Say hello.")
+    wait_idle(qtbot, w)
+    assert w.store.conversation(w.current_id).system_prompt == "Answer like a pirate."
+    w.new_conversation()                      # a new one from an open conversation: the default (none)
+    assert w.store.conversation(w.current_id).system_prompt == "" == w.settings_panel.system_prompt.toPlainText()
+
+
+@pytest.mark.network
+def test_deleting_the_conversation_writing_a_reply_is_refused_before_asking(qtbot, loaded, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+    asked = []
+    monkeypatch.setattr(QMessageBox, "question", lambda *a: asked.append(a) or QMessageBox.Yes)
+    w = loaded
+    w.settings_panel.max_tokens.setValue(400)
+    type_and_send(qtbot, w, LONG_PROMPT)
+    qtbot.waitUntil(lambda: w.generating_id is not None, timeout=TIMEOUT_MS)
+    w.sidebar.delete_current()
+    assert not asked and "Stop the reply" in w.banner.label.text()
+    w.stop()
+    wait_idle(qtbot, w)
+    w.sidebar.delete_current()
+    assert len(asked) == 1 and w.current_id is None and w.sidebar.list.count() == 0
 
 
 @pytest.mark.network
@@ -430,6 +466,12 @@ def test_a_reply_that_fills_the_context_says_it_was_cut_off_and_how_to_go_on(qtb
     assert window.banner.label.text().startswith("The reply was cut off: the conversation filled the context "
                                                  "(256 tokens). To go on,")
     assert window.banner.buttons[0].text() == "New conversation" and window.banner.buttons[0].isVisible()
+    full = window.current_id
+    window.new_conversation()                                  # it is about that conversation: gone with it
+    assert not window.banner.isVisible() and window.current_id != full
+    window.banner.show_message("A message about the app")     # (one about none stays when another opens)
+    window.open_conversation(full)
+    assert window.banner.isVisible()
 
 
 @pytest.mark.network

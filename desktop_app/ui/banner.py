@@ -1,7 +1,7 @@
 """The banner across the top of the chat: a message for the user, with up to two actions."""
 from __future__ import annotations
 
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
 
 class Banner(QFrame):
@@ -11,10 +11,15 @@ class Banner(QFrame):
         super().__init__(parent)
         self.setObjectName("banner")
         self.setFrameShape(QFrame.StyledPanel)
-        row = QHBoxLayout(self)
+        column = QVBoxLayout(self)                # the text above its buttons: a narrow chat still reads it
+        column.setContentsMargins(8, 4, 8, 4)
+        column.setSpacing(2)
         self.label = QLabel()
         self.label.setWordWrap(True)
-        row.addWidget(self.label, 1)
+        column.addWidget(self.label)
+        row = QHBoxLayout()
+        row.addStretch(1)
+        column.addLayout(row)
         self.buttons = [QPushButton(), QPushButton()]
         self._callbacks = [None, None]
         for i, b in enumerate(self.buttons):
@@ -23,9 +28,17 @@ class Banner(QFrame):
         close = QPushButton("Dismiss")
         close.clicked.connect(self.hide)
         row.addWidget(close)
+        self.about: int | None = None
         self.hide()
 
-    def show_message(self, text: str, actions: list[tuple[str, object]] = ()) -> None:
+    def conversation_opened(self, conversation_id: int | None) -> None:
+        """Another conversation is shown: a message about the one before goes."""
+        if self.about is not None and self.about != conversation_id:
+            self.hide()
+
+    def show_message(self, text: str, actions: list[tuple[str, object]] = (), about: int | None = None) -> None:
+        """`about`: the conversation the message is about (it goes when another is opened); None: the app."""
+        self.about = about
         self.label.setText(text)
         for i, button in enumerate(self.buttons):
             if i < len(actions):

@@ -239,8 +239,9 @@ class MessageWidget(QFrame):
         self.status.setText(f"<i>{note}</i>" if note else "")
         text = footer_text(self._stats, self._settings, self._status) if self.role == "assistant" else ""
         self.footer.setText(text)
-        self.footer.setToolTip("Show this reply's rounds in the speculation panel" if self.has_rounds else
-                               "No rounds were recorded for this reply")
+        action = ("Click: show this reply's rounds in the speculation panel" if self.has_rounds
+                  else "No rounds were recorded for this reply")
+        self.footer.setToolTip(f"{text}\n\n{action}")      # (the whole line, which a narrow chat cuts)
         self.footer.setVisible(bool(text))
 
     def _footer_clicked(self) -> None:

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QGridLayout, QLabel, Q
                                QTextEdit, QVBoxLayout)
 
 from desktop_app.chat.compare import CompareResult, CompareRun
-from desktop_app.engine.explain import rate_number, rate_text
+from desktop_app.engine.explain import count, rate_number, rate_text
 
 ROWS = (("ttft", "Time to first token"), ("speed", "Tokens per second"), ("total", "Total time"),
         ("tokens", "Tokens"), ("prompt", "Prompt tokens evaluated"), ("drafts", "Drafts kept"),
@@ -159,7 +159,7 @@ class CompareDialog(QDialog):
                                  f"{rate_text(result.off.stats.tokens_per_s)}); total time {on_s:.2f} s against "
                                  f"{off_s:.2f} s, {change} with speculation.")
         if result.identical:
-            self.verdict.setText(f"Identical texts: both runs wrote the same {len(result.on.tokens)} tokens.")
+            self.verdict.setText(f"Identical texts: both runs wrote the same {count(len(result.on.tokens), 'token')}.")
             self.reason.setText("" if sampling.greedy else
                                 "(Sampled texts agree only by chance or where the model is nearly certain: "
                                 "the two runs spend their random draws differently.)")

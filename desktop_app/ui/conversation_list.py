@@ -12,7 +12,7 @@ class ConversationList(QWidget):
     selected = Signal(int)
     newRequested = Signal()
     renamed = Signal(int, str)
-    deleted = Signal(int)
+    deleteRequested = Signal(int)
     searchChanged = Signal(str)
 
     def __init__(self, parent=None):
@@ -77,9 +77,13 @@ class ConversationList(QWidget):
             self.renamed.emit(int(item.data(Qt.UserRole)), title.strip())
 
     def delete_current(self) -> None:
+        """Ask to delete the selected conversation (`deleteRequested`: the window checks, then confirms)."""
         item = self.list.currentItem()
-        if item is None:
-            return
-        answer = QMessageBox.question(self, "Delete conversation", f"Delete “{item.text()}” and all its messages?")
-        if answer == QMessageBox.Yes:
-            self.deleted.emit(int(item.data(Qt.UserRole)))
+        if item is not None:
+            self.deleteRequested.emit(int(item.data(Qt.UserRole)))
+
+    def confirm_delete(self, conversation_id: int) -> bool:
+        title = next((self.list.item(i).text() for i in range(self.list.count())
+                      if int(self.list.item(i).data(Qt.UserRole)) == conversation_id), "this conversation")
+        return QMessageBox.question(self, "Delete conversation",
+                                    f"Delete “{title}” and all its messages?") == QMessageBox.Yes

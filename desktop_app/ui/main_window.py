@@ -122,7 +122,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.sidebar.selected.connect(self.open_conversation)
         self.sidebar.newRequested.connect(self.new_conversation)
         self.sidebar.renamed.connect(self._rename)
-        self.sidebar.deleted.connect(self._delete)
+        self.sidebar.deleteRequested.connect(self._ask_delete)
         self.sidebar.searchChanged.connect(lambda _t: self.refresh_conversations())
 
         self.model_bar = ModelBar()
@@ -393,7 +393,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
             self.chat.end_reply(event.text, last.status if last else reply_status(event.stop_reason),
                                 last.id if last else None, bool(last and last.rounds),
                                 event.stats, last.settings if last else None)
-        self._say_why_it_ended(event)
+        self._say_why_it_ended(event, conversation_id)
         self.reply.end()
 
     def _on_busy(self, busy: bool) -> None:
@@ -406,8 +406,9 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         ready = self.loaded is not None
         self.send_button.setText("Stop" if self.busy and self.generating_id is not None else "Send")
         self.send_button.setEnabled(ready or bool(self.lost_pair))       # (after a crash: says how to go on)
-        self.regenerate_button.setEnabled(ready and not self.busy and self.current_id is not None)
-        self.edit_button.setEnabled(ready and not self.busy and self.current_id is not None)
+        idle = ready and not self.busy and self.current_id is not None
+        self.regenerate_button.setEnabled(idle and can_regenerate(self.chat.messages))
+        self.edit_button.setEnabled(idle and self._has_user_message())
         can_compare = ready and not self.busy and self.current_id is not None and self._has_user_message()
         self.compare_button.setEnabled(can_compare)
         if hasattr(self, "compare_action"):

@@ -251,8 +251,9 @@ class ModelBar(QWidget):
 
     # -- progress and outcome
     def show_progress(self, text: str, fraction: float) -> None:
-        if self.status.text() == NO_MODEL:        # (the progress bar says what happens meanwhile)
-            self.status.setText("")
+        if self.status.text() == NO_MODEL or self.status.styleSheet():   # (nothing loaded, or an error
+            self.status.setText("")                                      # from before: the bar says
+            self.status.setStyleSheet("")                                # what happens now)
         self.progress.show()
         self.load_button.setEnabled(False)
         self.load_button.hide()                 # Cancel takes its place: the row keeps its width

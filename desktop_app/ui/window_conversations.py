@@ -16,7 +16,15 @@ class ConversationsMixin:
         self.sidebar.set_conversations(conversations, self.current_id)
 
     def new_conversation(self) -> None:
-        cid = self._history(self.store.create_conversation, DEFAULT_TITLE, self.settings["generation"]["system_prompt"])
+        """A new conversation, with the system prompt typed while none was open (else the default one).
+        An open conversation with nothing in it yet is that new conversation: no second empty one."""
+        if self.current_id is not None and not self.chat.messages and self.generating_id != self.current_id:
+            self.sidebar.search.clear()
+            self.composer.setFocus()
+            return
+        typed = self.settings_panel.system_prompt.toPlainText() if self.current_id is None else ""
+        cid = self._history(self.store.create_conversation, DEFAULT_TITLE,
+                            typed or self.settings["generation"]["system_prompt"])
         if cid is None:
             return
         self.current_id = cid
@@ -33,6 +41,7 @@ class ConversationsMixin:
             else:
                 self.spec_panel.clear()
         self.current_id = conversation_id
+        self.banner.conversation_opened(conversation_id)
         self.chat.clear()
         try:
             conversation = self.store.conversation(conversation_id)
@@ -42,9 +51,7 @@ class ConversationsMixin:
             self.current_id = None
             self._update_buttons()
             return
-        self.settings_panel.system_prompt.blockSignals(True)
-        self.settings_panel.system_prompt.setPlainText(conversation.system_prompt)
-        self.settings_panel.system_prompt.blockSignals(False)
+        self._show_system_prompt(conversation.system_prompt)
         messages = conversation.messages
         live = self.generating_id == conversation_id
         if live and messages and messages[-1].role == "assistant":
@@ -62,6 +69,13 @@ class ConversationsMixin:
         self._history(self.store.rename, conversation_id, title)
         self.refresh_conversations()
 
+    def _ask_delete(self, conversation_id: int) -> None:
+        """Delete, as the list's Delete asks: refused at once while it is writing a reply, else confirmed."""
+        if conversation_id == self.generating_id:
+            self.banner.show_message("Stop the reply before deleting this conversation.")
+        elif self.sidebar.confirm_delete(conversation_id):
+            self._delete(conversation_id)
+
     def _delete(self, conversation_id: int) -> None:
         if conversation_id == self.generating_id:
             self.banner.show_message("Stop the reply before deleting this conversation.")
@@ -72,8 +86,14 @@ class ConversationsMixin:
             self.current_id = None
             self.chat.clear()
             self.spec_panel.clear()
+            self._show_system_prompt(self.settings["generation"]["system_prompt"])   # (for the next one)
         self.refresh_conversations()
         self._update_buttons()
+
+    def _show_system_prompt(self, text: str) -> None:
+        self.settings_panel.system_prompt.blockSignals(True)
+        self.settings_panel.system_prompt.setPlainText(text)
+        self.settings_panel.system_prompt.blockSignals(False)
 
     def _system_prompt_edited(self, text: str) -> None:
         if self.current_id is not None:

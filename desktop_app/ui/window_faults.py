@@ -17,7 +17,7 @@ class FaultsMixin:
         if conversation_id == self.current_id:
             self.open_conversation(conversation_id)
 
-    def _say_why_it_ended(self, event: FinishEvent) -> None:
+    def _say_why_it_ended(self, event: FinishEvent, conversation_id: int) -> None:
         """What the engine said of a reply it ended (the context filling up mid-reply), with the way on."""
         if not event.message:
             return
@@ -25,7 +25,8 @@ class FaultsMixin:
             size = f" ({self.loaded.n_ctx} tokens)" if self.loaded is not None and self.loaded.n_ctx else ""
             self.banner.show_message(f"The reply was cut off: the conversation filled the context{size}. To go on, "
                                      "start a new conversation, or raise the context size in Settings (Apply and "
-                                     "reload).", [("New conversation", self.new_conversation)])
+                                     "reload).", [("New conversation", self.new_conversation)],
+                                     about=conversation_id)
         else:
             self.banner.show_message(event.message[:1].upper() + event.message[1:])
 
@@ -82,7 +83,7 @@ class FaultsMixin:
         if can_drop:
             actions.insert(0, ("Leave out oldest turns",
                                lambda: self._drop_and_retry(conversation_id)))
-        self.banner.show_message(message, actions)
+        self.banner.show_message(message, actions, about=conversation_id)
         if conversation_id == self.current_id:
             self.open_conversation(conversation_id)
 

@@ -31,12 +31,15 @@ class ModelsMixin:
     def _offer_models(self, files: list[str], demo: list) -> None:
         """The first-run page offers to load what is here: the demo pair when cached and verified, else
         the best pair among the files found (the larger model as the target), preselected in the bar."""
+        cached = ((demo[0].path, demo[1].path if len(demo) > 1 else None)
+                  if demo and all(d.verified for d in demo) else None)
         last = self.settings["last_target"]
         if last and os.path.exists(last):
-            self.first_run.offer(last, self.model_bar.draft_path())
+            pair = (last, self.model_bar.draft_path())
+            self.first_run.offer(*pair, demo=cached == pair)
             return
-        if demo and all(d.verified for d in demo):
-            choice, is_demo = (demo[0].path, demo[1].path if len(demo) > 1 else None), True
+        if cached:
+            choice, is_demo = cached, True
         else:
             choice, is_demo = suggest_pair(files), False
         if choice and self.first_run.offered is None:      # (later, the bar keeps what the user chose)

@@ -449,6 +449,14 @@ def test_full_context_offers_choices_in_the_window(qtbot, loaded):
     wait_idle(qtbot, w)
     db = stored(w, cid)
     assert db[-1].role == "assistant" and db[-1].complete and len(db) == 122
+    # a message that does not fit even alone: no turn to leave out helps, so the banner offers to shorten it
+    huge = "word " * 5000
+    type_and_send(qtbot, w, huge.strip())
+    qtbot.waitUntil(lambda: w.banner.isVisible() and "context holds" in w.banner.label.text(), timeout=TIMEOUT_MS)
+    assert w.banner.buttons[0].text() == "Shorten the message"
+    qtbot.waitUntil(lambda: not w.busy, timeout=TIMEOUT_MS)
+    qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)
+    assert w.editing and w.composer.toPlainText() == huge.strip()
 
 
 @pytest.mark.network

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Iterator
 
 from desktop_app.chat.history import ConversationInfo, HistoryError, HistoryStore
@@ -38,7 +38,7 @@ class ContextOverflow(RuntimeError):
         self.n_prompt, self.n_ctx, self.reserve, self.can_drop_turns = n_prompt, n_ctx, reserve, can_drop_turns
         choices = ("leave out the oldest turns (the system prompt stays) or start a new conversation"
                    if can_drop_turns else "start a new conversation or shorten the message")
-        needs = f"{n_prompt} tokens plus {reserve} for the reply" if reserve else f"{n_prompt} tokens"
+        needs = f"{n_prompt} tokens plus {reserve} to begin a reply" if reserve else f"{n_prompt} tokens"
         super().__init__(f"This conversation needs {needs}, but the context holds {n_ctx}: {choices}.")
 
 
@@ -131,8 +131,9 @@ class ChatSession:
         prompt = self.prompt_tokens(conversation)
         reserve = self._reserve(options)
         if len(prompt) + reserve > self.n_ctx:
-            can_drop = sum(1 for m in conversation.messages[conversation.first_turn:] if m.role == "user") > 1
-            raise ContextOverflow(len(prompt), self.n_ctx, reserve, can_drop)
+            starts = [i for i, m in enumerate(conversation.messages) if m.role == "user" and i > conversation.first_turn]
+            can_drop = bool(starts) and self.fits(replace(conversation, first_turn=starts[-1]), options)
+            raise ContextOverflow(len(prompt), self.n_ctx, reserve, can_drop)   # (can_drop: the last turn alone fits)
         return self._stream(conversation_id, prompt, options)
 
     def _stream(self, conversation_id: int, prompt: list[int], options: GenerationOptions) -> Iterator:

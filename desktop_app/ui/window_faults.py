@@ -79,10 +79,8 @@ class FaultsMixin:
         if self._closing:          # already-queued worker signals after close
             return
         self.reply.end()
-        actions = [("New conversation", self.new_conversation)]
-        if can_drop:
-            actions.insert(0, ("Leave out oldest turns",
-                               lambda: self._drop_and_retry(conversation_id)))
+        actions = [("Leave out oldest turns", lambda: self._drop_and_retry(conversation_id)) if can_drop
+                   else ("Shorten the message", self.edit_last), ("New conversation", self.new_conversation)]
         self.banner.show_message(message, actions, about=conversation_id)
         if conversation_id == self.current_id:
             self.open_conversation(conversation_id)

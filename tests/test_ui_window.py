@@ -259,8 +259,11 @@ def test_switch_conversations(qtbot, loaded):
     assert w.current_id == first
     assert w.chat.messages[0].text == "Tell me about cats."
     w.sidebar.search.setText("dogs")
-    assert w.sidebar.list.count() == 1
-    w.sidebar.search.clear()
+    assert w.sidebar.list.count() == 1 and not w.sidebar.no_match.isVisible()
+    w.sidebar.search.setText("giraffes")
+    assert w.sidebar.list.count() == 0 and w.sidebar.no_match.isVisible()
+    w._escape()                                                  # Esc ends the search (no reply runs)
+    assert w.sidebar.search.text() == "" and w.sidebar.list.count() == 2 and not w.sidebar.no_match.isVisible()
     # New twice makes one empty conversation, not two; an empty one offers neither Regenerate nor Edit last
     w.new_conversation()
     third = w.current_id

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QHBoxLayout, QInputDialog, QLineEdit, QListWidget, QListWidgetItem, QMessageBox,
-                               QPushButton, QSizePolicy, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget, QListWidgetItem,
+                               QMessageBox, QPushButton, QSizePolicy, QVBoxLayout, QWidget)
 
 from desktop_app.chat.history import ConversationInfo
 
@@ -25,6 +25,10 @@ class ConversationList(QWidget):
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(self.searchChanged)
         layout.addWidget(self.search)
+        self.no_match = QLabel("No conversation matches.")
+        self.no_match.setEnabled(False)                      # (greyed: a note, not an item)
+        self.no_match.hide()
+        layout.addWidget(self.no_match)
         self.list = QListWidget()
         self.list.setObjectName("conversationList")
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)    # long titles end in "…"
@@ -49,6 +53,7 @@ class ConversationList(QWidget):
         layout.addLayout(row)
 
     def set_conversations(self, conversations: list[ConversationInfo], current: int | None) -> None:
+        self.no_match.setVisible(not conversations and bool(self.search.text().strip()))
         self.list.blockSignals(True)
         self.list.clear()
         for c in conversations:

@@ -157,6 +157,7 @@ class SpecPanel(QWidget):
         self._attached = False        # the strip shows the live reply (not a stored one, not cleared)
         self._streaming = False
         self._live_title = ""
+        self._live_began = time.localtime()
         self._live_stats: GenerationStats | None = None
         self._round_s = 0.0           # the live reply's rounds: seconds, on the engine's clock (as the
         self._round_tokens = 0        # chart's), and the tokens they emitted
@@ -197,6 +198,7 @@ class SpecPanel(QWidget):
     def begin(self, title: str = "") -> None:
         self._live_rounds, self._pending = [], []
         self._live_title = title
+        self._live_began = time.localtime()      # (the history dates a reply from its start, as here)
         self._live_stats = None
         self._round_s, self._round_tokens = 0.0, 0
         self._first_token_at = self._last_token_at = None
@@ -265,7 +267,8 @@ class SpecPanel(QWidget):
         self._streaming = False
         self._live_stats = stats
         if self._attached:
-            self.header.setText(f"Reply of {time.strftime('%H:%M')} in '{self._live_title}' (just finished)")
+            self.header.setText(f"Reply of {time.strftime('%H:%M', self._live_began)} in '{self._live_title}' "
+                                "(just finished)")
             self.charts.finish(stats)
             self.show_stats(stats)
 

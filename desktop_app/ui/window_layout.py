@@ -15,12 +15,19 @@ MIN_CHAT_WIDTH = 500                      # what the default layout leaves the c
 
 
 class LayoutMixin:
+    def _escape(self) -> None:
+        """Esc: stop the reply (or compare) running; with none, end a search."""
+        if self.busy or not self.sidebar.search.text():
+            self.stop()
+        else:
+            self.sidebar.search.clear()
+
     def _actions(self) -> None:
         actions = {}
         for text, keys, slot in (
                 ("New conversation", QKeySequence.New, self.new_conversation),
                 ("Search", QKeySequence.Find, lambda: self.sidebar.search.setFocus()),
-                ("Stop", Qt.Key_Escape, self.stop),
+                ("Stop", Qt.Key_Escape, self._escape),
                 ("Regenerate", "Ctrl+R", self.regenerate),
                 ("Edit last message", "Ctrl+E", self.edit_last),
                 ("Copy last reply", "Ctrl+Shift+C", self.copy_last_reply),

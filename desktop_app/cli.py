@@ -7,6 +7,7 @@ import importlib
 import sys
 
 from desktop_app import bundle
+from desktop_app.models.catalogue import MODELS, SETS       # (names only: no llama.cpp)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -162,8 +163,6 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     p_models = sub.add_parser("models", help="fetch and list model files (alone: list)",
                               description="Fetch and list model files; `tandem models` alone is `tandem models list`.")
     msub = p_models.add_subparsers(dest="models_command", metavar="{fetch,list}", parser_class=parser_class)
-    from desktop_app.models.catalogue import MODELS, SETS
-
     p_fetch = msub.add_parser("fetch", help="fetch model files or sets (demo, test, incompatible, or a model key)")
     p_fetch.add_argument("names", nargs="+", metavar="NAME",
                          help=f"a set ({', '.join(SETS)}) or a model key ({', '.join(MODELS)})")

@@ -70,10 +70,9 @@ class ConversationsMixin:
         self.refresh_conversations()
 
     def _ask_delete(self, conversation_id: int) -> None:
-        """Delete, as the list's Delete asks: refused at once while it is writing a reply, else confirmed."""
-        if conversation_id == self.generating_id:
-            self.banner.show_message("Stop the reply before deleting this conversation.")
-        elif self.sidebar.confirm_delete(conversation_id):
+        """Delete, as the list's Delete asks: confirmed first, unless _delete refuses it at once (it is
+        writing a reply)."""
+        if conversation_id == self.generating_id or self.sidebar.confirm_delete(conversation_id):
             self._delete(conversation_id)
 
     def _delete(self, conversation_id: int) -> None:

@@ -21,7 +21,7 @@ class FaultsMixin:
         """What the engine said of a reply it ended (the context filling up mid-reply), with the way on."""
         if not event.message:
             return
-        if event.stop_reason == StopReason.CONTEXT_FULL:          # (the engine's words name the slots it lacked)
+        if event.stop_reason == StopReason.CONTEXT_FULL:          # (the window's words: the engine's count slots)
             size = f" ({self.loaded.n_ctx} tokens)" if self.loaded is not None and self.loaded.n_ctx else ""
             self.banner.show_message(f"The reply was cut off: the conversation filled the context{size}. To go on, "
                                      "start a new conversation, or raise the context size in Settings (Apply and "

@@ -83,8 +83,14 @@ def test_loads_price_each_size_at_the_median_of_its_last_timings(cache, test_mod
             _, tokens, finish = run(pair, prompt_tokens(pair.target), GREEDY, max_tokens=8, drafter="lookup", auto=True)
             assert tokens and finish.stats.n_tokens == len(tokens)
     # other load options: another machine as far as timings go, timed afresh
-    with ModelPair.load(test_model_path, target_options=replace(OPTIONS, n_threads=1)):
+    with ModelPair.load(test_model_path, target_options=replace(OPTIONS, n_threads=1)) as pair:
         assert timed_sizes[-1] == VERIFY_SIZES
+    # and the list of remembered targets (`tandem doctor`, About) tells the two apart
+    _, targets = calibration_store.summary()
+    assert [t["model"] for t in targets] == [os.path.basename(test_model_path)] * 2
+    repack = "on" if pair.repack.enabled else "off"
+    assert [t["setup"] for t in targets] == [f"1 thread, batch {OPTIONS.n_batch}, repacking {repack}",
+                                             f"{OPTIONS.n_threads} threads, batch {OPTIONS.n_batch}, repacking {repack}"]
 
 
 def test_a_failing_store_is_no_store(cache, test_model_path, timed_sizes, monkeypatch):

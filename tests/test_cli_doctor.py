@@ -105,6 +105,8 @@ def test_doctor_names_the_remembered_speed_timings(env, tmp_path, monkeypatch):
 
     assert line().startswith("Speed timings: remembered for target.gguf (2 loads, last ")
     assert str(path) in line()
+    assert calibration_store.remember("k1", {2: 1.5}, "target.gguf", "1 thread, batch 512")
+    assert line().startswith("Speed timings: remembered for target.gguf (1 thread, batch 512; 1 load, last ")
     path.write_text("{ damaged")
     assert line() == f"Speed timings: {path} is damaged; the next load replaces it"
     path.write_text(json.dumps({"version": 99, "targets": {}}))

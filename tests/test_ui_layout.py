@@ -281,3 +281,28 @@ def test_after_a_restart_the_cached_demo_pair_is_offered_as_cached(qtbot, tmp_pa
     close_all.append(w)
     assert w.first_run.offered == (test_model_path, q2k_draft_path)
     assert "already on this machine" in w.first_run.text.text() and not w.first_run.fetch_button.isVisible()
+
+
+def test_the_pairs_menu_lists_the_demo_pair_once_and_choosing_a_file_starts_in_the_models_folder(
+        qtbot, tmp_path, close_all, test_model_path, q2k_draft_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from desktop_app import models
+    from desktop_app.ui import model_bar
+    demo = {"qwen2.5-coder-1.5b": test_model_path, "qwen2.5-coder-0.5b": q2k_draft_path}   # (stand-ins)
+    monkeypatch.setattr(models, "inspect", lambda m: SimpleNamespace(verified=True, path=demo[m.key]))
+    other = [test_model_path, None]
+    w = open_window(qtbot, tmp_path, settings={
+        "recent_pairs": [{"target": test_model_path, "draft": q2k_draft_path}, dict(zip(("target", "draft"), other))]})
+    close_all.append(w)
+    names = [a.text() for a in w.model_bar.recent_menu.actions() if not a.isSeparator()]
+    assert names == ["Demo pair: Qwen2.5-Coder 1.5B + 0.5B", "Add a models folder…", os.path.basename(test_model_path)]
+    started = []
+    monkeypatch.setattr(model_bar.QFileDialog, "getOpenFileName",
+                        staticmethod(lambda parent, caption, folder, filters: started.append(folder) or ("", "")))
+    w.model_bar.browse_target()                     # (Ctrl+O) with a target chosen: its folder
+    assert started[-1] == os.path.dirname(test_model_path)
+    monkeypatch.setattr(model_bar, "models_dir", lambda: tmp_path)
+    w.model_bar.target.clear()
+    w.model_bar.browse_target()                     # none chosen: where fetched models go
+    assert started[-1] == str(tmp_path)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from desktop_app import machine
+from desktop_app.engine.explain import count
 from desktop_app.engine.load_options import LoadOptions
 from desktop_app.engine.repack import cache_dir
 from desktop_app.json_file import write_atomic
@@ -63,6 +64,13 @@ def key(model_path: str, options: LoadOptions) -> str:
              "bytes": os.path.getsize(model_path), "threads": options.n_threads, "batch": options.n_batch,
              "repack": options.repack, "method": METHOD}
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def setup(options: LoadOptions) -> str:
+    """The part of key() a person can tell apart, for the list of remembered targets: one file loaded
+    two ways is remembered twice."""
+    repack = {True: ", repacking on", False: ", repacking off"}.get(options.repack, "")
+    return f"{count(options.n_threads, 'thread')}, batch {options.n_batch}{repack}"
 
 
 MISSING, DAMAGED, NEWER, OK = "missing", "damaged", "newer", "ok"
@@ -119,13 +127,14 @@ def _parse(data: dict, key: str) -> Remembered:
 
 def summary() -> tuple[str, list[dict]]:
     """For `tandem doctor`: the file's state (MISSING, DAMAGED, NEWER, OK) and every remembered target
-    (model file name, loads that added timings, when), the latest first."""
+    (model file name, how it was loaded, loads that added timings, when), the latest first."""
     state, data = _read()
-    return state, [{"model": e.get("model", ""), "loads": e.get("loads", 0), "updated": e.get("updated", "")}
+    return state, [{"model": e.get("model", ""), "setup": e.get("setup", ""), "loads": e.get("loads", 0),
+                    "updated": e.get("updated", "")}
                    for e in reversed(list(data.get("targets", {}).values())) if isinstance(e, dict)]
 
 
-def remember(key: str, ratios: Mapping[int, float], model_name: str = "") -> bool:
+def remember(key: str, ratios: Mapping[int, float], model_name: str = "", setup: str = "") -> bool:
     """Add one load's timings ({batch size: seconds ÷ its single-token pass}) to `key`'s; each size
     keeps its last KEEP. False where the file could not be written (or a newer Tandem owns it)."""
     state, data = _read()
@@ -140,7 +149,7 @@ def remember(key: str, ratios: Mapping[int, float], model_name: str = "") -> boo
     # The file keeps its keys oldest first: this one goes last, and beyond TARGETS_KEPT the oldest go.
     others = [(k, e) for k, e in data["targets"].items() if k != key and isinstance(e, dict)]
     data["targets"] = dict(others[max(0, len(others) - (TARGETS_KEPT - 1)):])
-    data["targets"][key] = {"model": model_name, "updated": time.strftime("%Y-%m-%d %H:%M:%S"),
+    data["targets"][key] = {"model": model_name, "setup": setup, "updated": time.strftime("%Y-%m-%d %H:%M:%S"),
                             "loads": known.loads + 1, "sizes": {str(k): v for k, v in sorted(known.ratios.items())}}
     try:
         write_atomic(path(), data, indent=1)

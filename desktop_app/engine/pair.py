@@ -106,7 +106,8 @@ class ModelPair:
         timed = self.decoder.calibrate(remembered=remembered)
         if store_key and timed:
             try:
-                calibration_store.remember(store_key, timed, os.path.basename(target_path))
+                calibration_store.remember(store_key, timed, os.path.basename(target_path),
+                                           calibration_store.setup(options))
             except Exception:                  # (a file another process damaged meanwhile) not worth a load
                 pass
 

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QGridLayout, QHBoxLayout,
 
 from desktop_app.models.gguf_info import GGUFError, read_info
 from desktop_app.models.pairing import PairVerdict, check_headers
+from desktop_app.models.store import models_dir
 from desktop_app.ui.backend_row import BackendRow
 
 NO_DRAFT = "(no draft model)"
@@ -157,7 +158,10 @@ class ModelBar(QWidget):
         combo.setMinimumWidth(width)
 
     # -- choices
-    def set_choices(self, files: list[str], recent_pairs: list[dict], demo_available: bool) -> None:
+    def set_choices(self, files: list[str], recent_pairs: list[dict], demo_available: bool,
+                    demo_pair: tuple[str, str | None] | None = None) -> None:
+        """`demo_pair`: the demo pair's paths, which its own entry loads (a recent pair equal to it is
+        not listed again)."""
         current_t, current_d = self.target_path(), self.draft_path()
         self.target.blockSignals(True)
         self.draft.blockSignals(True)
@@ -179,6 +183,7 @@ class ModelBar(QWidget):
         self.recent_menu.addAction("Add a models folder…").triggered.connect(self._add_folder)
         if recent_pairs:
             self.recent_menu.addSeparator()
+        recent_pairs = [p for p in recent_pairs if (p.get("target"), p.get("draft")) != demo_pair]
         for pair in recent_pairs:
             t, d = pair.get("target"), pair.get("draft")
             action = self.recent_menu.addAction(os.path.basename(t) + (f" + {os.path.basename(d)}" if d else ""))
@@ -204,10 +209,19 @@ class ModelBar(QWidget):
         return self.draft.currentData()
 
     def _browse(self, combo: QComboBox) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Choose a GGUF model", os.path.expanduser("~"),
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a GGUF model", self._start_folder(combo),
                                               "GGUF models (*.gguf);;All files (*)")
         if path:
             combo.setCurrentIndex(self._ensure(combo, path))
+
+    def _start_folder(self, combo: QComboBox) -> str:
+        """Where choosing a file starts: the folder of the file chosen in `combo` (else the target's), else
+        the folder fetched models go to, else home."""
+        for path in (combo.currentData(), self.target_path()):
+            if path and os.path.isdir(os.path.dirname(path)):
+                return os.path.dirname(path)
+        fetched = str(models_dir())
+        return fetched if os.path.isdir(fetched) else os.path.expanduser("~")
 
     def _add_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Add a folder with GGUF models", os.path.expanduser("~"))

@@ -22,7 +22,8 @@ class ModelsMixin:
     def refresh_models(self) -> None:
         demo = [models.inspect(m) for m in models.resolve(["demo"])]
         files = [str(p) for p in find_gguf_files(self.settings["model_folders"])]
-        self.model_bar.set_choices(files, self.settings["recent_pairs"], all(d.verified for d in demo))
+        self.model_bar.set_choices(files, self.settings["recent_pairs"], all(d.verified for d in demo),
+                                   tuple(d.path for d in demo))
         self.model_bar.select(self.settings["last_target"], self.settings["last_draft"])
         if not self.loaded:
             self._offer_models(files, demo)

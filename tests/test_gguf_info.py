@@ -232,3 +232,15 @@ def test_listing_ignores_folder_entries_that_are_not_paths(tmp_path, probe):
     good = Path(shutil.copyfile(probe, tmp_path / "good.gguf"))
     found = find_gguf_files([5, None, tmp_path])
     assert [p for p in found if tmp_path in p.parents] == [good]
+
+
+def test_the_models_own_name_is_shown_only_where_the_files_name_does_not_say_it(test_model_path, tmp_path):
+    """An uploader's general.name can mislead ("Qwen2.5 Coder 0.5B Instruct AWQ" for a Q4_K_M file): beside a
+    file name that names the model (its basename and size label), the line leaves it out."""
+    info = read_info(test_model_path)                  # SmolLM2-135M-Instruct.Q4_1.gguf: "smollm2", "135M"
+    assert info.named_by_file and info.name == "Smollm2 135M 8k Lc100K Mix1 Ep2"
+    assert info.summary().startswith("135M parameters · Q4_1 · ")
+    renamed = tmp_path / "model.gguf"
+    renamed.symlink_to(test_model_path)
+    other = read_info(str(renamed))
+    assert not other.named_by_file and other.summary() == f"{info.name} · {info.summary()}"

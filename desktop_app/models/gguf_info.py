@@ -31,6 +31,7 @@ FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9:
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
 _TEXT_KEYS = {"general.architecture", "general.name",      # the only strings whose text is kept
+              "general.basename", "general.size_label",
               "tokenizer.ggml.model", "tokenizer.ggml.pre"}
 _TOKENS = "tokenizer.ggml.tokens"
 _CHUNK = 1 << 20
@@ -76,13 +77,19 @@ class GGUFInfo:
     eos_id: int | None = None
     add_bos: bool | None = None            # None: the file does not say (llama.cpp then has a default)
     add_eos: bool | None = None
+    named_by_file: bool = False            # the file's name names the model (its basename and size label)
+
 
     def kv_cache_bytes(self, n_ctx: int, bytes_per_value: int = 2) -> int:
         """Size of an F16 KV cache of n_ctx tokens (what llama.cpp allocates by default)."""
         return n_ctx * self.n_layer * self.n_head_kv * (self.key_length + self.value_length) * bytes_per_value
 
     def summary(self) -> str:
-        parts = [self.name, _human_params(self.n_params) + " parameters", self.quantization,
+        """One line on the file. general.name is left out where the file's own name (shown beside this
+        line) already names the model: uploaders' names can mislead ("Qwen2.5 Coder 0.5B Instruct AWQ"
+        for a Q4_K_M file)."""
+        parts = [] if self.named_by_file else [self.name]
+        parts += [_human_params(self.n_params) + " parameters", self.quantization,
                  f"{self.file_size / 1e9:.2f} GB"]
         if self.context_length:
             parts.append(f"context {self.context_length:,}")
@@ -338,5 +345,14 @@ def _read(path: str | os.PathLike, keep_tokens: bool) -> tuple[GGUFInfo, list[by
         value_length=_int(meta, f"{arch}.attention.value_length", head_dim),
         tokenizer_model=_text(meta, "tokenizer.ggml.model"), tokenizer_pre=_text(meta, "tokenizer.ggml.pre"),
         bos_id=_int(meta, "tokenizer.ggml.bos_token_id", None), eos_id=_int(meta, "tokenizer.ggml.eos_token_id", None),
-        add_bos=_flag(meta, "tokenizer.ggml.add_bos_token"), add_eos=_flag(meta, "tokenizer.ggml.add_eos_token")
+        add_bos=_flag(meta, "tokenizer.ggml.add_bos_token"), add_eos=_flag(meta, "tokenizer.ggml.add_eos_token"),
+        named_by_file=_names(name, _text(meta, "general.basename"), _text(meta, "general.size_label")),
     ), reader.tokens
+
+
+def _names(file_name: str, basename: str | None, size_label: str | None) -> bool:
+    """Whether a file's name holds the model's basename and size label (letters and digits alone
+    compared: "Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf" holds "Qwen2.5-Coder" and "1.5B")."""
+    def squeeze(text: str) -> str:
+        return "".join(c for c in text.lower() if c.isalnum())
+    return bool(basename and size_label) and all(squeeze(x) in squeeze(file_name) for x in (basename, size_label))

@@ -119,7 +119,7 @@ class ModelsMixin:
         if info.server is not None:                      # a llama-server: its own models and speculation
             unsaved = ""
             names = f"{os.path.basename(info.server.model)} (llama-server)"
-            self.model_bar.show_loaded(f"Connected: {info.target_summary}.")
+            self.model_bar.show_loaded(f"Connected: {info.server.describe()}.")
             self.spec_bar.set_remote(info.server.speculation(), info.server.command_hint())
         else:
             self.settings.remember_pair(info.target, info.draft)

@@ -27,7 +27,6 @@ from desktop_app.engine.events import FinishEvent, RoundEvent, TokenEvent
 from desktop_app.engine.load_options import LoadOptions
 from desktop_app.engine.process.client import EngineProcess
 from desktop_app.engine.process.protocol import EngineCrashed
-from desktop_app.models.gguf_info import GGUFError, read_info
 from desktop_app.remote.server import LlamaServer, ServerError
 
 
@@ -43,8 +42,6 @@ class LoadRequest:
 class LoadedPair:
     target: str
     draft: str | None
-    target_summary: str
-    draft_summary: str
     template_note: str
     n_ctx: int
     notice: str = ""               # a decision the engine made for the user, to tell once
@@ -175,12 +172,6 @@ class EngineWorker(QObject):
         self._rpc_in_engine = rpc
         self._loading = True
         try:
-            summaries = []
-            for path in (request.target, request.draft):
-                try:
-                    summaries.append(read_info(path).summary() if path else "")
-                except (GGUFError, OSError):
-                    summaries.append("")
             pair = self.engine.load(request.target, request.draft, request.target_options, request.draft_options,
                                     progress=lambda what, f: self.loadProgress.emit(what, f),
                                     cancelled=self._load_cancel.is_set)
@@ -204,8 +195,7 @@ class EngineWorker(QObject):
             self._loading = False
             self.busyChanged.emit(False)
         self.pair, self.session = pair, session
-        self.loaded.emit(LoadedPair(request.target, request.draft, summaries[0], summaries[1],
-                                    session.template.note, pair.n_ctx, pair.notice))
+        self.loaded.emit(LoadedPair(request.target, request.draft, session.template.note, pair.n_ctx, pair.notice))
 
     def _load_failed(self, message: str, released: bool) -> None:
         """Say that a load did not happen and, when it let the models loaded before go, that they went."""
@@ -242,7 +232,7 @@ class EngineWorker(QObject):
                        "as: " + info.command_hint(),
                 None: "Whether this server speculates is not known (its /slots endpoint is off); the rounds "
                       "will show it."}[info.speculative]
-        self.loaded.emit(LoadedPair(info.url, None, info.describe(), "", "", info.n_ctx or 0, note, info))
+        self.loaded.emit(LoadedPair(info.url, None, "", info.n_ctx or 0, note, info))
 
     @Slot()
     def fetch_demo(self) -> None:

@@ -8,7 +8,7 @@ import os
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QAbstractButton, QApplication, QStyle, QStyleOptionComboBox
+from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QStyle, QStyleOptionComboBox
 
 from desktop_app import models
 from desktop_app.engine.events import GenerationStats
@@ -84,6 +84,9 @@ def test_at_1000_by_700_names_and_buttons_are_whole_and_the_chat_has_room(qtbot,
     assert_bar_readable(w, test_model_path)
     assert w.stack.width() >= 450, w.splitter.sizes()
     assert w.sidebar.width() > 0 and w.tabs.width() > 0     # both sides show by default
+    mode = w.spec_bar.mode                                  # the speculation mode: whole, or its short form whole
+    shown = QLabel.text(mode)
+    assert shown in (mode.text(), mode.text().split(": ", 1)[-1]), (shown, mode.text(), mode.width())
     w.model_bar.show_progress("Loading", 0.3)               # Cancel takes Load's place: still whole
     QApplication.processEvents()
     assert w.model_bar.cancel_button.isVisible() and not w.model_bar.load_button.isVisible()

@@ -304,10 +304,17 @@ def test_deleting_the_conversation_writing_a_reply_is_refused_before_asking(qtbo
 @pytest.mark.network
 def test_incompatible_pair_is_explained_and_the_old_pair_keeps_working(qtbot, loaded, test_model_path, gemma_path):
     w = loaded
+    bar = w.model_bar
+    assert bar.info.isHidden() and bar.verdict.isHidden()           # the pair loaded: its details fold away
+    assert "135M parameters" in bar.target.toolTip()                 # (and stay in the boxes' tooltips)
+    bar.select(test_model_path, gemma_path)                         # another pair chosen: they show
+    assert not bar.info.isHidden() and "268M parameters" in bar.info.text()
+    assert not bar.verdict.isHidden() and "cannot" in bar.verdict.text()
     load_fails(qtbot, w, test_model_path, gemma_path)
-    assert "cannot draft for" in w.model_bar.status.text() and "vocabulary types differ" in w.model_bar.status.text()
-    assert "Still using SmolLM2-135M-Instruct.Q4_1.gguf + SmolLM2-135M-Instruct.Q2_K.gguf" in w.model_bar.status.text()
-    assert w.model_bar.draft_path().endswith("Q2_K.gguf")          # the bar shows the pair in use again
+    assert "cannot draft for" in bar.status.text() and "vocabulary types differ" in bar.status.text()
+    assert "Still using SmolLM2-135M-Instruct.Q4_1.gguf + SmolLM2-135M-Instruct.Q2_K.gguf" in bar.status.text()
+    assert bar.draft_path().endswith("Q2_K.gguf")                   # the bar shows the pair in use again
+    assert bar.info.isHidden() and bar.verdict.isHidden()
     type_and_send(qtbot, w, "Say hello.")
     wait_idle(qtbot, w)
     assert stored(w)[-1].role == "assistant" and stored(w)[-1].complete

@@ -1,5 +1,6 @@
-"""One-line widgets that never ask for their text's width: where narrower than the text, it ends in
-"…"; text() is always the whole text (the reply footer, the speculation bar's mode)."""
+"""One-line widgets that never ask for their text's width: where narrower than the text, they show a
+shorter form of it when given one, else end it in "…"; text() is always the whole text (the reply
+footer, the speculation bar's mode)."""
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, Qt
@@ -10,11 +11,12 @@ class _Elided:
     """Mixin for a widget with setText/text (listed before the Qt class)."""
 
     def _init_elided(self) -> None:
-        self._full = ""
+        self._full = self._short = ""
         self.setSizePolicy(QSizePolicy.Ignored, self.sizePolicy().verticalPolicy())
 
-    def setText(self, text: str) -> None:
-        self._full = text
+    def setText(self, text: str, short: str = "") -> None:
+        """`short`: what to show instead where `text` does not fit (itself cut where it does not either)."""
+        self._full, self._short = text, short
         self.setAccessibleName(text)                 # (Qt's own text() is the shown, elided one)
         self._elide()
 
@@ -31,7 +33,9 @@ class _Elided:
             self._elide()
 
     def _elide(self) -> None:
-        super().setText(self.fontMetrics().elidedText(self._full, Qt.ElideRight, max(0, self.contentsRect().width() - 2)))
+        fm, width = self.fontMetrics(), max(0, self.contentsRect().width() - 2)
+        text = self._short if self._short and fm.horizontalAdvance(self._full) > width else self._full
+        super().setText(fm.elidedText(text, Qt.ElideRight, width))
 
 
 class ElidedLabel(_Elided, QLabel):

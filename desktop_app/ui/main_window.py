@@ -48,7 +48,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.settings = SettingsFile(settings_path)
         self.store = HistoryStore(history_path)
         self.current_id: int | None = None
-        self.loaded: LoadedPair | None = None
+        self._loaded: LoadedPair | None = None  # (self.loaded: ModelsMixin)
         self.lost_pair: tuple[str, str | None] | None = None   # the pair the engine had when it died
         self.pending_text = ""                  # a message sent but not yet stored: it stays in the box
         self._loads = 0                         # fetches, loads and connections not yet ended (ModelsMixin)

@@ -46,6 +46,7 @@ class ModelBar(QWidget):
     serverRequested = Signal(str, str)      # llama-server URL, API key
 
     pair_verdict: PairVerdict | None = None     # the header check of the chosen pair (None: no draft)
+    loaded_pair: tuple[str, str | None] | None = None   # the files loaded (None: none, or a server's)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -128,9 +129,9 @@ class ModelBar(QWidget):
     def _backend_changed(self, key: str) -> None:
         """A llama-server brings its own models: the file choices give way to its address."""
         local = key != "server"
-        for w in self.local_widgets + [self.load_button, self.info]:
+        for w in self.local_widgets + [self.load_button]:
             w.setVisible(local)
-        self.verdict.setVisible(local and self.pair_verdict is not None)
+        self._update_info()
 
     def rpc_servers(self) -> str:
         return self.backend.rpc_servers()
@@ -231,10 +232,17 @@ class ModelBar(QWidget):
     def browse_target(self) -> None:
         self._browse(self.target)
 
+    def set_loaded(self, pair: tuple[str, str | None] | None) -> None:
+        self.loaded_pair = pair
+        self._update_info()
+
     def _update_info(self) -> None:
+        """The chosen files' lines and their pair's verdict, while a pair is being chosen; once it is the
+        one loaded they fold away (the chat needs the height: the line under them says what is loaded),
+        and stay in the boxes' tooltips."""
         t, d = self.target_path(), self.draft_path()
-        self.target.setToolTip(t or "")
-        self.draft.setToolTip(d or "")
+        for combo, path in ((self.target, t), (self.draft, d)):
+            combo.setToolTip("\n".join(x for x in (path, describe(path)) if x))
         self._update_verdict(t, d)
         lines = []
         if t:
@@ -242,22 +250,20 @@ class ModelBar(QWidget):
         if d:
             lines.append(f"<b>Draft</b>: {html.escape(describe(d))}")
         self.info.setText("<br>".join(lines))
+        local = self.backend.backend() != "server"
+        folded = t is not None and (t, d) == self.loaded_pair      # (a verdict that is not "OK" stays)
+        self.info.setVisible(local and not folded)
+        self.verdict.setVisible(local and self.pair_verdict is not None and (not folded or self.pair_verdict.ok is not True))
 
     def _update_verdict(self, target: str | None, draft: str | None) -> None:
         """Whether the chosen draft can speculate for the chosen target, from the headers alone, before
         Load (which stays enabled: the engine's check on the loaded vocabularies decides)."""
-        if not (target and draft):
-            self.pair_verdict = None
-            self.verdict.hide()
-            return
-        if any(describe(p).startswith(UNREADABLE) for p in (target, draft)):
-            self.pair_verdict = None              # (the file's own line says why: once is enough)
-            self.verdict.hide()
+        if not (target and draft) or any(describe(p).startswith(UNREADABLE) for p in (target, draft)):
+            self.pair_verdict = None              # (an unreadable file's own line says why: once is enough)
             return
         self.pair_verdict = check_headers(target, draft)
         self.verdict.setText(self.pair_verdict.text + ("." if self.pair_verdict.ok is False else ""))
         self.verdict.setStyleSheet("" if self.pair_verdict.ok else "color: #c0392b;")
-        self.verdict.show()
 
     def _request_load(self) -> None:
         if self.target_path():

@@ -19,6 +19,16 @@ QUEUED_NOTE = "The models are loading; your message will be sent once they are r
 
 
 class ModelsMixin:
+    @property
+    def loaded(self) -> LoadedPair | None:
+        """The pair loaded, or a llama-server connected to (None: neither)."""
+        return self._loaded
+
+    @loaded.setter
+    def loaded(self, pair: LoadedPair | None) -> None:
+        self._loaded = pair
+        self.model_bar.set_loaded(None if pair is None or pair.server is not None else (pair.target, pair.draft))
+
     def refresh_models(self) -> None:
         demo = [models.inspect(m) for m in models.resolve(["demo"])]
         files = [str(p) for p in find_gguf_files(self.settings["model_folders"])]

@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 import pytest
 from PySide6.QtCore import QEvent, QPoint, Qt
-from PySide6.QtGui import QHelpEvent, QTextCursor
+from PySide6.QtGui import QHelpEvent, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QApplication, QToolTip
 
 from desktop_app.chat.history import HistoryStore
@@ -130,6 +130,31 @@ def test_align_keeps_the_text_whole_when_a_character_is_split_across_tokens():
     assert [t for t, _ in spans] == ["Hi ", "🐉", "", " there", "!"] and rest == " (end)"
 
 
+def test_highlighted_tokens_colour_the_rendered_markdown(qtbot):
+    """Highlighting shows the reply as Markdown (no fences or "**"), each token's colour on its own
+    characters: a fenced block, bold, a soft line break and a character outside the BMP."""
+    kinds = [TokenKind.PLAIN, TokenKind.ACCEPTED, TokenKind.CORRECTION, TokenKind.BONUS]
+    pieces = ["Use", " **", "sum", "**", " 🐉", " here", "\n", "now", ":\n\n", "```", "python", "\n",
+              "total", " =", " sum", "(xs", ")\n", "```"]
+    origins = [TokenOrigin(p, kinds[i % 4], i, "lookup", 1, 0, 2) for i, p in enumerate(pieces)]
+    text = "".join(pieces)
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.set_highlight_origins(True)
+    w = view.add_message("assistant", text)
+    w.stream(text, origins)
+    body = w.body
+    assert body.toPlainText() == _rendered(text) == "Use sum 🐉 here now:\ntotal = sum(xs)"
+    _assert_origins_shown(body, origins)
+    shown = _shown_tokens(body)
+    assert {n for n, (_, _, t) in shown.items() if t.strip()} == \
+        {i for i, p in enumerate(pieces) if p.strip() and p.strip() not in ("**", "```", "python")}
+    assert code_language(body.document().findBlock(shown[12][1])) == "python"     # "total" is code
+    after = shown[5][1]                                   # " here", after the 2-unit dragon
+    assert body.tooltip_at_position(after + 1) == origins[5].tooltip
+    assert shown[4][2].strip() == "🐉" and shown[4][1] + 3 == after    # (" 🐉": three UTF-16 units)
+
+
 # -- code blocks
 
 def test_your_message_shows_as_typed(qtbot):
@@ -185,19 +210,47 @@ def _stored(w, cid):
         store.close()
 
 
-def _shown_kinds(body) -> Counter:
-    """Kinds of the highlighted tokens as the document holds them (one fragment set per token)."""
-    seen = {}
+def _shown_tokens(body) -> dict[int, tuple[str, int, str]]:
+    """The highlighted tokens as the document holds them: token number -> (kind, where its first
+    character is, the characters shown for it in order)."""
+    seen: dict[int, tuple[str, int, str]] = {}
     block = body.document().begin()
     while block.isValid():
         it = block.begin()
         while not it.atEnd():
-            fmt = it.fragment().charFormat()
+            fragment = it.fragment()
+            fmt = fragment.charFormat()
             if fmt.hasProperty(KIND_PROPERTY):
-                seen[fmt.intProperty(TOKEN_PROPERTY)] = fmt.stringProperty(KIND_PROPERTY)
+                n = fmt.intProperty(TOKEN_PROPERTY)
+                kind, at, text = seen.get(n, (fmt.stringProperty(KIND_PROPERTY), fragment.position(), ""))
+                seen[n] = (kind, at, text + fragment.text())
             it += 1
         block = block.next()
-    return Counter(seen.values())
+    return seen
+
+
+def _shown_kinds(body) -> Counter:
+    """Kinds of the highlighted tokens as the document holds them."""
+    return Counter(kind for kind, _, _ in _shown_tokens(body).values())
+
+
+def _rendered(markdown: str) -> str:
+    doc = QTextDocument()
+    doc.setMarkdown(markdown)
+    return doc.toPlainText()
+
+
+def _assert_origins_shown(body, origins: list[TokenOrigin]) -> None:
+    """The reply's Markdown, rendered, with each token's colour on characters of that token alone (in
+    order: what the Markdown hides, a fence or "**", is skipped), and every character shown that is
+    not white space coloured by some token."""
+    shown = _shown_tokens(body)
+    for n, (kind, _, text) in shown.items():
+        assert kind == origins[n].kind.value
+        rest = iter(origins[n].text)
+        assert all(ch.isspace() or ch in rest for ch in text), (text, origins[n].text)
+    coloured = sum(len("".join(text.split())) for _, _, text in shown.values())
+    assert coloured == len("".join(body.document().toPlainText().split()))
 
 
 def _hover(body, position: int) -> str:
@@ -263,15 +316,16 @@ def test_reply_footer_origins_and_tooltips_live_and_after_a_restart(qtbot, tmp_p
     assert Counter(kind_counts(reply.origins)) == event_counts
     assert _reference_counts(db.rounds) == event_counts
     assert Counter(kind_counts(origins_from_rounds(db.rounds, stats.n_tokens))) == event_counts
-    # (a token of line breaks only is a block separator: no fragment of its own)
-    assert _shown_kinds(reply.body) == Counter(t.kind.value for t in tokens if t.text.replace("\n", ""))
-    assert reply.body.document().toPlainText() == db.content == reply.text
+    # shown as Markdown, each token's characters in its colour
+    assert reply.text == db.content and reply.body.document().toPlainText() == _rendered(db.content)
+    _assert_origins_shown(reply.body, reply.origins)
 
     # a tooltip names the token's round
-    kept = [i for i, o in enumerate(reply.origins) if o.kind == TokenKind.ACCEPTED and o.text.strip()]
+    shown = _shown_tokens(reply.body)
+    kept = [n for n, (kind, _, text) in sorted(shown.items()) if kind == TokenKind.ACCEPTED.value and text.strip()]
     assert kept
     o = reply.origins[kept[0]]
-    position = len("".join(x.text for x in reply.origins[:kept[0]]))
+    position = shown[kept[0]][1] + len(shown[kept[0]][2]) - len(shown[kept[0]][2].lstrip())
     tip = _hover(reply.body, position)
     assert tip == f"round {o.round + 1} · draft model · kept draft {o.position}/{o.gamma}"
     rounds = [RoundEvent.from_record(i, r) for i, r in enumerate(db.rounds)]
@@ -291,11 +345,11 @@ def test_reply_footer_origins_and_tooltips_live_and_after_a_restart(qtbot, tmp_p
         view.append_text(event.text)
         so_far += event.text
         view._flush()                                   # (what the repaint timer does)
-        assert live.body.document().toPlainText() == so_far
-    assert _shown_kinds(live.body) == _shown_kinds(reply.body)
+        assert live.body.document().toPlainText() == _rendered(so_far)
+    assert _shown_tokens(live.body) == _shown_tokens(reply.body)
     assert live.body.tooltip_at_position(position) == tip
     view.end_reply(db.content, "done", db.id, True, stats, db.settings)
-    assert live.footer_text == footer and live.body.document().toPlainText() == db.content
+    assert live.footer_text == footer and live.body.document().toPlainText() == _rendered(db.content)
 
     # clicking the footer shows this reply's rounds in the panel
     w.spec_panel.clear()
@@ -315,14 +369,18 @@ def test_reply_footer_origins_and_tooltips_live_and_after_a_restart(qtbot, tmp_p
     w2 = _window(qtbot, tmp_path)
     try:
         assert w2.highlight_action.isChecked() and w2.chat.highlight_origins
-        w2.open_conversation(cid)
+        assert w2.stack.currentWidget() is w2.first_run           # no model loaded: the welcome page, until
+        item = next(w2.sidebar.list.item(i) for i in range(w2.sidebar.list.count())   # the conversation is
+                    if w2.sidebar.list.item(i).data(Qt.UserRole) == cid)             # chosen: it can be read
+        w2.sidebar.list.setCurrentItem(item)
+        for _ in range(5):
+            QApplication.processEvents()
+        assert w2.stack.currentWidget() is w2.chat and w2.current_id == cid
         again = w2.chat.messages[-1]
         assert again.footer_text == footer
         assert Counter(kind_counts(again.origins)) == event_counts
-        assert again.body.document().toPlainText() == db.content
-        assert _shown_kinds(again.body) == _shown_kinds(reply.body)
-        o = again.origins[kept[0]]
-        position = len("".join(x.text for x in again.origins[:kept[0]]))
+        assert again.body.document().toPlainText() == _rendered(db.content)
+        assert _shown_tokens(again.body) == _shown_tokens(reply.body)
         assert _hover(again.body, position) == tip
     finally:
         w2.close()

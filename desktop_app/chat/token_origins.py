@@ -78,3 +78,32 @@ def align(origins: Sequence[TokenOrigin], text: str) -> tuple[list[tuple[str, To
         spans.append((text[pos:end], o))
         pos = end
     return spans, text[pos:]
+
+
+def shown_positions(text: str, shown: str, lookahead: int = 64) -> list[int]:
+    """Where each character of `text` (a reply's Markdown) is in `shown` (the text it renders to), or -1
+    for one the rendering hides (a code fence, "**", a heading's "#"). Walks both in step; where they
+    differ, skips the fewest characters of either (at most `lookahead` together) after which three
+    agree, text's first: rendering mostly drops characters. Any two whitespace characters agree (a
+    soft line break renders as a space)."""
+    def agree(i: int, j: int, n: int = 3) -> bool:
+        k = 0
+        while k < n and i + k < len(text) and j + k < len(shown):
+            a, b = text[i + k], shown[j + k]
+            if a != b and not (a.isspace() and b.isspace()):
+                return False
+            k += 1
+        return k == n or (i + k == len(text) and j + k == len(shown))
+
+    out = [-1] * len(text)
+    i = j = 0
+    while i < len(text) and j < len(shown):
+        a, b = text[i], shown[j]
+        if a == b or (a.isspace() and b.isspace()):
+            out[i] = j
+            i, j = i + 1, j + 1
+            continue
+        skip = next(((di, s - di) for s in range(1, lookahead) for di in range(s, -1, -1) if agree(i + di, j + s - di)),
+                    (1, 0))                  # (nothing agrees nearby: this character is not shown)
+        i, j = i + skip[0], j + skip[1]
+    return out

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScroll
                                QToolTip, QVBoxLayout, QWidget)
 
 from desktop_app.chat.reply_footer import footer_text, reply_note
-from desktop_app.chat.token_origins import TokenOrigin, align, origin, origins_from_rounds
+from desktop_app.chat.token_origins import TokenOrigin, align, origin, origins_from_rounds, shown_positions
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenEvent, TokenKind
 from desktop_app.ui.code_highlight import CodeHighlighter
 from desktop_app.ui.elided import ElidedButton
@@ -29,7 +29,8 @@ def _dark(widget: QWidget) -> bool:
 
 
 class MessageText(QTextBrowser):
-    """A read-only view as tall as its text: Markdown, or the reply's tokens coloured by origin."""
+    """A read-only view as tall as its text: Markdown (with a reply's tokens coloured by origin, when
+    highlighted), or a message as typed."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -46,12 +47,11 @@ class MessageText(QTextBrowser):
         self._markdown: str | None = ""
         self._tip_starts: list[int] = []              # highlighted tokens: where each starts in the text,
         self._tip_spans: list[tuple[int, int, str]] = []   # and (start, end, tooltip)
-        self._n_spans = 0
 
     def set_markdown(self, text: str) -> None:
         if text != self._markdown:
             self._markdown = text
-            self._tip_starts, self._tip_spans, self._n_spans = [], [], 0
+            self._tip_starts, self._tip_spans = [], []
             self.setMarkdown(text)
 
     @property
@@ -62,14 +62,13 @@ class MessageText(QTextBrowser):
         """Show `text` as typed: every line break and space kept (a message's pasted code stays code)."""
         if self._markdown is not None or self.toPlainText() != text:
             self._markdown = None
-            self._tip_starts, self._tip_spans, self._n_spans = [], [], 0
+            self._tip_starts, self._tip_spans = [], []
             self.setPlainText(text)
 
     # -- tokens coloured by origin
-    def _format(self, o: TokenOrigin | None) -> QTextCharFormat:
+    def _format(self, o: TokenOrigin, n: int) -> QTextCharFormat:
+        """The token's colour, tooltip and kind, merged into the Markdown's own formats."""
         fmt = QTextCharFormat()
-        if o is None:
-            return fmt
         c = self.colours
         colour = {TokenKind.ACCEPTED: c.kept, TokenKind.CORRECTION: c.correction,
                   TokenKind.BONUS: c.bonus}.get(o.kind)
@@ -77,26 +76,40 @@ class MessageText(QTextBrowser):
             fmt.setBackground(QColor(colour))
         fmt.setToolTip(o.tooltip)
         fmt.setProperty(KIND_PROPERTY, o.kind.value)
-        fmt.setProperty(TOKEN_PROPERTY, self._n_spans)
+        fmt.setProperty(TOKEN_PROPERTY, n)
         return fmt
 
-    def show_spans(self, spans: list[tuple[str, TokenOrigin | None]]) -> None:
-        """Show the text as plain pieces, each token's on its origin's colour (no Markdown)."""
-        self._markdown = None
-        self._tip_starts, self._tip_spans, self._n_spans = [], [], 0
-        self.document().clear()
-        self.append_spans(spans)
-
-    def append_spans(self, spans: list[tuple[str, TokenOrigin | None]]) -> None:
+    def show_spans(self, text: str, spans: list[tuple[str, TokenOrigin | None]]) -> None:
+        """Show `text` as Markdown, each token's characters on its origin's colour. `spans`: the pieces
+        of `text` in order, with their tokens (token_origins.align); characters the Markdown hides (a
+        code fence, "**") have no colour to show."""
+        self._markdown = None                             # (not plain Markdown: set_markdown renders afresh)
+        self._tip_starts, self._tip_spans = [], []
+        self.setMarkdown(text)
+        shown = self.toPlainText()
+        where = shown_positions(text, shown)
+        units = [0]                                       # where each character starts in the document,
+        for ch in shown:                                  # which counts UTF-16 units
+            units.append(units[-1] + (2 if ord(ch) > 0xFFFF else 1))
         cursor = QTextCursor(self.document())
-        cursor.movePosition(QTextCursor.End)
-        for text, o in spans:
-            start = cursor.position()
-            cursor.insertText(text, self._format(o))
-            self._n_spans += 1
-            if o is not None and text:
-                self._tip_starts.append(start)
-                self._tip_spans.append((start, cursor.position(), o.tooltip))
+        start = 0
+        for n, (piece, o) in enumerate(spans):
+            at = [p for p in where[start:start + len(piece)] if p >= 0]
+            start += len(piece)
+            if o is None:
+                continue
+            fmt = self._format(o, n)
+            while at:                                     # each run of consecutive shown characters
+                k = 1
+                while k < len(at) and at[k] == at[k - 1] + 1:
+                    k += 1
+                first, end = units[at[0]], units[at[k - 1] + 1]
+                cursor.setPosition(first)
+                cursor.setPosition(end, QTextCursor.KeepAnchor)
+                cursor.mergeCharFormat(fmt)
+                self._tip_starts.append(first)
+                self._tip_spans.append((first, end, o.tooltip))
+                at = at[k:]
 
     def tooltip_at_position(self, position: int) -> str:
         """The tooltip of the highlighted token holding the character at `position` ("" if none)."""
@@ -176,7 +189,6 @@ class MessageWidget(QFrame):
         self._settings = settings
         self._rounds = rounds               # stored rounds: the origins are made from them when first shown
         self._origins: list[TokenOrigin] | None = None
-        self._shown = 0                     # origins on screen while streaming (highlighting)
         self.highlight = highlight and role == "assistant"
         self.set_text(text)
         self.set_status(status)
@@ -207,23 +219,12 @@ class MessageWidget(QFrame):
 
     def _show_origins(self) -> None:
         spans, rest = align(self.origins, self._text)
-        self.body.show_spans(spans + ([(rest, None)] if rest else []))
-        self._shown = len(self.origins) if not rest else -1
+        self.body.show_spans(self._text, spans + ([(rest, None)] if rest else []))
 
     def stream(self, text: str, origins: list[TokenOrigin]) -> None:
         """The streaming reply so far: its text and the origins of its tokens."""
-        if self.highlight:
-            new = origins[self._shown:] if self._shown >= 0 else None
-            if new is not None and text == self._text + "".join(o.text for o in new):
-                self._text, self._origins = text, origins
-                self.body.append_spans([(o.text, o) for o in new])
-                self._shown = len(origins)
-            else:
-                self._origins = origins
-                self.set_text(text)
-        else:
-            self._origins = origins
-            self.set_text(text)
+        self._origins = origins
+        self.set_text(text)
 
     # -- status and footer
     def set_status(self, status: str) -> None:

@@ -34,7 +34,10 @@ class ConversationsMixin:
         self.open_conversation(self.current_id)
         self.composer.setFocus()
 
-    def open_conversation(self, conversation_id: int) -> None:
+    def open_conversation(self, conversation_id: int, show: bool = False) -> None:
+        """Show the conversation in the chat view; the view takes the place of the welcome page once
+        models are loaded, or at once when `show` (a conversation the user chose: it can be read before
+        any model is loaded)."""
         if conversation_id != self.current_id:      # another conversation: the panel shows none of its
             if conversation_id == self.generating_id:   # replies, except the one generating now
                 self.spec_panel.show_live()
@@ -61,7 +64,7 @@ class ConversationsMixin:
                                   settings=m.settings, rounds=m.rounds)
         if live:
             self.chat.begin_reply().set_text(self.live_text)
-        if self.stack.currentWidget() is not self.chat and self.loaded:
+        if self.stack.currentWidget() is not self.chat and (self.loaded or show):
             self.stack.setCurrentWidget(self.chat)
         self._update_buttons()
 

@@ -5,7 +5,10 @@ import dataclasses
 import math
 import time
 
+import numpy as np
+import pyqtgraph as pg
 import pytest
+from PySide6.QtWidgets import QApplication, QWidget
 
 from desktop_app.chat.history import HistoryStore
 from desktop_app.engine import (GREEDY, Controls, FinishEvent, LoadOptions, ModelPair, RoundEvent, SpecSettings,
@@ -323,6 +326,26 @@ def test_redraws_are_throttled(reply, qtbot):
     assert plotted_bars(charts.position_bars)[1] == pytest.approx([k / d for k, d in zip(kept, drafted)])
 
 
+def _assert_label_clear_of_curve(pay: PayCurve, qtbot) -> None:
+    """No label, as drawn, holds a part of the curve (sampled along its width)."""
+    QWidget.show(pay)
+    pay.resize(420, 300)
+    qtbot.waitUntil(lambda: pay.plot.width() > 300)
+    QApplication.processEvents()
+    view = pay.plot.getPlotItem().getViewBox()
+    xs, ys = pay.curve.getData()
+    for label in (pay.best_label, pay.reply_label):
+        if not label.isVisible():
+            continue
+        box = label.sceneBoundingRect()
+        left, right = view.mapSceneToView(box.bottomLeft()).x(), view.mapSceneToView(box.bottomRight()).x()
+        for k in range(41):
+            x = left + (right - left) * k / 40
+            if xs[0] <= x <= xs[-1]:
+                y = float(np.interp(x, xs, ys))
+                assert not box.contains(view.mapViewToScene(pg.Point(x, y))), (label.toPlainText(), x, y, box)
+
+
 def test_pay_curve_quotes_the_replys_own_prediction_when_some_rounds_drafted_nothing(reply, qtbot):
     # The curve drafts γ in every round; a reply with plain rounds among its drafts (auto mode, or copies
     # only where there was a match) is not a point on it, so the sentence sets the reply's own
@@ -347,7 +370,9 @@ def test_pay_curve_quotes_the_replys_own_prediction_when_some_rounds_drafted_not
     assert mixed.measured_speedup is not None
     xs, ys = pay.own_point.getData()
     assert list(xs) == [pytest.approx(mixed.mean_drafted)] and list(ys) == [pytest.approx(1.234)]
-    assert pay.measured_label.toPlainText() == f"measured {mixed.measured_speedup:.2f}× (◇ predicted 1.23×)"
+    assert pay.reply_label.toPlainText() == (f"this reply: γ ≈ {mixed.mean_drafted:.1f} · "
+                                             f"◆ measured {mixed.measured_speedup:.2f}× (◇ predicted 1.23×)")
+    _assert_label_clear_of_curve(pay, qtbot)
     # where no γ is predicted to pay (checks as dear as 3 single passes for 2 tokens), the same
     steep = dataclasses.replace(mixed, verify_s_by_batch={1: plain, **{b: 3 * plain * b for b in range(2, 18)}})
     pay.show(steep, 4)
@@ -355,8 +380,23 @@ def test_pay_curve_quotes_the_replys_own_prediction_when_some_rounds_drafted_not
     assert pay.best_gamma == 0 and "no γ is predicted to beat plain decoding" in text
     assert f"(this reply drafted in {stats.n_rounds} of its {stats.n_rounds + 7} rounds: predicted 1.23×" in text
     assert list(pay.own_point.getData()[1]) == [pytest.approx(1.234)]
+    _assert_label_clear_of_curve(pay, qtbot)
     # a reply that drafted in every round is a point on the curve: no prediction of its own is marked
     every = dataclasses.replace(mixed, n_rounds=stats.n_rounds, n_plain_rounds=0)
     pay.show(every, 4)
     assert len(pay.own_point.getData()[0]) == 0
-    assert pay.measured_label.toPlainText() == f"measured {every.measured_speedup:.2f}×"
+    assert pay.reply_label.toPlainText().endswith(f" · ◆ measured {every.measured_speedup:.2f}×")
+    # a measurement right on a curve that runs flat to its right, and a little under it: the label
+    # is drawn clear of the curve
+    flat = dataclasses.replace(every, verify_s_by_batch={b: plain for b in every.verify_s_by_batch})
+    pay.show(flat, 4)
+    xs, ys = pay.curve.getData()
+    on_curve = float(np.interp(flat.mean_drafted, xs, ys))
+    for target in (on_curve, 0.97 * on_curve):
+        lo, hi = 0.01 * flat.tokens_per_s, 100 * flat.tokens_per_s      # (measured rises with tokens/s)
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if dataclasses.replace(flat, tokens_per_s=mid).measured_speedup < target else (lo, mid)
+        pay.show(dataclasses.replace(flat, tokens_per_s=lo), 4)
+        assert pay.measured_point.getData()[1][0] == pytest.approx(target, rel=1e-6)
+        _assert_label_clear_of_curve(pay, qtbot)

@@ -320,6 +320,21 @@ def test_incompatible_pair_is_explained_and_the_old_pair_keeps_working(qtbot, lo
     assert stored(w)[-1].role == "assistant" and stored(w)[-1].complete
 
 
+def test_a_loading_setting_changed_but_not_applied_says_so_until_applied(qtbot, loaded):
+    w = loaded
+    panel = w.settings_panel
+    assert panel.unapplied.isHidden()
+    panel.n_ctx.setValue(panel.n_ctx.value() + 512)
+    panel.repack.setCurrentIndex(panel.repack.findData("off") if panel.repack.currentData() != "off" else 0)
+    assert not panel.unapplied.isHidden()
+    assert panel.unapplied.text().startswith("Not applied yet: Context size, Weight repacking.")
+    panel.n_ctx.setValue(panel.n_ctx.value() - 512)
+    assert panel.unapplied.text().startswith("Not applied yet: Weight repacking.")
+    panel.reloadRequested.emit(panel.loading())              # Apply and reload
+    qtbot.waitUntil(lambda: w.loaded is not None and not w.loading and not w.busy, timeout=TIMEOUT_MS)
+    assert panel.unapplied.isHidden()
+
+
 @pytest.mark.network
 def test_broken_file_is_explained(qtbot, loaded, tmp_path):
     bad = tmp_path / "broken.gguf"

@@ -37,11 +37,11 @@ class PayCurve(QWidget):
                                     symbolBrush="#1f77b4", symbolPen=None)
         self.plain_line = pg.InfiniteLine(pos=1.0, angle=0, movable=False,
                                           pen=pg.mkPen(fg, width=1, style=Qt.DashLine), label="plain 1×",
-                                          labelOpts={"position": 0.92, "color": fg, "anchors": [(1, 1), (1, 1)]})
+                                          labelOpts={"position": 0.98, "color": fg, "anchors": [(1, 0), (1, 0)]})
         self.plot.addItem(self.plain_line)
         self.current_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#8c8c8c", width=1, style=Qt.DotLine))
         self.plot.addItem(self.current_line)
-        self.current_label = pg.TextItem("", color=fg, anchor=(-0.05, 0))
+        self.reply_label = pg.TextItem("", color=fg, anchor=(-0.05, 0))     # the γ used and what it gave
         self.best_point = pg.ScatterPlotItem(size=12, symbol="star", brush="#2ca02c", pen=pg.mkPen(fg))
         self.plot.addItem(self.best_point)
         self.measured_point = pg.ScatterPlotItem(size=9, symbol="d", brush="#d62728", pen=pg.mkPen(fg))
@@ -50,8 +50,7 @@ class PayCurve(QWidget):
         self.plot.addItem(self.own_point)
         backing = label_backing(bg)
         self.best_label = pg.TextItem("best", color="#2ca02c", anchor=(0.1, 1.2), fill=pg.mkBrush(backing))
-        self.measured_label = pg.TextItem("measured", color="#d62728", anchor=(-0.15, 0.5), fill=pg.mkBrush(backing))
-        for label in (self.best_label, self.measured_label, self.current_label):
+        for label in (self.best_label, self.reply_label):
             label.setFont(QFont(self.font().family(), 7))
             self.plot.addItem(label)
         layout.addWidget(self.plot)
@@ -68,12 +67,11 @@ class PayCurve(QWidget):
         self.gammas, self.speedups, self.best_gamma = [], [], 0
         self.curve.setData([], [])
         self.current_line.setVisible(False)
-        self.current_label.setVisible(False)
+        self.reply_label.setVisible(False)
         self.best_point.setData([], [])
         self.measured_point.setData([], [])
         self.own_point.setData([], [])
         self.best_label.setVisible(False)
-        self.measured_label.setVisible(False)
         self.sentence.setText("")
 
     def show(self, stats: GenerationStats | Mapping | None = _WIDGET_SHOW, current_gamma: int = 0) -> None:
@@ -110,9 +108,7 @@ class PayCurve(QWidget):
         if current_gamma > 0:
             self.current_line.setValue(current_gamma)
             self.current_line.setVisible(True)
-            self.current_label.setText(f"this reply: γ ≈ {s.mean_drafted:.1f}" if s.mean_drafted
-                                       else f"this reply: γ {current_gamma}")
-            self.current_label.setVisible(True)
+        label = (f"this reply: γ ≈ {s.mean_drafted:.1f}" if s.mean_drafted else f"this reply: γ {current_gamma}")
         measured = s.measured_speedup
         own = None
         if measured is not None and s.mean_drafted:
@@ -120,13 +116,15 @@ class PayCurve(QWidget):
             if s.n_plain_rounds and s.predicted_speedup_measured is not None:
                 own = s.predicted_speedup_measured    # its rounds as they ran, plain ones included: not the curve's
                 self.own_point.setData([s.mean_drafted], [own])
-            self.measured_label.setText(f"measured {measured:.2f}×"
-                                        + (f" (◇ predicted {own:.2f}×)" if own is not None else ""))
-            self.measured_label.setPos(s.mean_drafted, measured)
-            self.measured_label.setVisible(True)
+            label += (f' · <span style="color:#d62728">◆ measured {measured:.2f}×'
+                      + (f" (◇ predicted {own:.2f}×)" if own is not None else "") + "</span>")
         top = max([v for _, v in known] + [measured or 0.0, own or 0.0, 1.0])
-        self.plot.setYRange(0, top * 1.3, padding=0)           # room above the curve for the labels,
-        self.current_label.setPos(current_gamma, top * 1.28)    # clear of "best" and the plain line
+        self.plot.setYRange(0, top * 1.3, padding=0)           # room above the curve for the label, which
+        if current_gamma > 0:                                   # no part of the curve then reaches; clear of
+            self.reply_label.setHtml(f'<span style="font-size:7pt">{label}</span>')   # "best" and the plain line
+            self.reply_label.setAnchor((-0.05, 0) if current_gamma <= self.gammas[-1] / 2 else (1.05, 0))
+            self.reply_label.setPos(current_gamma, top * 1.28)
+            self.reply_label.setVisible(True)
         self.plot.setXRange(0.5, self.gammas[-1] + 0.5, padding=0)
         self.sentence.setText(self._sentence(s, current_gamma, best, predicted, measured))
 

@@ -12,6 +12,8 @@ from desktop_app.engine.load_options import LoadOptions
 
 REPACK_CHOICES = [("Auto (probe this CPU once)", "auto"), ("Off", "off"), ("On", "on")]
 REPACK_OPTION = {"auto": None, "off": False, "on": True}        # the setting → LoadOptions.repack
+LOADING_LABELS = {"n_ctx": "Context size", "n_threads": "Threads", "n_gpu_layers": "GPU layers (target)",
+                  "n_gpu_layers_draft": "GPU layers (draft)", "repack": "Weight repacking"}
 
 
 def _spin(lo, hi, value, step=1, decimals=None):
@@ -61,9 +63,9 @@ class SettingsPanel(QWidget):
         self.n_threads.setSpecialValueText("all cores")
         self.ngl = _spin(0, 999, 0)
         self.ngld = _spin(0, 999, 0)
-        form.addRow("Context size", self.n_ctx)
-        form.addRow("Threads", self.n_threads)
-        form.addRow("GPU layers (target)", self.ngl)
+        form.addRow(LOADING_LABELS["n_ctx"], self.n_ctx)
+        form.addRow(LOADING_LABELS["n_threads"], self.n_threads)
+        form.addRow(LOADING_LABELS["n_gpu_layers"], self.ngl)
         self.repack = QComboBox()
         self.repack.setObjectName("repack")
         for label, key in REPACK_CHOICES:
@@ -71,11 +73,21 @@ class SettingsPanel(QWidget):
         self.repack.setToolTip("Repacking rearranges weights for faster CPU kernels. Auto turns it off where a test "
                                "process crashes with it (Intel CPUs with AMX under some hypervisors, llama.cpp "
                                "issue #20824); Off never repacks; On always does.")
-        form.addRow("GPU layers (draft)", self.ngld)
-        form.addRow("Weight repacking", self.repack)
+        form.addRow(LOADING_LABELS["n_gpu_layers_draft"], self.ngld)
+        form.addRow(LOADING_LABELS["repack"], self.repack)
         apply_button = QPushButton("Apply and reload")
         apply_button.clicked.connect(lambda: self.reloadRequested.emit(self.loading()))
         form.addRow(apply_button)
+        self.unapplied = QLabel()                 # what differs from the models loaded, until applied
+        self.unapplied.setObjectName("unappliedLoading")
+        self.unapplied.setWordWrap(True)
+        self.unapplied.setStyleSheet("color: #b9770e;")
+        self.unapplied.hide()
+        form.addRow(self.unapplied)
+        self._applied: dict | None = None
+        for signal in (self.n_ctx.valueChanged, self.n_threads.valueChanged, self.ngl.valueChanged,
+                       self.ngld.valueChanged, self.repack.currentIndexChanged):
+            signal.connect(self._show_unapplied)
         layout.addWidget(load_box)
         self.template_note = QLabel()
         self.template_note.setWordWrap(True)
@@ -100,6 +112,18 @@ class SettingsPanel(QWidget):
         self.ngl.setValue(int(d.get("n_gpu_layers", 0)))
         self.ngld.setValue(int(d.get("n_gpu_layers_draft", 0)))
         self.repack.setCurrentIndex(max(0, self.repack.findData(d.get("repack", "auto"))))
+
+    def set_applied(self, loading: dict | None) -> None:
+        """The loading settings the models loaded now were loaded with (None: none are loaded)."""
+        self._applied = loading
+        self._show_unapplied()
+
+    def _show_unapplied(self) -> None:
+        now, then = self.loading(), self._applied
+        changed = [label for key, label in LOADING_LABELS.items() if then is not None and now[key] != then[key]]
+        self.unapplied.setText(f"Not applied yet: {', '.join(changed)}. The models loaded now use the settings "
+                               f"they were loaded with, until Apply and reload." if changed else "")
+        self.unapplied.setVisible(bool(changed))
 
     def generation(self) -> dict:
         seed = self.seed.value()

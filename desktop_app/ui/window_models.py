@@ -19,6 +19,8 @@ QUEUED_NOTE = "The models are loading; your message will be sent once they are r
 
 
 class ModelsMixin:
+    _requested_loading: dict | None = None               # the loading settings of the last load asked for
+
     @property
     def loaded(self) -> LoadedPair | None:
         """The pair loaded, or a llama-server connected to (None: neither)."""
@@ -27,7 +29,9 @@ class ModelsMixin:
     @loaded.setter
     def loaded(self, pair: LoadedPair | None) -> None:
         self._loaded = pair
-        self.model_bar.set_loaded(None if pair is None or pair.server is not None else (pair.target, pair.draft))
+        local = pair is not None and pair.server is None
+        self.model_bar.set_loaded((pair.target, pair.draft) if local else None)
+        self.settings_panel.set_applied(self._requested_loading if local else None)
 
     def refresh_models(self) -> None:
         demo = [models.inspect(m) for m in models.resolve(["demo"])]
@@ -65,7 +69,8 @@ class ModelsMixin:
 
     def load_pair(self, target: str, draft: str | None) -> bool:
         """Ask for `target` (+ `draft`) to be loaded; False: refused at once (the bar says why)."""
-        t_opts, d_opts = load_options(self.settings_panel.loading())
+        self._requested_loading = self.settings_panel.loading()
+        t_opts, d_opts = load_options(self._requested_loading)
         if self.model_bar.backend.backend() == "rpc":
             try:
                 t_opts, d_opts = rpc_options(self.model_bar.rpc_servers(), t_opts, d_opts)

@@ -181,3 +181,21 @@ def test_replay_models_the_kth_load():
         loads.append((single, {k: clock.verify(k) / single for k in VERIFY_SIZES}))
     for k in VERIFY_SIZES:
         assert third.verify_s[k] == pytest.approx(loads[-1][0] * np.median([r[k] for _, r in loads]))
+
+
+def test_single_passes_disturbed_at_load_are_timed_again(cache, test_model_path, monkeypatch):
+    """A load whose single-token passes ran while the machine was swamped (45× slow here) would price
+    every pass by them: where a batch then times faster than one token, they are timed again."""
+    real, calls = calibration._single_pass_s, []
+
+    def disturbed(ctx, steps):
+        calls.append(ctx)
+        seconds = real(ctx, steps)
+        return 45 * seconds if len(calls) == 1 else seconds
+
+    monkeypatch.setattr(calibration, "_single_pass_s", disturbed)
+    with ModelPair.load(test_model_path, target_options=OPTIONS) as pair:
+        assert calls[0] is calls[1] is pair.target_ctx               # the target's, timed twice
+        assert min(_ratios(pair).values()) >= 0.8, _ratios(pair)    # no batch priced below one token
+    known = calibration_store.remembered(calibration_store.key(test_model_path, replace(OPTIONS, repack=pair.repack.enabled)))
+    assert min(min(v) for v in known.ratios.values()) >= 0.8          # nor remembered so

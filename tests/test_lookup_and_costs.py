@@ -115,6 +115,25 @@ def test_machine_drift_moves_all_verify_sizes_alike():
     assert abs(c.verify_s[2] - 0.060) < 2e-3 and abs(c.verify_s[1] - 0.043) < 1e-3
 
 
+def test_a_yardstick_timed_wrong_is_corrected_by_the_first_pass_that_shows_it():
+    # A load calibrated while the machine was swamped: every pass priced 45× too dear, or the single-
+    # token pass alone too dear. Noise only slows a pass, so one pass far faster than its price, or a
+    # check of 5 tokens faster than one token is priced, moves every size at once.
+    right = {1: 70, 2: 100, 5: 160, 9: 230}
+    swamped = _costs({k: 45 * ms for k, ms in right.items()})
+    swamped.record_verify(5, 0.160)                      # a draft-model round: no plain step to correct it
+    for k, ms in right.items():
+        assert swamped.verify_s[k] == pytest.approx(ms / 1000)
+    single_only = _costs({**right, 1: 3190})
+    single_only.record_verify(5, 0.160)
+    assert single_only.verify_s[1] <= 0.160 and single_only.verify_s[5] == pytest.approx(0.160)
+    assert all(single_only.verify_s[k] >= single_only.verify_s[1] for k in right)
+    # a slow pass is only noise: it moves the cost a fifth of the way, as before
+    steady = _costs(right)
+    steady.record_verify(5, 0.480)
+    assert steady.verify_s[5] == pytest.approx(0.8 * 0.160 + 0.2 * 0.480) and steady.verify_s[1] == 0.070
+
+
 def test_prompt_passes_are_timed_per_token():
     c = CostModel()
     c.record_prefill("model", 4, 1.0)                   # too few tokens to say

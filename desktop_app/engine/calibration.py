@@ -40,21 +40,17 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
         ctx.clear()
         start = ctx.model.bos if ctx.model.bos >= 0 else 0
         ctx.eval([start], logits="last")                    # warm-up, not timed
-        times = []
-        for _ in range(min(steps, ctx.n_ctx - 1)):
-            token = int(np.argmax(ctx.logits(-1)))
-            t0 = time.perf_counter()
-            ctx.eval([token], logits="last")
-            int(np.argmax(ctx.logits(-1)))
-            times.append(time.perf_counter() - t0)
-        median = float(np.median(times)) if times else 0.0
+        median = _single_pass_s(ctx, steps)
         _time_prefill(costs, name, ctx, start)
         if name == "target":
-            costs.verify_s[1] = median
             fits = tuple(k for k in verify_sizes if len(ctx.tokens) + k <= ctx.n_ctx) if median > 0 else ()
             if fits:
                 due = fits if remembered is None else verify_batches_due(fits, remembered)
-                timed = {k: s / median for k, s in _time_verify_batches(ctx, start, due).items()}
+                batches = _time_verify_batches(ctx, start, due)
+                if batches and min(batches.values()) < median:   # a batch faster than one token: the
+                    median = min(median, _single_pass_s(ctx, steps))   # single passes were disturbed
+                timed = {k: s / median for k, s in batches.items()}
+            costs.verify_s[1] = median
             for k in fits:
                 known = remembered.ratios.get(k, []) if remembered is not None else []
                 values = [*known, timed[k]] if k in timed else known
@@ -64,6 +60,18 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
             costs.draft_step_s[name] = median
         ctx.clear()
     return timed
+
+
+def _single_pass_s(ctx: backend.Context, steps: int) -> float:
+    """The median of `steps` single-token passes, each after the context's last token (the tokens stay)."""
+    times = []
+    for _ in range(min(steps, ctx.n_ctx - len(ctx.tokens))):
+        token = int(np.argmax(ctx.logits(-1)))
+        t0 = time.perf_counter()
+        ctx.eval([token], logits="last")
+        int(np.argmax(ctx.logits(-1)))
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)) if times else 0.0
 
 
 def price(single_s: float, ratios: Sequence[float]) -> float:

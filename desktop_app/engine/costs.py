@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 EMA = 0.2                   # weight of a new timing measurement
+FAR_BELOW = 3.0             # a pass this many times faster than its cost says the cost was timed wrong
 WIN_MARGIN = 1.02           # an option must be predicted 2 % faster than the best other to be used
 
 
@@ -89,11 +90,21 @@ class CostModel:
         pass is the yardstick: what changes its cost (a busy machine, a longer context) changes every
         pass alike, so it moves all sizes in proportion and the ratios between sizes, on which every
         choice of γ rests, stay as measured until rounds of those sizes correct them. Without this,
-        hours of plain rounds on a loaded machine would make verify batches look cheap."""
+        hours of plain rounds on a loaded machine would make verify batches look cheap.
+        A pass FAR_BELOW times faster than its cost cannot be noise (noise only slows a pass): the
+        yardstick was timed wrong (a load calibrated while the machine was swamped: 3 s for a 70 ms
+        pass), and every size moves at once by as much. Nor can a pass over more tokens be faster than
+        a single-token pass: where one is, the single-token pass is priced at it."""
         old = self.verify_s.get(batch)
         if old is None or old <= 0:
             self.verify_s[batch] = seconds
             return
+        if 0 < seconds * FAR_BELOW < old:
+            for k in self.verify_s:
+                self.verify_s[k] *= seconds / old
+            return
+        if batch > 1 and seconds < self.verify_s.get(1, 0.0):   # (no pass costs less than a single-token one)
+            self.verify_s[1] = min(seconds, *(v for k, v in self.verify_s.items() if k > 1))
         new = (1 - EMA) * old + EMA * seconds
         if batch == 1:
             for k in self.verify_s:

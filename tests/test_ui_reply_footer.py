@@ -131,24 +131,28 @@ def test_align_keeps_the_text_whole_when_a_character_is_split_across_tokens():
 
 
 def test_highlighted_tokens_colour_the_rendered_markdown(qtbot):
-    """Highlighting shows the reply as Markdown (no fences or "**"), each token's colour on its own
-    characters: a fenced block, bold, a soft line break and a character outside the BMP."""
+    """Highlighting shows the finished reply as Markdown (no fences or "**"), each token's colour on its
+    own characters: a fenced block, bold, one-character inline code, a soft line break and a character
+    outside the BMP. While it streams, its tokens are shown as written."""
     kinds = [TokenKind.PLAIN, TokenKind.ACCEPTED, TokenKind.CORRECTION, TokenKind.BONUS]
     pieces = ["Use", " **", "sum", "**", " 🐉", " here", "\n", "now", ":\n\n", "```", "python", "\n",
-              "total", " =", " sum", "(xs", ")\n", "```"]
+              "total", " =", " sum", "(xs", ")\n", "```", "\n\n", "Set", " `", "n", "`", " to", " `", "1", "`", "."]
     origins = [TokenOrigin(p, kinds[i % 4], i, "lookup", 1, 0, 2) for i, p in enumerate(pieces)]
     text = "".join(pieces)
     view = ChatView()
     qtbot.addWidget(view)
     view.set_highlight_origins(True)
-    w = view.add_message("assistant", text)
+    w = view.add_message("assistant", "")
+    w.stream(text[:9], origins[:2])
     w.stream(text, origins)
+    assert w.body.toPlainText() == text                  # streaming: as written, appended
+    w.set_text(text)                                     # the reply's end (ChatView.end_reply)
     body = w.body
-    assert body.toPlainText() == _rendered(text) == "Use sum 🐉 here now:\ntotal = sum(xs)"
+    assert body.toPlainText() == _rendered(text) == "Use sum 🐉 here now:\ntotal = sum(xs)\nSet n to 1."
     _assert_origins_shown(body, origins)
     shown = _shown_tokens(body)
     assert {n for n, (_, _, t) in shown.items() if t.strip()} == \
-        {i for i, p in enumerate(pieces) if p.strip() and p.strip() not in ("**", "```", "python")}
+        {i for i, p in enumerate(pieces) if p.strip() and p.strip() not in ("**", "```", "python", "`")}
     assert code_language(body.document().findBlock(shown[12][1])) == "python"     # "total" is code
     after = shown[5][1]                                   # " here", after the 2-unit dragon
     assert body.tooltip_at_position(after + 1) == origins[5].tooltip
@@ -345,11 +349,12 @@ def test_reply_footer_origins_and_tooltips_live_and_after_a_restart(qtbot, tmp_p
         view.append_text(event.text)
         so_far += event.text
         view._flush()                                   # (what the repaint timer does)
-        assert live.body.document().toPlainText() == _rendered(so_far)
-    assert _shown_tokens(live.body) == _shown_tokens(reply.body)
-    assert live.body.tooltip_at_position(position) == tip
+        assert live.body.document().toPlainText() == so_far     # (as written: rendered at the end)
+    assert _shown_kinds(live.body) == Counter(t.kind.value for t in tokens if t.text.replace("\n", ""))
     view.end_reply(db.content, "done", db.id, True, stats, db.settings)
     assert live.footer_text == footer and live.body.document().toPlainText() == _rendered(db.content)
+    assert _shown_tokens(live.body) == _shown_tokens(reply.body)
+    assert live.body.tooltip_at_position(position) == tip
 
     # clicking the footer shows this reply's rounds in the panel
     w.spec_panel.clear()

@@ -80,20 +80,29 @@ def align(origins: Sequence[TokenOrigin], text: str) -> tuple[list[tuple[str, To
     return spans, text[pos:]
 
 
-def shown_positions(text: str, shown: str, lookahead: int = 64) -> list[int]:
+MARKUP = frozenset("`*_~#>|[]()!\\-+=:")     # characters Markdown may hide: tried first where the texts part
+
+
+def shown_positions(text: str, shown: str) -> list[int]:
     """Where each character of `text` (a reply's Markdown) is in `shown` (the text it renders to), or -1
-    for one the rendering hides (a code fence, "**", a heading's "#"). Walks both in step; where they
-    differ, skips the fewest characters of either (at most `lookahead` together) after which three
-    agree, text's first: rendering mostly drops characters. Any two whitespace characters agree (a
-    soft line break renders as a space)."""
-    def agree(i: int, j: int, n: int = 3) -> bool:
-        k = 0
-        while k < n and i + k < len(text) and j + k < len(shown):
-            a, b = text[i + k], shown[j + k]
-            if a != b and not (a.isspace() and b.isspace()):
+    for one the rendering hides (a code fence, "**", a heading's "#"). Walks both in step. Where they
+    differ: a MARKUP character of `text` is taken as hidden; else the fewest characters of either
+    are skipped after which three agree (few of both, then up to 512 of `text` alone: a link's
+    address, then up to 32 of both); else the character is taken as hidden. Any two whitespace
+    characters agree (a soft line break renders as a space)."""
+    def agree(i: int, j: int, n: int = 3) -> bool:     # the next n characters shown follow, with
+        k = 0                                           # MARKUP in `text` skipped as the walk skips it
+        while k < n and i < len(text) and j + k < len(shown):
+            a, b = text[i], shown[j + k]
+            if a == b or (a.isspace() and b.isspace()):
+                k += 1
+            elif a not in MARKUP:
                 return False
-            k += 1
-        return k == n or (i + k == len(text) and j + k == len(shown))
+            i += 1
+        return k == n or j + k == len(shown)
+
+    def both(most: int):
+        return ((di, s - di) for s in range(1, most + 1) for di in range(s, -1, -1))
 
     out = [-1] * len(text)
     i = j = 0
@@ -103,7 +112,10 @@ def shown_positions(text: str, shown: str, lookahead: int = 64) -> list[int]:
             out[i] = j
             i, j = i + 1, j + 1
             continue
-        skip = next(((di, s - di) for s in range(1, lookahead) for di in range(s, -1, -1) if agree(i + di, j + s - di)),
-                    (1, 0))                  # (nothing agrees nearby: this character is not shown)
-        i, j = i + skip[0], j + skip[1]
+        if a in MARKUP:
+            i += 1
+            continue
+        tries = (*both(8), *((di, 0) for di in range(9, 513)), *both(32))
+        di, dj = next(((di, dj) for di, dj in tries if agree(i + di, j + dj)), (1, 0))
+        i, j = i + di, j + dj
     return out

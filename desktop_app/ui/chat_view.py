@@ -79,6 +79,23 @@ class MessageText(QTextBrowser):
         fmt.setProperty(TOKEN_PROPERTY, n)
         return fmt
 
+    def append_spans(self, spans: list[tuple[str, TokenOrigin | None]], first: int = 0) -> None:
+        """While a reply streams: its tokens' pieces (numbered from `first`) appended as plain text, each
+        on its colour. Rendering the Markdown afresh every few tokens (show_spans) would hold the window
+        up on a long reply; it is rendered once the reply ends. first = 0 starts afresh."""
+        if first == 0:
+            self._markdown = None
+            self._tip_starts, self._tip_spans = [], []
+            self.document().clear()
+        cursor = QTextCursor(self.document())
+        cursor.movePosition(QTextCursor.End)
+        for n, (piece, o) in enumerate(spans, first):
+            start = cursor.position()
+            cursor.insertText(piece, self._format(o, n) if o is not None else QTextCharFormat())
+            if o is not None and piece:
+                self._tip_starts.append(start)
+                self._tip_spans.append((start, cursor.position(), o.tooltip))
+
     def show_spans(self, text: str, spans: list[tuple[str, TokenOrigin | None]]) -> None:
         """Show `text` as Markdown, each token's characters on its origin's colour. `spans`: the pieces
         of `text` in order, with their tokens (token_origins.align); characters the Markdown hides (a
@@ -92,6 +109,7 @@ class MessageText(QTextBrowser):
         for ch in shown:                                  # which counts UTF-16 units
             units.append(units[-1] + (2 if ord(ch) > 0xFFFF else 1))
         cursor = QTextCursor(self.document())
+        cursor.beginEditBlock()                           # (one layout for all the tokens' formats)
         start = 0
         for n, (piece, o) in enumerate(spans):
             at = [p for p in where[start:start + len(piece)] if p >= 0]
@@ -110,6 +128,7 @@ class MessageText(QTextBrowser):
                 self._tip_starts.append(first)
                 self._tip_spans.append((first, end, o.tooltip))
                 at = at[k:]
+        cursor.endEditBlock()
 
     def tooltip_at_position(self, position: int) -> str:
         """The tooltip of the highlighted token holding the character at `position` ("" if none)."""
@@ -189,6 +208,7 @@ class MessageWidget(QFrame):
         self._settings = settings
         self._rounds = rounds               # stored rounds: the origins are made from them when first shown
         self._origins: list[TokenOrigin] | None = None
+        self._streamed = 0                  # origins appended while streaming highlighted (-1: start afresh)
         self.highlight = highlight and role == "assistant"
         self.set_text(text)
         self.set_status(status)
@@ -196,6 +216,7 @@ class MessageWidget(QFrame):
     # -- text
     def set_text(self, text: str) -> None:
         self._text = text
+        self._streamed = 0
         if self.highlight:
             self._show_origins()
         elif self.role == "user":                      # as typed: Markdown would join its lines
@@ -222,9 +243,21 @@ class MessageWidget(QFrame):
         self.body.show_spans(self._text, spans + ([(rest, None)] if rest else []))
 
     def stream(self, text: str, origins: list[TokenOrigin]) -> None:
-        """The streaming reply so far: its text and the origins of its tokens."""
-        self._origins = origins
-        self.set_text(text)
+        """The streaming reply so far: its text and the origins of its tokens. Highlighted, the new
+        tokens are appended as they come (MessageText.append_spans); the reply's end renders it."""
+        if not self.highlight:
+            self._origins = origins
+            self.set_text(text)
+            return
+        new = origins[self._streamed:] if self._streamed >= 0 else ()
+        if self._streamed > 0 and text == self._text + "".join(o.text for o in new):
+            self.body.append_spans([(o.text, o) for o in new], self._streamed)
+            self._streamed = len(origins)
+        else:                                   # (a first piece, or text that is not the tokens' alone)
+            spans, rest = align(origins, text)
+            self.body.append_spans(spans + ([(rest, None)] if rest else []))
+            self._streamed = -1 if rest else len(origins)
+        self._text, self._origins = text, origins
 
     # -- status and footer
     def set_status(self, status: str) -> None:

@@ -19,6 +19,7 @@ from desktop_app.engine.explain import check_cost_s
 from desktop_app.ui.charts import label_backing, quiet_plot, stats_from
 
 GAMMA_MAX = 16
+HEADROOM = 1.6               # the y axis runs to this times the curve's top: the band above holds the labels
 _WIDGET_SHOW = object()      # show() without a reply: the widget's own show
 
 
@@ -41,7 +42,7 @@ class PayCurve(QWidget):
         self.plot.addItem(self.plain_line)
         self.current_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#8c8c8c", width=1, style=Qt.DotLine))
         self.plot.addItem(self.current_line)
-        self.reply_label = pg.TextItem("", color=fg, anchor=(-0.05, 0))     # the γ used and what it gave
+        self.reply_label = pg.TextItem("", color=fg, anchor=(0, 0))     # the γ used and what it gave
         self.best_point = pg.ScatterPlotItem(size=12, symbol="star", brush="#2ca02c", pen=pg.mkPen(fg))
         self.plot.addItem(self.best_point)
         self.measured_point = pg.ScatterPlotItem(size=9, symbol="d", brush="#d62728", pen=pg.mkPen(fg))
@@ -49,7 +50,8 @@ class PayCurve(QWidget):
         self.own_point = pg.ScatterPlotItem(size=9, symbol="d", brush=None, pen=pg.mkPen("#d62728", width=1.5))
         self.plot.addItem(self.own_point)
         backing = label_backing(bg)
-        self.best_label = pg.TextItem("best", color="#2ca02c", anchor=(0.1, 1.2), fill=pg.mkBrush(backing))
+        # right of the star and above it: the curve never rises above its best point
+        self.best_label = pg.TextItem("best", color="#2ca02c", anchor=(-0.25, 1.0), fill=pg.mkBrush(backing))
         for label in (self.best_label, self.reply_label):
             label.setFont(QFont(self.font().family(), 7))
             self.plot.addItem(label)
@@ -104,6 +106,7 @@ class PayCurve(QWidget):
         if best:
             self.best_point.setData([best], [predicted[best]])
             self.best_label.setPos(best, predicted[best])
+            self.best_label.setAnchor((-0.25, 1.0) if best <= 0.6 * self.gammas[-1] else (1.25, 1.0))
             self.best_label.setVisible(True)
         if current_gamma > 0:
             self.current_line.setValue(current_gamma)
@@ -116,14 +119,13 @@ class PayCurve(QWidget):
             if s.n_plain_rounds and s.predicted_speedup_measured is not None:
                 own = s.predicted_speedup_measured    # its rounds as they ran, plain ones included: not the curve's
                 self.own_point.setData([s.mean_drafted], [own])
-            label += (f' · <span style="color:#d62728">◆ measured {measured:.2f}×'
+            label += (f'<br><span style="color:#d62728">◆ measured {measured:.2f}×'
                       + (f" (◇ predicted {own:.2f}×)" if own is not None else "") + "</span>")
         top = max([v for _, v in known] + [measured or 0.0, own or 0.0, 1.0])
-        self.plot.setYRange(0, top * 1.3, padding=0)           # room above the curve for the label, which
-        if current_gamma > 0:                                   # no part of the curve then reaches; clear of
-            self.reply_label.setHtml(f'<span style="font-size:7pt">{label}</span>')   # "best" and the plain line
-            self.reply_label.setAnchor((-0.05, 0) if current_gamma <= self.gammas[-1] / 2 else (1.05, 0))
-            self.reply_label.setPos(current_gamma, top * 1.28)
+        self.plot.setYRange(0, top * HEADROOM, padding=0)      # room above the curve for two lines, which
+        if current_gamma > 0:                                   # no part of the curve then reaches, from the
+            self.reply_label.setHtml(f'<span style="font-size:7pt">{label}</span>')     # plot's left edge:
+            self.reply_label.setPos(self.gammas[0] - 0.5, top * HEADROOM)                # the most room
             self.reply_label.setVisible(True)
         self.plot.setXRange(0.5, self.gammas[-1] + 0.5, padding=0)
         self.sentence.setText(self._sentence(s, current_gamma, best, predicted, measured))

@@ -203,7 +203,7 @@ def format_text(doc: dict) -> str:
         lines.append(f"Speed timings: unknown: {timings['error']}")
     elif timings:
         targets = timings.get("targets", [])
-        remembered = [f"{t['model']} ({t['setup'] + '; ' if t.get('setup') else ''}"      # (no engine import
+        remembered = [f"{t['model']} ({str(t['setup']) + '; ' if t.get('setup') else ''}"      # (no engine import
                       f"{t['loads']} load{'' if t['loads'] == 1 else 's'}, last {t['updated']})"   # here: About)
                       for t in targets[:3]]
         more = f" and {len(targets) - 3} more" if len(targets) > 3 else ""

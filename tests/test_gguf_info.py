@@ -244,3 +244,6 @@ def test_the_models_own_name_is_shown_only_where_the_files_name_does_not_say_it(
     renamed.symlink_to(test_model_path)
     other = read_info(str(renamed))
     assert not other.named_by_file and other.summary() == f"{info.name} · {info.summary()}"
+    bigger = tmp_path / "SmolLM2-1135M.gguf"                 # "135M" only inside another size: not named
+    bigger.symlink_to(test_model_path)
+    assert not read_info(str(bigger)).named_by_file

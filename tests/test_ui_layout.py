@@ -84,9 +84,12 @@ def test_at_1000_by_700_names_and_buttons_are_whole_and_the_chat_has_room(qtbot,
     assert_bar_readable(w, test_model_path)
     assert w.stack.width() >= 450, w.splitter.sizes()
     assert w.sidebar.width() > 0 and w.tabs.width() > 0     # both sides show by default
-    mode = w.spec_bar.mode                                  # the speculation mode: whole, or its short form whole
-    shown = QLabel.text(mode)
-    assert shown in (mode.text(), mode.text().split(": ", 1)[-1]), (shown, mode.text(), mode.width())
+    for generation in ({"auto": True}, {"auto": False, "drafter": "lookup", "draft_max": 4}):
+        w.spec_bar.set_generation({"speculation": True, "drafter": "model", "draft_max": 4, **generation})
+        QApplication.processEvents()
+        mode = w.spec_bar.mode                              # the speculation mode: whole, or a short form whole
+        shown = QLabel.text(mode)
+        assert shown in (mode.text(), "auto", "prompt lookup, γ 4", "γ 4"), (shown, mode.text(), mode.width())
     w.model_bar.show_progress("Loading", 0.3)               # Cancel takes Load's place: still whole
     QApplication.processEvents()
     assert w.model_bar.cancel_button.isVisible() and not w.model_bar.load_button.isVisible()

@@ -381,6 +381,11 @@ def test_reply_footer_origins_and_tooltips_live_and_after_a_restart(qtbot, tmp_p
         for _ in range(5):
             QApplication.processEvents()
         assert w2.stack.currentWidget() is w2.chat and w2.current_id == cid
+        w2.refresh_models()                                        # (as adding a models folder does)
+        assert w2.stack.currentWidget() is w2.chat                 # it stays open
+        w2.stack.setCurrentWidget(w2.first_run)
+        w2.sidebar.list.itemClicked.emit(item)                     # a click on the one open brings it back
+        assert w2.stack.currentWidget() is w2.chat and w2.current_id == cid
         again = w2.chat.messages[-1]
         assert again.footer_text == footer
         assert Counter(kind_counts(again.origins)) == event_counts

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import time
 
 import pytest
@@ -329,6 +330,8 @@ def test_a_loading_setting_changed_but_not_applied_says_so_until_applied(qtbot, 
     assert not panel.unapplied.isHidden()
     assert panel.unapplied.text().startswith("Not applied yet: Context size, Weight repacking.")
     panel.n_ctx.setValue(panel.n_ctx.value() - 512)
+    assert panel.unapplied.text().startswith("Not applied yet: Weight repacking.")
+    panel.n_threads.setValue(os.cpu_count() if panel.n_threads.value() == 0 else 0)   # the same threads
     assert panel.unapplied.text().startswith("Not applied yet: Weight repacking.")
     panel.reloadRequested.emit(panel.loading())              # Apply and reload
     qtbot.waitUntil(lambda: w.loaded is not None and not w.loading and not w.busy, timeout=TIMEOUT_MS)

@@ -17,6 +17,7 @@ instead of failing.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import struct
 from dataclasses import dataclass
@@ -351,8 +352,11 @@ def _read(path: str | os.PathLike, keep_tokens: bool) -> tuple[GGUFInfo, list[by
 
 
 def _names(file_name: str, basename: str | None, size_label: str | None) -> bool:
-    """Whether a file's name holds the model's basename and size label (letters and digits alone
-    compared: "Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf" holds "Qwen2.5-Coder" and "1.5B")."""
-    def squeeze(text: str) -> str:
-        return "".join(c for c in text.lower() if c.isalnum())
-    return bool(basename and size_label) and all(squeeze(x) in squeeze(file_name) for x in (basename, size_label))
+    """Whether a file's name holds the model's basename and size label, each whole (not "2B" in
+    "32B"), "-", "_" and spaces alike: "Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf" holds "Qwen2.5-Coder"
+    and "1.5B"."""
+    def norm(text: str) -> str:
+        return re.sub(r"[-_ ]", "-", text.lower())
+    return bool(basename and size_label) and all(
+        re.search(r"(?<![0-9a-z])" + re.escape(norm(x)) + r"(?![0-9a-z])", norm(file_name))
+        for x in (basename, size_label))

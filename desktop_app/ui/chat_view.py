@@ -334,7 +334,7 @@ class ChatView(QScrollArea):
         return self._highlight
 
     def set_highlight_origins(self, on: bool) -> None:
-        """Show replies with each token on the colour of its origin (plain text), or as Markdown."""
+        """Show replies with each token on the colour of its origin, or without colours."""
         self._highlight = on
         for w in self.messages:
             w.set_highlight(on)

@@ -34,6 +34,7 @@ class ConversationList(QWidget):
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)    # long titles end in "…"
         self.list.setTextElideMode(Qt.ElideRight)
         self.list.currentItemChanged.connect(self._current_changed)
+        self.list.itemClicked.connect(lambda item: self._current_changed(item, None))   # (the current one, too)
         layout.addWidget(self.list, 1)
         row = QHBoxLayout()
         row.setSpacing(4)

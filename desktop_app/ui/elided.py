@@ -1,5 +1,5 @@
 """One-line widgets that never ask for their text's width: where narrower than the text, they show a
-shorter form of it when given one, else end it in "…"; text() is always the whole text (the reply
+shorter form of it when given some, else end it in "…"; text() is always the whole text (the reply
 footer, the speculation bar's mode)."""
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ class _Elided:
     """Mixin for a widget with setText/text (listed before the Qt class)."""
 
     def _init_elided(self) -> None:
-        self._full = self._short = ""
+        self._full, self._shorter = "", ()
         self.setSizePolicy(QSizePolicy.Ignored, self.sizePolicy().verticalPolicy())
 
-    def setText(self, text: str, short: str = "") -> None:
-        """`short`: what to show instead where `text` does not fit (itself cut where it does not either)."""
-        self._full, self._short = text, short
+    def setText(self, text: str, *shorter: str) -> None:
+        """`shorter`: what to show instead where `text` does not fit, longest first (the last is cut
+        where none fits)."""
+        self._full, self._shorter = text, shorter
         self.setAccessibleName(text)                 # (Qt's own text() is the shown, elided one)
         self._elide()
 
@@ -34,7 +35,8 @@ class _Elided:
 
     def _elide(self) -> None:
         fm, width = self.fontMetrics(), max(0, self.contentsRect().width() - 2)
-        text = self._short if self._short and fm.horizontalAdvance(self._full) > width else self._full
+        forms = (self._full, *self._shorter)
+        text = next((t for t in forms if fm.horizontalAdvance(t) <= width), forms[-1])
         super().setText(fm.elidedText(text, Qt.ElideRight, width))
 
 

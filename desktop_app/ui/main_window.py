@@ -119,7 +119,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
     # -- construction
     def _build(self) -> None:
         self.sidebar = ConversationList()
-        self.sidebar.selected.connect(lambda cid: self.open_conversation(cid, show=True))
+        self.sidebar.selected.connect(self._choose_conversation)
         self.sidebar.newRequested.connect(self.new_conversation)
         self.sidebar.renamed.connect(self._rename)
         self.sidebar.deleteRequested.connect(self._ask_delete)

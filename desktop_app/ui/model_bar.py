@@ -182,9 +182,9 @@ class ModelBar(QWidget):
                                           + ("" if demo_available else " (fetch 1.6 GB)"))
         demo.triggered.connect(self.demoRequested)
         self.recent_menu.addAction("Add a models folder…").triggered.connect(self._add_folder)
+        recent_pairs = [p for p in recent_pairs if (p.get("target"), p.get("draft")) != demo_pair]
         if recent_pairs:
             self.recent_menu.addSeparator()
-        recent_pairs = [p for p in recent_pairs if (p.get("target"), p.get("draft")) != demo_pair]
         for pair in recent_pairs:
             t, d = pair.get("target"), pair.get("draft")
             action = self.recent_menu.addAction(os.path.basename(t) + (f" + {os.path.basename(d)}" if d else ""))

@@ -2,6 +2,8 @@
 ui/spec_bar.py); context size, threads, GPU layers and weight repacking reload the models."""
 from __future__ import annotations
 
+import os
+
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QLabel, QPlainTextEdit,
                                QPushButton, QSpinBox, QVBoxLayout, QWidget)
@@ -120,7 +122,8 @@ class SettingsPanel(QWidget):
 
     def _show_unapplied(self) -> None:
         now, then = self.loading(), self._applied
-        changed = [label for key, label in LOADING_LABELS.items() if then is not None and now[key] != then[key]]
+        changed = [label for key, label in LOADING_LABELS.items()
+                   if then is not None and _effective(now, key) != _effective(then, key)]
         self.unapplied.setText(f"Not applied yet: {', '.join(changed)}. The models loaded now use the settings "
                                f"they were loaded with, until Apply and reload." if changed else "")
         self.unapplied.setVisible(bool(changed))
@@ -143,10 +146,15 @@ class SettingsPanel(QWidget):
         return GenerationOptions(sampling=sampling, spec=spec, max_tokens=g["max_tokens"])
 
 
-def load_options(d: dict) -> tuple[LoadOptions, LoadOptions]:
-    import os
+def _effective(d: dict, key: str):
+    """A loading setting as a load applies it: 0 threads ("all cores") is every core."""
+    if key == "n_threads":
+        return d.get("n_threads") or max(1, os.cpu_count() or 1)
+    return d.get(key)
 
-    threads = d.get("n_threads") or max(1, os.cpu_count() or 1)
+
+def load_options(d: dict) -> tuple[LoadOptions, LoadOptions]:
+    threads = _effective(d, "n_threads")
     repack = REPACK_OPTION.get(d.get("repack", "auto"))
     return (LoadOptions(n_gpu_layers=d.get("n_gpu_layers", 0), n_threads=threads, n_ctx=d.get("n_ctx", 4096),
                         repack=repack),

@@ -305,7 +305,8 @@ class SpecBar(QFrame):
             text, state = "Speculating: auto", "auto"
         else:
             text, state = f"Speculating: {DRAFTER_WORDS[self._effective_drafter()]}, γ {gamma}", "on"
-        short = text.split(": ", 1)[-1]                  # where the bar is narrow ("auto", "prompt lookup, γ 4")
+        shorter = (text.split(": ", 1)[-1],) + ((f"γ {gamma}",) if ", γ" in text else ())
+        # (where the bar is narrow: "prompt lookup, γ 4", then "γ 4"; "auto")
         for w in self._local_controls:                   # a llama-server's are not Tandem's to change
             w.setVisible(not self._remote)
         for w in (self.gamma, self.gamma_caption):      # (auto's γ is the label's, not a setting)
@@ -326,7 +327,7 @@ class SpecBar(QFrame):
         else:
             self.switch.setEnabled(True)
             self.toggle_action.setEnabled(True)
-            self.mode.setText(text, short)
+            self.mode.setText(text, *shorter)
         if state == "auto":
             text += (", each round the draft model or a lookup copy" if self._has_draft
                      else ", each round a lookup copy or a plain step (no draft model loaded)")

@@ -34,6 +34,12 @@ class ConversationsMixin:
         self.open_conversation(self.current_id)
         self.composer.setFocus()
 
+    def _choose_conversation(self, conversation_id: int) -> None:
+        """A conversation clicked in the list: opened, and shown even before any model is loaded (a
+        click on the one open brings it back from the welcome page)."""
+        if conversation_id != self.current_id or self.stack.currentWidget() is not self.chat:
+            self.open_conversation(conversation_id, show=True)
+
     def open_conversation(self, conversation_id: int, show: bool = False) -> None:
         """Show the conversation in the chat view; the view takes the place of the welcome page once
         models are loaded, or at once when `show` (a conversation the user chose: it can be read before

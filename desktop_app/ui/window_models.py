@@ -19,8 +19,6 @@ QUEUED_NOTE = "The models are loading; your message will be sent once they are r
 
 
 class ModelsMixin:
-    _requested_loading: dict | None = None               # the loading settings of the last load asked for
-
     @property
     def loaded(self) -> LoadedPair | None:
         """The pair loaded, or a llama-server connected to (None: neither)."""
@@ -31,7 +29,7 @@ class ModelsMixin:
         self._loaded = pair
         local = pair is not None and pair.server is None
         self.model_bar.set_loaded((pair.target, pair.draft) if local else None)
-        self.settings_panel.set_applied(self._requested_loading if local else None)
+        self.settings_panel.set_applied(pair.settings if local else None)
 
     def refresh_models(self) -> None:
         demo = [models.inspect(m) for m in models.resolve(["demo"])]
@@ -41,7 +39,8 @@ class ModelsMixin:
         self.model_bar.select(self.settings["last_target"], self.settings["last_draft"])
         if not self.loaded:
             self._offer_models(files, demo)
-        self.stack.setCurrentWidget(self.chat if self.loaded else self.first_run)
+        if self.loaded:                   # (without, a conversation the user opened stays open)
+            self.stack.setCurrentWidget(self.chat)
 
     def _offer_models(self, files: list[str], demo: list) -> None:
         """The first-run page offers to load what is here: the demo pair when cached and verified, else
@@ -69,8 +68,8 @@ class ModelsMixin:
 
     def load_pair(self, target: str, draft: str | None) -> bool:
         """Ask for `target` (+ `draft`) to be loaded; False: refused at once (the bar says why)."""
-        self._requested_loading = self.settings_panel.loading()
-        t_opts, d_opts = load_options(self._requested_loading)
+        settings = self.settings_panel.loading()
+        t_opts, d_opts = load_options(settings)
         if self.model_bar.backend.backend() == "rpc":
             try:
                 t_opts, d_opts = rpc_options(self.model_bar.rpc_servers(), t_opts, d_opts)
@@ -82,7 +81,7 @@ class ModelsMixin:
         self._begin_load()
         self.model_bar.show_progress("Loading", 0.0)           # (its Cancel counts from now)
         self.worker.new_load()
-        self.requestLoad.emit(LoadRequest(target, draft, t_opts, d_opts))
+        self.requestLoad.emit(LoadRequest(target, draft, t_opts, d_opts, settings))
         return True
 
     def connect_server(self, url: str, api_key: str) -> None:

@@ -36,6 +36,7 @@ class LoadRequest:
     draft: str | None
     target_options: LoadOptions
     draft_options: LoadOptions
+    settings: dict | None = None   # the window's loading settings these options came from
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class LoadedPair:
     template_note: str
     n_ctx: int
     notice: str = ""               # a decision the engine made for the user, to tell once
+    settings: dict | None = None   # the loading settings of the request (LoadRequest.settings)
     server: object = None          # remote.server.ServerInfo when the models run in a llama-server
 
 
@@ -195,7 +197,8 @@ class EngineWorker(QObject):
             self._loading = False
             self.busyChanged.emit(False)
         self.pair, self.session = pair, session
-        self.loaded.emit(LoadedPair(request.target, request.draft, session.template.note, pair.n_ctx, pair.notice))
+        self.loaded.emit(LoadedPair(request.target, request.draft, session.template.note, pair.n_ctx, pair.notice,
+                                    request.settings))
 
     def _load_failed(self, message: str, released: bool) -> None:
         """Say that a load did not happen and, when it let the models loaded before go, that they went."""
@@ -232,7 +235,7 @@ class EngineWorker(QObject):
                        "as: " + info.command_hint(),
                 None: "Whether this server speculates is not known (its /slots endpoint is off); the rounds "
                       "will show it."}[info.speculative]
-        self.loaded.emit(LoadedPair(info.url, None, "", info.n_ctx or 0, note, info))
+        self.loaded.emit(LoadedPair(info.url, None, "", info.n_ctx or 0, note, server=info))
 
     @Slot()
     def fetch_demo(self) -> None:

@@ -18,7 +18,7 @@ from desktop_app.engine.events import GenerationStats, RoundEvent, TokenKind
 from desktop_app.engine.explain import rate_text
 from desktop_app.engine.sampling import SamplingParams
 from desktop_app.engine.settings import SpecSettings
-from desktop_app.ui.chat_view import KIND_PROPERTY, TOKEN_PROPERTY, ChatView
+from desktop_app.ui.chat_view import CODE_SHADE, KIND_PROPERTY, TOKEN_PROPERTY, ChatView
 from desktop_app.ui.code_highlight import code_language
 from desktop_app.ui.main_window import MainWindow
 
@@ -169,6 +169,24 @@ def test_your_message_shows_as_typed(qtbot):
     w = view.add_message("user", typed)
     assert w.body.toPlainText() == typed
     assert view.add_message("assistant", "a\nb *c*").body.toPlainText() == "a b c"   # a reply: Markdown
+
+
+def test_a_long_code_line_wraps_on_its_shade_and_never_scrolls_the_reply_sideways(qtbot):
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(500, 400)
+    view.show()
+    w = view.add_message("assistant", "Here:\n\n```python\ntotal = " + " + ".join(["value"] * 60) + "\n```\nAfter.")
+    for _ in range(5):
+        QApplication.processEvents()
+    body = w.body
+    assert body.horizontalScrollBar().maximum() == 0 and body.width() <= 500
+    block = body.document().begin()
+    while code_language(block) != "python":
+        block = block.next()
+    assert block.layout().lineCount() > 1                      # wrapped, still one line of code
+    assert block.blockFormat().background().color().name() == CODE_SHADE[False]
+    assert block.blockFormat().bottomMargin() >= 8 and block.next().text() == "After."
 
 
 def test_a_fenced_python_block_gets_several_colours(qtbot):

@@ -15,17 +15,23 @@ from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScroll
 from desktop_app.chat.reply_footer import footer_text, reply_note
 from desktop_app.chat.token_origins import TokenOrigin, align, origin, origins_from_rounds, shown_positions
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenEvent, TokenKind
-from desktop_app.ui.code_highlight import CodeHighlighter
+from desktop_app.ui.code_highlight import CodeHighlighter, code_language
 from desktop_app.ui.elided import ElidedButton
 from desktop_app.ui.follow_bottom import FollowBottom
 from desktop_app.ui.round_strip import Colours
 
+CODE_SHADE = {False: "#e3e5e8", True: "#2b2b2b"}    # a code block's background, light and dark
 KIND_PROPERTY = QTextFormat.UserProperty + 1      # a highlighted token's kind (TokenKind value)
 TOKEN_PROPERTY = QTextFormat.UserProperty + 2     # its place in the reply (keeps tokens apart as fragments)
 
 
 def _dark(widget: QWidget) -> bool:
     return widget.palette().color(QPalette.Window).lightness() < 128
+
+
+def _is_code(block) -> bool:
+    """A line of a fenced or indented code block (Qt's Markdown keeps such lines unbroken)."""
+    return block.isValid() and (block.blockFormat().nonBreakableLines() or code_language(block) is not None)
 
 
 class MessageText(QTextBrowser):
@@ -42,8 +48,9 @@ class MessageText(QTextBrowser):
         self.viewport().setAutoFillBackground(False)
         self.setStyleSheet("QTextBrowser { background: transparent; }")
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
-        self.highlighter = CodeHighlighter(self.document(), _dark(self))
-        self.colours = Colours(_dark(self))
+        self.dark = _dark(self)             # (as the palette is now: the style sheet makes it transparent)
+        self.highlighter = CodeHighlighter(self.document(), self.dark)
+        self.colours = Colours(self.dark)
         self._markdown: str | None = ""
         self._tip_starts: list[int] = []              # highlighted tokens: where each starts in the text,
         self._tip_spans: list[tuple[int, int, str]] = []   # and (start, end, tooltip)
@@ -52,7 +59,26 @@ class MessageText(QTextBrowser):
         if text != self._markdown:
             self._markdown = text
             self._tip_starts, self._tip_spans = [], []
-            self.setMarkdown(text)
+            self._render(text)
+
+    def _render(self, text: str) -> None:
+        """`text` as Markdown, its code blocks on a shade of their own with room after them, their long
+        lines wrapped: a line wider than the chat would otherwise scroll the whole reply sideways."""
+        self.setMarkdown(text)
+        cursor = QTextCursor(self.document())
+        cursor.beginEditBlock()
+        block = self.document().begin()
+        while block.isValid():
+            fmt = block.blockFormat()
+            if _is_code(block):
+                fmt.setNonBreakableLines(False)
+                fmt.setBackground(QColor(CODE_SHADE[self.dark]))
+                if not _is_code(block.next()):
+                    fmt.setBottomMargin(max(fmt.bottomMargin(), 8))
+                cursor.setPosition(block.position())
+                cursor.setBlockFormat(fmt)
+            block = block.next()
+        cursor.endEditBlock()
 
     @property
     def markdown(self) -> str:
@@ -102,7 +128,7 @@ class MessageText(QTextBrowser):
         code fence, "**") have no colour to show."""
         self._markdown = None                             # (not plain Markdown: set_markdown renders afresh)
         self._tip_starts, self._tip_spans = [], []
-        self.setMarkdown(text)
+        self._render(text)
         shown = self.toPlainText()
         where = shown_positions(text, shown)
         units = [0]                                       # where each character starts in the document,

@@ -194,6 +194,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         settings_scroll = QScrollArea()          # the settings scroll in a short window, never squeeze
         settings_scroll.setWidgetResizable(True)
         settings_scroll.setFrameShape(QScrollArea.NoFrame)
+        settings_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         settings_scroll.setWidget(self.settings_panel)
         self.tabs.addTab(settings_scroll, "Settings")
         self.tabs.setMinimumWidth(300)           # what a page asks for beyond this is its own to fit, never

@@ -28,6 +28,13 @@ def _spin(lo, hi, value, step=1, decimals=None):
     return w
 
 
+def _form(box: QGroupBox) -> QFormLayout:
+    """A form whose fields go under their labels where the panel is too narrow for both on one row."""
+    form = QFormLayout(box)
+    form.setRowWrapPolicy(QFormLayout.WrapLongRows)
+    return form
+
+
 class SettingsPanel(QWidget):
     reloadRequested = Signal(object)       # dict of loading settings
     systemPromptEdited = Signal(str)
@@ -36,7 +43,7 @@ class SettingsPanel(QWidget):
         super().__init__(parent)
         layout = QVBoxLayout(self)
         sampling_box = QGroupBox("Sampling")
-        form = QFormLayout(sampling_box)
+        form = _form(sampling_box)
         self.temperature = _spin(0.0, 2.0, 0.7, 0.05, 2)
         self.temperature.setToolTip("0 is greedy")
         self.top_k = _spin(0, 1000, 40)
@@ -59,7 +66,7 @@ class SettingsPanel(QWidget):
         layout.addWidget(system_box)
 
         load_box = QGroupBox("Loading (reloads the models)")
-        form = QFormLayout(load_box)
+        form = _form(load_box)
         self.n_ctx = _spin(256, 131072, 4096, 512)
         self.n_threads = _spin(0, 256, 0)
         self.n_threads.setSpecialValueText("all cores")
@@ -70,6 +77,8 @@ class SettingsPanel(QWidget):
         form.addRow(LOADING_LABELS["n_gpu_layers"], self.ngl)
         self.repack = QComboBox()
         self.repack.setObjectName("repack")
+        self.repack.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)   # (a narrow
+        self.repack.setMinimumContentsLength(8)                                              # panel cuts it)
         for label, key in REPACK_CHOICES:
             self.repack.addItem(label, key)
         self.repack.setToolTip("Repacking rearranges weights for faster CPU kernels. Auto turns it off where a test "

@@ -101,6 +101,22 @@ def test_a_message_sent_while_the_models_load_is_sent_once_they_are_ready(qtbot,
 
 
 @pytest.mark.network
+def test_a_message_sent_before_loading_offers_to_load_the_chosen_pair_and_send_it(qtbot, window, test_model_path,
+                                                                                  q2k_draft_path):
+    window.model_bar.select(test_model_path, q2k_draft_path)
+    window.settings_panel.temperature.setValue(0.0)
+    window.settings_panel.max_tokens.setValue(8)
+    type_and_send(qtbot, window, "Say hello.")
+    assert window.loaded is None and window.composer.toPlainText() == "Say hello."
+    assert "SmolLM2-135M-Instruct.Q4_1.gguf is chosen in the bar above" in window.banner.label.text()
+    assert window.banner.buttons[0].text() == "Load and send"
+    qtbot.mouseClick(window.banner.buttons[0], Qt.LeftButton)
+    qtbot.waitUntil(lambda: window.loaded is not None and window.current_id is not None and len(stored(window)) == 2
+                    and window.generating_id is None and not window.busy, timeout=TIMEOUT_MS)
+    assert [m.role for m in stored(window)] == ["user", "assistant"] and stored(window)[0].content == "Say hello."
+    assert window.loaded.draft == q2k_draft_path and window.composer.toPlainText() == ""
+
+
 def test_stopping_a_reply_does_not_cancel_a_load_asked_for_meanwhile(qtbot, loaded, test_model_path):
     """A pair chosen (from the recent pairs, or by applying loading settings) while a reply runs is loaded
     once the reply ends: Stop stops the reply, not the load waiting behind it."""

@@ -247,11 +247,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
             self.queue_message(text)
             return
         if not self.loaded:
-            if self.lost_pair:
-                self.banner.show_message("The models are no longer loaded; reload them to send your message "
-                                         "(it stays in the box).", [("Reload the models", self.reload_lost_pair)])
-            else:
-                self.banner.show_message("No model is loaded: choose a GGUF file and press Load, or fetch the demo pair.")
+            self._say_not_loaded(text)
             return
         if self.busy:
             if self.generating_id is None:

@@ -183,6 +183,22 @@ class ModelsMixin:
     def loading(self) -> bool:
         return self._loads > 0
 
+    def _say_not_loaded(self, text: str) -> None:
+        """A message sent with no model loaded: the banner says how to load one, and loads the pair the
+        bar shows and then sends it with one click (the message stays in the box meanwhile)."""
+        if self.lost_pair:
+            self.banner.show_message("The models are no longer loaded; reload them to send your message "
+                                     "(it stays in the box).", [("Reload the models", self.reload_lost_pair)])
+        elif self.model_bar.target_path():
+            self.banner.show_message(f"No model is loaded; {os.path.basename(self.model_bar.target_path())} is "
+                                     "chosen in the bar above.", [("Load and send", lambda: self._load_and_send(text))])
+        else:
+            self.banner.show_message("No model is loaded: choose a GGUF file and press Load, or fetch the demo pair.")
+
+    def _load_and_send(self, text: str) -> None:
+        if self.load_pair(self.model_bar.target_path(), self.model_bar.draft_path()):
+            self.queue_message(text)
+
     def queue_message(self, text: str) -> None:
         """A message sent while the models get ready: it waits for them (it stays in the box meanwhile)."""
         self.queued = (self.current_id, self.editing, text)

@@ -93,8 +93,8 @@ class CostModel:
         hours of plain rounds on a loaded machine would make verify batches look cheap.
         A pass FAR_BELOW times faster than its cost cannot be noise (noise only slows a pass): the
         yardstick was timed wrong (a load calibrated while the machine was swamped: 3 s for a 70 ms
-        pass), and every size moves at once by as much. Nor can a pass over more tokens be faster than
-        a single-token pass: where one is, the single-token pass is priced at it."""
+        pass), and every size moves at once by as much. Nor can a pass over more tokens be FAR_BELOW times
+        faster than a single-token pass: where one is, the single-token pass is priced at it."""
         old = self.verify_s.get(batch)
         if old is None or old <= 0:
             self.verify_s[batch] = seconds
@@ -103,8 +103,8 @@ class CostModel:
             for k in self.verify_s:
                 self.verify_s[k] *= seconds / old
             return
-        if batch > 1 and seconds < self.verify_s.get(1, 0.0):   # (no pass costs less than a single-token one)
-            self.verify_s[1] = min(seconds, *(v for k, v in self.verify_s.items() if k > 1))
+        if batch > 1 and seconds * FAR_BELOW < self.verify_s.get(1, 0.0):   # the single-token pass alone
+            self.verify_s[1] = min(seconds, *(v for k, v in self.verify_s.items() if k > 1))   # was timed wrong
         new = (1 - EMA) * old + EMA * seconds
         if batch == 1:
             for k in self.verify_s:

@@ -47,7 +47,8 @@ class PayCurve(QWidget):
         self.plot.addItem(self.best_point)
         self.measured_point = pg.ScatterPlotItem(size=9, symbol="d", brush="#d62728", pen=pg.mkPen(fg))
         self.plot.addItem(self.measured_point)
-        self.own_point = pg.ScatterPlotItem(size=9, symbol="d", brush=None, pen=pg.mkPen("#d62728", width=1.5))
+        self.own_point = pg.ScatterPlotItem(size=15, symbol="d", brush=None, pen=pg.mkPen("#d62728", width=1.5))
+        # (larger than the measured ◆: where the two are equal, the ◆ shows inside the ◇)
         self.plot.addItem(self.own_point)
         backing = label_backing(bg)
         # right of the star and above it: the curve never rises above its best point

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from desktop_app import __version__, bundle
+from desktop_app.counts import count
 
 REPACK_STATES = ("on", "off", "not probed")
 PACKAGES = ("PySide6-Essentials", "llama-cpp-python", "numpy", "gguf", "Jinja2", "platformdirs")
@@ -203,9 +204,8 @@ def format_text(doc: dict) -> str:
         lines.append(f"Speed timings: unknown: {timings['error']}")
     elif timings:
         targets = timings.get("targets", [])
-        remembered = [f"{t['model']} ({str(t['setup']) + '; ' if t.get('setup') else ''}"      # (no engine import
-                      f"{t['loads']} load{'' if t['loads'] == 1 else 's'}, last {t['updated']})"   # here: About)
-                      for t in targets[:3]]
+        remembered = [f"{t['model']} ({str(t['setup']) + '; ' if t.get('setup') else ''}"
+                      f"{count(t['loads'], 'load')}, last {t['updated']})" for t in targets[:3]]
         more = f" and {len(targets) - 3} more" if len(targets) > 3 else ""
         state = timings.get("state")
         lines.append("Speed timings: " + {

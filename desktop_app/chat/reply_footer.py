@@ -8,7 +8,8 @@ No Qt here: the chat view shows the text, tests check it.
 from __future__ import annotations
 
 from desktop_app.engine.events import GenerationStats
-from desktop_app.engine.explain import count, rate_text
+from desktop_app.counts import count
+from desktop_app.engine.explain import rate_text
 
 DRAFTER_LABELS = {"model": "draft model", "lookup": "prompt lookup", "server": "llama-server",
                   "none": "plain decoding"}

@@ -154,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
 def _print_stats(finish, k: int, n: int, auto_rounds: list | None = None) -> None:
     """The reply's numbers on stderr; with `auto_rounds`, also what auto mode chose, round by round
     counted by drafter."""
-    from desktop_app.engine.explain import count, rate_text
+    from desktop_app.counts import count
+    from desktop_app.engine.explain import rate_text
 
     s = finish.stats
     head = f"[sample {k + 1}/{n}] " if n > 1 else ""

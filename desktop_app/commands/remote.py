@@ -81,7 +81,7 @@ def run_server(args) -> int:
 
 
 def _print_stats(finish, reply, k: int, n: int) -> None:
-    from desktop_app.engine.explain import count
+    from desktop_app.counts import count
 
     s = finish.stats
     head = f"[sample {k + 1}/{n}] " if n > 1 else ""

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from desktop_app import machine
-from desktop_app.engine.explain import count
+from desktop_app.counts import count
 from desktop_app.engine.load_options import LoadOptions
 from desktop_app.engine.repack import cache_dir
 from desktop_app.json_file import write_atomic

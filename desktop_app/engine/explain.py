@@ -7,15 +7,11 @@ every view, so that they agree.
 """
 from __future__ import annotations
 
+from desktop_app.counts import count
 from desktop_app.engine.costs import CostModel
 from desktop_app.engine.events import GenerationStats, StopReason
 
 PAYS, COSTS = 1.05, 0.95     # measured speed-ups at or beyond which speculation pays / costs time
-
-
-def count(n: int, noun: str) -> str:
-    """"1 token", "2 tokens": a count as every view words it."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def rate_number(rate: float) -> str:

@@ -80,7 +80,6 @@ class GGUFInfo:
     add_eos: bool | None = None
     named_by_file: bool = False            # the file's name names the model (its basename and size label)
 
-
     def kv_cache_bytes(self, n_ctx: int, bytes_per_value: int = 2) -> int:
         """Size of an F16 KV cache of n_ctx tokens (what llama.cpp allocates by default)."""
         return n_ctx * self.n_layer * self.n_head_kv * (self.key_length + self.value_length) * bytes_per_value

@@ -275,7 +275,7 @@ class MessageWidget(QFrame):
             self._origins = origins
             self.set_text(text)
             return
-        new = origins[self._streamed:] if self._streamed >= 0 else ()
+        new = origins[self._streamed:]
         if self._streamed > 0 and text == self._text + "".join(o.text for o in new):
             self.body.append_spans([(o.text, o) for o in new], self._streamed)
             self._streamed = len(origins)

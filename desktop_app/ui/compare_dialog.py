@@ -12,7 +12,8 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QGridLayout, QLabel, Q
                                QTextEdit, QVBoxLayout)
 
 from desktop_app.chat.compare import CompareResult, CompareRun
-from desktop_app.engine.explain import count, rate_number, rate_text
+from desktop_app.counts import count
+from desktop_app.engine.explain import rate_number, rate_text
 
 ROWS = (("ttft", "Time to first token"), ("speed", "Tokens per second"), ("total", "Total time"),
         ("tokens", "Tokens"), ("prompt", "Prompt tokens evaluated"), ("drafts", "Drafts kept"),

@@ -114,11 +114,10 @@ def explain(stats: GenerationStats) -> str:
     if stats.c is not None and stats.c > 0.3:
         why.append(f"a draft step costs {stats.c:.2f} of a target pass")
     if stats.t_verify_s and rounds and stats.t_target_step_s:
-        batch = round(stats.mean_drafted or 0) + 1
-        verify_s = check_cost_s(stats, batch)         # as "Does it pay?" prices it; else this reply's mean check
-        if verify_s is None:
-            verify_s = max(0.0, stats.t_verify_s - _plain_verify_s(stats)) / rounds
-        why.append(f"checking {batch} tokens takes {1000 * verify_s:.0f} ms, "
+        # This reply's own checks, a part of the round time above (not the cost model's price of a
+        # size: a mean of rounds of several sizes is not the price of their mean size).
+        verify_s = max(0.0, stats.t_verify_s - stats.t_plain_s) / rounds
+        why.append(f"checking a round's {stats.mean_drafted + 1:.1f} tokens took {1000 * verify_s:.0f} ms, "
                    f"{verify_s / stats.t_target_step_s:.1f}× a single-token pass")
     reasons = "; ".join(why) or "the rounds cost about what they save"
     if m <= COSTS:
@@ -132,8 +131,3 @@ def check_cost_s(stats: GenerationStats, batch: int) -> float | None:
     """Seconds of a verify pass over `batch` tokens on this machine, from the cost model the reply
     ended with (its verify_s_by_batch, interpolated); None where it holds none."""
     return CostModel(verify_s=dict(stats.verify_s_by_batch)).verify_cost(batch) if stats.verify_s_by_batch else None
-
-
-def _plain_verify_s(stats: GenerationStats) -> float:
-    """The verify time of the plain steps (auto mode), estimated at one target pass each."""
-    return stats.n_plain_rounds * (stats.t_target_step_s or 0.0)

@@ -1,4 +1,5 @@
 """Calibration after loading, and the verify timings remembered across loads (calibration_store)."""
+import hashlib
 import json
 import os
 import statistics
@@ -89,8 +90,21 @@ def test_loads_price_each_size_at_the_median_of_its_last_timings(cache, test_mod
     _, targets = calibration_store.summary()
     assert [t["model"] for t in targets] == [os.path.basename(test_model_path)] * 2
     repack = "on" if pair.repack.enabled else "off"
-    assert [t["setup"] for t in targets] == [f"1 thread, batch {OPTIONS.n_batch}, repacking {repack}",
-                                             f"{OPTIONS.n_threads} threads, batch {OPTIONS.n_batch}, repacking {repack}"]
+    build = machine.llama_build()
+    digest = hashlib.sha256(build["system_info"].encode()).hexdigest()[:6]
+    built = f"llama-cpp-python {build['version']} build {digest}"
+    assert [t["setup"] for t in targets] == [f"1 thread, batch {OPTIONS.n_batch}, repacking {repack}, {built}",
+                                             f"{OPTIONS.n_threads} threads, batch {OPTIONS.n_batch}, repacking {repack}, {built}"]
+
+
+def test_one_file_under_two_llama_cpp_builds_reads_as_two(monkeypatch):
+    # the key differs (machine.machine_key holds the build); the line `tandem doctor` shows must too
+    built = machine.llama_build()
+    lines = [calibration_store.setup(OPTIONS)]
+    monkeypatch.setattr(machine, "llama_build", lambda: {**built, "system_info": built["system_info"] + " AVX512 = 1"})
+    lines.append(calibration_store.setup(OPTIONS))
+    assert lines[0] != lines[1] and lines[0].split(", llama-cpp-python")[0] == lines[1].split(", llama-cpp-python")[0]
+    assert f"llama-cpp-python {built['version']} build " in lines[1]
 
 
 def test_a_failing_store_is_no_store(cache, test_model_path, timed_sizes, monkeypatch):

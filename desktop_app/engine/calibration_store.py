@@ -68,9 +68,13 @@ def key(model_path: str, options: LoadOptions) -> str:
 
 def setup(options: LoadOptions) -> str:
     """The part of key() a person can tell apart, for the list of remembered targets: one file loaded
-    two ways is remembered twice."""
+    two ways, or under two llama.cpp builds (a version and a digest of what it was built with), is
+    remembered twice."""
     repack = {True: ", repacking on", False: ", repacking off"}.get(options.repack, "")
-    return f"{count(options.n_threads, 'thread')}, batch {options.n_batch}{repack}"
+    build = machine.llama_build()
+    digest = hashlib.sha256(build["system_info"].encode()).hexdigest()[:6]
+    return (f"{count(options.n_threads, 'thread')}, batch {options.n_batch}{repack}, "
+            f"llama-cpp-python {build['version']} build {digest}")
 
 
 MISSING, DAMAGED, NEWER, OK = "missing", "damaged", "newer", "ok"

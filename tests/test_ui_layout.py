@@ -107,6 +107,10 @@ def test_at_1000_by_700_names_and_buttons_are_whole_and_the_chat_has_room(qtbot,
     # the panel asks for more height than this (its numbers, sentence, strip and charts: 629 px
     # offscreen, more with a desktop's fonts), and scrolls: it never sets the window's height
     assert w.spec_panel.minimumSizeHint().height() > w.tabs.minimumSizeHint().height() < 200
+    # and the round strip keeps room for its rows (it was left three at 1000×700: the charts took the rest)
+    strip = w.spec_panel.strip
+    assert strip.geometry().bottom() < strip.parentWidget().height()     # whole, not clipped under the legend
+    assert strip.viewport().height() >= strip.MIN_ROWS * strip.round_delegate.line_height(strip.font())
 
 
 def test_the_chat_column_at_its_narrowest_still_shows_whole_names_and_buttons(qtbot, tmp_path, close_all,

@@ -231,6 +231,10 @@ class RoundDelegate(QStyledItemDelegate):
     def _width(self) -> int:
         return max(120, self._view.viewport().width())
 
+    def line_height(self, font: QFont) -> int:
+        """The height of a row whose chips fit on one line (as layout() gives it, plus sizeHint's 1)."""
+        return QFontMetrics(font).height() + 2 * self.PAD_Y + 5
+
     def sizeHint(self, option, index) -> QSize:
         row, width = index.row(), self._width()
         cached = self._sizes.get(row)
@@ -296,7 +300,11 @@ class RoundDelegate(QStyledItemDelegate):
 
 
 class RoundStrip(QListView):
-    """The view: rows appended at the bottom, followed while the user is at the bottom."""
+    """The view: rows appended at the bottom, followed while the user is at the bottom. It never
+    shrinks below MIN_ROWS one-line rows: in a short window the panel scrolls instead (the charts
+    below it would otherwise leave it three rows)."""
+
+    MIN_ROWS = 6
 
     def __init__(self, colours: Colours, parent=None):
         super().__init__(parent)
@@ -315,6 +323,7 @@ class RoundStrip(QListView):
         self.setUniformItemSizes(False)
         self.setMouseTracking(True)
         self._follow = FollowBottom(self, margin=4)
+        self.setMinimumHeight(self.MIN_ROWS * self.round_delegate.line_height(self.font()) + 2 * self.frameWidth())
 
     @property
     def following(self) -> bool:

@@ -90,6 +90,29 @@ class StatLabel(QWidget):
         painter.drawText(self.contentsRect(), Qt.AlignLeft | Qt.AlignVCenter, self.shown_text())
 
 
+class RoundsBox(QWidget):
+    """The legend over the round strip. Its minimum height counts the legend as wrapped at the width
+    it has: a layout counts a wrapped label's one-line height, and the splitter would then clip the
+    strip's last rows."""
+
+    def __init__(self, legend: QLabel, strip: QWidget, parent=None):
+        super().__init__(parent)
+        self.legend = legend
+        v = QVBoxLayout(self)
+        v.setContentsMargins(0, 0, 0, 0)
+        v.addWidget(legend)
+        v.addWidget(strip, 1)
+
+    def minimumSizeHint(self) -> QSize:
+        hint = super().minimumSizeHint()
+        wrapped = self.legend.heightForWidth(self.legend.width()) - self.legend.minimumSizeHint().height()
+        return QSize(hint.width(), hint.height() + max(0, wrapped))
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self.updateGeometry()                    # a new width can wrap the legend on more or fewer lines
+
+
 class SpecPanel(QWidget):
     REPAINT_MS = 250             # the strip and the live numbers are updated at most this often: each
                                  # repaint takes CPU from the engine (scripts/bench_window.py measures it)
@@ -133,11 +156,7 @@ class SpecPanel(QWidget):
                                "the target's token: a correction, a bonus (all drafts kept) or a plain step; "
                                "the end of the reply")
         self.strip = RoundStrip(self.colours)
-        rounds = QWidget()
-        v = QVBoxLayout(rounds)
-        v.setContentsMargins(0, 0, 0, 0)
-        v.addWidget(self.legend)
-        v.addWidget(self.strip, 1)
+        rounds = RoundsBox(self.legend, self.strip)
         self.charts = LiveCharts()
         self.pay = PayCurve()
         self.views = QTabWidget()

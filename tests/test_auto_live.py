@@ -41,6 +41,24 @@ def test_auto_drafts_longer_than_the_fixed_gamma(pair, monkeypatch):
     assert plain.tokens == finish.tokens
 
 
+def test_a_new_reply_does_not_copy_the_last_reply_s_opening(pair, monkeypatch):
+    """In a conversation the chat template's header for a reply matches the start of every earlier
+    reply: a five-token match, after which prompt lookup would copy the last reply's opening. Auto
+    counts only the match's tokens within the reply (and the header's line break), so with checks
+    nearly free it still does not copy at a reply's first round."""
+    from desktop_app.engine.drafters import PromptLookupDrafter
+
+    _fix_costs(pair, monkeypatch, {1: 30, 2: 31, 3: 32, 5: 34, 9: 38, 17: 46, 33: 60}, 60)
+    story = "Once upon a time, there was a lighthouse keeper named Jack who lived on a small island."
+    prompt = prompt_tokens(pair.target, f"<|im_start|>user\nTell me a story.<|im_end|>\n<|im_start|>assistant\n"
+                                        f"{story}<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
+                                        "<|im_start|>assistant\n")
+    copied, match_len = PromptLookupDrafter().copy(prompt, 32)       # what a lookup finds there
+    assert match_len >= 5 and pair.target.detokenize(copied).startswith("Once upon a time")
+    rounds, _, finish = run(pair, prompt, GREEDY, max_tokens=16, drafter="lookup", auto=True)
+    assert rounds[0].gamma == 0 and finish.tokens
+
+
 def test_the_draft_model_reads_the_prompt_only_when_auto_drafts_with_it(pair, monkeypatch):
     """Where no draft-model round could pay (a draft step dearer than a target pass), auto never
     drafts with it and it reads nothing: the reply starts as fast as plain decoding's. In fixed mode

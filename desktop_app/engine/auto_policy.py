@@ -14,7 +14,9 @@ model, and takes the option with the best predicted tokens per second, E(γ) / (
   Where recent copies keep fewer tokens than the priors predict, every bin's prior is scaled
   down by that ratio: a copy that fails at its first token says nothing of the longer bins itself.
   After a short match whose tokens were followed by different tokens before (Copy.ambiguous), the
-  first copied token is a guess between them, with keep rates of its own.
+  first copied token is a guess between them, with keep rates of its own. A match counts only its
+  tokens within the reply (Copy.find): in a conversation the chat template's header matches the
+  start of every earlier reply.
 - E(γ) for the draft model: keep rates by draft position (KeepRates), learnt from its rounds. Their
   prior is the target's own recent confidence (its probability of the tokens it chose): a draft
   agrees with the target about as often as the target is sure of itself (measured on the recorded
@@ -171,11 +173,19 @@ class Copy:
                              # token is a guess between them
 
     @classmethod
-    def find(cls, lookup, context: Sequence[int], room: int) -> "Copy | None":
+    def find(cls, lookup, context: Sequence[int], room: int, reply_len: int | None = None) -> "Copy | None":
         """Prompt lookup's candidate for the round after `context` (at most `room` tokens), as the
-        decoder and the replay offer it to choose(); None: no match. `lookup`: a PromptLookupDrafter."""
+        decoder and the replay offer it to choose(); None: no match. `lookup`: a PromptLookupDrafter.
+
+        Of a match, only the reply's tokens (its last `reply_len`) and the one before them (the line
+        break that ends a chat template's header) count: the header is the same at every turn, so in
+        a conversation it matches the start of every earlier reply, whose opening says nothing of this
+        one's. Counted whole, it made a five-token match at a reply's first round, and auto copied the
+        last reply's first 16 tokens (as llama.cpp's lookup would)."""
         tokens, match_len = lookup.copy(context, room)
-        if not tokens:
+        if reply_len is not None:
+            match_len = min(match_len, reply_len + 1)
+        if not tokens or match_len < lookup.ngram_min:
             return None
         return cls(tuple(tokens), match_len, match_len < AMBIGUOUS_BELOW and lookup.followers(context) > 1)
 

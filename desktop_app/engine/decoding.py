@@ -215,7 +215,7 @@ class SpeculativeDecoder:
         draft model, then draft as it chooses. A draft model that has not read the text yet catches
         up first, in one batched pass, timed as a prompt pass."""
         lookup: PromptLookupDrafter = self.drafters["lookup"]
-        copy = Copy.find(lookup, reply.tokens, gamma_max)
+        copy = Copy.find(lookup, reply.tokens, gamma_max, len(reply.reply))
         model = self.drafters.get("model") if settings.drafter == "model" else None
         option = ModelOption(model.behind(reply.tokens)) if model and model.can_draft(reply.tokens) else None
         choice = reply.choice = self.policy.choose(reply.tokens, gamma_max, copy, option, left)

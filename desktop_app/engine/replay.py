@@ -209,7 +209,7 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
             behind = max(0, len(context) - 1 - draft_read)
             option = ModelOption(behind) if use_model else None
             horizon = trace.max_tokens - j                 # what the decoder knows: max_tokens, not the end
-            copy = Copy.find(lookup, context, g_max)
+            copy = Copy.find(lookup, context, g_max, j)
             choice = policy.choose(context, g_max, copy, option, horizon)
             if choice.drafter == "lookup":
                 drafter, drafted = "lookup", choice.gamma

@@ -12,6 +12,7 @@ from PySide6.QtGui import QHelpEvent, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QApplication, QToolTip
 
 from desktop_app.chat.history import HistoryStore
+from desktop_app.chat.line_breaks import keep_line_breaks
 from desktop_app.chat.reply_footer import footer_text, reply_note
 from desktop_app.chat.token_origins import TokenOrigin, align, kind_counts, origins_from_rounds
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenKind
@@ -132,8 +133,8 @@ def test_align_keeps_the_text_whole_when_a_character_is_split_across_tokens():
 
 def test_highlighted_tokens_colour_the_rendered_markdown(qtbot):
     """Highlighting shows the finished reply as Markdown (no fences or "**"), each token's colour on its
-    own characters: a fenced block, bold, one-character inline code, a soft line break and a character
-    outside the BMP. While it streams, its tokens are shown as written."""
+    own characters: a fenced block, bold, one-character inline code, a line break inside a paragraph
+    and a character outside the BMP. While it streams, its tokens are shown as written."""
     kinds = [TokenKind.PLAIN, TokenKind.ACCEPTED, TokenKind.CORRECTION, TokenKind.BONUS]
     pieces = ["Use", " **", "sum", "**", " 🐉", " here", "\n", "now", ":\n\n", "```", "python", "\n",
               "total", " =", " sum", "(xs", ")\n", "```", "\n\n", "Set", " `", "n", "`", " to", " `", "1", "`", "."]
@@ -148,7 +149,7 @@ def test_highlighted_tokens_colour_the_rendered_markdown(qtbot):
     assert w.body.toPlainText() == text                  # streaming: as written, appended
     w.set_text(text)                                     # the reply's end (ChatView.end_reply)
     body = w.body
-    assert body.toPlainText() == _rendered(text) == "Use sum 🐉 here now:\ntotal = sum(xs)\nSet n to 1."
+    assert body.toPlainText() == _rendered(text) == "Use sum 🐉 here\nnow:\ntotal = sum(xs)\nSet n to 1."
     _assert_origins_shown(body, origins)
     shown = _shown_tokens(body)
     assert {n for n, (_, _, t) in shown.items() if t.strip()} == \
@@ -168,7 +169,30 @@ def test_your_message_shows_as_typed(qtbot):
     typed = "Rename x to total in:\nx = 0\nfor i in range(5):\n    x += i\nprint(x)  # *not* emphasis"
     w = view.add_message("user", typed)
     assert w.body.toPlainText() == typed
-    assert view.add_message("assistant", "a\nb *c*").body.toPlainText() == "a b c"   # a reply: Markdown
+    assert view.add_message("assistant", "a\nb *c*").body.toPlainText() == "a\nb c"   # a reply: Markdown
+
+
+def test_a_reply_s_lines_and_indentation_show_as_written(qtbot):
+    """Code a model wrote without a fence, a poem: each line on its own line, indented as written
+    (Markdown joined them into one line: a user's try). Lists, tables, headings and indented code are
+    still Markdown, and paragraphs keep the space between them."""
+    view = ChatView()
+    qtbot.addWidget(view)
+    code = "def f(xs):\n    acc = 0\n    for x in xs:\n        acc += x\n    return acc"
+    w = view.add_message("assistant", f"Renamed:\n{code}\nDone.\n\nRoses are red,\nviolets *blue*.")
+    assert w.body.toPlainText() == f"Renamed:\n{code}\nDone.\nRoses are red,\nviolets blue."
+    first, second = w.body.document().begin(), w.body.document().begin().next()
+    assert first.text().startswith("Renamed:") and second.text().startswith("Roses")    # two paragraphs,
+    assert second.blockFormat().topMargin() + first.blockFormat().bottomMargin() > 0    # apart
+    assert second.text() == "Roses are red,\u2028violets blue."                # one paragraph, two lines
+    markdown = ("# Title\ntext\n\n- a\n  - b\n- c\n\n| x | y |\n|---|---|\n| 1 | 2 |\n\nPara.\n\n"
+                "    indented code\n    more\n\nSetext\n---\n```\nfenced\n  kept\n```")
+    doc = QTextDocument()
+    doc.setMarkdown(keep_line_breaks(markdown))
+    plain = QTextDocument()
+    plain.setMarkdown(markdown)
+    assert doc.toMarkdown() == plain.toMarkdown()                   # nothing here changes
+    assert keep_line_breaks("a\n  b") == "a\u2028\u00a0\u00a0b" and keep_line_breaks("a\n- b") == "a\n- b"
 
 
 def test_a_long_code_line_wraps_on_its_shade_and_never_scrolls_the_reply_sideways(qtbot):
@@ -258,7 +282,7 @@ def _shown_kinds(body) -> Counter:
 
 def _rendered(markdown: str) -> str:
     doc = QTextDocument()
-    doc.setMarkdown(markdown)
+    doc.setMarkdown(keep_line_breaks(markdown))
     return doc.toPlainText()
 
 

@@ -12,6 +12,7 @@ from PySide6.QtGui import QColor, QGuiApplication, QPalette, QTextCharFormat, QT
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSizePolicy, QTextBrowser,
                                QToolTip, QVBoxLayout, QWidget)
 
+from desktop_app.chat.line_breaks import keep_line_breaks
 from desktop_app.chat.reply_footer import footer_text, reply_note
 from desktop_app.chat.token_origins import TokenOrigin, align, origin, origins_from_rounds, shown_positions
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenEvent, TokenKind
@@ -63,8 +64,9 @@ class MessageText(QTextBrowser):
 
     def _render(self, text: str) -> None:
         """`text` as Markdown, its code blocks on a shade of their own with room after them, their long
-        lines wrapped: a line wider than the chat would otherwise scroll the whole reply sideways."""
-        self.setMarkdown(text)
+        lines wrapped: a line wider than the chat would otherwise scroll the whole reply sideways. Its
+        line breaks and indentation show as written (line_breaks.py)."""
+        self.setMarkdown(keep_line_breaks(text))
         cursor = QTextCursor(self.document())
         cursor.beginEditBlock()
         block = self.document().begin()

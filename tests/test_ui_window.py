@@ -102,7 +102,7 @@ def test_a_message_sent_while_the_models_load_is_sent_once_they_are_ready(qtbot,
 
 @pytest.mark.network
 def test_a_message_sent_before_loading_offers_to_load_the_chosen_pair_and_send_it(qtbot, window, test_model_path,
-                                                                                  q2k_draft_path):
+                                                                                  q2k_draft_path, tmp_path):
     window.model_bar.select(test_model_path, q2k_draft_path)
     window.settings_panel.temperature.setValue(0.0)
     window.settings_panel.max_tokens.setValue(8)
@@ -110,6 +110,14 @@ def test_a_message_sent_before_loading_offers_to_load_the_chosen_pair_and_send_i
     assert window.loaded is None and window.composer.toPlainText() == "Say hello."
     assert "SmolLM2-135M-Instruct.Q4_1.gguf is chosen in the bar above" in window.banner.label.text()
     assert window.banner.buttons[0].text() == "Load and send"
+    # another file chosen meanwhile: the banner speaks of that one (it went on naming the first: a user's try)
+    notes = tmp_path / "notes.gguf"
+    notes.write_text("not a model")
+    window.model_bar.select(str(notes), None)
+    assert "notes.gguf, chosen in the bar above, cannot be loaded" in window.banner.label.text()
+    assert window.banner.buttons[0].isHidden()
+    window.model_bar.select(test_model_path, q2k_draft_path)
+    assert "SmolLM2-135M-Instruct.Q4_1.gguf is chosen in the bar above" in window.banner.label.text()
     qtbot.mouseClick(window.banner.buttons[0], Qt.LeftButton)
     qtbot.waitUntil(lambda: window.loaded is not None and window.current_id is not None and len(stored(window)) == 2
                     and window.generating_id is None and not window.busy, timeout=TIMEOUT_MS)

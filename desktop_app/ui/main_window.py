@@ -53,6 +53,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.pending_text = ""                  # a message sent but not yet stored: it stays in the box
         self._loads = 0                         # fetches, loads and connections not yet ended (ModelsMixin)
         self.queued: tuple[int | None, bool, str] | None = None   # a message sent meanwhile (queue_message)
+        self.not_loaded_note: tuple[str, str] | None = None   # (message, banner) of the last _say_not_loaded
         self._settings_warned = False
         self.busy = False
         self.editing = False
@@ -132,6 +133,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         # (direct: a queued call would wait for the worker's thread, busy with the very load it cancels)
         self.model_bar.cancelRequested.connect(self.worker.cancel_load, Qt.DirectConnection)
         self.model_bar.folderAdded.connect(self.add_model_folder)
+        self.model_bar.choiceChanged.connect(self._choice_changed)
         self.banner = Banner()
         self.first_run = FirstRun()
         self.first_run.fetchRequested.connect(self.load_demo)

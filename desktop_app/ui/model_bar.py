@@ -44,6 +44,7 @@ class ModelBar(QWidget):
     folderAdded = Signal(str)
     cancelRequested = Signal()
     serverRequested = Signal(str, str)      # llama-server URL, API key
+    choiceChanged = Signal()                # another target or draft chosen (or the same one, read again)
 
     pair_verdict: PairVerdict | None = None     # the header check of the chosen pair (None: no draft)
     loaded_pair: tuple[str, str | None] | None = None   # the files loaded (None: none, or a server's)
@@ -254,6 +255,7 @@ class ModelBar(QWidget):
         folded = t is not None and (t, d) == self.loaded_pair      # (a verdict that is not "OK" stays)
         self.info.setVisible(local and not folded)
         self.verdict.setVisible(local and self.pair_verdict is not None and (not folded or self.pair_verdict.ok is not True))
+        self.choiceChanged.emit()
 
     def _update_verdict(self, target: str | None, draft: str | None) -> None:
         """Whether the chosen draft can speculate for the chosen target, from the headers alone, before

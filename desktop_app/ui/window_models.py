@@ -12,6 +12,7 @@ from desktop_app.engine.rpc import WARNING as RPC_WARNING
 from desktop_app.engine.rpc import RpcError
 from desktop_app.models.discovery import find_gguf_files
 from desktop_app.models.pairing import suggest_pair
+from desktop_app.ui.model_bar import UNREADABLE, describe
 from desktop_app.ui.settings_panel import load_options, rpc_options
 from desktop_app.ui.worker import CANCELLED, LoadedPair, LoadRequest, ServerRequest
 
@@ -185,15 +186,27 @@ class ModelsMixin:
 
     def _say_not_loaded(self, text: str) -> None:
         """A message sent with no model loaded: the banner says how to load one, and loads the pair the
-        bar shows and then sends it with one click (the message stays in the box meanwhile)."""
+        bar shows and then sends it with one click (the message stays in the box meanwhile). Another
+        file chosen in the bar while it shows: it names that one (_choice_changed)."""
+        target = self.model_bar.target_path()
         if self.lost_pair:
             self.banner.show_message("The models are no longer loaded; reload them to send your message "
                                      "(it stays in the box).", [("Reload the models", self.reload_lost_pair)])
-        elif self.model_bar.target_path():
-            self.banner.show_message(f"No model is loaded; {os.path.basename(self.model_bar.target_path())} is "
-                                     "chosen in the bar above.", [("Load and send", lambda: self._load_and_send(text))])
+        elif target and describe(target).startswith(UNREADABLE):
+            self.banner.show_message(f"No model is loaded, and {os.path.basename(target)}, chosen in the bar "
+                                     "above, cannot be loaded (its line there says why): choose another file.")
+        elif target:
+            self.banner.show_message(f"No model is loaded; {os.path.basename(target)} is chosen in the bar "
+                                     "above.", [("Load and send", lambda: self._load_and_send(text))])
         else:
             self.banner.show_message("No model is loaded: choose a GGUF file and press Load, or fetch the demo pair.")
+        self.not_loaded_note = (text, self.banner.label.text())
+
+    def _choice_changed(self) -> None:
+        """Another file chosen in the bar: a banner about the last one's loading speaks of this one."""
+        said = self.not_loaded_note
+        if said and not self.banner.isHidden() and self.banner.label.text() == said[1] and not self.loaded:
+            self._say_not_loaded(said[0])
 
     def _load_and_send(self, text: str) -> None:
         if self.load_pair(self.model_bar.target_path(), self.model_bar.draft_path()):

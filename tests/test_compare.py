@@ -66,12 +66,16 @@ def test_compare_reruns_the_last_message_off_then_on_and_stores_nothing(session,
     consume(session.send(cid, "Name three rivers in Europe.", OPTIONS))
     before = snapshot(store, cid)
     stored_reply = store.messages(cid)[-1]
-    said = []
+    said, ended = [], []
 
-    result = compare(session, cid, OPTIONS, progress=said.append)
+    result = compare(session, cid, OPTIONS, progress=said.append, run_done=ended.append)
 
     assert not result.cancelled and result.off.finished and result.on.finished
-    assert len(said) >= 2 and "without" in said[0] and "with speculation" in said[1]
+    assert len(said) >= 3 and "Reading" in said[0] and "without" in said[1] and "with speculation" in said[2]
+    assert ended == [result.off, result.on]                   # each run reported as it ended
+    # both runs find the prompt read, so their times to first token compare like with like (the first
+    # used to read it all and the second reuse it)
+    assert result.off.stats.n_prompt_evaluated == result.on.stats.n_prompt_evaluated == 1
     # the prompt is the conversation up to its last user message: the stored reply's own prompt
     prompt = compare_prompt(session, store.conversation(cid))
     assert result.n_prompt == len(prompt) == result.on.stats.n_prompt_tokens == result.off.stats.n_prompt_tokens
@@ -258,6 +262,10 @@ def test_the_compare_button_shows_both_runs_side_by_side(qtbot, window, test_mod
     dialog = w.compare_dialog
     assert dialog is not None and dialog.isVisible() and not dialog.isModal()
     assert w.busy and not w.compare_button.isEnabled() and not w.regenerate_button.isEnabled()
+    # the run without speculation shows as soon as it ends, while the other runs (it showed nothing
+    # until both had: over a minute on a slow machine, a user's try)
+    qtbot.waitUntil(lambda: dialog.cells["speed"]["off"].text() != "–", timeout=COMPARE_TIMEOUT_MS)
+    assert dialog.result is None and dialog.texts["off"].toPlainText() and dialog.cells["speed"]["on"].text() == "–"
     try:
         qtbot.waitUntil(lambda: dialog.result is not None and not w.busy, timeout=COMPARE_TIMEOUT_MS)
     except Exception:

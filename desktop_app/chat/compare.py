@@ -109,9 +109,13 @@ def spec_on(spec: SpecSettings, has_draft_model: bool) -> SpecSettings:
 
 
 def compare(session: ChatSession, conversation_id: int, options: GenerationOptions,
-            progress: Callable[[str], None] | None = None) -> CompareResult:
+            progress: Callable[[str], None] | None = None,
+            run_done: Callable[[CompareRun], None] | None = None) -> CompareResult:
     """Answer the conversation's last user message twice, speculation off then on, with one seed; store
     nothing. `session.controls.cancel()` stops it within a round (the result says `cancelled`).
+    `run_done` gets each run as it ends. Both runs find the prompt read (a one-token pass first, not
+    counted): the first would otherwise read it and the second reuse it, and their times to first token
+    would compare a prompt pass with none.
     Raises ContextOverflow when the prompt and the reply do not fit, ValueError without a user message."""
     conversation = session.store.conversation(conversation_id)
     prompt = compare_prompt(session, conversation)
@@ -126,12 +130,17 @@ def compare(session: ChatSession, conversation_id: int, options: GenerationOptio
     result = CompareResult(conversation_id, len(prompt), sampling, options.max_tokens, *runs)
 
     session.controls.reset_cancel()
+    if progress:
+        progress("Reading the conversation…")
+    _run(session, CompareRun("read", SpecSettings(enabled=False)), prompt, sampling, replace(options, max_tokens=1))
     for run, words in zip(runs, ("without speculation", "with speculation")):
         if session.controls.cancelled:
             break
         if progress:
             progress(f"Running {words} ({run.label})…")
         _run(session, run, prompt, sampling, options)
+        if run_done and run.finished:
+            run_done(run)
     result.cancelled = not all(r.finished for r in runs)
     if result.cancelled:
         return result

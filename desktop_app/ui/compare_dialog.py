@@ -113,6 +113,7 @@ class CompareDialog(QDialog):
     def start(self) -> None:
         """A compare has been asked for: clear the last one."""
         self.result = None
+        self._off_rate = 0.0            # the run without speculation's tokens per second, once it ended
         self.running = True
         self.stop_button.setEnabled(True)
         self.status.setText("Starting the compare…")
@@ -127,6 +128,17 @@ class CompareDialog(QDialog):
 
     def show_progress(self, what: str) -> None:
         self.status.setText(what)
+
+    def show_run(self, run: CompareRun) -> None:
+        """One run, as soon as it ends: its column's numbers and text (the "on" run's speed-up over the
+        "off" run's, shown already)."""
+        self.headers[run.label].setText(f"<b>{spec_words(run)}</b>")
+        self.texts[run.label].setPlainText(run.text)
+        if run.finished:
+            for key, text in run_cells(run, self._off_rate if run.label == "on" else run.stats.tokens_per_s).items():
+                self.cells[key][run.label].setText(text)
+            if run.label == "off":
+                self._off_rate = run.stats.tokens_per_s
 
     def show_failed(self, message: str) -> None:
         self.running = False
@@ -143,13 +155,9 @@ class CompareDialog(QDialog):
         self.status.setText(f"The last message answered twice, {how}, at most {result.max_tokens} tokens; "
                             f"nothing was stored." if not result.cancelled
                             else "Cancelled: what ran is shown; nothing was stored.")
-        for c, run in (("off", result.off), ("on", result.on)):
-            self.headers[c].setText(f"<b>{spec_words(run)}</b>")
-            self.texts[c].setPlainText(run.text)
-            if run.finished:
-                off = result.off.stats.tokens_per_s if result.off.finished else 0.0
-                for key, text in run_cells(run, off).items():
-                    self.cells[key][c].setText(text)
+        self._off_rate = 0.0
+        for run in (result.off, result.on):
+            self.show_run(run)
         if result.cancelled:
             return
         if result.speedup is not None:

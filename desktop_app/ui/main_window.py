@@ -92,6 +92,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         w.requestRefused.connect(self._on_request_refused)
         w.messageStored.connect(self._on_message_stored)
         w.compareProgress.connect(self._on_compare_progress)
+        w.compareRunDone.connect(self._on_compare_run)      # (a method: a lambda would run on the worker's thread)
         w.compared.connect(self._on_compared)
         w.compareFailed.connect(self._on_compare_failed)
         self.thread.start()
@@ -341,6 +342,10 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
     def _on_compare_progress(self, what: str) -> None:
         if self.compare_dialog is not None and not self._closing:
             self.compare_dialog.show_progress(what)
+
+    def _on_compare_run(self, run) -> None:
+        if self.compare_dialog is not None and not self._closing:
+            self.compare_dialog.show_run(run)
 
     def _on_compared(self, result) -> None:
         if self.compare_dialog is not None and not self._closing:

@@ -89,6 +89,7 @@ class EngineWorker(QObject):
     requestRefused = Signal(object, str)    # GenerateRequest that found no models (nothing stored), message
     messageStored = Signal(int)             # conversation id: the user's message is in the history
     compareProgress = Signal(str)           # which run of a compare is going
+    compareRunDone = Signal(object)         # chat.compare.CompareRun: one of its runs, ended
     compared = Signal(object)               # chat.compare.CompareResult
     compareFailed = Signal(str)
     _deathNoticed = Signal(object)          # from the engine's watcher thread, handled on the worker's
@@ -340,7 +341,8 @@ class EngineWorker(QObject):
             return
         self.busyChanged.emit(True)
         try:
-            result = run_compare(self.session, conversation_id, options, progress=self.compareProgress.emit)
+            result = run_compare(self.session, conversation_id, options, progress=self.compareProgress.emit,
+                                 run_done=self.compareRunDone.emit)
         except (ContextOverflow, ValueError, HistoryError) as exc:
             self.compareFailed.emit(str(exc))
         except EngineCrashed as exc:

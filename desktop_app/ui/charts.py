@@ -104,7 +104,7 @@ def quiet_plot(fg: QColor, bg: QColor, min_width: int, min_height: int, whole: t
 
 
 def _small_plot(fg: QColor, bg: QColor, whole: tuple[str, ...] = ()) -> pg.PlotWidget:
-    w = quiet_plot(fg, bg, 150, 110, whole)
+    w = quiet_plot(fg, bg, 150, 95, whole)
     w.getPlotItem().layout.setContentsMargins(0, 4, 4, 0)
     w.disableAutoRange()         # each redraw sets its ranges: pyqtgraph's auto range is worked out while
     return w                     # painting and then paints the plot a second time

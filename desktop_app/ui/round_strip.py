@@ -302,9 +302,9 @@ class RoundDelegate(QStyledItemDelegate):
 class RoundStrip(QListView):
     """The view: rows appended at the bottom, followed while the user is at the bottom. It never
     shrinks below MIN_ROWS one-line rows: in a short window the panel scrolls instead (the charts
-    below it would otherwise leave it three rows)."""
+    below it left it three at 1000×700)."""
 
-    MIN_ROWS = 6
+    MIN_ROWS = 5
 
     def __init__(self, colours: Colours, parent=None):
         super().__init__(parent)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import os
 import sys
 
 from desktop_app import bundle
@@ -191,7 +192,20 @@ def main(argv: list[str] | None = None) -> int:
         return _run("gui", args)
     if args.command == "models" and args.models_command is None:      # `tandem models` alone: list them
         args = parser.parse_args([*argv, "list"])
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """The output's reader went away (`tandem models list | head`): stop, without a traceback, and
+    with nothing left to flush at exit."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 1
 
 
 if __name__ == "__main__":

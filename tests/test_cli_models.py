@@ -53,6 +53,16 @@ def test_list_json_reports_cached_and_missing(tmp_path, test_model_path):
     assert {r["key"]: r for r in deep["models"]}[SMOL.key]["verified"] is True
 
 
+def test_a_reader_that_goes_away_ends_the_output_quietly(tmp_path):
+    """`tandem models list --json | head`: the reader closes its end before the command writes."""
+    env = {**os.environ, store.MODELS_DIR_ENV: str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "desktop_app", "models", "list", "--json"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()                           # (before the command has imported what it needs)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1 and b"Traceback" not in err and b"BrokenPipe" not in err, err
+
+
 def test_unknown_name_is_a_usage_error(tmp_path):
     out = tandem("models", "fetch", "no-such-model", "--json", folder=tmp_path)
     assert out.returncode == 2

@@ -257,6 +257,7 @@ def test_edit_last_message_and_resend(qtbot, loaded):
     wait_idle(qtbot, w)
     w.edit_last()
     assert w.composer.toPlainText() == "What is 2 + 2?"
+    assert w.composer.textCursor().position() == len("What is 2 + 2?")      # the caret where it ends
     w.composer.setPlainText("What is 3 + 3?")
     qtbot.keyClick(w.composer, Qt.Key_Return)
     wait_idle(qtbot, w)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from PySide6.QtCore import Qt, QThread, Signal
+from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import (QHBoxLayout, QMainWindow, QPushButton, QScrollArea, QSplitter,
                                QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
 
@@ -299,6 +300,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         if last is not None:
             self.editing = True
             self.composer.setPlainText(last.content)
+            self.composer.moveCursor(QTextCursor.End)    # (typing goes on where the message ends)
             self.composer.setFocus()
             self.banner.show_message("Editing your last message: Enter resends it and replaces what followed.",
                                      [("Cancel edit", self._cancel_edit)])

@@ -573,3 +573,14 @@ def test_the_engine_process_dying_mid_reply_keeps_the_window_and_the_reply(qtbot
     db = stored(w, cid)
     assert [m.role for m in db] == ["user", "assistant", "user", "assistant"]
     assert db[-1].complete and db[-1].content and w.chat.messages[-1].text == db[-1].content
+
+
+def test_a_load_stage_that_cannot_say_how_far_it_is_shows_busy(window):
+    """Reading the files is measured; timing the passes is not: the bar sat at 100 % for most of a
+    minute on a slow machine (a user's try). It shows busy instead."""
+    bar = window.model_bar
+    window._on_load_progress("target", 0.4)
+    assert bar.progress.maximum() == 1000 and bar.progress.value() == 400
+    assert bar.progress.format() == "Loading the target model %p%"
+    window._on_load_progress("measuring", 1.0)
+    assert bar.progress.maximum() == 0 and bar.progress.format() == "Measuring the models' speed"

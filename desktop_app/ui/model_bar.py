@@ -272,7 +272,8 @@ class ModelBar(QWidget):
             self.loadRequested.emit(self.target_path(), self.draft_path())
 
     # -- progress and outcome
-    def show_progress(self, text: str, fraction: float) -> None:
+    def show_progress(self, text: str, fraction: float | None) -> None:
+        """A load's or a fetch's stage and how far it is (None: a stage that cannot say, shown busy)."""
         if self.status.text() == NO_MODEL or self.status.styleSheet():   # (nothing loaded, or an error
             self.status.setText("")                                      # from before: the bar says
             self.status.setStyleSheet("")                                # what happens now)
@@ -280,9 +281,11 @@ class ModelBar(QWidget):
         self.load_button.setEnabled(False)
         self.load_button.hide()                 # Cancel takes its place: the row keeps its width
         self.cancel_button.show()
-        self.progress.setValue(int(1000 * fraction))
+        self.progress.setRange(0, 0 if fraction is None else 1000)
+        if fraction is not None:
+            self.progress.setValue(int(1000 * fraction))
         if self.cancel_button.isEnabled():      # (once pressed, the bar says so until the answer comes)
-            self.progress.setFormat(f"{text} %p%")
+            self.progress.setFormat(text if fraction is None else f"{text} %p%")
 
     def _cancel(self) -> None:
         self.cancel_button.setEnabled(False)

@@ -92,8 +92,10 @@ class ModelsMixin:
         self.requestServer.emit(ServerRequest(url, api_key))
 
     def _on_load_progress(self, what: str, fraction: float) -> None:
+        """Reading the model files is measured; probing the CPU and timing the passes are not (the bar
+        sat at 100 % for most of a minute while they ran on a slow machine: a user's try)."""
         label = STAGES.get(what, f"loading {what}")
-        self.model_bar.show_progress(label[:1].upper() + label[1:], fraction)
+        self.model_bar.show_progress(label[:1].upper() + label[1:], fraction if what in ("target", "draft") else None)
 
     def load_demo(self) -> None:
         demo = models.resolve(["demo"])

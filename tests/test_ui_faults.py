@@ -120,3 +120,25 @@ def test_a_read_only_config_folder_still_loads_and_says_settings_are_not_saved(q
             window.close()
     finally:
         writable(config)
+
+
+def test_sigterm_closes_the_window_as_quit_does_and_keeps_the_settings(qtbot, tmp_path):
+    """A logout or `kill` (SIGTERM): the settings changed were lost, since they are written when the
+    window closes (a user's try). The app closes its window on SIGTERM, as Quit does."""
+    import os
+    import signal
+
+    from desktop_app.ui.app import close_on_terminate
+
+    window = open_window(qtbot, tmp_path)
+    before = {name: signal.getsignal(getattr(signal, name)) for name in ("SIGTERM", "SIGINT")}
+    try:
+        close_on_terminate(window)
+        window.settings_panel.temperature.setValue(0.3)
+        os.kill(os.getpid(), signal.SIGTERM)
+        qtbot.waitUntil(lambda: window._closing, timeout=10_000)
+    finally:
+        for name, handler in before.items():
+            signal.signal(getattr(signal, name), handler)
+    saved = json.loads((tmp_path / "settings.json").read_text())
+    assert saved["generation"]["temperature"] == pytest.approx(0.3)

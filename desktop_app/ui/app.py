@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 from PySide6.QtCore import QObject, QTimer, Slot
@@ -75,6 +76,23 @@ class _ScriptedRun(QObject):
         self.window.close()
 
 
+def close_on_terminate(window: MainWindow) -> QTimer:
+    """SIGTERM (a logout, `kill`) and SIGINT (Ctrl+C where it was started) close the window as Quit does,
+    so its settings are saved and a reply in progress is stopped and kept (they were lost, the reply
+    marked as cut off by an engine failure: a user's try). Qt's event loop does not run Python
+    between events, so a timer wakes it to see the signal; the returned timer keeps that going."""
+    def terminate(*_):
+        QTimer.singleShot(0, window.close)
+
+    for name in ("SIGTERM", "SIGINT"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), terminate)
+    wake = QTimer(window)
+    wake.timeout.connect(lambda: None)
+    wake.start(250)
+    return wake
+
+
 def run(args) -> int:
     if getattr(args, "no_repack", False):
         os.environ["TANDEM_NO_REPACK"] = "1"    # engine/repack.py reads it; child processes inherit it
@@ -90,6 +108,7 @@ def run(args) -> int:
     if getattr(args, "screenshot", None):
         _ScriptedRun(window, args.prompt or "Write a Python function that reverses a string.", args.screenshot)
     window.show()
+    close_on_terminate(window)
     QTimer.singleShot(0, lambda: start(window, args.demo, args.target, args.draft, getattr(args, "server", None),
                                        getattr(args, "api_key", None)))
     return app.exec()

@@ -201,7 +201,7 @@ def test_explanation_of_a_mixed_reply_times_only_the_drafting_rounds():
                         acceptance_rate=7 / 8, alpha=7 / 8, mean_accepted=3.5, mean_drafted=4.0,
                         t_draft_s=0.0, t_verify_s=0.440, t_target_step_s=0.030, c=0.0, tokens_per_s=17 / 0.44)
     text = explain(s)
-    assert "giving 4.5 tokens in 100 ms" in text and "2 of 10 rounds drafted" in text
+    assert "giving 4.50 tokens in 100 ms" in text and "2 of 10 rounds drafted" in text
     # no time outside draft and verify: plain decoding is one 30 ms pass per token
     assert s.plain_tokens_per_s == pytest.approx(1 / 0.030) and s.measured_speedup == pytest.approx(1.16, abs=0.01)
     assert "beats plain decoding (33.3 tok/s, measured) by 1.16×" in text
@@ -220,5 +220,5 @@ def test_explanation_quotes_the_checks_of_its_own_rounds():
                         verify_s_by_batch={1: 0.03, 4: 0.175})
     assert s.measured_speedup < 0.95
     text = explain(s)
-    assert "giving 2.0 tokens in 170 ms" in text
-    assert "checking a round's 3.5 tokens took 120 ms, 4.0× a single-token pass" in text
+    assert "giving 2.00 tokens in 170 ms" in text
+    assert "checking a round's 3.50 tokens took 120 ms, 4.0× a single-token pass" in text

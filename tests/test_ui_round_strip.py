@@ -109,9 +109,11 @@ def slow_stats(**kw) -> GenerationStats:
     return GenerationStats(**base)
 
 
-def test_the_sentence_adds_up_as_shown():
-    """"kept 0.7, giving 1.7 tokens": the kept mean as shown, plus the target's own (1.65 printed 1.6)."""
-    assert "kept 0.7, giving 1.7 tokens" in explain(slow_stats(mean_accepted=0.65))
+def test_the_sentence_adds_up_as_shown_and_as_the_panel_shows_it():
+    """"kept 0.67, giving 1.67 tokens": the kept mean as shown, plus the target's own (0.665 printed 0.67),
+    and to the panel's row's two decimals (the sentence said 3.0 where the row said 2.95: a user's try)."""
+    text = explain(slow_stats(mean_accepted=0.665, mean_drafted=2.95))
+    assert "a round drafted 2.95 and kept 0.67, giving 1.67 tokens" in text
 
 
 def test_rates_never_print_as_zero():

@@ -89,8 +89,8 @@ def explain(stats: GenerationStats) -> str:
     per_round_ms = 1000 * (stats.t_draft_s + stats.t_verify_s - stats.t_plain_s) / rounds if rounds else 0.0
     parts = [f"{100 * (stats.acceptance_rate or 0):.0f} % of drafted tokens were kept (α ≈ {alpha:.2f}: the chance "
              "that a token was kept when those before it were; after a rejection the rest go unchecked); "
-             f"a round drafted {stats.mean_drafted:.1f} and kept {stats.mean_accepted:.1f}, "
-             f"giving {float(f'{stats.mean_accepted:.1f}') + 1:.1f} tokens"     # (kept as shown, plus one)
+             f"a round drafted {stats.mean_drafted:.2f} and kept {stats.mean_accepted:.2f}, "   # (as the panel's
+             f"giving {float(f'{stats.mean_accepted:.2f}') + 1:.2f} tokens"     # row shows them; kept as shown, plus one)
              + ("." if stats.remote else f" in {per_round_ms:.0f} ms.")]
     if stats.n_plain_rounds:
         parts.append(f"{round(rounds)} of {stats.n_rounds} rounds drafted; the others were plain steps.")
@@ -117,7 +117,7 @@ def explain(stats: GenerationStats) -> str:
         # This reply's own checks, a part of the round time above (not the cost model's price of a
         # size: a mean of rounds of several sizes is not the price of their mean size).
         verify_s = max(0.0, stats.t_verify_s - stats.t_plain_s) / rounds
-        why.append(f"checking a round's {stats.mean_drafted + 1:.1f} tokens took {1000 * verify_s:.0f} ms, "
+        why.append(f"checking a round's {float(f'{stats.mean_drafted:.2f}') + 1:.2f} tokens took {1000 * verify_s:.0f} ms, "
                    f"{verify_s / stats.t_target_step_s:.1f}× a single-token pass")
     reasons = "; ".join(why) or "the rounds cost about what they save"
     if m <= COSTS:

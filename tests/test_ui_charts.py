@@ -158,6 +158,7 @@ def test_the_panel_charts_tokens_on_the_engines_clock_however_late_they_arrive(r
     panel = SpecPanel()
     qtbot.addWidget(panel)
     panel.begin("test")
+    assert "drawn when the reply ends" in panel.pay.sentence.text()      # (not an empty tab meanwhile)
     for r in rounds:
         panel.add_round(r)
         for _ in range(r.n_reply_tokens):                # (when they arrive is not asked: only the rounds count)
@@ -184,6 +185,7 @@ def test_plain_reply_estimates_plain_speed_live_and_has_no_alpha(pair, qapp, qtb
     panel = SpecPanel()
     qtbot.addWidget(panel)
     panel.begin("test")
+    assert "drawn when the reply ends" in panel.pay.sentence.text()      # (not an empty tab meanwhile)
     for r in rounds:
         panel.add_round(r)
     panel._flush()

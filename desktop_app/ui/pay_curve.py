@@ -77,6 +77,13 @@ class PayCurve(QWidget):
         self.best_label.setVisible(False)
         self.sentence.setText("")
 
+    def waiting(self) -> None:
+        """A reply is being written: nothing to draw yet, and the tab says when there will be (it stood
+        empty: a user's try)."""
+        self.clear()
+        self.sentence.setText("The curve is drawn when the reply ends, from its α and the costs measured on "
+                              "this machine.")
+
     def show(self, stats: GenerationStats | Mapping | None = _WIDGET_SHOW, current_gamma: int = 0) -> None:
         """Draw the curve for this reply's measurements (a GenerationStats, or its stored JSON);
         current_gamma is the γ this reply used (its mean draft length, rounded: in auto mode it is not

@@ -225,7 +225,7 @@ class SpecPanel(QWidget):
         self._streaming = self._attached = True
         self.strip.clear()
         self.charts.begin()
-        self.pay.clear()
+        self.pay.waiting()
         self.header.setText(f"Live: reply in '{title}'")
         self._reset_numbers("Generating…")
         self._timer.start()

@@ -12,7 +12,7 @@ from desktop_app.chat.session import GenerationOptions
 from desktop_app.engine import SamplingParams, SpecSettings
 from desktop_app.engine.load_options import LoadOptions
 
-REPACK_CHOICES = [("Auto (probe this CPU once)", "auto"), ("Off", "off"), ("On", "on")]
+REPACK_CHOICES = [("Auto", "auto"), ("Off", "off"), ("On", "on")]     # (the tooltip says what Auto does)
 REPACK_OPTION = {"auto": None, "off": False, "on": True}        # the setting → LoadOptions.repack
 LOADING_LABELS = {"n_ctx": "Context size", "n_threads": "Threads", "n_gpu_layers": "GPU layers (target)",
                   "n_gpu_layers_draft": "GPU layers (draft)", "repack": "Weight repacking"}
@@ -81,8 +81,8 @@ class SettingsPanel(QWidget):
         self.repack.setMinimumContentsLength(8)                                              # panel cuts it)
         for label, key in REPACK_CHOICES:
             self.repack.addItem(label, key)
-        self.repack.setToolTip("Repacking rearranges weights for faster CPU kernels. Auto turns it off where a test "
-                               "process crashes with it (Intel CPUs with AMX under some hypervisors, llama.cpp "
+        self.repack.setToolTip("Repacking rearranges weights for faster CPU kernels. Auto probes this CPU once, and turns it off "
+                               "where a test process crashes with it (Intel CPUs with AMX under some hypervisors, llama.cpp "
                                "issue #20824); Off never repacks; On always does.")
         form.addRow(LOADING_LABELS["n_gpu_layers_draft"], self.ngld)
         form.addRow(LOADING_LABELS["repack"], self.repack)

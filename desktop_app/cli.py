@@ -187,12 +187,12 @@ def main(argv: list[str] | None = None) -> int:
 
         return repack_probe(argv[1:])
     parser = build_parser(json_errors="--json" in argv)
-    args = parser.parse_args(argv)
-    if args.command is None:
-        return _run("gui", args)
-    if args.command == "models" and args.models_command is None:      # `tandem models` alone: list them
-        args = parser.parse_args([*argv, "list"])
     try:
+        args = parser.parse_args(argv)          # (--version and --help write here)
+        if args.command is None:
+            return _run("gui", args)
+        if args.command == "models" and args.models_command is None:      # `tandem models` alone: list them
+            args = parser.parse_args([*argv, "list"])
         return args.func(args)
     except BrokenPipeError:
         return _reader_gone()

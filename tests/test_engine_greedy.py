@@ -210,13 +210,13 @@ def test_explanation_of_a_mixed_reply_times_only_the_drafting_rounds():
 def test_explanation_quotes_the_checks_of_its_own_rounds():
     from desktop_app.engine.events import GenerationStats
     from desktop_app.engine.explain import explain
-    # 4 drafting rounds of 2 or 3 drafts (10 in all) and 6 plain steps of 30 ms: the checks took 0.48 s
-    # (120 ms a round), drafting 0.2 s. The machine's cost model prices a 4-token check at 175 ms (its
+    # 4 drafting rounds of 2 or 3 drafts (10 in all) and 6 plain steps of 30 ms, after 50 ms each of
+    # looking for a draft that was dropped: the checks took 0.48 s (120 ms a round), drafting 0.2 s. The machine's cost model prices a 4-token check at 175 ms (its
     # load-time timing): the sentence quotes what this reply's rounds took, a part of the round time
     # it states, never a price that reads dearer than the whole round.
-    s = GenerationStats(n_tokens=14, n_rounds=10, n_plain_rounds=6, t_plain_s=0.18, n_drafted=10, n_accepted=4,
-                        acceptance_rate=0.4, alpha=0.5, mean_accepted=1.0, mean_drafted=2.5, t_draft_s=0.2,
-                        t_verify_s=0.66, t_target_step_s=0.03, c=0.6, tokens_per_s=14 / 0.86,
+    s = GenerationStats(n_tokens=14, n_rounds=10, n_plain_rounds=6, t_plain_s=0.48, n_drafted=10, n_accepted=4,
+                        acceptance_rate=0.4, alpha=0.5, mean_accepted=1.0, mean_drafted=2.5, t_draft_s=0.5,
+                        t_verify_s=0.66, t_target_step_s=0.03, c=0.6, tokens_per_s=14 / 1.16,
                         verify_s_by_batch={1: 0.03, 4: 0.175})
     assert s.measured_speedup < 0.95
     text = explain(s)

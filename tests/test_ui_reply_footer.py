@@ -193,6 +193,11 @@ def test_a_reply_s_lines_and_indentation_show_as_written(qtbot):
     plain.setMarkdown(markdown)
     assert doc.toMarkdown() == plain.toMarkdown()                   # nothing here changes
     assert keep_line_breaks("a\n  b") == "a\u2028\u00a0\u00a0b" and keep_line_breaks("a\n- b") == "a\n- b"
+    # unfenced YAML keeps its nesting; a backslash break, CRLF and link definitions stay Markdown
+    assert keep_line_breaks("k:\n  l:\n    - a") == "k:\u2028\u00a0\u00a0l:\u2028\u00a0\u00a0\u00a0\u00a0- a"
+    assert keep_line_breaks("one\\\ntwo") == "one\\\ntwo" and keep_line_breaks("a\r\nb") == "a\u2028b"
+    assert keep_line_breaks("[1]: https://a\n[2]: https://b") == "[1]: https://a\n[2]: https://b"
+    assert keep_line_breaks("T\n===\nx\ny") == "T\n===\nx\u2028y"        # (after a setext heading too)
 
 
 def test_a_long_code_line_wraps_on_its_shade_and_never_scrolls_the_reply_sideways(qtbot):

@@ -583,4 +583,7 @@ def test_a_load_stage_that_cannot_say_how_far_it_is_shows_busy(window):
     assert bar.progress.maximum() == 1000 and bar.progress.value() == 400
     assert bar.progress.format() == "Loading the target model %p%"
     window._on_load_progress("measuring", 1.0)
-    assert bar.progress.maximum() == 0 and bar.progress.format() == "Measuring the models' speed"
+    assert bar.progress.maximum() == 0 and bar.progress.text() == ""     # (a busy bar draws no text:)
+    assert bar.status.text() == "Measuring the models' speed…"           # the stage is the line under it
+    window._on_load_progress("target", 0.5)
+    assert bar.progress.maximum() == 1000 and bar.status.text() != "Measuring the models' speed…"

@@ -113,9 +113,9 @@ def compare(session: ChatSession, conversation_id: int, options: GenerationOptio
             run_done: Callable[[CompareRun], None] | None = None) -> CompareResult:
     """Answer the conversation's last user message twice, speculation off then on, with one seed; store
     nothing. `session.controls.cancel()` stops it within a round (the result says `cancelled`).
-    `run_done` gets each run as it ends. Both runs find the prompt read (a one-token pass first, not
-    counted): the first would otherwise read it and the second reuse it, and their times to first token
-    would compare a prompt pass with none.
+    `run_done` gets each run as it ends. Both runs find the prompt read by the models they use (a
+    one-token pass with the second run's settings first, not counted): the first would otherwise read
+    it and the second reuse it, and their times to first token would compare a prompt pass with none.
     Raises ContextOverflow when the prompt and the reply do not fit, ValueError without a user message."""
     conversation = session.store.conversation(conversation_id)
     prompt = compare_prompt(session, conversation)
@@ -132,7 +132,7 @@ def compare(session: ChatSession, conversation_id: int, options: GenerationOptio
     session.controls.reset_cancel()
     if progress:
         progress("Reading the conversation…")
-    _run(session, CompareRun("read", SpecSettings(enabled=False)), prompt, sampling, replace(options, max_tokens=1))
+    _run(session, CompareRun("read", runs[1].spec), prompt, sampling, replace(options, max_tokens=1))
     for run, words in zip(runs, ("without speculation", "with speculation")):
         if session.controls.cancelled:
             break

@@ -115,8 +115,9 @@ def explain(stats: GenerationStats) -> str:
         why.append(f"a draft step costs {stats.c:.2f} of a target pass")
     if stats.t_verify_s and rounds and stats.t_target_step_s:
         # This reply's own checks, a part of the round time above (not the cost model's price of a
-        # size: a mean of rounds of several sizes is not the price of their mean size).
-        verify_s = max(0.0, stats.t_verify_s - stats.t_plain_s) / rounds
+        # size: a mean of rounds of several sizes is not the price of their mean size), less the plain
+        # steps' (t_target_step_s is their mean; t_plain_s holds their drafting too).
+        verify_s = max(0.0, stats.t_verify_s - stats.n_plain_rounds * (stats.t_target_step_s or 0.0)) / rounds
         why.append(f"checking a round's {float(f'{stats.mean_drafted:.2f}') + 1:.2f} tokens took {1000 * verify_s:.0f} ms, "
                    f"{verify_s / stats.t_target_step_s:.1f}× a single-token pass")
     reasons = "; ".join(why) or "the rounds cost about what they save"

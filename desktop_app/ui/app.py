@@ -82,7 +82,15 @@ def close_on_terminate(window: MainWindow) -> QTimer:
     marked as cut off by an engine failure: a user's try). Qt's event loop does not run Python
     between events, so a timer wakes it to see the signal; the returned timer keeps that going."""
     def terminate(*_):
-        QTimer.singleShot(0, window.close)
+        QTimer.singleShot(0, close)
+
+    def close():                                 # (a question or file dialog open: it is answered
+        modal = QApplication.activeModalWidget()   # "no" first, and its caller goes on before the
+        if modal is not None:                       # window closes and the history with it)
+            modal.reject()
+            QTimer.singleShot(100, close)
+        else:
+            window.close()
 
     for name in ("SIGTERM", "SIGINT"):
         if hasattr(signal, name):

@@ -118,6 +118,7 @@ class ModelBar(QWidget):
         self.progress.hide()
         grid.addWidget(self.progress, 5, 0, 1, 4)
         self.status = QLabel(NO_MODEL)
+        self._status_before: tuple[str, str] | None = None   # the status line's text and style under a busy stage
         self.status.setObjectName("modelStatus")
         self.status.setWordWrap(True)
         grid.addWidget(self.status, 6, 0, 1, 4)
@@ -284,15 +285,34 @@ class ModelBar(QWidget):
         self.progress.setRange(0, 0 if fraction is None else 1000)
         if fraction is not None:
             self.progress.setValue(int(1000 * fraction))
+            self._busy_stage("")
         if self.cancel_button.isEnabled():      # (once pressed, the bar says so until the answer comes)
-            self.progress.setFormat(text if fraction is None else f"{text} %p%")
+            self.progress.setFormat(f"{text} %p%")
+            if fraction is None:
+                self._busy_stage(f"{text}…")
+
+    def _busy_stage(self, text: str) -> None:
+        """A busy bar draws no text: the stage goes on the status line under it meanwhile ("": what that
+        line said before comes back)."""
+        if text and self._status_before is None:
+            self._status_before = (self.status.text(), self.status.styleSheet())
+        elif not text and self._status_before is not None:
+            self.status.setText(self._status_before[0])
+            self.status.setStyleSheet(self._status_before[1])
+            self._status_before = None
+        if text:
+            self.status.setStyleSheet("")
+            self.status.setText(text)
 
     def _cancel(self) -> None:
         self.cancel_button.setEnabled(False)
         self.progress.setFormat("Cancelling…")
+        if self._status_before is not None:
+            self._busy_stage("Cancelling…")
         self.cancelRequested.emit()
 
     def hide_progress(self) -> None:
+        self._busy_stage("")
         self.progress.hide()
         self.cancel_button.hide()
         self.cancel_button.setEnabled(True)

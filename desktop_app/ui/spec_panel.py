@@ -238,6 +238,7 @@ class SpecPanel(QWidget):
         self._pending = []
         self.strip.set_rounds(self._live_rounds)
         self.charts.show_stored(self._live_rounds, None)
+        self.pay.waiting()
         self.header.setText(f"Live: reply in '{self._live_title}'")
         self._reset_numbers("Generating…")
         self._flush()
@@ -303,6 +304,7 @@ class SpecPanel(QWidget):
         self._streaming = False
         if self._attached:
             self.verdict.setText(why)
+            self.pay.clear()                     # (no statistics: no curve will come)
 
     # -- a finished or stored reply
     def show_stats(self, s: GenerationStats) -> None:

@@ -190,12 +190,13 @@ class ModelsMixin:
         """A message sent with no model loaded: the banner says how to load one, and loads the pair the
         bar shows and then sends it with one click (the message stays in the box meanwhile). Another
         file chosen in the bar while it shows: it names that one (_choice_changed)."""
-        target = self.model_bar.target_path()
+        target, draft = self.model_bar.target_path(), self.model_bar.draft_path()
+        unreadable = next((p for p in (target, draft) if p and describe(p).startswith(UNREADABLE)), None)
         if self.lost_pair:
             self.banner.show_message("The models are no longer loaded; reload them to send your message "
                                      "(it stays in the box).", [("Reload the models", self.reload_lost_pair)])
-        elif target and describe(target).startswith(UNREADABLE):
-            self.banner.show_message(f"No model is loaded, and {os.path.basename(target)}, chosen in the bar "
+        elif unreadable:
+            self.banner.show_message(f"No model is loaded, and {os.path.basename(unreadable)}, chosen in the bar "
                                      "above, cannot be loaded (its line there says why): choose another file.")
         elif target:
             self.banner.show_message(f"No model is loaded; {os.path.basename(target)} is chosen in the bar "
@@ -211,8 +212,9 @@ class ModelsMixin:
             self._say_not_loaded(said[0])
 
     def _load_and_send(self, text: str) -> None:
+        """`text`, or what the box holds now if it was edited meanwhile."""
         if self.load_pair(self.model_bar.target_path(), self.model_bar.draft_path()):
-            self.queue_message(text)
+            self.queue_message(self.composer.toPlainText().strip() or text)
 
     def queue_message(self, text: str) -> None:
         """A message sent while the models get ready: it waits for them (it stays in the box meanwhile)."""

@@ -35,7 +35,7 @@ def _runs(lines: list[str]) -> list[bool]:
     plain = [False] * len(lines)
     fence, start = "", None
     for i, line in enumerate([*lines, ""]):
-        m = _FENCE.match(line) if i < len(lines) else None
+        m = _FENCE.match(line)
         ends_run = fence or m or not line.strip() or _ONE_LINE.match(line)
         if ends_run and start is not None:
             run = lines[start:i]

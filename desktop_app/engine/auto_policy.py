@@ -173,7 +173,7 @@ class Copy:
                              # token is a guess between them
 
     @classmethod
-    def find(cls, lookup, context: Sequence[int], room: int, reply_len: int | None = None) -> "Copy | None":
+    def find(cls, lookup, context: Sequence[int], room: int, reply_len: int) -> "Copy | None":
         """Prompt lookup's candidate for the round after `context` (at most `room` tokens), as the
         decoder and the replay offer it to choose(); None: no match. `lookup`: a PromptLookupDrafter.
 
@@ -183,8 +183,7 @@ class Copy:
         one's. Counted whole, it made a five-token match at a reply's first round, and auto copied the
         last reply's first 16 tokens (as llama.cpp's lookup would)."""
         tokens, match_len = lookup.copy(context, room)
-        if reply_len is not None:
-            match_len = min(match_len, reply_len + 1)
+        match_len = min(match_len, reply_len + 1)
         if not tokens or match_len < lookup.ngram_min:
             return None
         return cls(tuple(tokens), match_len, match_len < AMBIGUOUS_BELOW and lookup.followers(context) > 1)

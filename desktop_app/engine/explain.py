@@ -89,8 +89,8 @@ def explain(stats: GenerationStats) -> str:
     per_round_ms = 1000 * (stats.t_draft_s + stats.t_verify_s - stats.t_plain_s) / rounds if rounds else 0.0
     parts = [f"{100 * (stats.acceptance_rate or 0):.0f} % of drafted tokens were kept (α ≈ {alpha:.2f}: the chance "
              "that a token was kept when those before it were; after a rejection the rest go unchecked); "
-             f"a round drafted {stats.mean_drafted:.2f} and kept {stats.mean_accepted:.2f}, "   # (as the panel's
-             f"giving {float(f'{stats.mean_accepted:.2f}') + 1:.2f} tokens"     # row shows them; kept as shown, plus one)
+             f"a round drafted {stats.mean_drafted:.2f} and kept {stats.mean_accepted:.2f}, "   # (as the panel's row)
+             f"giving {_plus_one(stats.mean_accepted)} tokens"
              + ("." if stats.remote else f" in {per_round_ms:.0f} ms.")]
     if stats.n_plain_rounds:
         parts.append(f"{round(rounds)} of {stats.n_rounds} rounds drafted; the others were plain steps.")
@@ -118,7 +118,7 @@ def explain(stats: GenerationStats) -> str:
         # size: a mean of rounds of several sizes is not the price of their mean size), less the plain
         # steps' (t_target_step_s is their mean; t_plain_s holds their drafting too).
         verify_s = max(0.0, stats.t_verify_s - stats.n_plain_rounds * (stats.t_target_step_s or 0.0)) / rounds
-        why.append(f"checking a round's {float(f'{stats.mean_drafted:.2f}') + 1:.2f} tokens took {1000 * verify_s:.0f} ms, "
+        why.append(f"checking a round's {_plus_one(stats.mean_drafted)} tokens took {1000 * verify_s:.0f} ms, "
                    f"{verify_s / stats.t_target_step_s:.1f}× a single-token pass")
     reasons = "; ".join(why) or "the rounds cost about what they save"
     if m <= COSTS:
@@ -126,6 +126,12 @@ def explain(stats: GenerationStats) -> str:
     else:
         parts.append(f"That is about even with {plain_part}, at {m:.2f}× its speed: {reasons}.")
     return " ".join(parts)
+
+
+def _plus_one(mean: float) -> str:
+    """A mean per round as the sentence shows it, plus the target's own token: what the reader gets
+    adding one to the number shown (0.665 shows 0.67, so 1.67)."""
+    return f"{float(f'{mean:.2f}') + 1:.2f}"
 
 
 def check_cost_s(stats: GenerationStats, batch: int) -> float | None:

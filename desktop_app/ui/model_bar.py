@@ -205,6 +205,11 @@ class ModelBar(QWidget):
         self.draft.setCurrentIndex(self._ensure(self.draft, draft) if draft else 0)
         self._update_info()
 
+    def unreadable(self) -> str | None:
+        """The first chosen file (target, then draft) that cannot be read, or None."""
+        return next((p for p in (self.target_path(), self.draft_path()) if p and describe(p).startswith(UNREADABLE)),
+                    None)
+
     def target_path(self) -> str | None:
         return self.target.currentData()
 
@@ -261,7 +266,7 @@ class ModelBar(QWidget):
     def _update_verdict(self, target: str | None, draft: str | None) -> None:
         """Whether the chosen draft can speculate for the chosen target, from the headers alone, before
         Load (which stays enabled: the engine's check on the loaded vocabularies decides)."""
-        if not (target and draft) or any(describe(p).startswith(UNREADABLE) for p in (target, draft)):
+        if not (target and draft) or self.unreadable():
             self.pair_verdict = None              # (an unreadable file's own line says why: once is enough)
             return
         self.pair_verdict = check_headers(target, draft)

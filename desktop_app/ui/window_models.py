@@ -12,7 +12,6 @@ from desktop_app.engine.rpc import WARNING as RPC_WARNING
 from desktop_app.engine.rpc import RpcError
 from desktop_app.models.discovery import find_gguf_files
 from desktop_app.models.pairing import suggest_pair
-from desktop_app.ui.model_bar import UNREADABLE, describe
 from desktop_app.ui.settings_panel import load_options, rpc_options
 from desktop_app.ui.worker import CANCELLED, LoadedPair, LoadRequest, ServerRequest
 
@@ -190,8 +189,7 @@ class ModelsMixin:
         """A message sent with no model loaded: the banner says how to load one, and loads the pair the
         bar shows and then sends it with one click (the message stays in the box meanwhile). Another
         file chosen in the bar while it shows: it names that one (_choice_changed)."""
-        target, draft = self.model_bar.target_path(), self.model_bar.draft_path()
-        unreadable = next((p for p in (target, draft) if p and describe(p).startswith(UNREADABLE)), None)
+        target, unreadable = self.model_bar.target_path(), self.model_bar.unreadable()
         if self.lost_pair:
             self.banner.show_message("The models are no longer loaded; reload them to send your message "
                                      "(it stays in the box).", [("Reload the models", self.reload_lost_pair)])

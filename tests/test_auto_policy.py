@@ -1,8 +1,9 @@
 """Auto mode's policy (engine/auto_policy.py) on given costs: no model, no timing."""
 import pytest
 
-from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX, LOOKUP_PRIOR, PLAIN, AutoPolicy, Copy, ModelOption
-from desktop_app.engine.cost_profiles import GPU, STEEP
+from desktop_app.engine.auto_policy import (AUTO_GAMMA_MAX, LOOKUP_PRIOR, PLAIN, AutoPolicy, Copy, ModelOption,
+                                            reply_horizon)
+from desktop_app.engine.cost_profiles import GPU, STEEP, XEON
 from desktop_app.engine.costs import CostModel
 
 
@@ -23,7 +24,7 @@ def test_auto_decodes_plainly_until_a_cost_is_measured():
     policy = AutoPolicy(CostModel())
     policy.begin()
     copy = Copy(tuple(range(10, 26)), 40)
-    assert policy.choose(list(range(50)), 16, copy, ModelOption(0), 100) == PLAIN
+    assert policy.choose(list(range(50)), 16, copy, ModelOption(0), 100, 0) == PLAIN
 
 
 def test_copies_are_judged_from_the_text_whether_drafted_or_not():
@@ -34,14 +35,14 @@ def test_copies_are_judged_from_the_text_whether_drafted_or_not():
     copy = (7, 8, 9, 10)
     text = [1, 2]
     for _ in range(60):                           # every copy wrong at once
-        choice = policy.choose(text, 8, Copy(copy, 2), None, 100)
+        choice = policy.choose(text, 8, Copy(copy, 2), None, 100, 0)
         _round(policy, text, choice, 0)
         text = text + [99, 1, 2]
-    assert policy.choose(text, 8, Copy(copy, 2), None, 100).drafter == "none"
+    assert policy.choose(text, 8, Copy(copy, 2), None, 100, 0).drafter == "none"
     rounds = 0
     while True:
         text = text + list(copy) + [1, 2]         # the text went on as the copy said, then repeats the match
-        choice = policy.choose(text, 8, Copy(copy, 2), None, 100)
+        choice = policy.choose(text, 8, Copy(copy, 2), None, 100, 0)
         _round(policy, text, choice, 0)
         rounds += 1
         if choice.drafter == "lookup" or rounds > 60:
@@ -58,11 +59,11 @@ def test_copies_that_fail_at_once_lower_the_estimates_of_longer_copies_too():
     copy = tuple(range(10, 26))
     failing = _policy(GPU, draft=False)
     text = [1, 2]
-    first = failing.choose(text, 16, Copy(copy, 2), None, 200)
+    first = failing.choose(text, 16, Copy(copy, 2), None, 200, 0)
     for _ in range(12):                           # every copy wrong at its first token
-        _round(failing, text, failing.choose(text, 16, Copy(copy, 2), None, 200), 0)
+        _round(failing, text, failing.choose(text, 16, Copy(copy, 2), None, 200, 0), 0)
         text = text + [99, 1, 2]
-    later = failing.choose(text, 16, Copy(copy, 2), None, 200)
+    later = failing.choose(text, 16, Copy(copy, 2), None, 200, 0)
     assert first.drafter == "lookup" and first.gamma >= 8
     assert later.drafter == "none" or later.gamma < first.gamma / 2
     assert failing.lookup.keep(16) < 0.8 * LOOKUP_PRIOR[6]     # the 16-token bin, never seen
@@ -70,7 +71,7 @@ def test_copies_that_fail_at_once_lower_the_estimates_of_longer_copies_too():
     kept = _policy(GPU, draft=False)
     text = [1, 2]
     for _ in range(12):                           # every copy right
-        _round(kept, text, kept.choose(text, 16, Copy(copy, 2), None, 200), 0)
+        _round(kept, text, kept.choose(text, 16, Copy(copy, 2), None, 200, 0), 0)
         text = text + list(copy) + [1, 2]
     assert kept.lookup.shrink() == 1.0 and kept.lookup.keep(64) >= LOOKUP_PRIOR[-1]
 
@@ -80,11 +81,11 @@ def test_copy_length_follows_the_verify_costs():
     where each checked token costs most of a pass, never longer than the copy or the room."""
     copy = Copy(tuple(range(100, 132)), 40)
     context = list(range(60))
-    flat = _policy(GPU, draft=False).choose(context, AUTO_GAMMA_MAX, copy, None, 200)
-    steep = _policy(STEEP, draft=False).choose(context, AUTO_GAMMA_MAX, copy, None, 200)
+    flat = _policy(GPU, draft=False).choose(context, AUTO_GAMMA_MAX, copy, None, 200, 0)
+    steep = _policy(STEEP, draft=False).choose(context, AUTO_GAMMA_MAX, copy, None, 200, 0)
     assert flat.drafter == steep.drafter == "lookup"
     assert flat.gamma > steep.gamma >= 1 and flat.gamma <= 32
-    assert _policy(GPU, draft=False).choose(context, 5, copy, None, 200).gamma <= 5
+    assert _policy(GPU, draft=False).choose(context, 5, copy, None, 200, 0).gamma <= 5
 
 
 def test_the_draft_model_is_never_read_where_it_cannot_pay():
@@ -94,7 +95,7 @@ def test_the_draft_model_is_never_read_where_it_cannot_pay():
     policy = _policy(STEEP)
     context = list(range(300))
     for i in range(400):
-        choice = policy.choose(context, 32, None, ModelOption(len(context) - 1), 500)
+        choice = policy.choose(context, 32, None, ModelOption(len(context) - 1), 500, i)
         assert choice.drafter == "none"
         _round(policy, context, choice, 0)
         context = context + [i]
@@ -106,7 +107,7 @@ def _explore(policy, kept_of, rounds=60, behind=40, confidence=None):
     context = list(range(1000, 1100))
     used = []
     for _ in range(rounds):
-        choice = policy.choose(context, 32, None, ModelOption(behind), 400)
+        choice = policy.choose(context, 32, None, ModelOption(behind), 400, len(context) - 100)
         kept = kept_of(choice.gamma) if choice.drafter == "model" else 0
         _round(policy, context, choice, kept, confidence=confidence)
         used.append(choice)
@@ -135,20 +136,36 @@ def test_a_poor_draft_model_costs_few_rounds_and_is_tried_again_when_the_text_ch
     assert sum(c.drafter == "model" for c in used[-40:]) >= 36
 
 
+def _first_model_round(profile, behind, left, reply_len, rounds=40):
+    """The first of `rounds` plain rounds (the target 90 % sure of its tokens) in which auto chooses
+    the draft model, `behind` tokens behind, in a reply `reply_len` long with `left` tokens left by
+    max_tokens; None: never."""
+    policy = _policy(profile)
+    costs = profile.cost_model()
+    for i in range(rounds):
+        choice = policy.choose(list(range(behind + 1)), 32, None, ModelOption(behind), left - i, reply_len + i)
+        if choice.drafter == "model":
+            return i
+        policy.observe(choice, 0, 0, costs.verify_cost(1), 0.9)
+    return None
+
+
 def test_catching_the_draft_model_up_is_weighed_against_what_it_would_gain():
     """With a draft model worth exploring on a GPU, a short text is worth catching up on; a long one
     whose reply is nearly over is not: the catch-up is spread over the tokens left."""
-    def first_model_round(behind, horizon):
-        policy = _policy(GPU)
-        for i in range(40):
-            choice = policy.choose(list(range(behind + 1)), 32, None, ModelOption(behind), horizon)
-            if choice.drafter == "model":
-                return i
-            _round(policy, [], choice, 0)
-        return None
+    assert _first_model_round(GPU, 30, 200, 0) is not None
+    assert _first_model_round(GPU, 3000, 8, 184) is None
 
-    assert first_model_round(30, 200) is not None
-    assert first_model_round(3000, 8) is None
+
+def test_a_short_answer_does_not_pay_the_draft_model_s_catch_up_for_max_tokens_it_never_writes():
+    """On the xeon profile, a draft model 121 tokens behind (a conversation it has not read) is worth
+    catching up on in a long reply, but not in the first 48 tokens of one that max_tokens would let
+    run to 1024 (it was, after 32: the catch-up was spread over 256 tokens that may never come):
+    a reply that has run for n tokens is about as likely as not to end within n more, so its
+    catch-up is spread over twice the reply so far, at least 64 tokens (reply_horizon)."""
+    assert reply_horizon(1016, 8) == 64 and reply_horizon(1000, 200) == 256 and reply_horizon(20, 200) == 20
+    assert _first_model_round(XEON, 121, 1000, 150) is not None
+    assert _first_model_round(XEON, 121, 1016, 8) is None
 
 
 def test_a_new_reply_does_not_trust_the_last_reply_s_draft_model():
@@ -177,24 +194,24 @@ def test_a_short_match_that_was_followed_by_different_tokens_is_a_guess_of_its_o
     policy = _policy(STEEP, draft=False)
     copy = (7, 8, 9, 10)
     context = list(range(60))
-    assert policy.choose(context, 8, Copy(copy, 3), None, 200).drafter == "lookup"
-    assert policy.choose(context, 8, Copy(copy, 3, ambiguous=True), None, 200).drafter == "none"
+    assert policy.choose(context, 8, Copy(copy, 3), None, 200, 0).drafter == "lookup"
+    assert policy.choose(context, 8, Copy(copy, 3, ambiguous=True), None, 200, 0).drafter == "none"
     policy.drop_copies()                          # (that context is not the text below)
     text = [1, 2, 3]
     for _ in range(30):                           # every guess wrong at once
-        choice = policy.choose(text, 8, Copy(copy, 3, ambiguous=True), None, 200)
+        choice = policy.choose(text, 8, Copy(copy, 3, ambiguous=True), None, 200, 0)
         _round(policy, text, choice, 0)
         text = text + [99, 1, 2, 3]
     policy.settle(text)
     assert policy.lookup_ambiguous.keep(1) < 0.1                              # (from its prior, 0.2)
     assert policy.lookup.keep(3) == pytest.approx(LOOKUP_PRIOR[1], abs=0.01)   # the unambiguous bins: untouched
-    assert policy.choose(text, 8, Copy(copy, 3), None, 200).drafter == "lookup"
+    assert policy.choose(text, 8, Copy(copy, 3), None, 200, 0).drafter == "lookup"
     policy.drop_copies()                          # (judged only as guesses below)
     assert policy.lookup.tried[2] == 0
     rounds = 0
     while True:                                   # now every guess is right
         text = text + list(copy) + [1, 2, 3]
-        choice = policy.choose(text, 8, Copy(copy, 3, ambiguous=True), None, 200)
+        choice = policy.choose(text, 8, Copy(copy, 3, ambiguous=True), None, 200, 0)
         _round(policy, text, choice, 0)
         rounds += 1
         if choice.drafter == "lookup" or rounds > 80:

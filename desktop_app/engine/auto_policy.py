@@ -23,8 +23,9 @@ model, and takes the option with the best predicted tokens per second, E(γ) / (
   traces: 0.59-0.99 agreement against 0.54-1.00 confidence, prompt by prompt).
 - The draft model reads the text lazily: until auto first drafts with it in a reply, its prompt pass
   is not paid (time to first token is plain decoding's). Choosing it means catching it up first,
-  at CostModel.prefill_s per token; that cost is spread over the tokens left in the reply, and
-  must be repaid against the recent rate of the rounds without it.
+  at CostModel.prefill_s per token; that cost is spread over the tokens the reply is expected to
+  have left (reply_horizon: twice its length so far, at least HORIZON_MIN, at most what max_tokens
+  leaves), and must be repaid against the recent rate of the rounds without it.
 - Exploration: the draft model has no free judgement, so it is explored (a probe round) when it
   has hardly been tried and could pay at the target's confidence, or, once tried, at its upper
   confidence bound; a probe that does not lead to a win doubles the rounds before the next. An
@@ -52,7 +53,8 @@ from typing import Sequence
 from desktop_app.engine.costs import WIN_MARGIN, CostModel, expected_tokens
 
 AUTO_GAMMA_MAX = 32          # auto's own ceiling of γ, whatever γ fixed mode is set to
-HORIZON_MAX = 256            # tokens over which a one-off cost (the draft's catch-up) is spread
+HORIZON_MAX = 256            # tokens over which a one-off cost (the draft's catch-up) is spread, at most
+HORIZON_MIN = 64             # ... and at least (fewer only where max_tokens leaves fewer)
 PRIOR_PULL = 0.6             # at every new reply, the copy estimates move this far back towards their priors
 
 # Prompt lookup: keep rates by the length L of the match a copied token extends (the match that found
@@ -208,6 +210,17 @@ class Choice:
 PLAIN = Choice("none", 0, 0.0)
 
 
+def reply_horizon(left: int, reply_len: int) -> int:
+    """The tokens a reply `reply_len` long, with `left` more allowed by max_tokens, is expected to
+    have left: twice what it has (a reply that has run for n tokens is about as likely as not to run
+    n more, and some run far longer), from HORIZON_MIN to HORIZON_MAX. Not `left` alone: a chat's
+    max_tokens (1024 in the window) says nothing of when an answer ends, and a short answer's draft
+    catch-up, spread over 256 tokens that never came, cost a user 3.8 s for one drafted round at
+    its end. (The recorded traces run to max_tokens, so replay cannot favour this rule; it leaves
+    their tables about as they were.)"""
+    return max(1, min(left, HORIZON_MAX, max(HORIZON_MIN, 2 * reply_len)))
+
+
 class AutoPolicy:
     """Chooses (drafter, γ) per round; learns acceptance from verdicts and from the text itself.
 
@@ -255,10 +268,10 @@ class AutoPolicy:
         self._pending.clear()
 
     def choose(self, context: Sequence[int], room: int, copy: Copy | None, model: ModelOption | None,
-               horizon: int) -> Choice:
+               left: int, reply_len: int) -> Choice:
         """The option with the best predicted tokens per second for the round after `context`:
         at most `room` drafted tokens, the lookup candidate `copy` (None: no match), the draft
-        model (None: not offered), `horizon` tokens left in the reply at most."""
+        model (None: not offered), `left` tokens left by max_tokens in a reply `reply_len` long."""
         self.settle(context)
         guess = copy is not None and copy.ambiguous
         if copy is not None and copy.tokens and not self._continues(len(context), copy.tokens):
@@ -274,7 +287,7 @@ class AutoPolicy:
             if g and rate > best.rate * WIN_MARGIN:
                 best = Choice("lookup", g, rate)
         if model is not None:
-            best = self._weigh_model(best, model, room, max(1, min(horizon, HORIZON_MAX)))
+            best = self._weigh_model(best, model, room, reply_horizon(left, reply_len))
         return best
 
     def observe(self, choice: Choice, n_drafted: int, n_kept: int, seconds: float,

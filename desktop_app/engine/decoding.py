@@ -218,7 +218,7 @@ class SpeculativeDecoder:
         copy = Copy.find(lookup, reply.tokens, gamma_max, len(reply.reply))
         model = self.drafters.get("model") if settings.drafter == "model" else None
         option = ModelOption(model.behind(reply.tokens)) if model and model.can_draft(reply.tokens) else None
-        choice = reply.choice = self.policy.choose(reply.tokens, gamma_max, copy, option, left)
+        choice = reply.choice = self.policy.choose(reply.tokens, gamma_max, copy, option, left, len(reply.reply))
         if choice.drafter == "lookup":
             return lookup, Proposal.copied(copy.tokens[:choice.gamma])
         if choice.drafter == "model":

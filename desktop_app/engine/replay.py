@@ -208,9 +208,8 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
             g_max = min(AUTO_GAMMA_MAX, left - 1)
             behind = max(0, len(context) - 1 - draft_read)
             option = ModelOption(behind) if use_model else None
-            horizon = trace.max_tokens - j                 # what the decoder knows: max_tokens, not the end
             copy = Copy.find(lookup, context, g_max, j)
-            choice = policy.choose(context, g_max, copy, option, horizon)
+            choice = policy.choose(context, g_max, copy, option, trace.max_tokens - j, j)   # not the end: max_tokens
             if choice.drafter == "lookup":
                 drafter, drafted = "lookup", choice.gamma
                 kept = trace.copy_run(j, copy.tokens[:drafted])

@@ -266,6 +266,34 @@ def test_shortcuts_toggle_and_step_gamma(qtbot, window):
 
 # -- (4) one place for the controls, and they persist
 
+def test_settings_are_saved_a_second_after_a_change_not_only_at_quit(qtbot, tmp_path):
+    """A logout, a kill or a crash lost every setting changed since the app started: they were written
+    only when the window closed (a user's try). Now a second after the last change."""
+    w = open_window(qtbot, tmp_path)
+    path = tmp_path / "settings.json"
+
+    def saved():
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    w.spec_bar.gamma.setValue(9)
+    w.settings_panel.temperature.setValue(0.25)
+    w.settings_panel.n_ctx.setValue(1024)
+    qtbot.waitUntil(lambda: saved().get("generation", {}).get("draft_max") == 9, timeout=5_000)
+    assert saved()["generation"]["temperature"] == pytest.approx(0.25)
+    assert saved()["loading"]["n_ctx"] == 1024
+    w.show_side(2, False)                                    # the layout too (the panel folded)
+    qtbot.waitUntil(lambda: saved()["window"].get("splitter") and not w._save_timer.isActive(), timeout=5_000)
+    assert not w._closing
+    after_kill = tmp_path / "after_kill"                     # what a new start would read, the window still up
+    after_kill.mkdir()
+    (after_kill / "settings.json").write_text(path.read_text())
+    w2 = open_window(qtbot, after_kill)
+    assert w2.spec_bar.gamma.value() == 9 and w2.settings_panel.temperature.value() == pytest.approx(0.25)
+    assert not w2.panel_action.isChecked()
+    w2.close()
+    w.close()
+
+
 def test_settings_persist_across_windows(qtbot, tmp_path):
     w = open_window(qtbot, tmp_path)
     bar = w.spec_bar

@@ -103,6 +103,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self._view_menu()
         self._layout_actions()
         self._restore_layout()
+        self._autosave()
         self.refresh_models()
         self.refresh_conversations()
         notices = [n for n in (self.settings.notice, self.store.notice) if n]
@@ -425,13 +426,8 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         if self._closing:
             event.accept()
             return
+        self.store_settings()
         self._closing = True
-        self.settings.data["window"].update({"geometry": bytes(self.saveGeometry().toBase64()).decode(),
-                                             "splitter": bytes(self.splitter.saveState().toBase64()).decode()})
-        self.settings.data["generation"].update(self.settings_panel.generation())
-        self.settings.data["generation"].update(self.spec_bar.generation())
-        self.settings.data["loading"] = self.settings_panel.loading()
-        self.settings.save()                 # (a failure was told when it first happened)
         self.worker.blockSignals(True)       # nothing more for this window
         self.worker.cancel_load()            # a load asked for is not started,
         self.worker.cancel()                 # a running reply stops within one round and is saved

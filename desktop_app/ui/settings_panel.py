@@ -38,6 +38,7 @@ def _form(box: QGroupBox) -> QFormLayout:
 class SettingsPanel(QWidget):
     reloadRequested = Signal(object)       # dict of loading settings
     systemPromptEdited = Signal(str)
+    changed = Signal()                     # a sampling or loading field changed (to be saved)
 
     def __init__(self, generation: dict, loading: dict, parent=None):
         super().__init__(parent)
@@ -99,6 +100,9 @@ class SettingsPanel(QWidget):
         for signal in (self.n_ctx.valueChanged, self.n_threads.valueChanged, self.ngl.valueChanged,
                        self.ngld.valueChanged, self.repack.currentIndexChanged):
             signal.connect(self._show_unapplied)
+            signal.connect(self.changed)
+        for w in (self.temperature, self.top_k, self.top_p, self.min_p, self.seed, self.max_tokens):
+            w.valueChanged.connect(self.changed)
         layout.addWidget(load_box)
         self.template_note = QLabel()
         self.template_note.setWordWrap(True)

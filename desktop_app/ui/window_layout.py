@@ -4,14 +4,15 @@ and their shortcuts (File, Chat, Speculation, View with token-origin highlightin
 MainWindow (main_window.py)."""
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, QSize, Qt
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtCore import QByteArray, QSize, Qt, QTimer
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QMenu
 
 from desktop_app.ui.system_dialog import SystemDialog
 
 SIDEBAR, CENTER, PANEL = 0, 1, 2          # the splitter's parts
 MIN_CHAT_WIDTH = 500                      # what the default layout leaves the chat, at 1000 px and up
+SAVE_DELAY_MS = 1000                      # settings are saved this long after their last change
 
 
 class LayoutMixin:
@@ -147,15 +148,50 @@ class LayoutMixin:
                 sizes[index], sizes[CENTER] = 0, sizes[CENTER] + sizes[index]
             self.splitter.setSizes(sizes)
         self._sync_layout_actions()
+        self._save_soon()
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         if self._default_layout:
             self.splitter.setSizes(self._default_sizes(self.splitter.width()))
+        self._save_soon()
+
+    def moveEvent(self, event) -> None:
+        super().moveEvent(event)
+        self._save_soon()
 
     def _splitter_moved(self, *_args) -> None:
         self._default_layout = False
         self._sync_layout_actions()
+        self._save_soon()
+
+    # -- saving the settings
+    def _autosave(self) -> None:
+        """The settings are saved a second after a change, and when the desktop session ends (a logout
+        that does not close the window first), not only at Quit: a logout, a kill or a crash lost every
+        change made since the app started."""
+        self._save_timer = QTimer(self, singleShot=True, interval=SAVE_DELAY_MS)
+        self._save_timer.timeout.connect(self.store_settings)
+        self.settings_panel.changed.connect(self._save_soon)
+        self.spec_bar.changed.connect(self._save_soon)
+        QGuiApplication.instance().commitDataRequest.connect(self.store_settings)
+
+    def _save_soon(self) -> None:
+        if hasattr(self, "_save_timer") and not self._closing:
+            self._save_timer.start()
+
+    def store_settings(self, *_args) -> None:
+        """Save the window's settings as its widgets hold them: sampling, speculation, loading, the
+        window's size and layout."""
+        if not hasattr(self, "_save_timer"):
+            return
+        self._save_timer.stop()
+        self.settings.data["window"].update({"geometry": bytes(self.saveGeometry().toBase64()).decode(),
+                                             "splitter": bytes(self.splitter.saveState().toBase64()).decode()})
+        self.settings.data["generation"].update(self.settings_panel.generation())
+        self.settings.data["generation"].update(self.spec_bar.generation())
+        self.settings.data["loading"] = self.settings_panel.loading()
+        self._say(self._save_settings())
 
     def _sync_layout_actions(self) -> None:
         """The View menu's checks follow the splitter (a handle dragged to the edge folds a side too)."""

@@ -132,13 +132,13 @@ def test_sigterm_closes_the_window_as_quit_does_and_keeps_the_settings(qtbot, tm
 
     window = open_window(qtbot, tmp_path)
     before = {name: signal.getsignal(getattr(signal, name)) for name in ("SIGTERM", "SIGINT")}
+    restore = close_on_terminate(window)
     try:
-        close_on_terminate(window)
         window.settings_panel.temperature.setValue(0.3)
         os.kill(os.getpid(), signal.SIGTERM)
         qtbot.waitUntil(lambda: window._closing, timeout=10_000)
     finally:
-        for name, handler in before.items():
-            signal.signal(getattr(signal, name), handler)
+        restore()
+    assert {name: signal.getsignal(getattr(signal, name)) for name in ("SIGTERM", "SIGINT")} == before
     saved = json.loads((tmp_path / "settings.json").read_text())
     assert saved["generation"]["temperature"] == pytest.approx(0.3)

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 
-from PySide6.QtCore import QObject, QTimer, Slot
+from PySide6.QtCore import QObject, QSocketNotifier, QTimer, Slot
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QApplication
 
@@ -76,11 +77,12 @@ class _ScriptedRun(QObject):
         self.window.close()
 
 
-def close_on_terminate(window: MainWindow) -> QTimer:
+def close_on_terminate(window: MainWindow):
     """SIGTERM (a logout, `kill`) and SIGINT (Ctrl+C where it was started) close the window as Quit does,
     so its settings are saved and a reply in progress is stopped and kept (they were lost, the reply
     marked as cut off by an engine failure: a user's try). Qt's event loop does not run Python
-    between events, so a timer wakes it to see the signal; the returned timer keeps that going."""
+    between events, so the signal is also written to a socket Qt watches (signal.set_wakeup_fd),
+    which wakes it. Returns a function that puts the earlier handlers back; the window's end does."""
     def terminate(*_):
         QTimer.singleShot(0, close)
 
@@ -92,13 +94,34 @@ def close_on_terminate(window: MainWindow) -> QTimer:
         else:
             window.close()
 
-    for name in ("SIGTERM", "SIGINT"):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), terminate)
-    wake = QTimer(window)
-    wake.timeout.connect(lambda: None)
-    wake.start(250)
-    return wake
+    names = [name for name in ("SIGTERM", "SIGINT") if hasattr(signal, name)]
+    before = {name: signal.signal(getattr(signal, name), terminate) for name in names}
+    wake_read, wake_write = socket.socketpair()
+    for end in (wake_read, wake_write):
+        end.setblocking(False)
+    wakeup_before = signal.set_wakeup_fd(wake_write.fileno())
+    notifier = QSocketNotifier(wake_read.fileno(), QSocketNotifier.Read, window)
+    notifier.activated.connect(lambda *_: _drain(wake_read))     # (Python runs, and with it the handler)
+
+    def restore(*_):
+        if notifier.isEnabled():
+            notifier.setEnabled(False)
+            signal.set_wakeup_fd(wakeup_before)
+            for name, handler in before.items():
+                signal.signal(getattr(signal, name), handler)
+            wake_read.close()
+            wake_write.close()
+
+    window.destroyed.connect(restore)
+    return restore
+
+
+def _drain(sock: socket.socket) -> None:
+    try:
+        while sock.recv(64):
+            pass
+    except OSError:                              # (nothing left to read)
+        pass
 
 
 def run(args) -> int:

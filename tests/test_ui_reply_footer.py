@@ -198,6 +198,13 @@ def test_a_reply_s_lines_and_indentation_show_as_written(qtbot):
     assert keep_line_breaks("one\\\ntwo") == "one\\\ntwo" and keep_line_breaks("a\r\nb") == "a\u2028b"
     assert keep_line_breaks("[1]: https://a\n[2]: https://b") == "[1]: https://a\n[2]: https://b"
     assert keep_line_breaks("T\n===\nx\ny") == "T\n===\nx\u2028y"        # (after a setext heading too)
+    # "2." cannot start a list inside a paragraph, so Markdown joined it to the line before; an HTML
+    # comment line took the lines after it into its HTML block (a review)
+    assert keep_line_breaks("Steps:\n2. a\n3. b") == "Steps:\u20282. a\u20283. b"
+    assert keep_line_breaks("<!-- n -->\none\ntwo") == "<!-- n -->\none\u2028two"
+    for text, shown in (("Steps:\n2. a\n3. b", "Steps:\n2. a\n3. b"), ("<!-- n -->\none\ntwo", "one\ntwo")):
+        doc.setMarkdown(keep_line_breaks(text))
+        assert doc.toPlainText().replace("\u2028", "\n") == shown
 
 
 def test_a_long_code_line_wraps_on_its_shade_and_never_scrolls_the_reply_sideways(qtbot):

@@ -564,6 +564,11 @@ def test_the_engine_process_dying_mid_reply_keeps_the_window_and_the_reply(qtbot
     type_and_send(qtbot, w, "Are you there?")
     assert w.composer.toPlainText() == "Are you there?" and "no longer loaded; reload them" in w.banner.label.text()
     assert w.banner.buttons[0].text() == "Reload the models"
+    target, draft = w.lost_pair                             # another pair chosen in the bar: the banner speaks
+    w.model_bar.select(target, None)                        # of that one (it went on offering the lost pair)
+    assert "is chosen in the bar above" in w.banner.label.text() and w.banner.buttons[0].text() == "Load and send"
+    w.model_bar.select(target, draft)
+    assert "no longer loaded; reload them" in w.banner.label.text()
     qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)
     qtbot.waitUntil(lambda: w.loaded is not None and not w.busy, timeout=TIMEOUT_MS)
     assert w.worker.engine.pid != pid and w.spec_bar.mode_text().startswith("Speculating: ")

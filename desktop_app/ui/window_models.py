@@ -187,10 +187,11 @@ class ModelsMixin:
 
     def _say_not_loaded(self, text: str) -> None:
         """A message sent with no model loaded: the banner says how to load one, and loads the pair the
-        bar shows and then sends it with one click (the message stays in the box meanwhile). Another
-        file chosen in the bar while it shows: it names that one (_choice_changed)."""
+        bar shows and then sends it with one click (the message stays in the box meanwhile); after the
+        engine stopped, with the bar still on the pair it had, it offers to reload that. Another file
+        chosen in the bar while it shows: it speaks of that one (_choice_changed)."""
         target, unreadable = self.model_bar.target_path(), self.model_bar.unreadable()
-        if self.lost_pair:
+        if self.lost_pair and self.lost_pair == (target, self.model_bar.draft_path()):
             self.banner.show_message("The models are no longer loaded; reload them to send your message "
                                      "(it stays in the box).", [("Reload the models", self.reload_lost_pair)])
         elif unreadable:

@@ -103,9 +103,15 @@ def close_on_terminate(window: MainWindow):
     notifier = QSocketNotifier(wake_read.fileno(), QSocketNotifier.Read, window)
     notifier.activated.connect(lambda *_: _drain(wake_read))     # (Python runs, and with it the handler)
 
+    restored = []
+
     def restore(*_):
-        if notifier.isEnabled():
-            notifier.setEnabled(False)
+        if not restored:
+            restored.append(True)
+            try:
+                notifier.setEnabled(False)          # (before its socket is closed)
+            except RuntimeError:                    # (already deleted with the window)
+                pass
             signal.set_wakeup_fd(wakeup_before)
             for name, handler in before.items():
                 signal.signal(getattr(signal, name), handler)

@@ -183,7 +183,7 @@ class LayoutMixin:
     def store_settings(self, *_args) -> None:
         """Save the window's settings as its widgets hold them: sampling, speculation, loading, the
         window's size and layout."""
-        if not hasattr(self, "_save_timer"):
+        if not hasattr(self, "_save_timer") or self._closing:       # (closing saved them)
             return
         self._save_timer.stop()
         self.settings.data["window"].update({"geometry": bytes(self.saveGeometry().toBase64()).decode(),

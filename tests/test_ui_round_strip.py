@@ -56,6 +56,19 @@ def test_strip_labels_name_the_drafter_and_gamma(qtbot):
     assert [strip.label(i) for i in range(3)] == ["#1 draft model γ3", "#2 lookup γ1", "#3 plain"]
 
 
+def test_the_strip_keeps_room_for_five_rows_of_its_font_when_the_font_changes(qtbot):
+    """Its minimum height was fixed from the font it started with (a review): a larger font left
+    fewer rows than five, clipped."""
+    strip = RoundStrip(Colours(False))
+    qtbot.addWidget(strip)
+    small = strip.minimumHeight()
+    font = strip.font()
+    font.setPointSizeF(font.pointSizeF() * 2)
+    strip.setFont(font)
+    assert strip.minimumHeight() == strip.MIN_ROWS * strip.round_delegate.line_height(font) + 2 * strip.frameWidth()
+    assert strip.minimumHeight() > small * 1.5
+
+
 def test_5000_rounds_append_and_all_stay(qtbot):
     strip = RoundStrip(Colours(False))
     qtbot.addWidget(strip)

@@ -323,7 +323,16 @@ class RoundStrip(QListView):
         self.setUniformItemSizes(False)
         self.setMouseTracking(True)
         self._follow = FollowBottom(self, margin=4)
+        self._fit_rows()
+
+    def _fit_rows(self) -> None:
         self.setMinimumHeight(self.MIN_ROWS * self.round_delegate.line_height(self.font()) + 2 * self.frameWidth())
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.FontChange:           # (a new system or app font: rows of its height)
+            self.round_delegate.forget_sizes()
+            self._fit_rows()
 
     @property
     def following(self) -> bool:

@@ -3,7 +3,7 @@ import pytest
 
 from desktop_app.engine.auto_policy import (AUTO_GAMMA_MAX, LOOKUP_PRIOR, PLAIN, AutoPolicy, Copy, ModelOption,
                                             reply_horizon)
-from desktop_app.engine.cost_profiles import GPU, STEEP, XEON
+from desktop_app.engine.cost_profiles import AVX2, GPU, STEEP, XEON
 from desktop_app.engine.costs import CostModel
 
 
@@ -166,6 +166,19 @@ def test_a_short_answer_does_not_pay_the_draft_model_s_catch_up_for_max_tokens_i
     assert reply_horizon(1016, 8) == 64 and reply_horizon(1000, 200) == 256 and reply_horizon(20, 200) == 20
     assert _first_model_round(XEON, 121, 1000, 150) is not None
     assert _first_model_round(XEON, 121, 1016, 8) is None
+
+
+def test_a_check_timed_while_the_machine_was_busy_is_not_bet_on():
+    """A user's "Count from 1 to 30 in words": at "nineteen, twenty, twenty" the tail ", twenty"
+    repeats the two tokens before it, a loop to lookup, which copies it on for 32 tokens. The load
+    had timed a 33-token check at 1.7 single passes (17 tokens: 8.6), and auto checked all 32 on a
+    two-token match: 13.6 passes for one token. Priced no lower than 0.75 of 17 tokens, it does not."""
+    costs = AVX2.cost_model()
+    costs.verify_s[33] = 1.69 * costs.verify_s[1]
+    policy = AutoPolicy(costs)
+    policy.begin()
+    loop = Copy(tuple([11, 17073] * 16), 2)
+    assert policy.choose(list(range(100)), 32, loop, None, 1000, 40).gamma < 8
 
 
 def test_a_new_reply_does_not_trust_the_last_reply_s_draft_model():

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from desktop_app.engine.costs import CostModel, expected_tokens
+from desktop_app.engine.costs import DIP_MAX, CostModel, expected_tokens
 from desktop_app.engine.events import RoundEvent
 from desktop_app.engine.metrics import StatsRecorder
 from desktop_app.engine.drafters import PromptLookupDrafter
@@ -147,6 +147,17 @@ def test_verify_cost_interpolates_between_measured_sizes():
     assert abs(c.verify_cost(3) - 0.030) < 1e-9
     assert abs(c.verify_cost(7) - 0.060) < 1e-9
     assert abs(c.verify_cost(13) - 0.090) < 1e-9       # extrapolated from the two largest
+
+
+def test_a_check_is_never_priced_at_a_fraction_of_a_smaller_one():
+    """A timing taken while the machine was busy priced a 33-token check at 1.7 single passes where 17
+    tokens cost 8.6 (a user's load): the price is floored at DIP_MAX of the dearest smaller size. A
+    small dip, as kernels' tiles make (16 tokens below 15), stands."""
+    c = _costs({1: 10, 15: 80, 16: 70, 17: 86, 33: 17})
+    assert c.verify_cost(16) == pytest.approx(0.070)
+    assert c.verify_cost(33) == pytest.approx(DIP_MAX * 0.086)
+    assert c.verify_cost(25) == pytest.approx(0.086)              # (between them: not below 17)
+    assert c.verify_cost(2) == pytest.approx(0.015)
 
 
 def test_lookup_copies_a_loop_on_past_the_end_of_the_text():

@@ -24,7 +24,8 @@ from desktop_app.engine.settings import Controls, SpecSettings
 if TYPE_CHECKING:               # a ModelPair in this process, or the engine process's RemotePair
     from desktop_app.engine.pair import ModelPair
 
-FLUSH_INTERVAL_S = 1.0          # a streaming reply reaches the database at least this often
+FLUSH_INTERVAL_S = 0.25         # a streaming reply reaches the database at least this often (a kill -9
+                                # lost the last second of it: 11 words on a busy machine, a user's try)
 DEFAULT_TITLE = "New conversation"
 TITLE_LENGTH = 48
 

@@ -9,7 +9,7 @@ from dataclasses import asdict
 import pytest
 from PySide6.QtCore import QEvent, QPoint, Qt
 from PySide6.QtGui import QHelpEvent, QTextCursor, QTextDocument
-from PySide6.QtWidgets import QApplication, QToolTip
+from PySide6.QtWidgets import QApplication, QLabel, QToolTip
 
 from desktop_app.chat.history import HistoryStore
 from desktop_app.chat.line_breaks import keep_line_breaks
@@ -170,6 +170,23 @@ def test_your_message_shows_as_typed(qtbot):
     w = view.add_message("user", typed)
     assert w.body.toPlainText() == typed
     assert view.add_message("assistant", "a\nb *c*").body.toPlainText() == "a\nb c"   # a reply: Markdown
+
+
+def test_a_cut_off_reply_s_note_never_makes_the_chat_scroll_sideways(qtbot):
+    """"cut off: the reply reached Max tokens (Settings)" beside the reply's name asked for 490 px, and
+    a narrower chat scrolled sideways, its replies cut at the edge (a user's try at 1000×700). The
+    note ends in "…" instead, whole in its tooltip."""
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(600, 400)
+    view.show()
+    stats = GenerationStats(n_tokens=40, stop_reason="max_tokens").to_json()
+    w = view.add_message("assistant", "Hello there", status="done", stats=stats)
+    note = "cut off: the reply reached Max tokens (Settings)"
+    assert w.status.text() == w.status.toolTip() == note
+    view.resize(320, 400)
+    qtbot.waitUntil(lambda: QLabel.text(w.status).endswith("…"))
+    assert view.horizontalScrollBar().maximum() == 0 and view.widget().minimumSizeHint().width() < 320
 
 
 def test_a_reply_s_lines_and_indentation_show_as_written(qtbot):

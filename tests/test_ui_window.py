@@ -205,7 +205,7 @@ def test_send_streams_a_reply_into_the_view_and_the_database(qtbot, loaded):
     assert w.spec_panel.strip.round_model.rowCount() >= 3
     # 48 tokens (Max tokens) are too few for this answer: the reply says it was cut off beside its name
     assert db[-1].stats["stop_reason"] == "max_tokens" and db[-1].stats["n_tokens"] == 48
-    assert w.chat.messages[-1].status.text() == "<i>cut off: the reply reached Max tokens (Settings)</i>"
+    assert w.chat.messages[-1].status.text() == "cut off: the reply reached Max tokens (Settings)"
 
 
 @pytest.mark.network
@@ -522,7 +522,7 @@ def test_a_reply_that_fills_the_context_says_it_was_cut_off_and_how_to_go_on(qtb
     wait_idle(qtbot, window)
     db = stored(window)
     assert db[-1].role == "assistant" and db[-1].stats["stop_reason"] == "context_full" and db[-1].content
-    assert window.chat.messages[-1].status.text() == "<i>cut off: the conversation filled the context</i>"
+    assert window.chat.messages[-1].status.text() == "cut off: the conversation filled the context"
     assert window.banner.isVisible()
     assert window.banner.label.text().startswith("The reply was cut off: the conversation filled the context "
                                                  "(256 tokens). To go on,")

@@ -17,7 +17,7 @@ from desktop_app.chat.reply_footer import footer_text, reply_note
 from desktop_app.chat.token_origins import TokenOrigin, align, origin, origins_from_rounds, shown_positions
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenEvent, TokenKind
 from desktop_app.ui.code_highlight import CodeHighlighter, code_language
-from desktop_app.ui.elided import ElidedButton
+from desktop_app.ui.elided import ElidedButton, ElidedLabel
 from desktop_app.ui.follow_bottom import FollowBottom
 from desktop_app.ui.round_strip import Colours
 
@@ -208,11 +208,13 @@ class MessageWidget(QFrame):
         layout.setContentsMargins(10, 6, 10, 6)
         head = QHBoxLayout()
         self.title = QLabel("<b>You</b>" if role == "user" else "<b>Assistant</b>")
-        self.status = QLabel()
-        self.status.setObjectName("messageStatus")
+        self.status = ElidedLabel()          # never widens the chat: "cut off: the reply reached Max tokens
+        self.status.setObjectName("messageStatus")   # (Settings)" made a 490 px minimum, and a narrower
+        font = self.status.font()                     # chat scrolled sideways (a user's try at 1000×700)
+        font.setItalic(True)
+        self.status.setFont(font)
         head.addWidget(self.title)
-        head.addWidget(self.status)
-        head.addStretch(1)
+        head.addWidget(self.status, 1)
         self.copy_button = QPushButton("Copy")
         self.copy_button.setFlat(True)
         self.copy_button.clicked.connect(self.copy)
@@ -298,7 +300,8 @@ class MessageWidget(QFrame):
 
     def _update_footer(self) -> None:
         note = reply_note(self._status, self._stats)
-        self.status.setText(f"<i>{note}</i>" if note else "")
+        self.status.setText(note)
+        self.status.setToolTip(note)
         text = footer_text(self._stats, self._settings, self._status) if self.role == "assistant" else ""
         self.footer.setText(text)
         action = ("Click: show this reply's rounds in the speculation panel" if self.has_rounds

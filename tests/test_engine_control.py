@@ -105,13 +105,45 @@ def test_the_draft_model_reads_the_prompt_with_the_target(pair, monkeypatch):
     # the first round then evaluates only the prompt's last token before drafting
     pair.draft_ctx.clear()
     batches = []
-    monkeypatch.setattr(pair.draft_ctx, "eval", lambda tokens, logits="last", _eval=pair.draft_ctx.eval:
-                        (batches.append(len(tokens)), _eval(tokens, logits)))
+    monkeypatch.setattr(pair.draft_ctx, "eval", lambda tokens, logits="last", stop=None, _eval=pair.draft_ctx.eval:
+                        (batches.append(len(tokens)), _eval(tokens, logits, stop)))
     events = pair.generate(prompt, GREEDY, Controls(SpecSettings(drafter="model", draft_max=4)), 50)
     first_round = next(ev for ev in events if isinstance(ev, RoundEvent))
     events.close()
     assert first_round.gamma == 4
     assert batches == [len(prompt) - 1, 1, 1, 1, 1]     # prompt; its last token; x_1..x_3 (x_4 is not needed yet)
+
+
+class _CancelDuringThePrompt(Controls):
+    """Cancelled from its `reads`-th look on: the prompt pass looks between its operations."""
+
+    def __init__(self, settings: SpecSettings, reads: int):
+        super().__init__(settings)
+        self.reads = reads
+
+    @property
+    def cancelled(self) -> bool:
+        self.reads -= 1
+        return self.reads < 0 or super().cancelled
+
+
+@pytest.mark.network
+def test_a_cancel_stops_a_long_prompt_pass_mid_way(pair):
+    """Stop pressed while a long conversation is read: the pass ran to its end (9.7 s in a user's
+    try) before the stop was seen. It stops between the pass's operations now, the cache keeps what
+    it held before (llama.cpp drops an aborted batch), and the next reply reads on from there."""
+    prompt = prompt_tokens(pair.target, "Repeat this list: " + ", ".join(f"item {i}" for i in range(150)))
+    assert len(prompt) > 500                       # (more than one batch of 512)
+    pair.target_ctx.clear()
+    controls = _CancelDuringThePrompt(SpecSettings(drafter="model", draft_max=4), reads=700)
+    rounds, tokens, finish = run(pair, prompt, GREEDY, max_tokens=8, controls=controls)
+    assert finish.stop_reason == StopReason.CANCELLED and not rounds and not tokens
+    held = len(pair.target_ctx.tokens)
+    assert held < len(prompt) - 1 and pair.target_ctx.pos_max() == held - 1
+    assert pair.draft_ctx.tokens == [] or len(pair.draft_ctx.tokens) < len(prompt) - 1
+    _, tokens, finish = run(pair, prompt, GREEDY, max_tokens=4, drafter="model", draft_max=4)
+    assert finish.stop_reason == StopReason.MAX_TOKENS and len(tokens) == 4
+    assert pair.target_ctx.pos_max() == len(pair.target_ctx.tokens) - 1
 
 
 @pytest.mark.network

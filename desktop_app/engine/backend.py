@@ -66,6 +66,11 @@ class ContextFullError(BackendError):
     """The KV cache has no room for the batch."""
 
 
+class Stopped(BackendError):
+    """A pass given a `stop` check stopped when it said so (a cancelled reply). The cache holds what
+    it held before that pass's batch: llama.cpp drops the positions of an aborted batch."""
+
+
 # --- model ----------------------------------------------------------------------------------------
 
 
@@ -274,12 +279,32 @@ class Context:
         L.llama_memory_clear(self._mem, True)
         self.tokens.clear()
 
-    def eval(self, tokens: Sequence[int], logits: str = "last") -> None:
+    def eval(self, tokens: Sequence[int], logits: str = "last", stop: Callable[[], bool] | None = None) -> None:
         """Append `tokens` to the cache. logits: "none", "last" or "all" (of this call's tokens).
 
         Batches longer than n_batch are split; logits are only ever requested in the final piece
         (so "all" is limited to n_outputs_max tokens, which is all a verify batch needs).
+        `stop`: checked while the pass computes (llama.cpp's abort callback, between the graph's
+        operations on the CPU), so a long prompt pass ends within a fraction of a second of a
+        cancel, not seconds later; it raises Stopped. Meant for prompt passes: the check runs Python
+        for every operation, a few milliseconds a pass.
         """
+        if stop is None:
+            self._eval(tokens, logits)
+            return
+        @L.ggml_abort_callback
+        def aborts(_data) -> bool:
+            try:
+                return bool(stop())
+            except Exception:                        # (a check that fails does not stop the pass)
+                return False
+        L.llama_set_abort_callback(self._ptr, aborts, None)
+        try:
+            self._eval(tokens, logits)
+        finally:
+            L.llama_set_abort_callback(self._ptr, L.ggml_abort_callback(), None)
+
+    def _eval(self, tokens: Sequence[int], logits: str) -> None:
         n = len(tokens)
         if n == 0:
             return
@@ -303,6 +328,8 @@ class Context:
             self._batch.n_tokens = k
             rc = L.llama_decode(self._ptr, self._batch)
             if rc != 0:
+                if rc == 2:
+                    raise Stopped(f"stopped after {len(self.tokens)} tokens")
                 if rc == 1:
                     raise ContextFullError(f"context full: no KV slot for {k} tokens at position "
                                            f"{len(self.tokens)} of {self.n_ctx}")
@@ -311,17 +338,17 @@ class Context:
             self.n_evaluated += k
             start = end
 
-    def sync(self, tokens: Sequence[int], logits: str = "last") -> int:
+    def sync(self, tokens: Sequence[int], logits: str = "last", stop: Callable[[], bool] | None = None) -> int:
         """Make the cache hold exactly `tokens`, evaluating only what follows the common prefix.
 
         Returns how many tokens were evaluated. When nothing new needs evaluating but logits are
-        wanted, the last token is evaluated again so that its logits are fresh.
+        wanted, the last token is evaluated again so that its logits are fresh. `stop`: as eval's.
         """
         common = common_prefix(self.tokens, tokens)
         if common == len(tokens) and logits != "none" and common > 0:
             common -= 1
         self.truncate(common)
-        self.eval(tokens[common:], logits=logits)
+        self.eval(tokens[common:], logits=logits, stop=stop)
         return len(tokens) - common
 
     def logits(self, i: int = -1) -> np.ndarray:

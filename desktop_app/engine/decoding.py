@@ -170,7 +170,13 @@ class SpeculativeDecoder:
                                 f"context holds {ctx.n_ctx}; shorten the conversation or raise the context size")
         settings = controls.settings
         t0 = time.perf_counter()
-        evaluated = ctx.sync(tokens[:-1], logits="none")
+        cached = backend.common_prefix(ctx.tokens, tokens[:-1])
+        try:                                          # (a cancel stops a long prompt pass mid-way)
+            evaluated = ctx.sync(tokens[:-1], logits="none", stop=lambda: controls.cancelled)
+        except backend.Stopped:
+            reply.recorder = StatsRecorder(len(tokens), max(0, len(ctx.tokens) - cached))
+            reply.t_prompt = time.perf_counter() - reply.t_start
+            return self._finish(reply, StopReason.CANCELLED)
         self.costs.record_prefill("target", evaluated, time.perf_counter() - t0)
         if settings.auto:
             self.policy.begin()
@@ -180,8 +186,11 @@ class SpeculativeDecoder:
             if isinstance(drafter, ModelDrafter) and not controls.cancelled:   # (a cancel stops at the first round)
                 t0 = time.perf_counter()
                 behind = drafter.behind(tokens)
-                drafter.begin(tokens)                 # the draft model reads the prompt now, as the target did
-                self.costs.record_prefill(drafter.name, behind, time.perf_counter() - t0)
+                try:
+                    drafter.begin(tokens, stop=lambda: controls.cancelled)   # the draft model reads the
+                    self.costs.record_prefill(drafter.name, behind, time.perf_counter() - t0)   # prompt now
+                except backend.Stopped:               # (its first round, or the next reply, reads on)
+                    pass
         reply.recorder = StatsRecorder(len(tokens), evaluated + 1)
         reply.t_prompt = time.perf_counter() - reply.t_start
         return None

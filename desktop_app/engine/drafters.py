@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -48,9 +48,10 @@ class Drafter(ABC):
 
     name: str = ""            # "model", "lookup" or "none": how rounds, costs and acceptance are labelled
 
-    def begin(self, prompt: Sequence[int]) -> None:
+    def begin(self, prompt: Sequence[int], stop: Callable[[], bool] | None = None) -> None:
         """Read the prompt (token ids, template applied) while the target processes it, so that the
-        first round drafts at once. Called only when the reply goes on to decode. Default: nothing."""
+        first round drafts at once. Called only when the reply goes on to decode. `stop`: a cancel
+        check for the pass (backend.Context.eval). Default: nothing."""
 
     @abstractmethod
     def draft(self, context: Sequence[int], gamma_max: int, params: SamplingParams,
@@ -113,11 +114,12 @@ class ModelDrafter(Drafter):
         start = backend.common_prefix(self.ctx.tokens, tokens)
         return max(tokens[start:], default=-1) < self.ctx.n_vocab
 
-    def begin(self, prompt: Sequence[int]) -> None:
+    def begin(self, prompt: Sequence[int], stop: Callable[[], bool] | None = None) -> None:
         """Evaluate the prompt but its last token, as the target does, reusing the cached prefix: the
-        first round then drafts at once, and its timing is a round's, not the prompt's."""
+        first round then drafts at once, and its timing is a round's, not the prompt's. `stop`: as
+        backend.Context.eval's."""
         if 1 < len(prompt) <= self.ctx.n_ctx and self.can_read(prompt[:-1]):
-            self.ctx.sync(prompt[:-1], logits="none")   # (otherwise draft() proposes nothing)
+            self.ctx.sync(prompt[:-1], logits="none", stop=stop)   # (otherwise draft() proposes nothing)
 
     def behind(self, context: Sequence[int]) -> int:
         """Tokens of `context` (all but its last) this draft has not read: what catching up costs."""

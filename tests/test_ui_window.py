@@ -341,7 +341,9 @@ def test_incompatible_pair_is_explained_and_the_old_pair_keeps_working(qtbot, lo
     assert "Still using SmolLM2-135M-Instruct.Q4_1.gguf + SmolLM2-135M-Instruct.Q2_K.gguf" in bar.status.text()
     assert bar.draft_path().endswith("Q2_K.gguf")                   # the bar shows the pair in use again
     assert bar.info.isHidden() and bar.verdict.isHidden()
-    type_and_send(qtbot, w, "Say hello.")
+    bar.select(test_model_path, None)                               # another choice: the error gives way
+    assert bar.status.text().startswith("Loaded SmolLM2") and not bar.status.styleSheet()   # (it stayed,
+    type_and_send(qtbot, w, "Say hello.")                                                  # a user's try)
     wait_idle(qtbot, w)
     assert stored(w)[-1].role == "assistant" and stored(w)[-1].complete
 

@@ -119,6 +119,8 @@ class ModelBar(QWidget):
         grid.addWidget(self.progress, 5, 0, 1, 4)
         self.status = QLabel(NO_MODEL)
         self._status_before: tuple[str, str] | None = None   # the status line's text and style under a busy stage
+        self._loaded_text = NO_MODEL                        # what it says of the models loaded, and the choice
+        self._error_choice: tuple | None = None             # its error was shown at (None: no error shown)
         self.status.setObjectName("modelStatus")
         self.status.setWordWrap(True)
         grid.addWidget(self.status, 6, 0, 1, 4)
@@ -241,6 +243,8 @@ class ModelBar(QWidget):
 
     def set_loaded(self, pair: tuple[str, str | None] | None) -> None:
         self.loaded_pair = pair
+        if pair is None:
+            self._loaded_text = NO_MODEL
         self._update_info()
 
     def _update_info(self) -> None:
@@ -261,6 +265,8 @@ class ModelBar(QWidget):
         folded = t is not None and (t, d) == self.loaded_pair      # (a verdict that is not "OK" stays)
         self.info.setVisible(local and not folded)
         self.verdict.setVisible(local and self.pair_verdict is not None and (not folded or self.pair_verdict.ok is not True))
+        if self._error_choice not in (None, (t, d)) and self._status_before is None:
+            self._show_status(self._loaded_text)    # another choice: the last attempt's error gives way
         self.choiceChanged.emit()
 
     def _update_verdict(self, target: str | None, draft: str | None) -> None:
@@ -326,10 +332,16 @@ class ModelBar(QWidget):
 
     def show_loaded(self, text: str) -> None:
         self.hide_progress()
-        self.status.setStyleSheet("")
-        self.status.setText(text)
+        self._loaded_text = text
+        self._show_status(text)
 
     def show_error(self, text: str) -> None:
+        """An attempt failed: said in red until another file is chosen (then the line says what is
+        loaded again: the error stayed, and piled up under later ones, a user's try)."""
         self.hide_progress()
-        self.status.setStyleSheet("color: #c0392b;")
+        self._show_status(text, error=True)
+
+    def _show_status(self, text: str, error: bool = False) -> None:
+        self.status.setStyleSheet("color: #c0392b;" if error else "")
         self.status.setText(text)
+        self._error_choice = (self.target_path(), self.draft_path()) if error else None

@@ -174,10 +174,10 @@ class ModelsMixin:
                  f" Still using {os.path.basename(self.loaded.target)}"
                  + (f" + {os.path.basename(self.loaded.draft)}" if self.loaded.draft else "") + ".")
         said = message if message.startswith(("Could not", *CANCELLED)) else f"Could not load: {message}"
+        if self.loaded and not remote:                   # (first: the error is about the bar as it is then)
+            self.model_bar.select(self.loaded.target, self.loaded.draft)
         self.model_bar.show_error(said.rstrip(".") + "." + still)
         self._end_load(ok=False)
-        if self.loaded and not remote:
-            self.model_bar.select(self.loaded.target, self.loaded.draft)
 
     # -- while models are fetched, loaded or connected to
 
@@ -188,10 +188,11 @@ class ModelsMixin:
     def _say_not_loaded(self, text: str) -> None:
         """A message sent with no model loaded: the banner says how to load one, and loads the pair the
         bar shows and then sends it with one click (the message stays in the box meanwhile); after the
-        engine stopped, with the bar still on the pair it had, it offers to reload that. Another file
+        models were lost (the engine stopped, or a failed load let them go), with the bar on them or
+        on a file that cannot be read, it offers to reload them. Another file
         chosen in the bar while it shows: it speaks of that one (_choice_changed)."""
         target, unreadable = self.model_bar.target_path(), self.model_bar.unreadable()
-        if self.lost_pair and self.lost_pair == (target, self.model_bar.draft_path()):
+        if self.lost_pair and (self.lost_pair == (target, self.model_bar.draft_path()) or unreadable):
             self.banner.show_message("The models are no longer loaded; reload them to send your message "
                                      "(it stays in the box).", [("Reload the models", self.reload_lost_pair)])
         elif unreadable:

@@ -344,3 +344,23 @@ def test_a_cleared_panel_keeps_recording_the_live_reply_and_shows_it_again(qtbot
     panel.clear()
     panel.finish(slow_stats())                     # it finished while another conversation was shown
     assert not panel.live and panel.labels["speed"].text() == "–" and panel.header.text() == NO_REPLY
+
+
+def test_a_renamed_conversation_s_name_follows_in_the_panel_s_header(qtbot):
+    """The header kept the old name after a rename (a user's try): live, just finished and stored."""
+    panel = SpecPanel()
+    qtbot.addWidget(panel)
+    panel.begin("cats", 7)
+    panel.retitle(8, "dogs")                       # another conversation: nothing changes
+    assert panel.header.text() == "Live: reply in 'cats'"
+    panel.retitle(7, "Cats and kittens")
+    assert panel.header.text() == "Live: reply in 'Cats and kittens'"
+    panel.finish(slow_stats())
+    assert "in 'Cats and kittens' (just finished)" in panel.header.text()
+    panel.show_stored([], None, 3, "Old name", 1_700_000_000.0, 2)
+    assert "in 'Old name' (message 2)" in panel.header.text()
+    panel.retitle(3, "New name")
+    assert "in 'New name' (message 2)" in panel.header.text()
+    panel.clear()
+    panel.retitle(3, "Again")
+    assert panel.header.text() == NO_REPLY

@@ -32,7 +32,7 @@ class LiveReply:
         one shown, and the panel starts following it."""
         if conversation_id == shown_id:
             self.chat.begin_reply()
-        self.panel.begin(title)
+        self.panel.begin(title, conversation_id)
 
     def token(self, event: TokenEvent, shown_id: int | None) -> None:
         self.text += event.text

@@ -176,7 +176,10 @@ class SpecPanel(QWidget):
         self._attached = False        # the strip shows the live reply (not a stored one, not cleared)
         self._streaming = False
         self._live_title = ""
+        self._live_conversation: int | None = None
         self._live_began = time.localtime()
+        self._shown: tuple | None = None   # the header's reply: ("live", conversation) or ("stored", conversation,
+                                           # title, created_at, number); None: none
         self._live_stats: GenerationStats | None = None
         self._round_s = 0.0           # the live reply's rounds: seconds, on the engine's clock (as the
         self._round_tokens = 0        # chart's), and the tokens they emitted
@@ -210,13 +213,36 @@ class SpecPanel(QWidget):
         self.strip.clear()
         self.charts.clear()
         self.pay.clear()
+        self._shown = None
         self.header.setText(NO_REPLY)
         self._reset_numbers("")
 
+    def retitle(self, conversation_id: int, title: str) -> None:
+        """A conversation renamed: the header of its reply shown, and of its live one, say so (they kept
+        the old name: a user's try)."""
+        if self._live_conversation == conversation_id:
+            self._live_title = title
+        if self._shown and self._shown[0] == "stored" and self._shown[1] == conversation_id:
+            self._shown = ("stored", conversation_id, title, *self._shown[3:])
+        if self._shown:
+            self._show_header()
+
+    def _show_header(self) -> None:
+        """Which reply the panel shows: live, just finished, or from the history."""
+        if self._shown[0] == "stored":
+            _, _, title, created_at, number = self._shown
+            self.header.setText(stored_header(title, created_at, number))
+        elif self._streaming:
+            self.header.setText(f"Live: reply in '{self._live_title}'")
+        else:
+            self.header.setText(f"Reply of {time.strftime('%H:%M', self._live_began)} in '{self._live_title}' "
+                                "(just finished)")
+
     # -- live
-    def begin(self, title: str = "") -> None:
+    def begin(self, title: str = "", conversation_id: int | None = None) -> None:
         self._live_rounds, self._pending = [], []
         self._live_title = title
+        self._live_conversation = conversation_id
         self._live_began = time.localtime()      # (the history dates a reply from its start, as here)
         self._live_stats = None
         self._round_s, self._round_tokens = 0.0, 0
@@ -226,7 +252,8 @@ class SpecPanel(QWidget):
         self.strip.clear()
         self.charts.begin()
         self.pay.waiting()
-        self.header.setText(f"Live: reply in '{title}'")
+        self._shown = ("live", conversation_id)
+        self._show_header()
         self._reset_numbers("Generating…")
         self._timer.start()
 
@@ -239,7 +266,8 @@ class SpecPanel(QWidget):
         self.strip.set_rounds(self._live_rounds)
         self.charts.show_stored(self._live_rounds, None)
         self.pay.waiting()
-        self.header.setText(f"Live: reply in '{self._live_title}'")
+        self._shown = ("live", self._live_conversation)
+        self._show_header()
         self._reset_numbers("Generating…")
         self._flush()
 
@@ -287,8 +315,7 @@ class SpecPanel(QWidget):
         self._streaming = False
         self._live_stats = stats
         if self._attached:
-            self.header.setText(f"Reply of {time.strftime('%H:%M', self._live_began)} in '{self._live_title}' "
-                                "(just finished)")
+            self._show_header()
             self.charts.finish(stats)
             self.show_stats(stats)
 
@@ -325,12 +352,14 @@ class SpecPanel(QWidget):
         self.verdict.setText(explain(s))
         self.pay.show(s, max(1, round(s.mean_drafted)) if s.mean_drafted else 0)   # the γ this reply used
 
-    def show_stored(self, rounds: list[dict] | None, stats: dict | None, title_text: str) -> None:
-        """A reply from the history: its stored rounds and statistics, under `title_text` (see
-        `stored_header`)."""
+    def show_stored(self, rounds: list[dict] | None, stats: dict | None, conversation_id: int, title: str,
+                    created_at: float, number: int) -> None:
+        """A reply from the history (message `number` of conversation `conversation_id`, titled
+        `title`): its stored rounds and statistics."""
         self._attached = False
         self._pending = []
-        self.header.setText(title_text)
+        self._shown = ("stored", conversation_id, title, created_at, number)
+        self._show_header()
         events = [RoundEvent.from_record(i, r) for i, r in enumerate(rounds or [])]
         self.strip.set_rounds(events)
         self._reset_numbers("")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from desktop_app.chat.history import HistoryError
 from desktop_app.chat.session import DEFAULT_TITLE
-from desktop_app.ui.spec_panel import stored_header
 
 
 class ConversationsMixin:
@@ -77,6 +76,7 @@ class ConversationsMixin:
     def _rename(self, conversation_id: int, title: str) -> None:
         self._history(self.store.rename, conversation_id, title)
         self.refresh_conversations()
+        self.spec_panel.retitle(conversation_id, self._title(conversation_id))
 
     def _ask_delete(self, conversation_id: int) -> None:
         """Delete, as the list's Delete asks: confirmed first, unless _delete refuses it at once (it is
@@ -118,6 +118,6 @@ class ConversationsMixin:
             return
         for n, m in enumerate(self._history(self.store.messages, self.current_id, default=[]), 1):
             if m.id == message_id:
-                title = self._title(self.current_id)
-                self.spec_panel.show_stored(m.rounds, m.stats, stored_header(title, m.created_at, n))
+                self.spec_panel.show_stored(m.rounds, m.stats, self.current_id, self._title(self.current_id),
+                                            m.created_at, n)
                 self.tabs.setCurrentWidget(self.spec_scroll)

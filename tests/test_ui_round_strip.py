@@ -364,3 +364,29 @@ def test_a_renamed_conversation_s_name_follows_in_the_panel_s_header(qtbot):
     panel.clear()
     panel.retitle(3, "Again")
     assert panel.header.text() == NO_REPLY
+
+
+def test_the_live_panel_fills_alpha_kept_per_round_and_times_as_the_reply_s_end_will(qtbot):
+    """While a reply streamed, α, kept per round and the draft / target time stayed "–" beside a
+    live "Drafts kept" (a user's try). They fill as rounds come, with the numbers the reply's end
+    then shows."""
+    from desktop_app.engine.costs import CostModel
+    from desktop_app.engine.metrics import StatsRecorder
+
+    rounds = [make_round(0, ["a", "b", "c"], 1, ["a", "x"], [A, C]),
+              make_round(1, ["a", "b"], 2, ["a", "b", "z"], [A, A, B]),
+              make_round(2, [], 0, ["z"], [P]),
+              make_round(3, ["a", "b", "c", "d"], 0, ["y"], [C])]
+    panel = SpecPanel()
+    qtbot.addWidget(panel)
+    panel.begin("live", 1)
+    recorder = StatsRecorder(10, 10)
+    for r in rounds:
+        panel.add_round(r)
+        recorder.add_round(r, r.gamma)
+    qtbot.waitUntil(lambda: panel.labels["alpha"].text() != "–")          # the 100 ms flush
+    live = {key: panel.labels[key].text() for key in ("accepted", "alpha", "per_round", "split")}
+    assert live == {"accepted": "3/9 (33 %)", "alpha": "0.60", "per_round": "1.00 of 3.00",
+                    "split": "0.00 s / 0.01 s"}
+    panel.finish(recorder.finish(5, 0.1, 0.01, 0.02, "max_tokens", CostModel()))
+    assert {key: panel.labels[key].text() for key in live} == live

@@ -186,6 +186,8 @@ class SpecPanel(QWidget):
         self._first_token_at: float | None = None    # when tokens reached the panel: the live speed of a
         self._last_token_at: float | None = None     # reply without rounds yet (a llama-server's untimed)
         self._n_tokens = self._drafted = self._accepted = 0
+        self._draft_rounds = self._rejections = 0
+        self._t_draft = self._t_verify = 0.0
         self._timer = QTimer(self)
         self._timer.setInterval(self.REPAINT_MS)
         self._timer.timeout.connect(self._flush)
@@ -248,6 +250,8 @@ class SpecPanel(QWidget):
         self._round_s, self._round_tokens = 0.0, 0
         self._first_token_at = self._last_token_at = None
         self._n_tokens = self._drafted = self._accepted = 0
+        self._draft_rounds = self._rejections = 0
+        self._t_draft = self._t_verify = 0.0
         self._streaming = self._attached = True
         self.strip.clear()
         self.charts.begin()
@@ -275,6 +279,10 @@ class SpecPanel(QWidget):
         self._live_rounds.append(r)
         self._drafted += r.gamma
         self._accepted += r.accepted
+        self._draft_rounds += r.gamma > 0             # (as metrics.StatsRecorder counts them, so the
+        self._rejections += r.accepted < r.gamma      # reply's end only confirms what was shown)
+        self._t_draft += r.t_draft_s
+        self._t_verify += r.t_verify_s
         self._round_s += r.t_round_s
         self._round_tokens += r.n_reply_tokens
         if self._attached:
@@ -308,6 +316,12 @@ class SpecPanel(QWidget):
         if self._drafted:
             self.labels["accepted"].setText(f"{self._accepted}/{self._drafted} "
                                             f"({100 * self._accepted / self._drafted:.0f} %)")
+            seen = self._accepted + self._rejections
+            self.labels["alpha"].setText(f"{self._accepted / seen:.2f}" if seen else "–")
+            self.labels["per_round"].setText(f"{self._accepted / self._draft_rounds:.2f} of "
+                                             f"{self._drafted / self._draft_rounds:.2f}")
+        if self._t_draft or self._t_verify:
+            self.labels["split"].setText(f"{self._t_draft:.2f} s / {self._t_verify:.2f} s")
 
     def finish(self, stats: GenerationStats) -> None:
         self._flush()

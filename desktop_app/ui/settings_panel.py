@@ -69,6 +69,8 @@ class SettingsPanel(QWidget):
         load_box = QGroupBox("Loading (reloads the models)")
         form = _form(load_box)
         self.n_ctx = _spin(256, 131072, 4096, 512)
+        self.n_ctx.setToolTip("Tokens the conversation can hold: 256 to 131,072 (a smaller number typed "
+                              "is not taken). More needs more memory.")
         self.n_threads = _spin(0, 256, 0)
         self.n_threads.setSpecialValueText("all cores")
         self.ngl = _spin(0, 999, 0)

@@ -158,6 +158,8 @@ def test_a_check_is_never_priced_at_a_fraction_of_a_smaller_one():
     assert c.verify_cost(33) == pytest.approx(DIP_MAX * 0.086)
     assert c.verify_cost(25) == pytest.approx(0.086)              # (between them: not below 17)
     assert c.verify_cost(2) == pytest.approx(0.015)
+    busy = _costs({1: 100, 5: 20, 17: 30})                       # single passes timed on a swamped machine
+    assert busy.verify_cost(17) == busy.verify_cost(5) == pytest.approx(0.100)   # (a "54× predicted")
 
 
 def test_lookup_copies_a_loop_on_past_the_end_of_the_text():

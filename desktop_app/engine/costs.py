@@ -130,8 +130,8 @@ class CostModel:
     # -- reading
     def verify_cost(self, batch: int) -> float | None:
         """Seconds for a verify pass over `batch` tokens: measured, else interpolated linearly between
-        measured sizes (extrapolated from the two largest), else None; at least DIP_MAX of the dearest
-        smaller size measured. Kernels work in tiles, so a batch can cost a little less than a smaller
+        measured sizes (extrapolated from the two largest), else None; at least a single-token pass,
+        and DIP_MAX of the dearest smaller size measured. Kernels work in tiles, so a batch can cost a little less than a smaller
         one (16 tokens 0.82 of 15 on the steep machine), but never a fraction of it: such a price is a
         timing taken while the machine was busy. A user's machine had remembered a 33-token check
         timed at 1.7 single passes, where 17 tokens cost 8.6; auto bet 32 copied tokens on a two-token
@@ -140,7 +140,7 @@ class CostModel:
         if cost is None:
             return None
         dearest = max((v for k, v in self.verify_s.items() if k < batch), default=0.0)
-        return max(cost, DIP_MAX * dearest)
+        return max(cost, DIP_MAX * dearest, self.verify_s.get(1, 0.0) if batch > 1 else 0.0)
 
     def _interpolated(self, batch: int) -> float | None:
         if batch in self.verify_s:

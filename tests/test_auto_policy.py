@@ -154,7 +154,7 @@ def test_catching_the_draft_model_up_is_weighed_against_what_it_would_gain():
     """With a draft model worth exploring on a GPU, a short text is worth catching up on; a long one
     whose reply is nearly over is not: the catch-up is spread over the tokens left."""
     assert _first_model_round(GPU, 30, 200, 0) is not None
-    assert _first_model_round(GPU, 3000, 8, 184) is None
+    assert _first_model_round(GPU, 3000, 8, 184, rounds=8) is None
 
 
 def test_a_short_answer_does_not_pay_the_draft_model_s_catch_up_for_max_tokens_it_never_writes():

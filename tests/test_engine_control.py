@@ -9,7 +9,9 @@ import pytest
 
 from desktop_app.engine import (GREEDY, Controls, FinishEvent, IncompatiblePair, LoadOptions, ModelLoadError, ModelPair,
                                 RoundEvent, SpecSettings, StopReason, check_pair)
+from desktop_app.engine import backend
 from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX
+from desktop_app.engine.drafters import ModelDrafter
 from desktop_app.engine.loading import LoadCancelled, load_model
 
 from engine_helpers import ANIMAL_PROMPT, prompt_tokens, run
@@ -144,6 +146,13 @@ def test_a_cancel_stops_a_long_prompt_pass_mid_way(pair):
     _, tokens, finish = run(pair, prompt, GREEDY, max_tokens=4, drafter="model", draft_max=4)
     assert finish.stop_reason == StopReason.MAX_TOKENS and len(tokens) == 4
     assert pair.target_ctx.pos_max() == len(pair.target_ctx.tokens) - 1
+    # the draft model's reads stop too (its prompt in fixed mode, its catch-up in auto mode)
+    drafter = ModelDrafter(pair.draft_ctx, pair.target_ctx.n_vocab)
+    pair.draft_ctx.clear()
+    for read in (drafter.begin, drafter.catch_up):
+        with pytest.raises(backend.Stopped):
+            read(prompt, stop=lambda: True)
+        assert pair.draft_ctx.tokens == [] and pair.draft_ctx.pos_max() == -1
 
 
 @pytest.mark.network

@@ -151,13 +151,15 @@ def test_verify_cost_interpolates_between_measured_sizes():
 
 def test_a_check_is_never_priced_at_a_fraction_of_a_smaller_one():
     """A timing taken while the machine was busy priced a 33-token check at 1.7 single passes where 17
-    tokens cost 8.6 (a user's load): the price is floored at DIP_MAX of the dearest smaller size. A
-    small dip, as kernels' tiles make (16 tokens below 15), stands."""
+    tokens cost 8.6 (a user's load): the price is floored at DIP_MAX of the nearest smaller size
+    measured, and at a single-token pass. A small dip, as kernels' tiles make (16 tokens below 15),
+    stands; a smaller size timed slow raises only the next one."""
     c = _costs({1: 10, 15: 80, 16: 70, 17: 86, 33: 17})
     assert c.verify_cost(16) == pytest.approx(0.070)
     assert c.verify_cost(33) == pytest.approx(DIP_MAX * 0.086)
-    assert c.verify_cost(25) == pytest.approx(0.086)              # (between them: not below 17)
-    assert c.verify_cost(2) == pytest.approx(0.015)
+    slow = _costs({1: 10, 4: 2000, 5: 15, 8: 30, 17: 86})           # 4 tokens timed while the machine was busy
+    assert slow.verify_cost(5) == pytest.approx(DIP_MAX * 2.0)
+    assert slow.verify_cost(8) == pytest.approx(0.030) and slow.verify_cost(17) == pytest.approx(0.086)
     busy = _costs({1: 100, 5: 20, 17: 30})                       # single passes timed on a swamped machine
     assert busy.verify_cost(17) == busy.verify_cost(5) == pytest.approx(0.100)   # (a "54× predicted")
 

@@ -219,7 +219,9 @@ def test_a_reply_s_lines_and_indentation_show_as_written(qtbot):
     # comment line took the lines after it into its HTML block (a review)
     assert keep_line_breaks("Steps:\n2. a\n3. b") == "Steps:\u20282. a\u20283. b"
     assert keep_line_breaks("<!-- n -->\none\ntwo") == "<!-- n -->\none\u2028two"
-    for text, shown in (("Steps:\n2. a\n3. b", "Steps:\n2. a\n3. b"), ("<!-- n -->\none\ntwo", "one\ntwo")):
+    assert keep_line_breaks("Intro\n<b>Note:</b> this\nand this") == "Intro\u2028<b>Note:</b> this\u2028and this"
+    for text, shown in (("Steps:\n2. a\n3. b", "Steps:\n2. a\n3. b"), ("<!-- n -->\none\ntwo", "one\ntwo"),
+                        ("Steps:\n0. a", "Steps:\n0. a"), ("Intro\n<b>Note:</b> this", "Intro\nNote: this")):
         doc.setMarkdown(keep_line_breaks(text))
         assert doc.toPlainText().replace("\u2028", "\n") == shown
 

@@ -6,8 +6,9 @@ outside fenced code, a paragraph's lines are joined by a line separator (U+2028:
 inside the paragraph, where Markdown sees none, so the paragraph keeps its spacing and its inline
 syntax), and its lines' indentation becomes no-break spaces, which Markdown does not strip.
 Blocks whose line breaks and indentation are their syntax (a list, a quote, a table, indented code,
-link definitions, HTML) are left as they are, and so is a line that is a block of its own (a heading,
-a rule, a setext underline, a fence, a one-line HTML comment) or starts one, and the line before it.
+link definitions) are left as they are, and so is a line that is a block of its own (a heading, a
+rule, a setext underline, a fence, an HTML comment that ends on its line) or starts one, and the line
+before it. (Inline HTML at a line's start, "<b>Note:</b> …", is a paragraph's line like any other.)
 A line "2. " (an ordered item numbered other than 1) cannot start a list inside a paragraph, so it is
 one of the paragraph's lines.
 """
@@ -17,12 +18,12 @@ import re
 
 NBSP, LINE_SEPARATOR = "\u00a0", "\u2028"
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
-_BLOCK_START = re.compile(r" {0,3}(([-*+]|\d{1,9}[.)])([ \t]|$)|[>|]|\[[^\]]+\]:|<[A-Za-z!?/])")   # a list item, a
-                                                                    # quote, a table row, a link definition, HTML
-_ONE_LINE = re.compile(r" {0,3}(#{1,6}([ \t]|$)|(=+|-+|(\*[ \t]*){3,}|(_[ \t]*){3,})[ \t]*$|<!--.*-->[ \t]*$)")   # a
-                                                                    # heading, an underline, a rule, an HTML comment
-_LATER_ITEM = re.compile(r" {0,3}0*([2-9]|[1-9]\d+)[.)]([ \t]|$)")   # an ordered item numbered other than 1: it
-                                                                    # cannot interrupt a paragraph (CommonMark)
+_BLOCK_START = re.compile(r" {0,3}(([-*+]|\d{1,9}[.)])([ \t]|$)|[>|]|\[[^\]]+\]:)")   # a list item, a quote,
+                                                                                    # a table row, a link definition
+_ONE_LINE = re.compile(r" {0,3}(#{1,6}([ \t]|$)|(=+|-+|(\*[ \t]*){3,}|(_[ \t]*){3,})[ \t]*$|<!--.*-->)")   # a heading,
+                                                    # an underline, a rule, an HTML comment that ends on its line
+_LATER_ITEM = re.compile(r" {0,3}(?!0*1[.)])\d{1,9}[.)]([ \t]|$)")   # an ordered item numbered other than 1:
+                                                                    # it cannot interrupt a paragraph (CommonMark)
 _TABLE_RULE = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(\|[ \t]*:?-+:?[ \t]*)+\|?[ \t]*$")
 
 

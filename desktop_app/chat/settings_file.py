@@ -135,6 +135,7 @@ class SettingsFile:
         self.path = Path(path) if path else default_path()
         self.notice = ""
         self.save_error = ""
+        self._written: str | None = None      # the settings as last read or written, when the file holds them
         self.data = self._load()
 
     def _load(self) -> dict:
@@ -162,6 +163,8 @@ class SettingsFile:
         if dropped:
             self.notice = (f"Some settings were not valid and their defaults are used instead: "
                            f"{', '.join(dropped)}.")
+        elif data == loaded:
+            self._written = json.dumps(data, sort_keys=True)
         return data
 
     def __getitem__(self, key):
@@ -170,9 +173,13 @@ class SettingsFile:
     def save(self) -> bool:
         """Write the settings atomically. Returns False, with the reason in `save_error`, if the folder
         or the disk refuses; the settings stay in effect for this session."""
+        now = json.dumps(self.data, sort_keys=True)
+        if now == self._written and not self.save_error:     # (the window saves a second after every
+            return True                                      # change it sees, a resize too: no rewrite)
         try:
             write_atomic(self.path, self.data)
             self.save_error = ""
+            self._written = now
             return True
         except OSError as exc:
             self.save_error = (f"Settings could not be saved to {self.path.parent} ({exc.strerror or exc}); "

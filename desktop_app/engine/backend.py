@@ -68,7 +68,8 @@ class ContextFullError(BackendError):
 
 class Stopped(BackendError):
     """A pass given a `stop` check stopped when it said so (a cancelled reply). The cache holds what
-    it held before that pass's batch: llama.cpp drops the positions of an aborted batch."""
+    it held before that batch (earlier batches of a long pass stay): llama.cpp drops the positions of
+    the micro-batch it aborted, and here a batch is one micro-batch (n_ubatch = n_batch)."""
 
 
 # --- model ----------------------------------------------------------------------------------------
@@ -285,9 +286,10 @@ class Context:
         Batches longer than n_batch are split; logits are only ever requested in the final piece
         (so "all" is limited to n_outputs_max tokens, which is all a verify batch needs).
         `stop`: checked while the pass computes (llama.cpp's abort callback, between the graph's
-        operations on the CPU), so a long prompt pass ends within a fraction of a second of a
-        cancel, not seconds later; it raises Stopped. Meant for prompt passes: the check runs Python
-        for every operation, a few milliseconds a pass.
+        operations on the CPU; layers offloaded to a GPU are not checked), so a long prompt pass ends
+        within a fraction of a second of a cancel, not seconds later; it raises Stopped. Meant for
+        prompt passes: the check takes the GIL for every operation, so a thread busy in Python
+        would slow the pass (in the engine process the only other thread waits on its pipe).
         """
         if stop is None:
             self._eval(tokens, logits)

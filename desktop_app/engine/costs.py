@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 EMA = 0.2                   # weight of a new timing measurement
 FAR_BELOW = 3.0             # a pass this many times faster than its cost says the cost was timed wrong
 WIN_MARGIN = 1.02           # an option must be predicted 2 % faster than the best other to be used
-DIP_MAX = 0.75              # a pass over more tokens is priced at no less than this share of one over fewer
+DIP_MAX = 0.75              # a pass is priced at no less than this share of the nearest smaller one measured
 
 
 def expected_tokens(alpha: float, gamma: int) -> float:
@@ -131,16 +131,19 @@ class CostModel:
     def verify_cost(self, batch: int) -> float | None:
         """Seconds for a verify pass over `batch` tokens: measured, else interpolated linearly between
         measured sizes (extrapolated from the two largest), else None; at least a single-token pass,
-        and DIP_MAX of the dearest smaller size measured. Kernels work in tiles, so a batch can cost a little less than a smaller
-        one (16 tokens 0.82 of 15 on the steep machine), but never a fraction of it: such a price is a
-        timing taken while the machine was busy. A user's machine had remembered a 33-token check
-        timed at 1.7 single passes, where 17 tokens cost 8.6; auto bet 32 copied tokens on a two-token
-        match, and the check took 13.6 passes (a reply at 0.85x plain)."""
+        and DIP_MAX of the nearest smaller size measured. Kernels work in tiles, so a batch can cost a
+        little less than a smaller one (16 tokens 0.82 of 15 on the steep machine), but never a
+        fraction of it: such a price is a timing taken while the machine was busy. A user's machine
+        had remembered a 33-token check timed at 1.7 single passes, where 17 tokens cost 8.6; auto bet
+        32 copied tokens on a two-token match, and the check took 13.6 passes (a reply at 0.85x
+        plain). (The nearest size only: a smaller size timed slow would otherwise raise every size
+        above it, and auto, no longer choosing them, would never time them again.)"""
         cost = self._interpolated(batch)
         if cost is None:
             return None
-        dearest = max((v for k, v in self.verify_s.items() if k < batch), default=0.0)
-        return max(cost, DIP_MAX * dearest, self.verify_s.get(1, 0.0) if batch > 1 else 0.0)
+        below = max((k for k in self.verify_s if k < batch), default=None)
+        floor = DIP_MAX * self.verify_s[below] if below is not None else 0.0
+        return max(cost, floor, self.verify_s.get(1, 0.0) if batch > 1 else 0.0)
 
     def _interpolated(self, batch: int) -> float | None:
         if batch in self.verify_s:

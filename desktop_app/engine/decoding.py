@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Generator, Iterator, NamedTuple, Sequence
+from typing import Callable, Generator, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -54,6 +54,7 @@ class Reply:
     n_round: int = 0
     choice: Choice = PLAIN               # auto mode's choice for the round in progress
     catch_up_s: float = 0.0              # the draft model's catch-up in this round (not drafting time)
+    stop: Callable[[], bool] = lambda: False   # whether the reply was cancelled (checked inside long passes)
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,8 @@ class SpeculativeDecoder:
         """Continue `prompt` (token ids, template already applied). Yields RoundEvent, then the round's
         TokenEvents, ..., and one FinishEvent last, whatever the reason for stopping."""
         controls = controls or Controls()
-        reply = Reply(list(prompt), TextStream(stop), np.random.default_rng(sampling.seed), time.perf_counter())
+        reply = Reply(list(prompt), TextStream(stop), np.random.default_rng(sampling.seed), time.perf_counter(),
+                      stop=lambda: controls.cancelled)
         if not reply.tokens:
             raise ValueError("the prompt is empty")
         refused = self._prefill(reply, controls)
@@ -160,7 +162,8 @@ class SpeculativeDecoder:
         cache already holds. In fixed mode the drafter reads the prompt too, so that the first round
         drafts at once; in auto mode a draft model reads it only when auto first drafts with it
         (lazily: a reply auto decodes plainly or with copies never waits for it). Returns the
-        FinishEvent of a prompt the context cannot hold, else None."""
+        FinishEvent of a prompt the context cannot hold, or of a cancel that stopped the target's
+        pass, else None."""
         ctx = self.target_ctx
         tokens = reply.tokens
         if len(tokens) > ctx.n_ctx:
@@ -172,7 +175,7 @@ class SpeculativeDecoder:
         t0 = time.perf_counter()
         cached = backend.common_prefix(ctx.tokens, tokens[:-1])
         try:                                          # (a cancel stops a long prompt pass mid-way)
-            evaluated = ctx.sync(tokens[:-1], logits="none", stop=lambda: controls.cancelled)
+            evaluated = ctx.sync(tokens[:-1], logits="none", stop=reply.stop)
         except backend.Stopped:
             reply.recorder = StatsRecorder(len(tokens), max(0, len(ctx.tokens) - cached))
             reply.t_prompt = time.perf_counter() - reply.t_start
@@ -187,7 +190,7 @@ class SpeculativeDecoder:
                 t0 = time.perf_counter()
                 behind = drafter.behind(tokens)
                 try:
-                    drafter.begin(tokens, stop=lambda: controls.cancelled)   # the draft model reads the
+                    drafter.begin(tokens, stop=reply.stop)   # the draft model reads the
                     self.costs.record_prefill(drafter.name, behind, time.perf_counter() - t0)   # prompt now
                 except backend.Stopped:               # (its first round, or the next reply, reads on)
                     pass
@@ -232,7 +235,10 @@ class SpeculativeDecoder:
             return lookup, Proposal.copied(copy.tokens[:choice.gamma])
         if choice.drafter == "model":
             t0 = time.perf_counter()
-            n = model.catch_up(reply.tokens)
+            try:
+                n = model.catch_up(reply.tokens, stop=reply.stop)
+            except backend.Stopped:                   # cancelled: a plain step, then the loop ends the reply
+                return self.drafters["none"], Proposal()
             reply.catch_up_s = time.perf_counter() - t0
             self.costs.record_prefill("model", n, reply.catch_up_s)
             try:

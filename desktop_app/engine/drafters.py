@@ -125,13 +125,13 @@ class ModelDrafter(Drafter):
         """Tokens of `context` (all but its last) this draft has not read: what catching up costs."""
         return max(0, len(context) - 1 - backend.common_prefix(self.ctx.tokens, context))
 
-    def catch_up(self, context: Sequence[int]) -> int:
+    def catch_up(self, context: Sequence[int], stop: Callable[[], bool] | None = None) -> int:
         """Read what it has not of `context` but its last token, in one batched pass, as begin() reads
         a prompt: auto mode's lazy prefill, the first time it drafts with the model in a reply.
-        Returns the number of tokens read."""
+        Returns the number of tokens read. `stop`: as begin()'s."""
         n = self.behind(context)
         if n and len(context) <= self.ctx.n_ctx and self.can_read(context[:-1]):
-            self.ctx.sync(context[:-1], logits="none")
+            self.ctx.sync(context[:-1], logits="none", stop=stop)
             return n
         return 0
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from desktop_app.engine.costs import CostModel, reply_speedup
 from desktop_app.engine.events import GenerationStats, RoundEvent
@@ -52,6 +53,21 @@ class StatsRecorder:
             self._plain_verify_s += r.t_verify_s
             self._plain_round_s += r.t_draft_s + r.t_verify_s
 
+    def so_far(self) -> GenerationStats:
+        """The rounds' statistics so far that need neither the reply's clock nor the costs: counts,
+        acceptance, draft and verify seconds (a live panel's numbers, as the reply's end will give them)."""
+        s = replace(self.stats)
+        self._acceptance(s)
+        return s
+
+    def _acceptance(self, s: GenerationStats) -> None:
+        if s.n_drafted:
+            s.acceptance_rate = s.n_accepted / s.n_drafted
+            s.alpha = s.n_accepted / (s.n_accepted + self._rejections) if s.n_accepted + self._rejections else None
+            s.mean_accepted = s.n_accepted / self._draft_rounds
+            s.mean_drafted = s.n_drafted / self._draft_rounds
+            s.position_acceptance = [k / d for k, d in zip(self._kept_at, self._drafted_at)]
+
     def finish(self, n_tokens: int, t_total_s: float, t_prompt_s: float, ttft_s: float,
                stop_reason: str, costs: CostModel) -> GenerationStats:
         s = self.stats
@@ -64,12 +80,7 @@ class StatsRecorder:
         s.verify_s_by_batch = dict(sorted(costs.verify_s.items()))    # measured sizes only
         s.n_plain_rounds = self._plain_rounds
         s.t_plain_s = self._plain_round_s
-        if s.n_drafted:
-            s.acceptance_rate = s.n_accepted / s.n_drafted
-            s.alpha = s.n_accepted / (s.n_accepted + self._rejections) if s.n_accepted + self._rejections else None
-            s.mean_accepted = s.n_accepted / self._draft_rounds
-            s.mean_drafted = s.n_drafted / self._draft_rounds
-            s.position_acceptance = [k / d for k, d in zip(self._kept_at, self._drafted_at)]
+        self._acceptance(s)
         if self._draft_steps:
             s.t_draft_step_s = s.t_draft_s / self._draft_steps
         if self._plain_rounds:

@@ -82,7 +82,8 @@ def close_on_terminate(window: MainWindow):
     so its settings are saved and a reply in progress is stopped and kept (they were lost, the reply
     marked as cut off by an engine failure: a user's try). Qt's event loop does not run Python
     between events, so the signal is also written to a socket Qt watches (signal.set_wakeup_fd),
-    which wakes it. Returns a function that puts the earlier handlers back; the window's end does."""
+    which wakes it. Returns a function that puts the earlier handlers back (run() calls it when the
+    event loop ends, so a hung shutdown can still be interrupted; the window's end does too)."""
     def terminate(*_):
         QTimer.singleShot(0, close)
 
@@ -95,7 +96,8 @@ def close_on_terminate(window: MainWindow):
             window.close()
 
     names = [name for name in ("SIGTERM", "SIGINT") if hasattr(signal, name)]
-    before = {name: signal.signal(getattr(signal, name), terminate) for name in names}
+    before = {name: signal.signal(getattr(signal, name), terminate) for name in names}   # (None: set outside
+                                                                                        # Python, put back as default)
     wake_read, wake_write = socket.socketpair()
     for end in (wake_read, wake_write):
         end.setblocking(False)
@@ -114,7 +116,7 @@ def close_on_terminate(window: MainWindow):
                 pass
             signal.set_wakeup_fd(wakeup_before)
             for name, handler in before.items():
-                signal.signal(getattr(signal, name), handler)
+                signal.signal(getattr(signal, name), signal.SIG_DFL if handler is None else handler)
             wake_read.close()
             wake_write.close()
 
@@ -145,7 +147,10 @@ def run(args) -> int:
     if getattr(args, "screenshot", None):
         _ScriptedRun(window, args.prompt or "Write a Python function that reverses a string.", args.screenshot)
     window.show()
-    close_on_terminate(window)
+    restore = close_on_terminate(window)
     QTimer.singleShot(0, lambda: start(window, args.demo, args.target, args.draft, getattr(args, "server", None),
                                        getattr(args, "api_key", None)))
-    return app.exec()
+    try:
+        return app.exec()
+    finally:
+        restore()

@@ -265,9 +265,13 @@ class ModelBar(QWidget):
         folded = t is not None and (t, d) == self.loaded_pair      # (a verdict that is not "OK" stays)
         self.info.setVisible(local and not folded)
         self.verdict.setVisible(local and self.pair_verdict is not None and (not folded or self.pair_verdict.ok is not True))
-        if self._error_choice not in (None, (t, d)) and self._status_before is None:
-            self._show_status(self._loaded_text)    # another choice: the last attempt's error gives way
+        self._error_gives_way()
         self.choiceChanged.emit()
+
+    def _error_gives_way(self) -> None:
+        """Another file chosen since the last attempt's error: the line says what is loaded again."""
+        if self._error_choice not in (None, (self.target_path(), self.draft_path())) and self._status_before is None:
+            self._show_status(self._loaded_text)
 
     def _update_verdict(self, target: str | None, draft: str | None) -> None:
         """Whether the chosen draft can speculate for the chosen target, from the headers alone, before
@@ -311,6 +315,7 @@ class ModelBar(QWidget):
             self.status.setText(self._status_before[0])
             self.status.setStyleSheet(self._status_before[1])
             self._status_before = None
+            self._error_gives_way()               # (a choice made meanwhile)
         if text:
             self.status.setStyleSheet("")
             self.status.setText(text)

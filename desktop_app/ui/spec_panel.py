@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (QGridLayout, QGroupBox, QLabel, QSizePolicy, QSpl
 
 from desktop_app.engine.events import GenerationStats, RoundEvent
 from desktop_app.engine.explain import ALPHA_TIP, explain, measured_text, predicted_text, rate_text
+from desktop_app.engine.metrics import StatsRecorder
 from desktop_app.ui.charts import LiveCharts
 from desktop_app.ui.pay_curve import PayCurve
 from desktop_app.ui.round_strip import Colours, RoundStrip
@@ -178,16 +179,15 @@ class SpecPanel(QWidget):
         self._live_title = ""
         self._live_conversation: int | None = None
         self._live_began = time.localtime()
-        self._shown: tuple | None = None   # the header's reply: ("live", conversation) or ("stored", conversation,
+        self._shown: tuple | None = None   # the header's reply: ("live",) or ("stored", conversation,
                                            # title, created_at, number); None: none
         self._live_stats: GenerationStats | None = None
         self._round_s = 0.0           # the live reply's rounds: seconds, on the engine's clock (as the
         self._round_tokens = 0        # chart's), and the tokens they emitted
         self._first_token_at: float | None = None    # when tokens reached the panel: the live speed of a
         self._last_token_at: float | None = None     # reply without rounds yet (a llama-server's untimed)
-        self._n_tokens = self._drafted = self._accepted = 0
-        self._draft_rounds = self._rejections = 0
-        self._t_draft = self._t_verify = 0.0
+        self._n_tokens = 0
+        self._recorder = StatsRecorder(0, 0)      # the live reply's rounds, counted as its end will count them
         self._timer = QTimer(self)
         self._timer.setInterval(self.REPAINT_MS)
         self._timer.timeout.connect(self._flush)
@@ -249,14 +249,13 @@ class SpecPanel(QWidget):
         self._live_stats = None
         self._round_s, self._round_tokens = 0.0, 0
         self._first_token_at = self._last_token_at = None
-        self._n_tokens = self._drafted = self._accepted = 0
-        self._draft_rounds = self._rejections = 0
-        self._t_draft = self._t_verify = 0.0
+        self._n_tokens = 0
+        self._recorder = StatsRecorder(0, 0)
         self._streaming = self._attached = True
         self.strip.clear()
         self.charts.begin()
         self.pay.waiting()
-        self._shown = ("live", conversation_id)
+        self._shown = ("live",)
         self._show_header()
         self._reset_numbers("Generating…")
         self._timer.start()
@@ -270,19 +269,14 @@ class SpecPanel(QWidget):
         self.strip.set_rounds(self._live_rounds)
         self.charts.show_stored(self._live_rounds, None)
         self.pay.waiting()
-        self._shown = ("live", self._live_conversation)
+        self._shown = ("live",)
         self._show_header()
         self._reset_numbers("Generating…")
         self._flush()
 
     def add_round(self, r: RoundEvent) -> None:
         self._live_rounds.append(r)
-        self._drafted += r.gamma
-        self._accepted += r.accepted
-        self._draft_rounds += r.gamma > 0             # (as metrics.StatsRecorder counts them, so the
-        self._rejections += r.accepted < r.gamma      # reply's end only confirms what was shown)
-        self._t_draft += r.t_draft_s
-        self._t_verify += r.t_verify_s
+        self._recorder.add_round(r, r.gamma)
         self._round_s += r.t_round_s
         self._round_tokens += r.n_reply_tokens
         if self._attached:
@@ -313,15 +307,9 @@ class SpecPanel(QWidget):
             elapsed = self._last_token_at - self._first_token_at   # (no rounds yet: as the tokens came)
             self.labels["speed"].setText(rate_text((self._n_tokens - 1) / elapsed))
         self.labels["tokens"].setText(str(self._n_tokens))
-        if self._drafted:
-            self.labels["accepted"].setText(f"{self._accepted}/{self._drafted} "
-                                            f"({100 * self._accepted / self._drafted:.0f} %)")
-            seen = self._accepted + self._rejections
-            self.labels["alpha"].setText(f"{self._accepted / seen:.2f}" if seen else "–")
-            self.labels["per_round"].setText(f"{self._accepted / self._draft_rounds:.2f} of "
-                                             f"{self._drafted / self._draft_rounds:.2f}")
-        if self._t_draft or self._t_verify:
-            self.labels["split"].setText(f"{self._t_draft:.2f} s / {self._t_verify:.2f} s")
+        so_far = self._recorder.so_far()
+        if so_far.n_drafted:
+            self._show_drafts(so_far)
 
     def finish(self, stats: GenerationStats) -> None:
         self._flush()
@@ -347,6 +335,16 @@ class SpecPanel(QWidget):
             self.verdict.setText(why)
             self.pay.clear()                     # (no statistics: no curve will come)
 
+    def _show_drafts(self, s: GenerationStats) -> None:
+        """Drafts kept, α, kept per round and the time split: live as rounds come (they stayed "–"
+        until the end: a user's try), and at the end."""
+        L = self.labels
+        L["accepted"].setText(f"{s.n_accepted}/{s.n_drafted} ({100 * (s.acceptance_rate or 0):.0f} %)")
+        L["alpha"].setText(f"{s.alpha:.2f}" if s.alpha is not None else "–")
+        L["per_round"].setText(f"{s.mean_accepted:.2f} of {s.mean_drafted:.2f}")
+        L["split"].setText("not sent by the server" if s.remote else f"{s.t_draft_s:.2f} s / {s.t_verify_s:.2f} s"
+                           if s.t_draft_s or s.t_verify_s else "–")
+
     # -- a finished or stored reply
     def show_stats(self, s: GenerationStats) -> None:
         L = self.labels
@@ -354,10 +352,7 @@ class SpecPanel(QWidget):
         L["vs_plain"].setText(measured_text(s))
         L["tokens"].setText(f"{s.n_tokens} (first after {1000 * s.ttft_s:.0f} ms)")
         if s.n_drafted:
-            L["accepted"].setText(f"{s.n_accepted}/{s.n_drafted} ({100 * (s.acceptance_rate or 0):.0f} %)")
-            L["alpha"].setText(f"{s.alpha:.2f}" if s.alpha is not None else "–")
-            L["per_round"].setText(f"{s.mean_accepted:.2f} of {s.mean_drafted:.2f}")
-            L["split"].setText("not sent by the server" if s.remote else f"{s.t_draft_s:.2f} s / {s.t_verify_s:.2f} s")
+            self._show_drafts(s)
             L["c"].setText("–" if s.c is None else "0 (no model step: copies only)" if s.c == 0 else f"{s.c:.2f}")
             L["predicted"].setText(predicted_text(s))
         else:

@@ -83,7 +83,7 @@ def close_on_terminate(window: MainWindow):
     marked as cut off by an engine failure: a user's try). Qt's event loop does not run Python
     between events, so the signal is also written to a socket Qt watches (signal.set_wakeup_fd),
     which wakes it. Returns a function that puts the earlier handlers back (run() calls it when the
-    event loop ends, so a hung shutdown can still be interrupted; the window's end does too)."""
+    event loop ends, so a hung shutdown can still be interrupted)."""
     def terminate(*_):
         QTimer.singleShot(0, close)
 
@@ -110,17 +110,13 @@ def close_on_terminate(window: MainWindow):
     def restore(*_):
         if not restored:
             restored.append(True)
-            try:
-                notifier.setEnabled(False)          # (before its socket is closed)
-            except RuntimeError:                    # (already deleted with the window)
-                pass
+            notifier.setEnabled(False)              # (before its socket is closed)
             signal.set_wakeup_fd(wakeup_before)
             for name, handler in before.items():
                 signal.signal(getattr(signal, name), signal.SIG_DFL if handler is None else handler)
             wake_read.close()
             wake_write.close()
 
-    window.destroyed.connect(restore)
     return restore
 
 

@@ -290,9 +290,8 @@ class ModelBar(QWidget):
     # -- progress and outcome
     def show_progress(self, text: str, fraction: float | None) -> None:
         """A load's or a fetch's stage and how far it is (None: a stage that cannot say, shown busy)."""
-        if self.status.text() == NO_MODEL or self.status.styleSheet():   # (nothing loaded, or an error
-            self.status.setText("")                                      # from before: the bar says
-            self.status.setStyleSheet("")                                # what happens now)
+        if self.status.text() == NO_MODEL or self.status.styleSheet():   # (nothing loaded, or an error from
+            self._show_status("")                                        # before: the bar says what happens now)
         self.progress.show()
         self.load_button.setEnabled(False)
         self.load_button.hide()                 # Cancel takes its place: the row keeps its width

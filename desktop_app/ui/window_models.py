@@ -189,8 +189,8 @@ class ModelsMixin:
         """A message sent with no model loaded: the banner says how to load one, and loads the pair the
         bar shows and then sends it with one click (the message stays in the box meanwhile); after the
         models were lost (the engine stopped, or a failed load let them go), with the bar on them or
-        on a file that cannot be read, it offers to reload them. Another file
-        chosen in the bar while it shows: it speaks of that one (_choice_changed)."""
+        on a file that cannot be read, it offers to reload them. Another file chosen in the bar while
+        it shows: it speaks of that one (_choice_changed)."""
         target, unreadable = self.model_bar.target_path(), self.model_bar.unreadable()
         if self.lost_pair and (self.lost_pair == (target, self.model_bar.draft_path()) or unreadable):
             self.banner.show_message("The models are no longer loaded; reload them to send your message "

@@ -221,3 +221,29 @@ def test_no_lookup_run_beats_its_ceiling(test_model_path):
     priced = len(lookup.tokens) / sum(steep(r.gamma + 1) for r in rounds)
     assert sum(r.accepted for r in rounds) > 0
     assert 1.0 < priced <= ceiling + 1e-9
+
+
+@pytest.mark.network
+def test_a_copy_stops_at_the_end_of_a_turn(test_model_path):
+    """A reply whose last words match the end of the user's message: the copy ran on through the chat
+    template (<|im_end|>, <|im_start|>assistant, ...), and auto checked 16 tokens of which at most two
+    could be kept (a user's try of the window). A copy now ends with the first end-of-generation token."""
+    from desktop_app.engine import ModelPair
+
+    prompt = ("<|im_start|>user\nAdd type hints: def mean(xs): return total(xs) / len(xs)<|im_end|>\n"
+              "<|im_start|>assistant\n")
+    with ModelPair.load(test_model_path) as pair:
+        model = pair.target
+        context = model.tokenize(prompt, add_special=True, parse_special=True)
+        context += model.tokenize("def mean(xs: list[float]) -> float:\n    return total(xs) / len(xs",
+                                  add_special=False, parse_special=False)
+        ends = [i for i, t in enumerate(context) if model.is_eog(t)]
+        assert ends, "the chat template's end-of-turn token is an end-of-generation token"
+        unbounded, length = PromptLookupDrafter().copy(context, 16)
+        assert length >= 4 and len(unbounded) == 16          # on through the template: what it did
+        copy, same_length = PromptLookupDrafter(ends=model.is_eog).copy(context, 16)
+        assert same_length == length
+        assert copy == unbounded[:len(copy)] and model.is_eog(copy[-1])
+        assert not any(model.is_eog(t) for t in copy[:-1]) and len(copy) <= 3
+        # the decoder's own prompt lookup is the bounded one
+        assert pair.decoder.drafters["lookup"].copy(context, 16) == (copy, length)

@@ -99,7 +99,7 @@ class SpeculativeDecoder:
         self.model = target_ctx.model
         self.costs = CostModel()
         self.policy = AutoPolicy(self.costs)
-        self.drafters: dict[str, Drafter] = {"none": NoDrafter(), "lookup": PromptLookupDrafter()}
+        self.drafters: dict[str, Drafter] = {"none": NoDrafter(), "lookup": PromptLookupDrafter(ends=self.model.is_eog)}
         if draft_ctx is not None:
             self.drafters["model"] = ModelDrafter(draft_ctx, target_ctx.n_vocab)
 

@@ -182,10 +182,12 @@ class PromptLookupDrafter(Drafter):
 
     name = "lookup"
 
-    def __init__(self, ngram_min: int = 2, max_match: int = 64, max_candidates: int = 64):
+    def __init__(self, ngram_min: int = 2, max_match: int = 64, max_candidates: int = 64,
+                 ends: Callable[[int], bool] | None = None):
         self.ngram_min = ngram_min
         self.max_match = max_match
         self.max_candidates = max_candidates
+        self.ends = ends            # the target's end-of-generation tokens (Model.is_eog): a copy stops at one
         self._tokens: list[int] = []
         self._index: dict[tuple[int, ...], list[int]] = {}   # n-gram -> positions right after it
 
@@ -245,7 +247,13 @@ class PromptLookupDrafter(Drafter):
         A match that reaches back over its own continuation (the text's tail repeats with period
         d = the distance back to it, for at least one whole period) is copied on past the end of
         the text, period after period, as an overlapping LZ77 copy: a reply caught in a loop gets
-        copies of up to gamma_max tokens, not of d."""
+        copies of up to gamma_max tokens, not of d.
+
+        A copy ends with the first end-of-generation token in it (`ends`): the reply ends there, so
+        nothing after it can be kept. Where a reply's last words match the end of the user's
+        message, the copy ran on through the chat template (<|im_end|>, <|im_start|>assistant, the
+        reply's own first line), and auto checked 16 tokens of which at most two could be kept (a
+        user's try of the window, on a machine where that check cost 5.6 single passes)."""
         pos, length = self.find(context)
         if pos < 0 or gamma_max <= 0:
             return [], 0
@@ -254,6 +262,10 @@ class PromptLookupDrafter(Drafter):
         if length >= period:
             while len(out) < gamma_max:
                 out.append(out[len(out) - period])
+        if self.ends is not None:
+            end = next((i for i, t in enumerate(out) if self.ends(t)), None)
+            if end is not None:
+                out = out[:end + 1]
         return out, length
 
     def draft(self, context: Sequence[int], gamma_max: int, params: SamplingParams,

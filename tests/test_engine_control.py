@@ -12,6 +12,7 @@ from desktop_app.engine import (GREEDY, Controls, FinishEvent, IncompatiblePair,
 from desktop_app.engine import backend
 from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX
 from desktop_app.engine.drafters import ModelDrafter
+from desktop_app.engine.explain import explain
 from desktop_app.engine.loading import LoadCancelled, load_model
 
 from engine_helpers import ANIMAL_PROMPT, prompt_tokens, run
@@ -140,6 +141,7 @@ def test_a_cancel_stops_a_long_prompt_pass_mid_way(pair):
     controls = _CancelDuringThePrompt(SpecSettings(drafter="model", draft_max=4), reads=700)
     rounds, tokens, finish = run(pair, prompt, GREEDY, max_tokens=8, controls=controls)
     assert finish.stop_reason == StopReason.CANCELLED and not rounds and not tokens
+    assert explain(finish.stats) == "Stopped before the first token: nothing was written or drafted."
     held = len(pair.target_ctx.tokens)
     assert held < len(prompt) - 1 and pair.target_ctx.pos_max() == held - 1
     assert pair.draft_ctx.tokens == [] or len(pair.draft_ctx.tokens) < len(prompt) - 1
@@ -226,8 +228,13 @@ def test_stop_string_spanning_tokens(pair):
 def test_a_reply_decoded_plainly_is_one_times_plain_however_it_ends(pair):
     """Plain decoding is 1.00× of plain, whether the reply ends on an end-of-reply token (whose pass is
     in the reply's time but not in its tokens: short replies read 0.5-0.95× before) or at max tokens."""
-    prompt = prompt_tokens(pair.target, ANIMAL_PROMPT)
-    rounds, tokens, ended = run(pair, prompt, GREEDY, max_tokens=64, enabled=False)
+    # a short answer that ends by itself: which question the test model answers briefly depends on
+    # the machine's kernels (on an Intel Xeon with AMX, repacking off, "Name one animal." rambled on)
+    for question in ("Name one animal.", "What is the capital of France?", "What is 2+2?"):
+        prompt = prompt_tokens(pair.target, f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n")
+        rounds, tokens, ended = run(pair, prompt, GREEDY, max_tokens=64, enabled=False)
+        if ended.stop_reason == StopReason.EOS:
+            break
     s = ended.stats
     assert ended.stop_reason == StopReason.EOS and s.n_rounds == len(rounds) == s.n_tokens + 1 == len(tokens) + 1
     # (to within the time the loop spends asking for no draft, which plain's rate leaves out: ~0.2 %)

@@ -80,10 +80,11 @@ def test_footer_of_a_reply_that_drafted_in_no_round_says_so_and_no_gamma():
         "prompt lookup · drafted in none of 5 rounds · 13.3 tok/s")
     one = _stats(n_drafted=0, n_accepted=0, mean_drafted=None, acceptance_rate=None, n_tokens=0, n_rounds=1,
                  n_plain_rounds=1, tokens_per_s=0.0)            # its first token ended it
-    assert footer_text(one.to_json(), _settings(auto=True)) == "auto · drafted in none of 1 round · –"
+    assert footer_text(one.to_json(), _settings(auto=True)) == "auto · nothing was written"
     none = _stats(n_drafted=0, n_accepted=0, mean_drafted=None, acceptance_rate=None, n_tokens=0, n_rounds=0,
                   n_plain_rounds=0, tokens_per_s=0.0)           # stopped before its first round
-    assert footer_text(none.to_json(), _settings(auto=True), "cancelled") == "auto · –"
+    assert footer_text(none.to_json(), _settings(auto=True), "cancelled") == "auto · nothing was written"
+    assert footer_text(none.to_json(), _settings(drafter="none"), "cancelled") == "plain decoding · nothing was written"
 
 
 def test_a_reply_cut_off_says_why_beside_its_name():

@@ -60,7 +60,9 @@ def footer_text(stats: dict | GenerationStats | None, settings: dict | None, sta
         label = s.remote
     elif label is None:                                 # settings missing: say what the numbers show
         label = "speculative decoding" if s.n_drafted else DRAFTER_LABELS["none"]
-    speed = rate_text(s.tokens_per_s if s.n_tokens else None)        # (no token: no rate)
+    if not s.n_tokens:                                  # stopped before its first token, or that token ended it
+        return f"{label} · nothing was written"
+    speed = rate_text(s.tokens_per_s)
     if (label == DRAFTER_LABELS["none"] or s.remote) and not s.n_drafted:
         return f"{label} · {speed}"
     parts = [label]

@@ -77,6 +77,10 @@ def verdict(stats: GenerationStats) -> str:
 
 def explain(stats: GenerationStats) -> str:
     m, plain = stats.measured_speedup, stats.plain_tokens_per_s
+    if not stats.n_tokens:          # (whatever the mode: no token, so nothing says how drafting would have gone)
+        return {StopReason.CANCELLED.value: "Stopped before the first token: nothing was written or drafted.",
+                StopReason.CONTEXT_FULL.value: "The context was full: nothing was written."}.get(
+                    stats.stop_reason, "The model ended its turn at once: nothing was written.")
     if not stats.n_drafted:
         if stats.t_target_step_s and plain:             # (the rate every other view quotes as plain's)
             eos = " and the pass that ended the reply" if stats.stop_reason == StopReason.EOS.value else ""

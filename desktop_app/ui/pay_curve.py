@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QPalette
@@ -20,6 +21,7 @@ from desktop_app.ui.charts import label_backing, quiet_plot, stats_from
 
 GAMMA_MAX = 16
 HEADROOM = 1.6               # the y axis runs to this times the curve's top: the band above holds the labels
+HEADROOM_MAX = 3.0           # ... or more in a short plot, up to this (_fit_height)
 _WIDGET_SHOW = object()      # show() without a reply: the widget's own show
 
 
@@ -39,6 +41,7 @@ class PayCurve(QWidget):
         self.plain_line = pg.InfiniteLine(pos=1.0, angle=0, movable=False,
                                           pen=pg.mkPen(fg, width=1, style=Qt.DashLine), label="plain 1×",
                                           labelOpts={"position": 0.98, "color": fg, "anchors": [(1, 0), (1, 0)]})
+        self.plain_line.label.setFont(QFont(self.font().family(), 7))     # (as the other labels)
         self.plot.addItem(self.plain_line)
         self.current_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#8c8c8c", width=1, style=Qt.DotLine))
         self.plot.addItem(self.current_line)
@@ -65,9 +68,12 @@ class PayCurve(QWidget):
         self.speedups: list[float | None] = []
         self.best_gamma = 0
         self.clear()
+        self.plot.getPlotItem().getViewBox().sigResized.connect(self._fit_height)
 
     def clear(self) -> None:
         self.gammas, self.speedups, self.best_gamma = [], [], 0
+        self._top, self._drawn = 1.0, False
+        self.plain_line.label.setVisible(True)
         self.curve.setData([], [])
         self.current_line.setVisible(False)
         self.reply_label.setVisible(False)
@@ -94,6 +100,9 @@ class PayCurve(QWidget):
         self.clear()
         s = stats_from(stats)
         if s is None:
+            return
+        if not s.n_tokens:
+            self.sentence.setText("Nothing was written, so there is nothing to judge from.")
             return
         if not s.n_drafted or s.alpha is None:
             self.sentence.setText("This reply drafted nothing (plain decoding), so there is no α to judge "
@@ -129,14 +138,72 @@ class PayCurve(QWidget):
                 self.own_point.setData([s.mean_drafted], [own])
             label += (f'<br><span style="color:#d62728">◆ measured {measured:.2f}×'
                       + (f" (◇ predicted {own:.2f}×)" if own is not None else "") + "</span>")
-        top = max([v for _, v in known] + [measured or 0.0, own or 0.0, 1.0])
-        self.plot.setYRange(0, top * HEADROOM, padding=0)      # room above the curve for two lines, which
-        if current_gamma > 0:                                   # no part of the curve then reaches, from the
-            self.reply_label.setHtml(f'<span style="font-size:7pt">{label}</span>')     # plot's left edge:
-            self.reply_label.setPos(self.gammas[0] - 0.5, top * HEADROOM)                # the most room
+        self._top = max([v for _, v in known] + [measured or 0.0, own or 0.0, 1.0])
+        self._drawn = True
+        if current_gamma > 0:
+            self.reply_label.setHtml(f'<span style="font-size:7pt">{label}</span>')
             self.reply_label.setVisible(True)
+        self._fit_height()
         self.plot.setXRange(0.5, self.gammas[-1] + 0.5, padding=0)
         self.sentence.setText(self._sentence(s, current_gamma, best, predicted, measured))
+
+    def _fit_height(self) -> None:
+        """The y axis runs to HEADROOM times the curve's top, or higher where the plot is short: the band
+        above the curve holds the reply's two lines at the left edge (no part of the curve reaches
+        there: the most room) and "best" above the star, and in a short panel the two met (a user's
+        try). Called again whenever the plot is resized."""
+        if not self._drawn:
+            return
+        view = self.plot.getPlotItem().getViewBox()
+        height = view.height()
+        band = (self.reply_label.boundingRect().height() if self.reply_label.isVisible() else 0.0) \
+            + (self.best_label.boundingRect().height() if self.best_label.isVisible() else 0.0) + 4.0
+        headroom = max(HEADROOM, min(HEADROOM_MAX, height / (height - band))) if height > band else HEADROOM_MAX
+        y_max = self._top * headroom
+        self.plot.setYRange(0, y_max, padding=0)
+        self.reply_label.setPos(self.gammas[0] - 0.5, y_max)
+        self._place_plain_label(y_max, height, view.width())
+
+    def _place_plain_label(self, y_max: float, height: float, width: float) -> None:
+        """"plain 1×" goes at an end of its line (y = 1), above or below it, where the most room is left
+        between the line and whatever lies under the label's width (the curve, the reply's markers,
+        the plot's edge, the reply's lines at the top left): it sat on a curve that fell below 1 at
+        the right, under the line (a user's try). Where it fits nowhere it is left out: the dashed
+        line and the axis's 1 still say it. `height`, `width`: the plot's, in pixels."""
+        label = self.plain_line.label
+        need = label.boundingRect().height()
+        px = height / y_max                                       # pixels per unit of speed-up
+        top_band = self.reply_label.boundingRect().height() if self.reply_label.isVisible() else 0.0
+        lo, hi = 0.5, self.gammas[-1] + 0.5                       # the x range shown
+        span = (label.boundingRect().width() + 4.0) * (hi - lo) / max(width, 1.0)
+        xs, ys = (np.asarray(a, dtype=float) for a in self.curve.getData())
+        marks = [(float(x), float(y)) for item in (self.measured_point, self.own_point)
+                 for x, y in zip(*item.getData())]
+
+        def under(at_right: bool) -> list[float]:                 # speed-ups under the label
+            a, b = (hi - span - 0.02 * (hi - lo), hi) if at_right else (lo, lo + span + 0.02 * (hi - lo))
+            grid = np.linspace(max(a, xs[0]), min(b, xs[-1]), 12)
+            return [float(v) for v in np.interp(grid, xs, ys)] + [y for x, y in marks if a <= x <= b]
+
+        def room(at_right: bool, above: bool) -> float:
+            vs = under(at_right)
+            if above:
+                edge = (y_max - 1.0) * px - (0.0 if at_right else top_band)
+                if max(vs) <= 1.0:
+                    return edge
+                return min(edge, (min(vs) - 1.0) * px) if min(vs) > 1.0 else 0.0
+            if min(vs) >= 1.0:
+                return 1.0 * px
+            return min(1.0 * px, (1.0 - max(vs)) * px) if max(vs) < 1.0 else 0.0
+        rooms = {(r, a): room(r, a) for r in (True, False) for a in (True, False)}
+        at_right, above = max(rooms, key=lambda ra: (rooms[ra], ra))
+        if rooms[at_right, above] < need:
+            label.setVisible(False)
+            return
+        anchor = (1.0 if at_right else 0.0, 1.0 if above else 0.0)
+        label.anchors = [anchor, anchor]
+        label.setVisible(True)
+        label.setPosition(0.98 if at_right else 0.02)
 
     @staticmethod
     def _sentence(s: GenerationStats, current: int, best: int, predicted: dict[int, float],

@@ -348,7 +348,7 @@ class SpecPanel(QWidget):
     # -- a finished or stored reply
     def show_stats(self, s: GenerationStats) -> None:
         L = self.labels
-        L["speed"].setText(rate_text(s.tokens_per_s))
+        L["speed"].setText(rate_text(s.tokens_per_s if s.n_tokens else None))      # (no token: no rate)
         L["vs_plain"].setText(measured_text(s))
         L["tokens"].setText(f"{s.n_tokens} (first after {1000 * s.ttft_s:.0f} ms)")
         if s.n_drafted:

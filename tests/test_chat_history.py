@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 
 import pytest
 
@@ -43,12 +44,16 @@ def test_messages_round_trip_with_tokens_stats_and_rounds(store):
     assert reply.settings == {"spec": {"draft_max": 4}} and reply.complete
 
 
-def test_rename_delete_search(store):
+def test_rename_delete_search(store, monkeypatch):
     cid = _fill(store)
     other = store.create_conversation("Weather")
     store.add_message(other, "user", "Will it rain_today? 100%")
+    assert [c.id for c in store.list_conversations()] == [other, cid]
+    later = time.time() + 60
+    monkeypatch.setattr(time, "time", lambda: later)     # a rename well after the last message
     store.rename(cid, "Prime numbers")
     assert store.conversation(cid).title == "Prime numbers"
+    assert [c.id for c in store.list_conversations()] == [other, cid]       # (a rename is not a new message)
     assert [c.id for c in store.search("PRIME")] == [cid]
     assert [c.id for c in store.search("rain_t")] == [other]
     assert [c.id for c in store.search("100%")] == [other]

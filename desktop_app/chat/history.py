@@ -167,7 +167,9 @@ class HistoryStore:
 
     @_reports('Renaming the conversation')
     def rename(self, conversation_id: int, title: str) -> None:
-        self._db.execute("UPDATE conversations SET title=?, updated_at=? WHERE id=?", (title, time.time(), conversation_id))
+        """A new title only: the list is ordered by the last change to a conversation's content (a
+        message, its system prompt), and a rename moved it to the top (a user's try)."""
+        self._db.execute("UPDATE conversations SET title=? WHERE id=?", (title, conversation_id))
 
     @_reports('Saving the system prompt')
     def set_system_prompt(self, conversation_id: int, system_prompt: str) -> None:

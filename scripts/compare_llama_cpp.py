@@ -37,6 +37,7 @@ from desktop_app import models  # noqa: E402
 from desktop_app.bench.prompts import BUILTIN  # noqa: E402
 from desktop_app.engine import (GREEDY, Controls, FinishEvent, LoadOptions, ModelPair, RoundEvent,  # noqa: E402
                                 SpecSettings)
+from desktop_app.engine import repack  # noqa: E402
 from desktop_app.engine.lookup_ceiling import lookup_ceiling  # noqa: E402
 
 DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+) t/s")
@@ -47,9 +48,16 @@ def chatml(text: str) -> str:
     return f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
 
 
+def repacking() -> bool:
+    """Whether Tandem loads with repacked weights on this machine (desktop_app/engine/repack.py): llama.cpp's
+    tools are run the same way, like with like, and so do not crash where repacking faults (#20824)."""
+    return repack.decide().enabled
+
+
 def llama_bench(bin_dir, model, threads, n) -> float:
     out = subprocess.run([os.path.join(bin_dir, "llama-bench"), "-m", model, "-t", str(threads), "-p", "0",
-                          "-n", str(n), "-r", "1", "-o", "json"], capture_output=True, text=True, check=True)
+                          "-n", str(n), "-r", "1", "-o", "json", *([] if repacking() else ["--repack", "0"])],
+                         capture_output=True, text=True, check=True)
     return float(json.loads(out.stdout)[0]["avg_ts"])
 
 
@@ -58,7 +66,8 @@ def llama_spec(bin_dir, args: list[str], prompt: str, threads, n, ctx) -> tuple[
         fh.write(prompt)
     try:
         out = subprocess.run([os.path.join(bin_dir, "llama-speculative-simple"), *args, "-f", fh.name, "-n", str(n),
-                              "--temp", "0", "-t", str(threads), "-c", str(ctx)],
+                              "--temp", "0", "-t", str(threads), "-c", str(ctx),
+                              *([] if repacking() else ["--no-repack"])],
                              capture_output=True, text=True, timeout=900)
     finally:
         os.unlink(fh.name)

@@ -48,15 +48,9 @@ def chatml(text: str) -> str:
     return f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
 
 
-def repacking() -> bool:
-    """Whether Tandem loads with repacked weights on this machine (desktop_app/engine/repack.py): llama.cpp's
-    tools are run the same way, like with like, and so do not crash where repacking faults (#20824)."""
-    return repack.decide().enabled
-
-
 def llama_bench(bin_dir, model, threads, n) -> float:
     out = subprocess.run([os.path.join(bin_dir, "llama-bench"), "-m", model, "-t", str(threads), "-p", "0",
-                          "-n", str(n), "-r", "1", "-o", "json", *([] if repacking() else ["--repack", "0"])],
+                          "-n", str(n), "-r", "1", "-o", "json", *(["--repack", "0"] if repack.llama_cpp_args() else [])],
                          capture_output=True, text=True, check=True)
     return float(json.loads(out.stdout)[0]["avg_ts"])
 
@@ -67,7 +61,7 @@ def llama_spec(bin_dir, args: list[str], prompt: str, threads, n, ctx) -> tuple[
     try:
         out = subprocess.run([os.path.join(bin_dir, "llama-speculative-simple"), *args, "-f", fh.name, "-n", str(n),
                               "--temp", "0", "-t", str(threads), "-c", str(ctx),
-                              *([] if repacking() else ["--no-repack"])],
+                              *repack.llama_cpp_args()],
                              capture_output=True, text=True, timeout=900)
     finally:
         os.unlink(fh.name)

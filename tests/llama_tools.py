@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from desktop_app.engine import repack
+
 ROOT = Path(__file__).resolve().parent.parent
 N_MAX = 8                         # the spec server's --spec-draft-n-max
 KEY = "tandem-test-key"           # the spec server's --api-key
@@ -41,7 +43,7 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         self.proc = subprocess.Popen([str(tools / "llama-server"), "--host", "127.0.0.1", "--port", str(self.port),
-                                      "-c", "2048", "-t", "2", "--no-webui", *args],
+                                      "-c", "2048", "-t", "2", "--no-webui", *repack.llama_cpp_args(), *args],
                                      stdout=open(log, "w"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:

@@ -263,6 +263,14 @@ def decide(override: bool | None = None, probe: bool = True, respect_env: bool =
         return RepackDecision(record["enabled"], reason_for(record), notice, PROBED)
 
 
+def llama_cpp_args() -> list[str]:
+    """The flag that makes llama.cpp's own tools (llama-server, llama-speculative-simple) load as Tandem
+    does on this machine: `--no-repack` where repacking is off. Without it they crash where it faults
+    (llama-server died on its first decode on an Intel Xeon with AMX), and elsewhere a comparison
+    would not be like with like. (llama-bench spells it `--repack 0`.)"""
+    return [] if decide().enabled else ["--no-repack"]
+
+
 @contextlib.contextmanager
 def _machine_lock():
     """One probe at a time on this machine (an advisory lock file in the cache folder, POSIX); where the

@@ -365,6 +365,26 @@ def test_a_loading_setting_changed_but_not_applied_says_so_until_applied(qtbot, 
     assert panel.unapplied.isHidden()
 
 
+def test_a_context_size_typed_below_the_smallest_becomes_the_smallest(qtbot, loaded):
+    """(A plain spin box put the old value back on leaving it, and nothing said why.)"""
+    panel = loaded.settings_panel
+    box = panel.n_ctx
+    before = box.value()
+    assert before != box.minimum() == 256
+    box.setFocus()
+    box.lineEdit().selectAll()
+    qtbot.keyClicks(box.lineEdit(), "128")
+    qtbot.keyClick(box.lineEdit(), Qt.Key_Return)
+    assert box.value() == 256 and box.text() == "256"
+    assert panel.unapplied.text().startswith("Not applied yet: Context size.")
+    box.lineEdit().selectAll()
+    qtbot.keyClicks(box.lineEdit(), "abc")                  # not a number: the value stays
+    qtbot.keyClick(box.lineEdit(), Qt.Key_Return)
+    assert box.value() == 256
+    box.setValue(before)
+    assert panel.unapplied.isHidden()
+
+
 @pytest.mark.network
 def test_broken_file_is_explained(qtbot, loaded, tmp_path):
     bad = tmp_path / "broken.gguf"

@@ -18,8 +18,20 @@ LOADING_LABELS = {"n_ctx": "Context size", "n_threads": "Threads", "n_gpu_layers
                   "n_gpu_layers_draft": "GPU layers (draft)", "repack": "Weight repacking"}
 
 
+class _ClampingSpinBox(QSpinBox):
+    """A number typed outside the range becomes its nearest end (a plain QSpinBox silently puts the
+    old value back when a context size of 128 is typed, and the user cannot tell why)."""
+
+    def fixup(self, text: str) -> str:
+        try:
+            value = int(text.strip().replace(self.locale().groupSeparator(), ""))
+        except ValueError:
+            return text
+        return str(max(self.minimum(), min(self.maximum(), value)))
+
+
 def _spin(lo, hi, value, step=1, decimals=None):
-    w = QDoubleSpinBox() if decimals is not None else QSpinBox()
+    w = QDoubleSpinBox() if decimals is not None else _ClampingSpinBox()
     if decimals is not None:
         w.setDecimals(decimals)
     w.setRange(lo, hi)
@@ -70,7 +82,7 @@ class SettingsPanel(QWidget):
         form = _form(load_box)
         self.n_ctx = _spin(256, 131072, 4096, 512)
         self.n_ctx.setToolTip("Tokens the conversation can hold: 256 to 131,072 (a smaller number typed "
-                              "is not taken). More needs more memory.")
+                              "becomes 256). More needs more memory.")
         self.n_threads = _spin(0, 256, 0)
         self.n_threads.setSpecialValueText("all cores")
         self.ngl = _spin(0, 999, 0)

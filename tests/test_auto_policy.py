@@ -1,8 +1,8 @@
 """Auto mode's policy (engine/auto_policy.py) on given costs: no model, no timing."""
 import pytest
 
-from desktop_app.engine.auto_policy import (AUTO_GAMMA_MAX, LOOKUP_PRIOR, PLAIN, AutoPolicy, Copy, ModelOption,
-                                            reply_horizon)
+from desktop_app.engine.auto_policy import (AUTO_GAMMA_MAX, LOOKUP_PRIOR, PLAIN, AutoPolicy, Choice, Copy,
+                                            ModelOption, reply_horizon)
 from desktop_app.engine.cost_profiles import AVX2, GPU, STEEP, XEON
 from desktop_app.engine.costs import CostModel
 
@@ -179,6 +179,20 @@ def test_a_check_timed_while_the_machine_was_busy_is_not_bet_on():
     policy.begin()
     loop = Copy(tuple([11, 17073] * 16), 2)
     assert policy.choose(list(range(100)), 32, loop, None, 1000, 40).gamma < 8
+
+
+def test_a_draft_model_judged_only_at_its_first_position_is_explored_one_step_deeper():
+    """Kept at γ 1 (8 of 10), then unused for a while: the upper bounds of the positions never
+    judged are their priors', near 1, and the probe was 14 tokens long; it goes twice as deep as the
+    drafts were judged."""
+    policy = _policy(XEON)
+    context = list(range(1000, 1100))
+    for i in range(10):
+        policy.observe(Choice("model", 1, 1.0), 1, int(i % 5 != 0), 0.05, 0.8)
+    for _ in range(20):
+        policy.observe(PLAIN, 0, 0, 0.05, 0.8)
+    choice = policy.choose(context, 32, None, ModelOption(0), 400, 100)
+    assert choice.drafter == "model" and choice.probe and choice.gamma == 2
 
 
 def test_a_new_reply_does_not_trust_the_last_reply_s_draft_model():

@@ -6,10 +6,17 @@
         -n 192 -o tests/data/traces/smollm2.json
     python scripts/record_traces.py -m qwen2.5-coder-1.5b -md qwen2.5-coder-0.5b -n 192 \
         --prompts tests/data/traces/heldout_prompts.json -o tests/data/traces/demo-heldout.json
+    python scripts/record_traces.py -m qwen2.5-coder-1.5b -md qwen2.5-coder-0.5b -n 192 \
+        --conversations tests/data/traces/conversations.json -o tests/data/traces/demo-conversations.json
+
+--conversations FILE: a JSON list of {"name", "turns": [user messages]}; each turn is traced with the
+whole conversation before it (the earlier turns' replies as the target wrote them) as its prompt, as
+the window sends it, and named NAME-1, NAME-2, ...
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -19,7 +26,7 @@ from desktop_app import models  # noqa: E402
 from desktop_app.bench.prompts import load_prompts  # noqa: E402
 from desktop_app.chat.template import ChatTemplate, Message  # noqa: E402
 from desktop_app.engine import LoadOptions, ModelPair  # noqa: E402
-from desktop_app.engine.trace import record  # noqa: E402
+from desktop_app.engine.trace import record, trace_reply, trace_set  # noqa: E402
 
 
 def main() -> int:
@@ -30,17 +37,36 @@ def main() -> int:
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--prompts", default="builtin", help="builtin, or a prompts file as tandem bench takes")
+    ap.add_argument("--conversations", help="a JSON list of {name, turns}: traced turn after turn")
     a = ap.parse_args()
+    log = lambda m: print(m, file=sys.stderr, flush=True)   # noqa: E731
     opts = LoadOptions(n_threads=a.threads, n_ctx=2048)
     pair = ModelPair.load(models.path_for(a.model), models.path_for(a.model_draft) if a.model_draft else None,
                           opts, opts)
     with pair:
         template = ChatTemplate(pair.target)
-        prompts = [(p.name, template.tokenize([Message("user", p.text)])) for p in load_prompts(a.prompts)]
-        traces = record(pair, prompts, a.n, log=lambda m: print(m, file=sys.stderr, flush=True))
+        if a.conversations:
+            traces = trace_set(pair, _conversations(pair, template, a.conversations, a.n, log))
+        else:
+            prompts = [(p.name, template.tokenize([Message("user", p.text)])) for p in load_prompts(a.prompts)]
+            traces = record(pair, prompts, a.n, log=log)
     traces.save(a.output)
     print(f"wrote {a.output}: {len(traces.traces)} traces on {traces.machine}", file=sys.stderr)
     return 0
+
+
+def _conversations(pair, template: ChatTemplate, path: str, n: int, log) -> list:
+    with open(path, encoding="utf-8") as fh:
+        conversations = json.load(fh)
+    traces = []
+    for conversation in conversations:
+        messages: list[Message] = []
+        for i, turn in enumerate(conversation["turns"], 1):
+            messages.append(Message("user", turn))
+            trace, text = trace_reply(pair, f"{conversation['name']}-{i}", template.tokenize(messages), n, log)
+            messages.append(Message("assistant", text, tuple(trace.reply)))   # (as the window sends it)
+            traces.append(trace)
+    return traces
 
 
 if __name__ == "__main__":

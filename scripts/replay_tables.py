@@ -15,12 +15,13 @@ from pathlib import Path
 
 from desktop_app.engine import auto_policy
 from desktop_app.engine.cost_profiles import BUILTIN
-from desktop_app.engine.replay import AUTO, PLAIN, Setting, Verdict, judge, judge_warm, replay
+from desktop_app.engine.replay import AUTO, PLAIN, Setting, Verdict, judge, judge_conversation, judge_warm, replay
 from desktop_app.engine.trace import Trace, TraceSet
 
 TRACES = Path(__file__).resolve().parent.parent / "tests" / "data" / "traces"
 BUILT_IN = ("smollm2", "demo")
 HELD_OUT = ("demo-heldout",)
+CONVERSATIONS = ("demo-conversations",)            # tests/data/traces/conversations.json, turn after turn
 COPY_HEAVY = (("demo", "edit"), ("smollm2", "edit"), ("demo-heldout", "rename"))   # (trace set, prompt)
 NGRAM = ((3, 4), (4, 16), (12, 16), (12, 32))       # ngram-simple (n, m) as scripts/compare_auto_ngram.py runs it
 SEEDS = 3
@@ -75,6 +76,25 @@ def _warm(names) -> tuple[list[str], list[Verdict], list[Verdict]]:
                      f"{worst.vs_best:.2f} ({worst.prompt}) | {worst_plain.vs_plain:.2f} ({worst_plain.prompt}) | "
                      f"{sum(map(_short, vs))} of {len(vs)} |")
     return lines, built_in, held_out
+
+
+def _conversations(names) -> tuple[list[str], list[Verdict]]:
+    """Every conversation's turns in order, auto carried from turn to turn (judge_conversation)."""
+    lines = ["| trace | profile | turn | best fixed (× plain) | auto × plain | auto ÷ best | auto's rounds |",
+             "|---|---|---|---|---|---|---|"]
+    verdicts = []
+    for name, traces, profile in _sets(names):
+        conversations: dict[str, list[Trace]] = {}
+        for t in traces.traces:                              # turns are named NAME-1, NAME-2, ...
+            conversations.setdefault(t.name.rsplit("-", 1)[0], []).append(t)
+        for turns in conversations.values():
+            for v in judge_conversation(turns, profile, traces.draft is not None):
+                verdicts.append(v)
+                rounds = ", ".join(f"{k} {n}" for k, n in sorted(v.auto_rounds.items()))
+                best = v.best_fixed_tokens_per_s / v.plain_tokens_per_s
+                lines.append(f"| {name} | {v.profile} | {v.prompt} | {v.best_fixed} {best:.2f}× | {v.vs_plain:.2f}× | "
+                             f"{v.vs_best:.2f} | {rounds} |")
+    return lines, verdicts
 
 
 def _rate(trace: Trace, profile, setting: Setting) -> float:
@@ -169,6 +189,10 @@ def main() -> None:
     print("\n".join(warm))
     print(f"\nBuilt-in, warm: {_summary(warm_built_in)}.")
     print(f"Held-out, warm: {_summary(warm_held_out)}.")
+    lines, verdicts = _conversations(CONVERSATIONS)
+    print("\n## Conversations, turn after turn (held out)\n")
+    print("\n".join(lines))
+    print(f"\nConversations: {_summary(verdicts)}.")
     print("\n## Against llama.cpp's ngram-simple, copy-heavy replies\n")
     print("\n".join(_ngram_table()))
     print("\n## A target alone: lookup at γ 4 against auto, × plain\n")

@@ -308,13 +308,31 @@ def judge_warm(traces: list[Trace], profile: CostProfile, has_draft: bool, noise
     verdicts = []
     for rot in range(len(traces)):
         order = (traces[rot:] + traces[:rot]) * 2
-        runs: list[list[ReplayResult]] = [[] for _ in order]
-        for k in range(seeds):
-            clock = _Clock(profile, noise, 1000 + k)
-            policy = AutoPolicy(calibrated(clock))
-            for i, trace in enumerate(order):
-                runs[i].append(replay(trace, profile, AUTO, noise=noise, seed=k, policy=policy))
+        runs = _carried(order, profile, noise, seeds)
         for i in range(1, len(order)):
             v = _verdict(order[i], profile, fixed[order[i].name], _mean(runs[i]))
             verdicts.append(dataclasses.replace(v, prompt=f"{order[i].name} after {order[i - 1].name}"))
     return verdicts
+
+
+def judge_conversation(turns: list[Trace], profile: CostProfile, has_draft: bool, noise: float = 0.05,
+                       seeds: int = 3) -> list[Verdict]:
+    """Auto through one conversation's turns in order (each turn's prompt holds the turns before it:
+    scripts/record_traces.py --conversations), one policy carried from turn to turn as in the window,
+    against every fixed setting on each turn. (Each replay starts with the draft model behind by the
+    whole prompt: in the window it has already read the earlier turns where it drafted in them.)"""
+    runs = _carried(turns, profile, noise, seeds)
+    return [_verdict(t, profile, _fixed_rates(t, profile, has_draft, noise, seeds), _mean(r))
+            for t, r in zip(turns, runs)]
+
+
+def _carried(order: list[Trace], profile: CostProfile, noise: float, seeds: int) -> list[list[ReplayResult]]:
+    """Auto's replays of `order`, one policy (calibrated once) carried from reply to reply, for each of
+    `seeds` noise seeds: [reply][seed]."""
+    runs: list[list[ReplayResult]] = [[] for _ in order]
+    for k in range(seeds):
+        clock = _Clock(profile, noise, 1000 + k)
+        policy = AutoPolicy(calibrated(clock))
+        for i, trace in enumerate(order):
+            runs[i].append(replay(trace, profile, AUTO, noise=noise, seed=k, policy=policy))
+    return runs

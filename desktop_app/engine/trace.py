@@ -114,23 +114,31 @@ def record(pair, prompts: Sequence[tuple[str, list[int]]], n_tokens: int, profil
            log=lambda _m: None) -> TraceSet:
     """Greedy plain replies of `pair` (a loaded ModelPair) to each (name, prompt tokens), the draft's
     argmax after each prefix, and the costs of this machine for every verify size in profile_sizes."""
+    return trace_set(pair, [trace_reply(pair, name, prompt, n_tokens, log)[0] for name, prompt in prompts],
+                     profile_sizes)
+
+
+def trace_reply(pair, name: str, prompt: Sequence[int], n_tokens: int, log=lambda _m: None) -> tuple[Trace, str]:
+    """One greedy plain reply of `pair` to `prompt`, traced, and its text (a conversation's next turn
+    is templated from it: scripts/record_traces.py --conversations)."""
     from desktop_app.engine import GREEDY, Controls, FinishEvent, SpecSettings
 
-    traces = []
-    for name, prompt in prompts:
-        pair.target_ctx.clear()
-        finish = None
-        for event in pair.generate(prompt, GREEDY, Controls(SpecSettings(enabled=False)), n_tokens):
-            if isinstance(event, FinishEvent):
-                finish = event
-        reply = list(finish.tokens)
-        draft_next = _argmax(pair.draft_ctx, pair.target_ctx.n_vocab, prompt, reply)[0] if pair.draft_ctx else []
-        confidence = _argmax(pair.target_ctx, pair.target_ctx.n_vocab, prompt, reply)[1]
-        traces.append(Trace(name, list(prompt), reply, draft_next, confidence, n_tokens))
-        log(f"traced {name}: {len(prompt)} prompt tokens, {len(reply)} reply tokens")
-    here = measure_profile(pair, profile_sizes)
+    pair.target_ctx.clear()
+    finish = None
+    for event in pair.generate(list(prompt), GREEDY, Controls(SpecSettings(enabled=False)), n_tokens):
+        if isinstance(event, FinishEvent):
+            finish = event
+    reply = list(finish.tokens)
+    draft_next = _argmax(pair.draft_ctx, pair.target_ctx.n_vocab, prompt, reply)[0] if pair.draft_ctx else []
+    confidence = _argmax(pair.target_ctx, pair.target_ctx.n_vocab, prompt, reply)[1]
+    log(f"traced {name}: {len(prompt)} prompt tokens, {len(reply)} reply tokens")
+    return Trace(name, list(prompt), reply, draft_next, confidence, n_tokens), finish.text
+
+
+def trace_set(pair, traces: list[Trace], profile_sizes: Sequence[int] = range(1, 34)) -> TraceSet:
+    """`traces` of `pair` with this machine's costs (measure_profile)."""
     return TraceSet(os.path.basename(pair.target.path), os.path.basename(pair.draft.path) if pair.draft else None,
-                    machine_name(), here, traces)
+                    machine_name(), measure_profile(pair, profile_sizes), traces)
 
 
 def _argmax(ctx, n_vocab_target: int, prompt: Sequence[int], reply: Sequence[int]) -> tuple[list[int], list[float]]:

@@ -36,8 +36,9 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=192)
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("-o", "--output", required=True)
-    ap.add_argument("--prompts", default="builtin", help="builtin, or a prompts file as tandem bench takes")
-    ap.add_argument("--conversations", help="a JSON list of {name, turns}: traced turn after turn")
+    source = ap.add_mutually_exclusive_group()
+    source.add_argument("--prompts", default="builtin", help="builtin, or a prompts file as tandem bench takes")
+    source.add_argument("--conversations", help="a JSON list of {name, turns}: traced turn after turn")
     a = ap.parse_args()
     log = lambda m: print(m, file=sys.stderr, flush=True)   # noqa: E731
     opts = LoadOptions(n_threads=a.threads, n_ctx=2048)

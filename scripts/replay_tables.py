@@ -16,7 +16,7 @@ from pathlib import Path
 from desktop_app.engine import auto_policy
 from desktop_app.engine.cost_profiles import BUILTIN
 from desktop_app.engine.replay import AUTO, PLAIN, Setting, Verdict, judge, judge_conversation, judge_warm, replay
-from desktop_app.engine.trace import Trace, TraceSet
+from desktop_app.engine.trace import Trace, TraceSet, conversations
 
 TRACES = Path(__file__).resolve().parent.parent / "tests" / "data" / "traces"
 BUILT_IN = ("smollm2", "demo")
@@ -84,10 +84,7 @@ def _conversations(names) -> tuple[list[str], list[Verdict]]:
              "|---|---|---|---|---|---|---|"]
     verdicts = []
     for name, traces, profile in _sets(names):
-        conversations: dict[str, list[Trace]] = {}
-        for t in traces.traces:                              # turns are named NAME-1, NAME-2, ...
-            conversations.setdefault(t.name.rsplit("-", 1)[0], []).append(t)
-        for turns in conversations.values():
+        for turns in conversations(traces.traces).values():
             for v in judge_conversation(turns, profile, traces.draft is not None):
                 verdicts.append(v)
                 rounds = ", ".join(f"{k} {n}" for k, n in sorted(v.auto_rounds.items()))

@@ -181,7 +181,7 @@ def test_a_check_timed_while_the_machine_was_busy_is_not_bet_on():
     assert policy.choose(list(range(100)), 32, loop, None, 1000, 40).gamma < 8
 
 
-def test_a_draft_model_judged_only_at_its_first_position_is_explored_one_step_deeper():
+def test_a_draft_model_judged_only_at_its_first_position_is_probed_at_most_twice_as_deep():
     """Kept at γ 1 (8 of 10), then unused for a while: the upper bounds of the positions never
     judged are their priors', near 1, and the probe was 14 tokens long; it goes twice as deep as the
     drafts were judged."""

@@ -8,7 +8,7 @@ import pytest
 from desktop_app.engine.cost_profiles import BUILTIN, CostProfile
 from desktop_app.engine.replay import (_PREFILL, _STEPS, _VERIFY, _WIDEST, PLAIN, Setting, _normals, judge,
                                        judge_conversation, judge_warm, ngram_simple_copy, replay)
-from desktop_app.engine.trace import Trace, TraceSet
+from desktop_app.engine.trace import Trace, TraceSet, conversations
 
 TRACES = Path(__file__).parent / "data" / "traces"
 BUILT_IN = ("smollm2.json", "demo.json")          # the built-in prompts, on the test pair and the demo pair
@@ -135,14 +135,14 @@ def test_auto_on_held_out_prompts_is_never_far_behind():
 
 def test_auto_through_a_conversation():
     """Turn after turn, one policy carried over as the window runs it, on conversations recorded after
-    auto's constants were set. The later turns repeat the earlier replies nearly word for word, and
-    auto copies them (1.3-12x plain; fixed lookup at γ 32 is best there, and auto reaches 0.79-0.92 of
-    it); a first turn, with nothing to copy, costs little."""
+    auto's constants were set. The later turns copy the earlier replies, and auto with them (1.3-12x
+    plain; where a turn repeats an earlier reply word for word, fixed lookup at γ 32 is best and auto
+    reaches 0.79-0.90 of it); a first turn, with nothing to copy, costs little."""
     traces = TraceSet.load(str(TRACES / CONVERSATIONS))
+    assert sorted(conversations(traces.traces)) == ["csv", "email"]
     verdicts, later = [], []
     for profile in [*BUILTIN.values(), traces.here]:
-        for name in ("csv", "email"):
-            turns = [t for t in traces.traces if t.name.startswith(f"{name}-")]
+        for name, turns in conversations(traces.traces).items():
             assert [t.name for t in turns] == [f"{name}-1", f"{name}-2", f"{name}-3"]
             vs = judge_conversation(turns, profile, True)
             verdicts += vs

@@ -99,6 +99,18 @@ class TraceSet:
                    [Trace.from_json(t) for t in doc["traces"]])
 
 
+def conversations(traces: Sequence[Trace]) -> dict[str, list[Trace]]:
+    """A conversation trace set's turns (named NAME-1, NAME-2, ...: scripts/record_traces.py
+    --conversations) by conversation, each in turn order."""
+    out: dict[str, list[tuple[int, Trace]]] = {}
+    for t in traces:
+        name, _, turn = t.name.rpartition("-")
+        if not name or not turn.isdigit():
+            raise ValueError(f"{t.name!r} is not a conversation's turn (NAME-1, NAME-2, ...)")
+        out.setdefault(name, []).append((int(turn), t))
+    return {name: [t for _, t in sorted(turns, key=lambda x: x[0])] for name, turns in out.items()}
+
+
 def machine_name() -> str:
     try:
         with open("/proc/cpuinfo") as fh:

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from desktop_app.chat.history import HistoryStore
-from desktop_app.chat.session import ChatSession, ContextOverflow, GenerationOptions
+from desktop_app.chat.session import DEFAULT_TITLE, ChatSession, ContextOverflow, GenerationOptions
 from desktop_app.engine import GREEDY, FinishEvent, LoadOptions, ModelPair, RoundEvent, SpecSettings, StopReason
 
 pytestmark = pytest.mark.network      # every test here needs a fetched model
@@ -159,6 +159,18 @@ def test_full_conversation_offers_to_drop_old_turns(test_model_path, tmp_path):
         with pytest.raises(ContextOverflow) as info:
             list(chat.reply(cid, options))
         assert not info.value.can_drop_turns and "shorten the message" in str(info.value)
+        # a message sent into a context that cannot hold it is taken back (the window puts it in the box):
+        # the history is as before, and a conversation it began is untitled again
+        first = store.create_conversation()
+        chat.add_user_message(first, "Too long " * 300)
+        assert store.conversation(first).title != DEFAULT_TITLE
+        with pytest.raises(ContextOverflow):
+            list(chat.reply(first, options))
+        assert chat.take_back(first, "Too long " * 300)
+        assert store.messages(first) == [] and store.conversation(first).title == DEFAULT_TITLE
+        assert not chat.take_back(cid, "word " * 700 + "?")       # only the last message, and only the user's
+        assert chat.take_back(cid, "word " * 700) and store.messages(cid)[-1].content == "Short answer."
+        assert not chat.take_back(cid, "Short answer.")
         store.close()
 
 

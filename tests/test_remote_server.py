@@ -269,11 +269,13 @@ def test_a_conversation_the_server_cannot_hold_is_refused_and_adds_nothing(spec_
     session = ServerChatSession(LlamaServer(spec_server.url, KEY), store)
     session.server.connect()
     cid = store.create_conversation()
-    session.add_user_message(cid, "Summarise this. " + "The quick brown fox jumps over the lazy dog. " * 250)
+    text = "Summarise this. " + "The quick brown fox jumps over the lazy dog. " * 250
+    session.add_user_message(cid, text)
     with pytest.raises(ContextOverflow) as exc:
         session.reply(cid, GenerationOptions(sampling=GREEDY, max_tokens=16))
     assert "context holds" in str(exc.value) and exc.value.n_prompt > exc.value.n_ctx > 0
     assert [m.role for m in store.messages(cid)] == ["user"]
+    assert session.take_back(cid, text) and store.messages(cid) == []     # (the window's box gets it back)
     store.close()
 
 

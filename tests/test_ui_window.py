@@ -328,6 +328,21 @@ def test_deleting_the_conversation_writing_a_reply_is_refused_before_asking(qtbo
 
 
 @pytest.mark.network
+def test_a_note_that_no_model_is_loaded_goes_once_models_load(qtbot, window, test_model_path, q2k_draft_path,
+                                                               gemma_path):
+    """"Not sent" stayed on through the next load, the reply and a reload (a user's try)."""
+    window.model_bar.select(test_model_path, gemma_path)
+    type_and_send(qtbot, window, "Hello there")
+    qtbot.mouseClick(window.banner.buttons[0], Qt.LeftButton)           # Load and send: the pair cannot load
+    qtbot.waitUntil(lambda: not window.loading and not window.busy, timeout=TIMEOUT_MS)
+    assert window.banner.isVisible() and window.banner.label.text().startswith("The models did not load, so your "
+                                                                                "message was not sent")
+    assert window.composer.toPlainText() == "Hello there"
+    load(qtbot, window, test_model_path, q2k_draft_path)
+    assert window.banner.isHidden() and window.composer.toPlainText() == "Hello there"
+
+
+@pytest.mark.network
 def test_incompatible_pair_is_explained_and_the_old_pair_keeps_working(qtbot, loaded, test_model_path, gemma_path):
     w = loaded
     bar = w.model_bar
@@ -515,20 +530,34 @@ def test_full_context_offers_choices_in_the_window(qtbot, loaded):
     w.open_conversation(cid)
     type_and_send(qtbot, w, "And finally?")
     qtbot.waitUntil(lambda: w.banner.isVisible() and "context holds" in w.banner.label.text(), timeout=TIMEOUT_MS)
-    assert w.banner.buttons[0].text() == "Leave out oldest turns"
+    # the message is not kept unanswered in the history (a user's try: it sat there, and the next one after
+    # it): it is back in the box, and the banner's choices send it on
+    assert w.banner.buttons[0].text() == "Leave out oldest turns and send"
+    assert w.banner.label.text().endswith("Your message was not sent: it is still in the box.")
     qtbot.waitUntil(lambda: not w.busy, timeout=TIMEOUT_MS)
+    assert len(stored(w, cid)) == 120 and w.composer.toPlainText() == "And finally?"
+    assert w.chat.messages[-1].role == "assistant"
     qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)
     wait_idle(qtbot, w)
     db = stored(w, cid)
-    assert db[-1].role == "assistant" and db[-1].complete and len(db) == 122
+    assert db[-1].role == "assistant" and db[-1].complete and len(db) == 122 and db[-2].content == "And finally?"
+    assert w.composer.toPlainText() == "" and [m.role for m in w.chat.messages[-2:]] == ["user", "assistant"]
     # a message that does not fit even alone: no turn to leave out helps, so the banner offers to shorten it
-    huge = "word " * 5000
-    type_and_send(qtbot, w, huge.strip())
+    huge = ("word " * 5000).strip()
+    type_and_send(qtbot, w, huge)
     qtbot.waitUntil(lambda: w.banner.isVisible() and "context holds" in w.banner.label.text(), timeout=TIMEOUT_MS)
     assert w.banner.buttons[0].text() == "Shorten the message"
     qtbot.waitUntil(lambda: not w.busy, timeout=TIMEOUT_MS)
+    assert len(stored(w, cid)) == 122 and w.composer.toPlainText() == huge
     qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)
-    assert w.editing and w.composer.toPlainText() == huge.strip()
+    assert not w.editing and w.composer.toPlainText() == huge and w.composer.hasFocus()
+    # "New conversation" takes it along: it is in the box of the new one
+    type_and_send(qtbot, w, huge)
+    qtbot.waitUntil(lambda: w.banner.isVisible() and "context holds" in w.banner.label.text()
+                    and not w.busy, timeout=TIMEOUT_MS)
+    assert w.banner.buttons[1].text() == "New conversation"
+    qtbot.mouseClick(w.banner.buttons[1], Qt.LeftButton)
+    assert w.current_id != cid and w.composer.toPlainText() == huge and len(stored(w, cid)) == 122
 
 
 @pytest.mark.network

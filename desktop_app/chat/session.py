@@ -105,6 +105,19 @@ class ChatSession:
             self.store.rename(conversation_id, _title_from(text))
         self.store.add_message(conversation_id, "user", text)
 
+    def take_back(self, conversation_id: int, text: str) -> bool:
+        """Remove the conversation's last message when it is the user's `text` with nothing after it: a
+        message the context could not hold goes back to the box, not into the history (where it would
+        sit unanswered, and the next message after it). A conversation it began is untitled again.
+        False (nothing removed) when the history ends otherwise."""
+        messages = self.store.messages(conversation_id)
+        if not messages or messages[-1].role != "user" or messages[-1].content != text:
+            return False
+        self.store.delete_messages_from(conversation_id, messages[-1].position)
+        if len(messages) == 1:
+            self.store.rename(conversation_id, DEFAULT_TITLE)
+        return True
+
     def regenerate(self, conversation_id: int, options: GenerationOptions) -> Iterator:
         """Replace the last reply with a new one."""
         messages = self.store.messages(conversation_id)

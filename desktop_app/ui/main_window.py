@@ -39,7 +39,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
     requestServer = Signal(object)
     requestGenerate = Signal(object)
     requestFetch = Signal()
-    requestDrop = Signal(int, object)
+    requestDrop = Signal(int, object, str)
     requestShutdown = Signal()
     requestCompare = Signal(int, object)
 

@@ -4,6 +4,8 @@ go on), a reply cut off when it filled the context. Each says what happened and 
 written. A mixin of MainWindow (main_window.py)."""
 from __future__ import annotations
 
+from PySide6.QtGui import QTextCursor
+
 from desktop_app.engine.events import FinishEvent, StopReason
 from desktop_app.ui.worker import GenerateRequest
 
@@ -75,18 +77,50 @@ class FaultsMixin:
         if self.lost_pair and self.lost_pair[0]:
             self.load_pair(*self.lost_pair)
 
-    def _on_overflow(self, conversation_id: int, message: str, can_drop: bool) -> None:
+    def _on_overflow(self, conversation_id: int, message: str, can_drop: bool, text: str = "") -> None:
+        """The conversation does not fit in the context. A message just sent (`text`) was taken back out
+        of the history: it goes back to the box, and the banner's choices send it on (found by a user's
+        try: it had stayed stored, unanswered, and "New conversation" left it behind)."""
         if self._closing:          # already-queued worker signals after close
             return
         self.reply.end()
-        actions = [("Leave out oldest turns", lambda: self._drop_and_retry(conversation_id)) if can_drop
-                   else ("Shorten the message", self.edit_last), ("New conversation", self.new_conversation)]
+        if text:
+            typed = self.composer.toPlainText().strip()
+            if typed != text:
+                self.composer.setPlainText(f"{text}\n\n{typed}" if typed else text)
+            message += " Your message was not sent: it is still in the box."
+            actions = [("Leave out oldest turns and send", lambda: self._drop_and_send(conversation_id)) if can_drop
+                       else ("Shorten the message", self._shorten), ("New conversation", self.new_conversation)]
+        else:
+            actions = [("Leave out oldest turns", lambda: self._drop_and_retry(conversation_id)) if can_drop
+                       else ("Shorten the message", self.edit_last), ("New conversation", self.new_conversation)]
         self.banner.show_message(message, actions, about=conversation_id)
         if conversation_id == self.current_id:
             self.open_conversation(conversation_id)
+
+    def _shorten(self) -> None:
+        self.composer.moveCursor(QTextCursor.End)
+        self.composer.setFocus()
 
     def _drop_and_retry(self, conversation_id: int) -> None:
         self.reply.start(conversation_id)
         self.busy = True
         self._update_buttons()
-        self.requestDrop.emit(conversation_id, self._options())
+        self.requestDrop.emit(conversation_id, self._options(), "")
+
+    def _drop_and_send(self, conversation_id: int) -> None:
+        """Leave out the oldest turns of `conversation_id`, then send the message in the box (as Enter
+        would: the box empties once the message is stored)."""
+        text = self.composer.toPlainText().strip()
+        if self.busy or not self.loaded or not text:
+            self.composer.setFocus()
+            return
+        if conversation_id != self.current_id:
+            self.open_conversation(conversation_id)
+        self.editing = False
+        self.pending_text = text
+        self.chat.add_message("user", text)
+        self.reply.start(conversation_id)
+        self.busy = True
+        self._update_buttons()
+        self.requestDrop.emit(conversation_id, self._options(), text)

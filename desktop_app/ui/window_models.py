@@ -16,6 +16,7 @@ from desktop_app.ui.settings_panel import load_options, rpc_options
 from desktop_app.ui.worker import CANCELLED, LoadedPair, LoadRequest, ServerRequest
 
 QUEUED_NOTE = "The models are loading; your message will be sent once they are ready."
+NOT_SENT_NOTE = "The models did not load, so your message was not sent; it is still in the box."
 
 
 class ModelsMixin:
@@ -255,11 +256,19 @@ class ModelsMixin:
             return
         self.first_run.set_loading(False)
         if ok and self.loaded is not None:
+            self._forget_not_loaded()
             self.send_queued()
         elif self.queued is not None:
             self.queued = None
-            self.banner.show_message("The models did not load, so your message was not sent; it is still in "
-                                     "the box.")
+            self.banner.show_message(NOT_SENT_NOTE)
+
+    def _forget_not_loaded(self) -> None:
+        """Models are ready: a banner saying none were (or that a message waited in vain for them) is
+        out of date. It stayed through the load, the reply and a reload (a user's try)."""
+        said = {NOT_SENT_NOTE, self.not_loaded_note[1] if self.not_loaded_note else NOT_SENT_NOTE}
+        if not self.banner.isHidden() and self.banner.label.text() in said:
+            self.banner.hide()
+        self.not_loaded_note = None
 
     def _reload_with(self, loading: dict) -> None:
         self.settings.data["loading"] = loading

@@ -64,7 +64,8 @@ class ServerRequest:
 
 @dataclass(frozen=True)
 class GenerateRequest:
-    kind: str                      # "send", "regenerate", "edit", "reply"
+    kind: str                      # "send", "regenerate", "edit", "reply" (to the history as it is; its
+                                   # text, if any, the user's message just stored, taken back on overflow)
     conversation_id: int
     text: str
     options: GenerationOptions
@@ -82,7 +83,8 @@ class EngineWorker(QObject):
     round = Signal(object)                  # RoundEvent
     finished = Signal(int, object)          # conversation id, FinishEvent
     generationFailed = Signal(int, str)     # conversation id, message
-    contextOverflow = Signal(int, str, bool)  # conversation id, message, whether dropping turns helps
+    contextOverflow = Signal(int, str, bool, str)  # conversation id, message, whether dropping turns helps,
+                                                   # the user's message taken back for the box ("": none)
     busyChanged = Signal(bool)
     engineDied = Signal(int, str)           # conversation id whose reply it interrupted (-1: none), message
     modelsReleased = Signal()               # a load let the loaded models go first (to change RPC servers)
@@ -289,7 +291,8 @@ class EngineWorker(QObject):
                 elif isinstance(event, FinishEvent):
                     self.finished.emit(cid, event)
         except ContextOverflow as exc:
-            self.contextOverflow.emit(cid, str(exc), exc.can_drop_turns)
+            sent = stored and request.kind == "send" or request.kind == "reply"   # (a reply's text: just stored)
+            self._overflowed(exc, cid, request.text if sent else "")
         except EngineCrashed as exc:
             self._report_death(exc, cid)
         except HistoryError as exc:              # say exactly what is, and is not, saved
@@ -304,18 +307,33 @@ class EngineWorker(QObject):
         finally:
             self.busyChanged.emit(False)
 
-    @Slot(int, object)
-    def drop_oldest_turns(self, conversation_id: int, options: GenerationOptions) -> None:
-        """Make the conversation fit, then answer its last message."""
-        request = GenerateRequest("reply", conversation_id, "", options)
+    def _overflowed(self, exc: ContextOverflow, cid: int, sent: str) -> None:
+        """The conversation does not fit: a message just sent (`sent`) is taken back out of the history
+        and goes back to the box, so nothing sits there unanswered."""
+        taken = ""
+        if sent:
+            try:
+                taken = sent if self.session.take_back(cid, sent) else ""
+            except HistoryError:
+                pass                             # (it stays stored, as before: the banner still says why)
+        self.contextOverflow.emit(cid, str(exc), exc.can_drop_turns, taken)
+
+    @Slot(int, object, str)
+    def drop_oldest_turns(self, conversation_id: int, options: GenerationOptions, text: str = "") -> None:
+        """Store `text` (a message the full context sent back to the box; "": none), leave out the oldest
+        turns until the conversation fits, then answer its last message."""
+        request = GenerateRequest("send" if text else "reply", conversation_id, text, options)
         if self.session is None:
             self._refuse(request)
             return
         self.busyChanged.emit(True)
         try:
+            if text:
+                self.session.add_user_message(conversation_id, text)
+                self.messageStored.emit(conversation_id)
             self.session.drop_oldest_turns(conversation_id, options)
         except ContextOverflow as exc:
-            self.contextOverflow.emit(conversation_id, str(exc), False)
+            self._overflowed(exc, conversation_id, text)
             return
         except EngineCrashed as exc:
             self._report_death(exc, conversation_id)
@@ -325,7 +343,7 @@ class EngineWorker(QObject):
             return
         finally:
             self.busyChanged.emit(False)
-        self.generate(request)
+        self.generate(GenerateRequest("reply", conversation_id, text, options))   # (text: taken back if it overflows)
 
     @Slot(int, object)
     def compare(self, conversation_id: int, options: GenerationOptions) -> None:

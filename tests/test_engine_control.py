@@ -158,6 +158,28 @@ def test_a_cancel_stops_a_long_prompt_pass_mid_way(pair):
 
 
 @pytest.mark.network
+def test_a_draft_ends_at_the_first_end_of_generation_token_it_proposes(pair):
+    """Nothing after an end-of-generation token can be kept: the draft stops there (it drafted on through
+    "<|im_end|>", a line break and "<|endoftext|>", a user's try)."""
+    import numpy as np
+
+    drafter = pair.decoder.drafters["model"]
+    context = prompt_tokens(pair.target, "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n")
+    for _ in range(100):                      # the draft's own greedy reply, up to where it would end it
+        proposal = drafter.draft(context, 1, GREEDY, np.random.default_rng(0))
+        if pair.target.is_eog(proposal.tokens[0]):
+            break
+        context = context + proposal.tokens
+    else:
+        pytest.fail("the draft model did not end its reply within 100 tokens")
+    proposal = drafter.draft(context, 8, GREEDY, np.random.default_rng(0))
+    assert len(proposal.tokens) == 1 and pair.target.is_eog(proposal.tokens[0]) and proposal.n_steps == 1
+    before = context[-3:]                     # a draft that starts earlier stops there too
+    proposal = drafter.draft(context[:-3], 8, GREEDY, np.random.default_rng(0))
+    assert proposal.tokens == [*before, proposal.tokens[-1]] and pair.target.is_eog(proposal.tokens[-1])
+
+
+@pytest.mark.network
 def test_cancel_is_honoured_within_one_round(pair):
     controls = Controls(SpecSettings(drafter="model", draft_max=4))
     rounds_after_cancel = 0

@@ -101,7 +101,7 @@ class SpeculativeDecoder:
         self.policy = AutoPolicy(self.costs)
         self.drafters: dict[str, Drafter] = {"none": NoDrafter(), "lookup": PromptLookupDrafter(ends=self.model.is_eog)}
         if draft_ctx is not None:
-            self.drafters["model"] = ModelDrafter(draft_ctx, target_ctx.n_vocab)
+            self.drafters["model"] = ModelDrafter(draft_ctx, target_ctx.n_vocab, ends=self.model.is_eog)
 
     def calibrate(self, steps: int = 5, verify_sizes: tuple[int, ...] = VERIFY_SIZES,
                   remembered: Remembered | None = None) -> dict[int, float]:

@@ -91,14 +91,21 @@ class ModelDrafter(Drafter):
     in Qwen2.5-7B's 152064 against Qwen2.5-0.5B's 151936). The draft then never proposes an id the
     target lacks: its logits are cut to the ids both have, and q lives on the target's vocabulary.
     And a context holding an id the draft lacks (a target's padding id, which sampling can emit) is
-    one the draft cannot evaluate: it proposes nothing then, for the rest of that reply (plain steps)."""
+    one the draft cannot evaluate: it proposes nothing then, for the rest of that reply (plain steps).
+
+    A draft ends with the first end-of-generation token it proposes (`ends`, the target's): if the
+    target keeps it the reply ends there, and if not, nothing after it can be kept either. (It drafted
+    on through "<|im_end|>", a line break and "<|endoftext|>": draft steps, and a wider check, spent on
+    tokens that could never be kept; a user's try.)"""
 
     name = "model"
 
-    def __init__(self, ctx: backend.Context, n_vocab_target: int | None = None):
+    def __init__(self, ctx: backend.Context, n_vocab_target: int | None = None,
+                 ends: Callable[[int], bool] | None = None):
         self.ctx = ctx
         self.n_vocab_target = ctx.n_vocab if n_vocab_target is None else n_vocab_target
         self.n_common = min(ctx.n_vocab, self.n_vocab_target)     # ids both models have
+        self.ends = ends
 
     def can_draft(self, context: Sequence[int]) -> bool:
         """Not once the text holds an id the draft's vocabulary lacks (a bigger target's padding id):
@@ -160,6 +167,8 @@ class ModelDrafter(Drafter):
             out.tokens.append(x)
             out.q.append(q_dist)
             out.q_token.append(q_x)
+            if self.ends is not None and self.ends(x):
+                break
             if i + 1 < gamma_max:
                 ctx.eval([x], logits="last")
                 out.n_steps += 1

@@ -221,4 +221,4 @@ def test_explanation_quotes_the_checks_of_its_own_rounds():
     assert s.measured_speedup < 0.95
     text = explain(s)
     assert "giving 2.00 tokens in 170 ms" in text
-    assert "checking a round's 3.50 tokens took 120 ms, 4.0× a single-token pass" in text
+    assert "in this reply, checking a round's 3.50 tokens took 120 ms, 4.0× a single-token pass" in text

@@ -357,6 +357,12 @@ def test_a_renamed_conversation_s_name_follows_in_the_panel_s_header(qtbot):
     assert panel.header.text() == "Live: reply in 'Cats and kittens'"
     panel.finish(slow_stats())
     assert "in 'Cats and kittens' (just finished)" in panel.header.text()
+    panel.begin("cats", 7)                         # a reply stopped, or cut off by the engine's death, says so
+    panel.finish(slow_stats(stop_reason="cancelled"))
+    assert panel.header.text().endswith("in 'cats' (stopped)")
+    panel.begin("cats", 7)
+    panel.interrupt("Interrupted: the model engine stopped before this reply was finished.")
+    assert panel.header.text().endswith("in 'cats' (interrupted)")
     panel.show_stored([], None, 3, "Old name", 1_700_000_000.0, 2)
     assert "in 'Old name' (message 2)" in panel.header.text()
     panel.retitle(3, "New name")

@@ -122,7 +122,7 @@ def explain(stats: GenerationStats) -> str:
         # size: a mean of rounds of several sizes is not the price of their mean size), less the plain
         # steps' (t_target_step_s is their mean; t_plain_s holds their drafting too).
         verify_s = max(0.0, stats.t_verify_s - stats.n_plain_rounds * (stats.t_target_step_s or 0.0)) / rounds
-        why.append(f"checking a round's {_plus_one(stats.mean_drafted)} tokens took {1000 * verify_s:.0f} ms, "
+        why.append(f"in this reply, checking a round's {_plus_one(stats.mean_drafted)} tokens took {1000 * verify_s:.0f} ms, "
                    f"{verify_s / stats.t_target_step_s:.1f}× a single-token pass")
     reasons = "; ".join(why) or "the rounds cost about what they save"
     if m <= COSTS:

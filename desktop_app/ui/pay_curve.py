@@ -235,7 +235,8 @@ class PayCurve(QWidget):
         if WIN_MARGIN > 1 and max(predicted.values()) > 1.0:
             text += f" by the {100 * (WIN_MARGIN - 1):.0f} % auto mode asks for"
         if verify and s.t_target_step_s:
-            text += f": a {g + 1}-token check costs {verify / s.t_target_step_s:.1f} single passes"
+            text += (f": by this machine's timings (at load, refined by every round) a {g + 1}-token check "
+                     f"costs {verify / s.t_target_step_s:.1f} single passes")
             if s.c:
                 text += f" and each drafted token {s.c:.2f} of one"
         if s.n_plain_rounds and s.predicted_speedup_measured is not None:     # (as above: not the curve's)

@@ -303,3 +303,20 @@ def test_the_compare_button_shows_both_runs_side_by_side(qtbot, window, test_mod
     db = stored(w)
     assert [m.role for m in db] == ["user", "assistant"] * 2 and db[-1].complete and db[-1].content
     assert w.chat.messages[-1].text == db[-1].content
+
+
+def test_the_on_column_says_what_auto_may_draft_with_and_when_it_drafted_nothing():
+    """Auto's column said "Speculation on (draft model, auto)" over a run that drafted nothing (a user's
+    try): auto chooses round by round, and the setting's drafter is only what it may use."""
+    from desktop_app.engine.metrics import GenerationStats
+    from desktop_app.ui.compare_dialog import spec_words
+
+    auto = SpecSettings(drafter="model", auto=True)
+    assert spec_words(CompareRun("on", auto)) == "Speculation on (auto: draft model or prompt lookup, round by round)"
+    nothing = CompareRun("on", auto, stats=GenerationStats(n_tokens=40, n_drafted=0))
+    assert spec_words(nothing).endswith("round by round; it drafted nothing)")
+    drafted = CompareRun("on", auto, stats=GenerationStats(n_tokens=40, n_drafted=12, n_accepted=9))
+    assert "drafted nothing" not in spec_words(drafted)
+    fixed = CompareRun("on", SpecSettings(drafter="lookup", draft_max=6))
+    assert spec_words(fixed) == "Speculation on (prompt lookup, γ = 6)"
+    assert spec_words(CompareRun("off", SpecSettings(enabled=False))) == "Speculation off"

@@ -41,8 +41,11 @@ def spec_words(run: CompareRun) -> str:
     spec = run.spec
     if not spec.speculating:
         return "Speculation off"
-    gamma = "auto" if spec.auto else f"γ = {spec.draft_max}"
-    return f"Speculation on ({'draft model' if spec.drafter == 'model' else 'prompt lookup'}, {gamma})"
+    if spec.auto:                # auto chooses the drafter round by round: the setting's drafter is only
+        drafters = "draft model or prompt lookup" if spec.drafter == "model" else "prompt lookup"   # its offer
+        done = run.stats.n_tokens and not run.stats.n_drafted
+        return f"Speculation on (auto: {drafters}, round by round{'; it drafted nothing' if done else ''})"
+    return f"Speculation on ({'draft model' if spec.drafter == 'model' else 'prompt lookup'}, γ = {spec.draft_max})"
 
 
 class CompareDialog(QDialog):

@@ -152,7 +152,7 @@ def test_full_conversation_offers_to_drop_old_turns(test_model_path, tmp_path):
         store.add_message(huge, "user", "word " * 700)
         with pytest.raises(ContextOverflow) as info:
             list(chat.reply(huge, options))
-        assert not info.value.can_drop_turns and "start a new conversation" in str(info.value)
+        assert not info.value.can_drop_turns and "use a larger context size" in str(info.value)
         # nor when earlier turns could go but the last message alone is too long
         store.add_message(cid, "assistant", "Short answer.")
         store.add_message(cid, "user", "word " * 700)

@@ -551,13 +551,23 @@ def test_full_context_offers_choices_in_the_window(qtbot, loaded):
     assert len(stored(w, cid)) == 122 and w.composer.toPlainText() == huge
     qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)
     assert not w.editing and w.composer.toPlainText() == huge and w.composer.hasFocus()
-    # "New conversation" takes it along: it is in the box of the new one
+    # a new conversation cannot hold it either: the banner offers a larger context instead
     type_and_send(qtbot, w, huge)
+    qtbot.waitUntil(lambda: w.banner.isVisible() and "context holds" in w.banner.label.text()
+                    and not w.busy, timeout=TIMEOUT_MS)
+    assert "use a larger context size" in w.banner.label.text() and "new conversation" not in w.banner.label.text()
+    assert w.banner.buttons[1].text() == "Context size…"
+    qtbot.mouseClick(w.banner.buttons[1], Qt.LeftButton)
+    assert w.tabs.currentIndex() == 1 and w.settings_panel.n_ctx.hasFocus()
+    # where leaving out turns would do, "New conversation" takes the message along, in the box
+    w.composer.clear()
+    w.store.set_first_turn(cid, 0)                 # (every turn in the prompt again)
+    type_and_send(qtbot, w, "And one more?")
     qtbot.waitUntil(lambda: w.banner.isVisible() and "context holds" in w.banner.label.text()
                     and not w.busy, timeout=TIMEOUT_MS)
     assert w.banner.buttons[1].text() == "New conversation"
     qtbot.mouseClick(w.banner.buttons[1], Qt.LeftButton)
-    assert w.current_id != cid and w.composer.toPlainText() == huge and len(stored(w, cid)) == 122
+    assert w.current_id != cid and w.composer.toPlainText() == "And one more?" and len(stored(w, cid)) == 122
 
 
 @pytest.mark.network

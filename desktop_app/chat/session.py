@@ -32,13 +32,14 @@ TITLE_LENGTH = 48
 
 class ContextOverflow(RuntimeError):
     """The conversation no longer fits in the context. `can_drop_turns` tells whether leaving out the
-    oldest turns (the system prompt is always kept) would make room; otherwise only a new
-    conversation or a shorter message will do."""
+    oldest turns (the system prompt is always kept) would make room; otherwise the last message does
+    not fit even alone, so a new conversation would not help either: only a shorter message or a
+    larger context will do."""
 
     def __init__(self, n_prompt: int, n_ctx: int, reserve: int, can_drop_turns: bool):
         self.n_prompt, self.n_ctx, self.reserve, self.can_drop_turns = n_prompt, n_ctx, reserve, can_drop_turns
         choices = ("leave out the oldest turns (the system prompt stays) or start a new conversation"
-                   if can_drop_turns else "start a new conversation or shorten the message")
+                   if can_drop_turns else "shorten the message, or use a larger context size")
         needs = f"{n_prompt} tokens plus {reserve} to begin a reply" if reserve else f"{n_prompt} tokens"
         super().__init__(f"This conversation needs {needs}, but the context holds {n_ctx}: {choices}.")
 

@@ -89,14 +89,30 @@ class FaultsMixin:
             if typed != text:
                 self.composer.setPlainText(f"{text}\n\n{typed}" if typed else text)
             message += " Your message was not sent: it is still in the box."
-            actions = [("Leave out oldest turns and send", lambda: self._drop_and_send(conversation_id)) if can_drop
-                       else ("Shorten the message", self._shorten), ("New conversation", self.new_conversation)]
+            actions = ([("Leave out oldest turns and send", lambda: self._drop_and_send(conversation_id)),
+                        ("New conversation", self.new_conversation)] if can_drop
+                       else [("Shorten the message", self._shorten)] + self._larger_context())
         else:
-            actions = [("Leave out oldest turns", lambda: self._drop_and_retry(conversation_id)) if can_drop
-                       else ("Shorten the message", self.edit_last), ("New conversation", self.new_conversation)]
+            actions = ([("Leave out oldest turns", lambda: self._drop_and_retry(conversation_id)),
+                        ("New conversation", self.new_conversation)] if can_drop
+                       else [("Shorten the message", self.edit_last)] + self._larger_context())
         self.banner.show_message(message, actions, about=conversation_id)
         if conversation_id == self.current_id:
             self.open_conversation(conversation_id)
+
+    def _larger_context(self) -> list:
+        """The banner's way to a larger context: the Settings tab at its Context size (local models;
+        a llama-server's context is its own). A message too long even alone got "New conversation",
+        which cannot help: a new conversation holds the same message."""
+        if self.loaded is not None and self.loaded.server is not None:
+            return []
+        return [("Context size…", self._show_context_size)]
+
+    def _show_context_size(self) -> None:
+        self.tabs.setCurrentIndex(1)
+        self.tabs.currentWidget().ensureWidgetVisible(self.settings_panel.n_ctx)
+        self.settings_panel.n_ctx.setFocus()
+        self.settings_panel.n_ctx.selectAll()
 
     def _shorten(self) -> None:
         self.composer.moveCursor(QTextCursor.End)

@@ -80,7 +80,9 @@ def test_a_message_sent_while_the_models_load_is_sent_once_they_are_ready(qtbot,
     qtbot.waitUntil(lambda: [m.role for m in window.chat.messages] == ["user", "assistant"], timeout=TIMEOUT_MS)
     wait_idle(qtbot, window)
     assert window.chat.messages[0].text == "Say hi." and window.composer.toPlainText() == ""
-    assert not window.loading and window.first_run.status.isHidden() and window.banner.isHidden()
+    assert not window.loading and window.first_run.status.isHidden()
+    # (the session's first load on a CPU where repacking crashes says so, once: run alone, this test is it)
+    assert window.banner.isHidden() or window.banner.label.text().startswith("Weight repacking is off")
 
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"not a model")

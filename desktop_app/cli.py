@@ -66,7 +66,7 @@ def _add_spec_options(p: argparse.ArgumentParser) -> None:
                    "without -md, this or --draft-max, auto mode copies by prompt lookup where that pays")
     p.add_argument("--draft-max", type=int, default=None, metavar="N", help="draft length γ, 1-32 (default 4); "
                    "without -md it asks for prompt lookup at this γ")
-    p.add_argument("--draft-min", type=int, default=0, metavar="N", help="drop drafts shorter than this")
+    p.add_argument("--draft-min", type=int, default=0, metavar="N", help="drop drafts shorter than this (not one that ends at an end-of-generation token)")
     p.add_argument("--draft-p-min", type=float, default=0.0, metavar="P",
                    help="stop drafting when the draft's top probability is below P")
     p.add_argument("--auto", action="store_true", help="choose the drafter and γ (0-32, whatever --draft-max says) "

@@ -180,6 +180,19 @@ def test_a_draft_ends_at_the_first_end_of_generation_token_it_proposes(pair):
 
 
 @pytest.mark.network
+def test_a_draft_short_because_it_ends_the_reply_is_not_dropped_by_draft_min(test_model_path):
+    """The target as its own draft agrees with itself: its last draft is the reply's end, shorter than
+    draft min. It is checked, and ends the reply in that round (dropped, the end came by plain steps)."""
+    with ModelPair.load(test_model_path, test_model_path, LoadOptions(n_ctx=512, n_threads=2)) as same:
+        prompt = prompt_tokens(same.target, "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n")
+        rounds, _, finish = run(same, prompt, GREEDY, max_tokens=200, drafter="model", draft_max=8, draft_min=8)
+    assert finish.stop_reason == StopReason.EOS
+    assert all(r.gamma in (0, 8) for r in rounds[:-1])
+    last = rounds[-1]                         # (its drafts shown up to the reply's end, the end token left out)
+    assert last.end == "eos" and last.drafter == "model" and last.gamma < 8 and last.accepted == last.gamma
+
+
+@pytest.mark.network
 def test_cancel_is_honoured_within_one_round(pair):
     controls = Controls(SpecSettings(drafter="model", draft_max=4))
     rounds_after_cancel = 0

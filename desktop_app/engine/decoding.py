@@ -202,6 +202,7 @@ class SpeculativeDecoder:
                  max_tokens: int) -> tuple[Drafter, Proposal]:
         """Propose: the chosen drafter drafts up to γ_max tokens, as many as the settings (in auto
         mode, auto's own ceiling), the context and max_tokens allow; a draft shorter than draft_min
+        (unless it ends with an end-of-generation token: it stops there, and may end the reply)
         is dropped (a plain step instead)."""
         drafter = self._drafter(settings)
         room = self.target_ctx.n_ctx - len(reply.tokens)
@@ -216,7 +217,8 @@ class SpeculativeDecoder:
             proposal = drafter.draft(reply.tokens, gamma_max, sampling, reply.rng, settings.draft_p_min)
         except backend.ContextFullError:              # a draft context smaller than the target's
             proposal = Proposal()
-        if proposal.tokens and len(proposal.tokens) < settings.draft_min:
+        if (proposal.tokens and len(proposal.tokens) < settings.draft_min
+                and not self.model.is_eog(proposal.tokens[-1])):    # (one that ends the reply is kept)
             proposal = Proposal(n_steps=proposal.n_steps, t_s=proposal.t_s)
         reply.choice = Choice(drafter.name, len(proposal.tokens), 0.0)   # (auto learns from fixed rounds too)
         return drafter, proposal

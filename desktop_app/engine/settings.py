@@ -14,7 +14,8 @@ class SpecSettings:
     enabled: bool = True
     drafter: str = "model"        # "model", "lookup" or "none"
     draft_max: int = 4            # γ, or the ceiling of γ in auto mode
-    draft_min: int = 0            # a draft shorter than this is dropped (plain step instead)
+    draft_min: int = 0            # a draft shorter than this is dropped (plain step instead), unless it
+                                  # ends with an end-of-generation token
     draft_p_min: float = 0.0      # stop drafting when the draft's top probability falls below this
     auto: bool = False            # pick γ (and with a draft model, model or lookup) each round for the
                                   # best expected tokens per second

@@ -171,6 +171,17 @@ def test_full_conversation_offers_to_drop_old_turns(test_model_path, tmp_path):
         assert not chat.take_back(cid, "word " * 700 + "?")       # only the last message, and only the user's
         assert chat.take_back(cid, "word " * 700) and store.messages(cid)[-1].content == "Short answer."
         assert not chat.take_back(cid, "Short answer.")
+        named = store.create_conversation()                        # a title the user gave stays
+        store.rename(named, "My question")
+        chat.add_user_message(named, "Too long " * 300)
+        assert chat.take_back(named, "Too long " * 300) and store.conversation(named).title == "My question"
+        # turns left out onto the message taken back come back (a llama-server's drop moves one at a time)
+        n = len(store.messages(cid))
+        chat.add_user_message(cid, "One more?")
+        store.set_first_turn(cid, n)
+        assert chat.take_back(cid, "One more?")
+        kept = store.conversation(cid)
+        assert kept.first_turn < len(kept.messages) and kept.messages[kept.first_turn].role == "user"
         store.close()
 
 

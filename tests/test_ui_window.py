@@ -341,7 +341,9 @@ def test_a_note_that_no_model_is_loaded_goes_once_models_load(qtbot, window, tes
                                                                                 "message was not sent")
     assert window.composer.toPlainText() == "Hello there"
     load(qtbot, window, test_model_path, q2k_draft_path)
-    assert window.banner.isHidden() and window.composer.toPlainText() == "Hello there"
+    assert window.composer.toPlainText() == "Hello there"
+    # (hidden, or the repacking notice of a session's first load on a CPU where repacking crashes)
+    assert window.banner.isHidden() or window.banner.label.text().startswith("Weight repacking is off")
 
 
 @pytest.mark.network
@@ -553,12 +555,14 @@ def test_full_context_offers_choices_in_the_window(qtbot, loaded):
     assert len(stored(w, cid)) == 122 and w.composer.toPlainText() == huge
     qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)
     assert not w.editing and w.composer.toPlainText() == huge and w.composer.hasFocus()
-    # a new conversation cannot hold it either: the banner offers a larger context instead
+    # too long even alone, a new conversation could not hold it either: the banner offers a larger context
+    w.composer.clear()
     type_and_send(qtbot, w, huge)
     qtbot.waitUntil(lambda: w.banner.isVisible() and "context holds" in w.banner.label.text()
                     and not w.busy, timeout=TIMEOUT_MS)
     assert "use a larger context size" in w.banner.label.text() and "new conversation" not in w.banner.label.text()
-    assert w.banner.buttons[1].text() == "Context size…"
+    assert w.banner.buttons[1].text() == "Raise the context size…"
+    assert w.composer.toPlainText() == huge and len(stored(w, cid)) == 122
     qtbot.mouseClick(w.banner.buttons[1], Qt.LeftButton)
     assert w.tabs.currentIndex() == 1 and w.settings_panel.n_ctx.hasFocus()
     # where leaving out turns would do, "New conversation" takes the message along, in the box
@@ -570,6 +574,13 @@ def test_full_context_offers_choices_in_the_window(qtbot, loaded):
     assert w.banner.buttons[1].text() == "New conversation"
     qtbot.mouseClick(w.banner.buttons[1], Qt.LeftButton)
     assert w.current_id != cid and w.composer.toPlainText() == "And one more?" and len(stored(w, cid)) == 122
+    # the box is not written over: typed on after the message, it is left; other text, kept after it
+    w.composer.setPlainText("And one more? Also this.")
+    w._on_overflow(cid, "It does not fit.", True, "And one more?")
+    assert w.composer.toPlainText() == "And one more? Also this."
+    w.composer.setPlainText("Something else")
+    w._on_overflow(cid, "It does not fit.", True, "And one more?")
+    assert w.composer.toPlainText() == "And one more?\n\nSomething else"
 
 
 @pytest.mark.network

@@ -18,6 +18,9 @@ from desktop_app.engine.settings import Controls
 from desktop_app.remote.server import LlamaServer, ServerError
 
 
+SERVER_LARGER = "start the server with a larger context (its -c)"   # (its context is not Tandem's to set)
+
+
 class ServerChatSession(ChatSession):
     keeps_tokens = False
 
@@ -58,7 +61,7 @@ class ServerChatSession(ChatSession):
             if exc.kind != "context":
                 raise
             can_drop = sum(1 for m in conversation.messages[conversation.first_turn:] if m.role == "user") > 1
-            raise ContextOverflow(exc.n_prompt, exc.n_ctx or self.n_ctx, 0, can_drop) from None
+            raise ContextOverflow(exc.n_prompt, exc.n_ctx or self.n_ctx, 0, can_drop, SERVER_LARGER) from None
         return self._store_reply(conversation_id, events, settings)
 
     def drop_oldest_turns(self, conversation_id: int, options: GenerationOptions = GenerationOptions()) -> int:
@@ -66,7 +69,7 @@ class ServerChatSession(ChatSession):
         conversation = self.store.conversation(conversation_id)
         starts = [i for i, m in enumerate(conversation.messages) if m.role == "user" and i > conversation.first_turn]
         if not starts:
-            raise ContextOverflow(0, self.n_ctx, 0, False)
+            raise ContextOverflow(0, self.n_ctx, 0, False, SERVER_LARGER)
         self.store.set_first_turn(conversation_id, starts[0])
         return starts[0]
 

@@ -36,10 +36,11 @@ class ContextOverflow(RuntimeError):
     not fit even alone, so a new conversation would not help either: only a shorter message or a
     larger context will do."""
 
-    def __init__(self, n_prompt: int, n_ctx: int, reserve: int, can_drop_turns: bool):
+    def __init__(self, n_prompt: int, n_ctx: int, reserve: int, can_drop_turns: bool,
+                 larger: str = "use a larger context size"):
         self.n_prompt, self.n_ctx, self.reserve, self.can_drop_turns = n_prompt, n_ctx, reserve, can_drop_turns
         choices = ("leave out the oldest turns (the system prompt stays) or start a new conversation"
-                   if can_drop_turns else "shorten the message, or use a larger context size")
+                   if can_drop_turns else f"shorten the message, or {larger}")
         needs = f"{n_prompt} tokens plus {reserve} to begin a reply" if reserve else f"{n_prompt} tokens"
         super().__init__(f"This conversation needs {needs}, but the context holds {n_ctx}: {choices}.")
 
@@ -109,14 +110,20 @@ class ChatSession:
     def take_back(self, conversation_id: int, text: str) -> bool:
         """Remove the conversation's last message when it is the user's `text` with nothing after it: a
         message the context could not hold goes back to the box, not into the history (where it would
-        sit unanswered, and the next message after it). A conversation it began is untitled again.
-        False (nothing removed) when the history ends otherwise."""
-        messages = self.store.messages(conversation_id)
+        sit unanswered, and the next message after it). A conversation it began and named is untitled
+        again, and turns left out for it that would now leave nothing in the prompt come back (a
+        llama-server's drop moves one turn at a time, onto this message too). False (nothing removed)
+        when the history ends otherwise."""
+        conversation = self.store.conversation(conversation_id)
+        messages = conversation.messages
         if not messages or messages[-1].role != "user" or messages[-1].content != text:
             return False
-        self.store.delete_messages_from(conversation_id, messages[-1].position)
-        if len(messages) == 1:
+        if len(messages) == 1 and conversation.title == _title_from(text):   # (a title the user gave stays)
             self.store.rename(conversation_id, DEFAULT_TITLE)
+        self.store.delete_messages_from(conversation_id, messages[-1].position)
+        users = [i for i, m in enumerate(messages[:-1]) if m.role == "user"]
+        if conversation.first_turn > (users[-1] if users else 0):
+            self.store.set_first_turn(conversation_id, users[-1] if users else 0)
         return True
 
     def regenerate(self, conversation_id: int, options: GenerationOptions) -> Iterator:

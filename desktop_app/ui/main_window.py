@@ -196,12 +196,12 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.spec_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.spec_scroll.setWidget(self.spec_panel)
         self.tabs.addTab(self.spec_scroll, "Speculation")
-        settings_scroll = QScrollArea()          # the settings scroll in a short window, never squeeze
-        settings_scroll.setWidgetResizable(True)
-        settings_scroll.setFrameShape(QScrollArea.NoFrame)
-        settings_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
-        settings_scroll.setWidget(self.settings_panel)
-        self.tabs.addTab(settings_scroll, "Settings")
+        self.settings_scroll = QScrollArea()     # the settings scroll in a short window, never squeeze
+        self.settings_scroll.setWidgetResizable(True)
+        self.settings_scroll.setFrameShape(QScrollArea.NoFrame)
+        self.settings_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.settings_scroll.setWidget(self.settings_panel)
+        self.tabs.addTab(self.settings_scroll, "Settings")
         self.tabs.setMinimumWidth(300)           # what a page asks for beyond this is its own to fit, never
                                                  # a reason for the window to outgrow the screen
 

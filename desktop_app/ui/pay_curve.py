@@ -238,7 +238,7 @@ class PayCurve(QWidget):
             text += (f": by this machine's timings (at load, refined by every round) a {g + 1}-token check "
                      f"costs {verify / s.t_target_step_s:.1f} single passes")
             if s.c:
-                text += f" and each drafted token {s.c:.2f} of one"
+                text += f", and in this reply each drafted token cost {s.c:.2f} of one"
         if s.n_plain_rounds and s.predicted_speedup_measured is not None:     # (as above: not the curve's)
             own = (f"this reply drafted in {s.n_rounds - s.n_plain_rounds} of its {s.n_rounds} rounds: "
                    f"predicted {s.predicted_speedup_measured:.2f}×")

@@ -86,7 +86,7 @@ class FaultsMixin:
         self.reply.end()
         if text:
             typed = self.composer.toPlainText().strip()
-            if typed != text:
+            if not typed.startswith(text):           # (typed on after it, the box still holds it)
                 self.composer.setPlainText(f"{text}\n\n{typed}" if typed else text)
             message += " Your message was not sent: it is still in the box."
             actions = ([("Leave out oldest turns and send", lambda: self._drop_and_send(conversation_id)),
@@ -106,11 +106,11 @@ class FaultsMixin:
         which cannot help: a new conversation holds the same message."""
         if self.loaded is not None and self.loaded.server is not None:
             return []
-        return [("Context size…", self._show_context_size)]
+        return [("Raise the context size…", self._show_context_size)]
 
     def _show_context_size(self) -> None:
-        self.tabs.setCurrentIndex(1)
-        self.tabs.currentWidget().ensureWidgetVisible(self.settings_panel.n_ctx)
+        self.tabs.setCurrentWidget(self.settings_scroll)
+        self.settings_scroll.ensureWidgetVisible(self.settings_panel.n_ctx)
         self.settings_panel.n_ctx.setFocus()
         self.settings_panel.n_ctx.selectAll()
 
@@ -133,6 +133,8 @@ class FaultsMixin:
             return
         if conversation_id != self.current_id:
             self.open_conversation(conversation_id)
+            if conversation_id != self.current_id:    # (deleted meanwhile: the history said so)
+                return
         self.editing = False
         self.pending_text = text
         self.chat.add_message("user", text)

@@ -269,7 +269,8 @@ class EngineWorker(QObject):
             self._refuse(request)
             return
         self.busyChanged.emit(True)
-        stored = False                           # is the user's message (send, edit) in the history yet?
+        stored = request.kind == "reply"         # is the user's message (send, edit) in the history yet?
+                                                 # (a reply's: stored before it, if it has one)
         try:
             session = self.session
             if request.kind in ("send", "edit"):
@@ -291,8 +292,7 @@ class EngineWorker(QObject):
                 elif isinstance(event, FinishEvent):
                     self.finished.emit(cid, event)
         except ContextOverflow as exc:
-            sent = stored and request.kind == "send" or request.kind == "reply"   # (a reply's text: just stored)
-            self._overflowed(exc, cid, request.text if sent else "")
+            self._overflowed(exc, cid, request.text if stored and request.kind in ("send", "reply") else "")
         except EngineCrashed as exc:
             self._report_death(exc, cid)
         except HistoryError as exc:              # say exactly what is, and is not, saved

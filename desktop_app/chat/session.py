@@ -121,9 +121,9 @@ class ChatSession:
         if len(messages) == 1 and conversation.title == _title_from(text):   # (a title the user gave stays)
             self.store.rename(conversation_id, DEFAULT_TITLE)
         self.store.delete_messages_from(conversation_id, messages[-1].position)
-        users = [i for i, m in enumerate(messages[:-1]) if m.role == "user"]
-        if conversation.first_turn > (users[-1] if users else 0):
-            self.store.set_first_turn(conversation_id, users[-1] if users else 0)
+        last_user = max((i for i, m in enumerate(messages[:-1]) if m.role == "user"), default=0)
+        if conversation.first_turn > last_user:
+            self.store.set_first_turn(conversation_id, last_user)
         return True
 
     def regenerate(self, conversation_id: int, options: GenerationOptions) -> Iterator:

@@ -179,8 +179,6 @@ class SpecPanel(QWidget):
         self._live_title = ""
         self._live_conversation: int | None = None
         self._live_began = time.localtime()
-        self._live_end = "just finished"  # how the live reply ended, for its header: finished, stopped
-                                          # or interrupted (a stopped one said "just finished": a user's try)
         self._shown: tuple | None = None   # the header's reply: ("live",) or ("stored", conversation,
                                            # title, created_at, number); None: none
         self._live_stats: GenerationStats | None = None
@@ -238,9 +236,11 @@ class SpecPanel(QWidget):
             self.header.setText(stored_header(title, created_at, number))
         elif self._streaming:
             self.header.setText(f"Live: reply in '{self._live_title}'")
-        else:
+        else:                       # how it ended: no statistics came from an interrupted one (a stopped or
+            s = self._live_stats    # interrupted one said "just finished", or "Live": a user's try)
+            end = "interrupted" if s is None else "stopped" if s.stop_reason == "cancelled" else "just finished"
             self.header.setText(f"Reply of {time.strftime('%H:%M', self._live_began)} in '{self._live_title}' "
-                                f"({self._live_end})")
+                                f"({end})")
 
     # -- live
     def begin(self, title: str = "", conversation_id: int | None = None) -> None:
@@ -318,7 +318,6 @@ class SpecPanel(QWidget):
         self._timer.stop()
         self._streaming = False
         self._live_stats = stats
-        self._live_end = "stopped" if stats.stop_reason == "cancelled" else "just finished"
         if self._attached:
             self._show_header()
             self.charts.finish(stats)
@@ -334,7 +333,6 @@ class SpecPanel(QWidget):
         self._flush()
         self._timer.stop()
         self._streaming = False
-        self._live_end = "interrupted"
         if self._attached:
             self._show_header()                  # (it went on saying "Live": a user's try)
             self.verdict.setText(why)

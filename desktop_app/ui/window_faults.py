@@ -89,13 +89,10 @@ class FaultsMixin:
             if not typed.startswith(text):           # (typed on after it, the box still holds it)
                 self.composer.setPlainText(f"{text}\n\n{typed}" if typed else text)
             message += " Your message was not sent: it is still in the box."
-            actions = ([("Leave out oldest turns and send", lambda: self._drop_and_send(conversation_id)),
-                        ("New conversation", self.new_conversation)] if can_drop
-                       else [("Shorten the message", self._shorten)] + self._larger_context())
-        else:
-            actions = ([("Leave out oldest turns", lambda: self._drop_and_retry(conversation_id)),
-                        ("New conversation", self.new_conversation)] if can_drop
-                       else [("Shorten the message", self.edit_last)] + self._larger_context())
+        drop = (("Leave out oldest turns and send", lambda: self._drop_and_retry(conversation_id, send=True))
+                if text else ("Leave out oldest turns", lambda: self._drop_and_retry(conversation_id)))
+        actions = ([drop, ("New conversation", self.new_conversation)] if can_drop
+                   else [("Shorten the message", self._shorten if text else self.edit_last)] + self._larger_context())
         self.banner.show_message(message, actions, about=conversation_id)
         if conversation_id == self.current_id:
             self.open_conversation(conversation_id)
@@ -118,26 +115,22 @@ class FaultsMixin:
         self.composer.moveCursor(QTextCursor.End)
         self.composer.setFocus()
 
-    def _drop_and_retry(self, conversation_id: int) -> None:
-        self.reply.start(conversation_id)
-        self.busy = True
-        self._update_buttons()
-        self.requestDrop.emit(conversation_id, self._options(), "")
-
-    def _drop_and_send(self, conversation_id: int) -> None:
-        """Leave out the oldest turns of `conversation_id`, then send the message in the box (as Enter
-        would: the box empties once the message is stored)."""
-        text = self.composer.toPlainText().strip()
-        if self.busy or not self.loaded or not text:
-            self.composer.setFocus()
-            return
-        if conversation_id != self.current_id:
-            self.open_conversation(conversation_id)
-            if conversation_id != self.current_id:    # (deleted meanwhile: the history said so)
+    def _drop_and_retry(self, conversation_id: int, send: bool = False) -> None:
+        """Leave out the oldest turns of `conversation_id`, then answer its last message; with `send`,
+        the message in the box, sent as Enter would send it (the box empties once it is stored)."""
+        text = ""
+        if send:
+            text = self.composer.toPlainText().strip()
+            if self.busy or not self.loaded or not text:
+                self.composer.setFocus()
                 return
-        self.editing = False
-        self.pending_text = text
-        self.chat.add_message("user", text)
+            if conversation_id != self.current_id:
+                self.open_conversation(conversation_id)
+                if conversation_id != self.current_id:    # (deleted meanwhile: the history said so)
+                    return
+            self.editing = False
+            self.pending_text = text
+            self.chat.add_message("user", text)
         self.reply.start(conversation_id)
         self.busy = True
         self._update_buttons()

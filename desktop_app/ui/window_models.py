@@ -265,7 +265,7 @@ class ModelsMixin:
     def _forget_not_loaded(self) -> None:
         """Models are ready: a banner saying none were (or that a message waited in vain for them) is
         out of date. It stayed through the load, the reply and a reload (a user's try)."""
-        said = {NOT_SENT_NOTE, self.not_loaded_note[1] if self.not_loaded_note else NOT_SENT_NOTE}
+        said = (NOT_SENT_NOTE, self.not_loaded_note[1]) if self.not_loaded_note else (NOT_SENT_NOTE,)
         if not self.banner.isHidden() and self.banner.label.text() in said:
             self.banner.hide()
         self.not_loaded_note = None

@@ -27,8 +27,8 @@ def pair(test_model_path, q2k_draft_path):
 @pytest.mark.network
 def test_incompatible_pair_is_refused_naming_the_difference(test_model_path, gemma_path):
     verdict = check_pair(test_model_path, gemma_path)
-    assert not verdict.ok and "vocabulary types differ (target BPE, draft SPM)" in verdict.reason
-    with pytest.raises(IncompatiblePair, match="cannot draft for SmolLM2.*vocabulary types differ"):
+    assert not verdict.ok and verdict.reason == "the draft's tokenizer is llama-spm, the target's gpt2"
+    with pytest.raises(IncompatiblePair, match="cannot draft for SmolLM2.*the draft's tokenizer is llama-spm, the target's gpt2"):
         ModelPair.load(test_model_path, gemma_path)
 
 

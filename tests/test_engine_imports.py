@@ -8,7 +8,7 @@ import textwrap
 
 import desktop_app.engine as engine
 
-PURE = ("rejection", "sampling", "events", "settings", "costs", "metrics", "explain")
+PURE = ("rejection", "sampling", "events", "settings", "costs", "metrics", "explain", "pair_rules")
 
 
 def test_pure_modules_import_where_llama_cpp_cannot():

@@ -8,7 +8,7 @@ import pytest
 
 from desktop_app.engine.compat import VOCAB_MAX_SIZE_DIFFERENCE, check_pair
 from desktop_app.models.gguf_info import GGUFError, read_info, read_vocabulary
-from desktop_app.models.pairing import check_headers, suggest_pair
+from desktop_app.models.pairing import CHOOSE, check_headers, suggest_pair
 
 from gguf_padding import pad_vocabulary
 
@@ -66,8 +66,14 @@ def test_header_verdicts_agree_with_the_engines_check(test_model_path, q2k_draft
              (gemma_path, test_model_path), (qwen_draft_path, test_model_path), (qwen_draft_path, gemma_path),
              (padded[VOCAB_MAX_SIZE_DIFFERENCE], q2k_draft_path), (q2k_draft_path, padded[VOCAB_MAX_SIZE_DIFFERENCE]),
              (padded[VOCAB_MAX_SIZE_DIFFERENCE + 1], q2k_draft_path)]
+    failed = 0
     for target, draft in pairs:
-        assert check_headers(target, draft).ok == check_pair(target, draft).ok, (target, draft)
+        header, engine = check_headers(target, draft), check_pair(target, draft)
+        assert header.ok == engine.ok, (target, draft)
+        if not engine.ok:                    # and they say why in the same words
+            failed += 1
+            assert header.text == f"These two cannot pair: {engine.reason} — {CHOOSE}", (header.text, engine.reason)
+    assert failed == 5
 
 
 def test_suggest_pair_takes_the_larger_file_as_target(test_model_path, q2k_draft_path, gemma_path, qwen_draft_path):

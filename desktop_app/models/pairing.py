@@ -1,11 +1,10 @@
 """Can this draft speculate for this target? Told from the two GGUF headers alone, before anything is
 loaded, in one line for the model bar; and which of the files found on this machine make a pair.
 
-The rules are llama.cpp's (common/speculative.cpp), as engine/compat.py applies them to the loaded
-vocabularies, which stays the authority: the same tokenizer type, the same BOS and EOS where they are
-added, vocabulary sizes at most 128 apart (padding), and the same token texts from id 5 on, up to the
-smaller vocabulary. What the header leaves out (add_bos, the BOS id...) takes llama.cpp's default for
-that tokenizer type. No llama.cpp here: the window process never loads it.
+The rules, and the words for why a pair fails them, are engine/pair_rules.py's: llama.cpp's, as the
+engine applies them to the loaded vocabularies (engine/compat.py), which stays the authority. What the
+header leaves out (add_bos, the BOS id...) takes llama.cpp's default for that tokenizer type. No
+llama.cpp here: the window process never loads it.
 """
 from __future__ import annotations
 
@@ -14,10 +13,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable
 
+from desktop_app.engine.pair_rules import VOCAB_MAX_SIZE_DIFFERENCE, Vocabulary, first_difference
 from desktop_app.models.gguf_info import GGUFError, GGUFInfo, read_info, read_vocabulary
 
-VOCAB_MAX_SIZE_DIFFERENCE = 128     # as engine/compat.py (llama.cpp's common/speculative.cpp)
-VOCAB_CHECK_START_TOKEN_ID = 5      # as engine/compat.py
 MAX_FILES_PAIRED = 16               # suggest_pair reads at most this many headers (newest first)
 
 # tokenizer.ggml.model as people know it, and llama.cpp's defaults where the header says nothing
@@ -48,9 +46,9 @@ def _specials(info: GGUFInfo) -> tuple[bool, bool, int | None, int | None]:
             bos if info.bos_id is None else info.bos_id, eos if info.eos_id is None else info.eos_id)
 
 
-def _show(token: bytes) -> str:
-    text = token.decode("utf-8", errors="replace")
-    return repr(text if len(text) <= 24 else text[:23] + "…")
+def _vocabulary(info: GGUFInfo, tokens: list[bytes]) -> Vocabulary:
+    add_bos, add_eos, bos, eos = _specials(info)
+    return Vocabulary(tokenizer_name(info), add_bos, bos, add_eos, eos, len(tokens), tokens.__getitem__)
 
 
 def compare(t: GGUFInfo, t_tokens: list[bytes], d: GGUFInfo, d_tokens: list[bytes]) -> PairVerdict:
@@ -58,28 +56,10 @@ def compare(t: GGUFInfo, t_tokens: list[bytes], d: GGUFInfo, d_tokens: list[byte
     if not t_tokens or not d_tokens:
         which = "target's" if not t_tokens else "draft's"
         return PairVerdict(None, f"Cannot tell whether these two models pair: the {which} header has no vocabulary")
-    if t.tokenizer_model != d.tokenizer_model:
-        return PairVerdict(False, f"These two cannot pair: the draft's tokenizer is {tokenizer_name(d)}, "
-                                  f"the target's {tokenizer_name(t)} — {CHOOSE}")
-    (t_add_bos, t_add_eos, t_bos, t_eos), (d_add_bos, d_add_eos, d_bos, d_eos) = _specials(t), _specials(d)
-    if t_add_bos != d_add_bos or (t_add_bos and t_bos != d_bos):
-        return PairVerdict(False, f"These two cannot pair: they begin text differently (target: "
-                                  f"{'BOS ' + str(t_bos) if t_add_bos else 'no BOS'}, draft: "
-                                  f"{'BOS ' + str(d_bos) if d_add_bos else 'no BOS'}) — {CHOOSE}")
-    if t_add_eos != d_add_eos or (t_add_eos and t_eos != d_eos):
-        return PairVerdict(False, f"These two cannot pair: they end text differently (target: "
-                                  f"{'EOS ' + str(t_eos) if t_add_eos else 'no EOS'}, draft: "
-                                  f"{'EOS ' + str(d_eos) if d_add_eos else 'no EOS'}) — {CHOOSE}")
+    differs = first_difference(_vocabulary(t, t_tokens), _vocabulary(d, d_tokens))
+    if differs:
+        return PairVerdict(False, f"These two cannot pair: {differs} — {CHOOSE}")
     n_t, n_d = len(t_tokens), len(d_tokens)
-    if abs(n_t - n_d) > VOCAB_MAX_SIZE_DIFFERENCE:
-        return PairVerdict(False, f"These two cannot pair: their vocabularies have {n_t:,} (target) and {n_d:,} "
-                                  f"(draft) tokens, more than {VOCAB_MAX_SIZE_DIFFERENCE} apart — {CHOOSE}")
-    n = min(n_t, n_d)
-    start = VOCAB_CHECK_START_TOKEN_ID
-    if t_tokens[start:n] != d_tokens[start:n]:
-        i = next(i for i in range(start, n) if t_tokens[i] != d_tokens[i])
-        return PairVerdict(False, f"These two cannot pair: token {i:,} differs (target {_show(t_tokens[i])}, "
-                                  f"draft {_show(d_tokens[i])}) — {CHOOSE}")
     kind = tokenizer_name(t) + (f"/{t.tokenizer_pre}" if t.tokenizer_pre else "")
     if n_d == n_t:
         return PairVerdict(True, f"Pair OK: same tokenizer ({kind}, {n_t:,} tokens)")

@@ -128,6 +128,10 @@ def test_a_yardstick_timed_wrong_is_corrected_by_the_first_pass_that_shows_it():
     single_only.record_verify(5, 0.160)
     assert single_only.verify_s[1] <= 0.160 and single_only.verify_s[5] == pytest.approx(0.160)
     assert all(single_only.verify_s[k] >= single_only.verify_s[1] for k in right)
+    # one size alone timed during a burst (priced above 5 single passes): only its own price was wrong
+    one_size = _costs({**right, 5: 45 * 160})
+    one_size.record_verify(5, 0.160)
+    assert one_size.verify_s == pytest.approx({k: ms / 1000 for k, ms in right.items()})
     # a slow pass is only noise: it moves the cost a fifth of the way, as before
     steady = _costs(right)
     steady.record_verify(5, 0.480)

@@ -94,13 +94,20 @@ class CostModel:
         hours of plain rounds on a loaded machine would make verify batches look cheap.
         A pass FAR_BELOW times faster than its cost cannot be noise (noise only slows a pass): the
         yardstick was timed wrong (a load calibrated while the machine was swamped: 3 s for a 70 ms
-        pass), and every size moves at once by as much. Nor can a pass over more tokens be FAR_BELOW times
+        pass), and every size moves at once by as much; unless that size alone was priced above as many
+        single passes as it has tokens, which no pass costs: then only its own timing was (a burst
+        while it alone was timed; moving every size by it once priced a single pass at 0.2 ms, and a
+        reply at "c = 3056" and "plain decoding 1947 tok/s"). Nor can a pass over more tokens be FAR_BELOW times
         faster than a single-token pass: where one is, the single-token pass is priced at it."""
         old = self.verify_s.get(batch)
         if old is None or old <= 0:
             self.verify_s[batch] = seconds
             return
         if 0 < seconds * FAR_BELOW < old:
+            single = self.verify_s.get(1, 0.0)
+            if batch > 1 and old > batch * single > 0:   # priced above `batch` single passes, which a pass
+                self.verify_s[batch] = seconds           # over `batch` tokens never costs: this size alone
+                return                                   # was timed wrong, not the yardstick
             for k in self.verify_s:
                 self.verify_s[k] *= seconds / old
             return

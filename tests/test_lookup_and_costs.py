@@ -94,6 +94,18 @@ def test_predicted_speedup_of_mixed_rounds_prices_each_as_it_ran():
     assert abs(measured - pooled * 0.060 / (6 * 0.060 + 2 * 0.5 + 0.15 + 2 * (0.040 + 0.180))) > 0.05
 
 
+def test_measured_prices_are_the_cost_models_multiples_of_this_replys_single_pass():
+    # The cost model was timed on an idle machine (single pass 20 ms, a 3-token check 30 ms); this
+    # reply ran on a busy one (its plain rounds took 60 ms). Its checks are priced at 1.5 of its own
+    # single pass, not at 30 ms, which is half a single pass here: a prediction with measured costs
+    # above the flat-cost one (a 3-token check cheaper than one token's pass) cannot come out.
+    costs = CostModel(verify_s={1: 0.020, 3: 0.030})
+    rounds = [(_round("none", 0, 0, 0.0, 0.060), 0)] * 4 + [(_round("lookup", 2, k, 0.0, 0.090), 0) for k in (2, 1, 0)]
+    flat, measured = _predicted(rounds, costs)
+    tokens = 4 + 3 * expected_tokens(3 / 5, 2)
+    assert measured == pytest.approx(tokens / (4 + 3 * 1.5)) and measured <= flat
+
+
 def _costs(verify_ms: dict) -> CostModel:
     c = CostModel()
     for k, ms in verify_ms.items():

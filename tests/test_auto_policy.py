@@ -66,14 +66,14 @@ def test_copies_that_fail_at_once_lower_the_estimates_of_longer_copies_too():
     later = failing.choose(text, 16, Copy(copy, 2), None, 200, 0)
     assert first.drafter == "lookup" and first.gamma >= 8
     assert later.drafter == "none" or later.gamma < first.gamma / 2
-    assert failing.lookup.keep(16) < 0.8 * LOOKUP_PRIOR[6]     # the 16-token bin, never seen
+    assert failing.lookup["prompt"].keep(16) < 0.8 * LOOKUP_PRIOR[6]     # the 16-token bin, never seen
 
     kept = _policy(GPU, draft=False)
     text = [1, 2]
     for _ in range(12):                           # every copy right
         _round(kept, text, kept.choose(text, 16, Copy(copy, 2), None, 200, 0), 0)
         text = text + list(copy) + [1, 2]
-    assert kept.lookup.shrink() == 1.0 and kept.lookup.keep(64) >= LOOKUP_PRIOR[-1]
+    assert kept.lookup["prompt"].shrink() == 1.0 and kept.lookup["prompt"].keep(64) >= LOOKUP_PRIOR[-1]
 
 
 def test_copy_length_follows_the_verify_costs():
@@ -231,10 +231,10 @@ def test_a_short_match_that_was_followed_by_different_tokens_is_a_guess_of_its_o
         text = text + [99, 1, 2, 3]
     policy.settle(text)
     assert policy.lookup_ambiguous.keep(1) < 0.1                              # (from its prior, 0.2)
-    assert policy.lookup.keep(3) == pytest.approx(LOOKUP_PRIOR[1], abs=0.01)   # the unambiguous bins: untouched
+    assert policy.lookup["prompt"].keep(3) == pytest.approx(LOOKUP_PRIOR[1], abs=0.01)   # the unambiguous bins: untouched
     assert policy.choose(text, 8, Copy(copy, 3), None, 200, 0).drafter == "lookup"
     policy.drop_copies()                          # (judged only as guesses below)
-    assert policy.lookup.tried[2] == 0
+    assert policy.lookup["prompt"].tried[2] == 0
     rounds = 0
     while True:                                   # now every guess is right
         text = text + list(copy) + [1, 2, 3]
@@ -245,4 +245,33 @@ def test_a_short_match_that_was_followed_by_different_tokens_is_a_guess_of_its_o
             break
     assert choice.drafter == "lookup" and 1 < rounds <= 80
     policy.settle(text)
-    assert policy.lookup.tried[2] > 0             # a right guess's next tokens: judged at L = 4, 5 as usual
+    assert policy.lookup["prompt"].tried[2] > 0             # a right guess's next tokens: judged at L = 4, 5 as usual
+
+
+def test_copies_of_the_reply_and_of_the_prompt_are_learnt_apart():
+    """A copy of the reply's own earlier text is kept far less often than a copy of the prompt after
+    a match as long (0.44 against 0.70 after two tokens on the recorded traces), so the two are learnt
+    apart: a reply whose copies of itself keep failing still copies the prompt."""
+    from desktop_app.engine.drafters import PromptLookupDrafter
+
+    prompt = [50, 51, 52, 53, 54, 55]
+    reply = [60, 61, 62, 50, 51]                  # the reply repeats the prompt's start
+    found = Copy.find(PromptLookupDrafter(), prompt + reply, 8, len(reply))
+    assert found.source == "prompt" and found.tokens[:4] == (52, 53, 54, 55)
+    reply = [60, 61, 62, 63, 60, 61]              # ... its own start
+    found = Copy.find(PromptLookupDrafter(), prompt + reply, 8, len(reply))
+    assert found.source == "reply" and found.tokens[:2] == (62, 63)
+
+    policy = _policy(STEEP, draft=False)
+    copy = (7, 8, 9, 10)
+    text = [1, 2, 3]
+    for _ in range(30):                           # every copy of the reply wrong at once
+        choice = policy.choose(text, 8, Copy(copy, 3, source="reply"), None, 200, 0)
+        _round(policy, text, choice, 0)
+        text = text + [99, 1, 2, 3]
+    policy.settle(text)
+    assert policy.lookup["reply"].keep(3) < LOOKUP_PRIOR[1] - 0.2
+    assert policy.lookup["prompt"].keep(3) == pytest.approx(LOOKUP_PRIOR[1], abs=0.01)
+    assert policy.choose(text, 8, Copy(copy, 3, source="reply"), None, 200, 0).drafter == "none"
+    policy.drop_copies()
+    assert policy.choose(text, 8, Copy(copy, 3), None, 200, 0).drafter == "lookup"

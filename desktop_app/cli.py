@@ -30,6 +30,21 @@ def _run(command: str, args: argparse.Namespace) -> int:
     return importlib.import_module(f"desktop_app.commands.{command}").run(args)
 
 
+GENERATE_SUMMARY = """\
+The reply goes to stdout; its numbers to stderr, one line each reply:
+  accepted K/D drafted   drafted tokens the target kept (a draft ends at its first rejected token)
+  α                      the chance a drafted token is kept when the ones before it were:
+                         kept / (kept + rejections), the α of the paper's E = (1 - α^(γ+1)) / (1 - α)
+  kept per round         kept drafted tokens per round that drafted; each round adds one of the
+                         target's own, so kept + rounds = tokens (one more where the reply ended on its
+                         end token, which is not counted among them)
+  c                      one draft-model step's cost, in single-token target passes (not for copies)
+  predicted speed-up     from those numbers: with verify passes priced as timed on this machine, and by
+                         the paper's flat cost (a verify pass costs one single-token pass)
+  measured               this reply's speed against plain decoding timed in the same reply
+"""
+
+
 def _add_repack_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-repack", action="store_true",
                    help="load weights without repacking them for faster CPU kernels (as llama.cpp's --no-repack; "
@@ -76,9 +91,11 @@ def _add_spec_options(p: argparse.ArgumentParser) -> None:
 
 def _add_sampling_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temp", type=float, default=0.0, help="temperature; 0 is greedy (default 0)")
-    p.add_argument("--top-k", type=int, default=40)
-    p.add_argument("--top-p", type=float, default=0.95)
-    p.add_argument("--min-p", type=float, default=0.05)
+    p.add_argument("--top-k", type=int, default=40, help="sample among the K likeliest tokens; 0: all (default 40)")
+    p.add_argument("--top-p", type=float, default=0.95, help="... among the likeliest tokens that together hold "
+                   "probability P; 1: off (default 0.95)")
+    p.add_argument("--min-p", type=float, default=0.05, help="... leaving out tokens below P times the likeliest "
+                   "one's probability; 0: off (default 0.05)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: a random one, reported)")
 
 
@@ -106,12 +123,13 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     _add_gui_options(p_gui)
     p_gui.set_defaults(func=lambda a: _run("gui", a))
 
-    p_gen = sub.add_parser("generate", help="generate text from a prompt and report every round")
+    p_gen = sub.add_parser("generate", help="generate text from a prompt and report every round",
+                           formatter_class=argparse.RawDescriptionHelpFormatter, epilog=GENERATE_SUMMARY)
     _add_model_options(p_gen)
     _add_server_options(p_gen)
     _add_spec_options(p_gen)
     _add_sampling_options(p_gen)
-    p_gen.add_argument("-n", "--max-tokens", type=int, default=256, help="tokens to generate at most")
+    p_gen.add_argument("-n", "--max-tokens", type=int, default=256, help="tokens to generate at most (default 256)")
     p_gen.add_argument("--samples", type=int, default=1, metavar="K", help="K completions with seeds S, S+1, ...")
     p_gen.add_argument("--system", default=None, metavar="TEXT", help="system prompt")
     src = p_gen.add_mutually_exclusive_group(required=True)
@@ -196,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except BrokenPipeError:
         return _reader_gone()
+    except KeyboardInterrupt:                   # Ctrl-C where a command does not handle it itself
+        from desktop_app.commands.output import EXIT_INTERRUPTED, fail
+
+        return fail(argparse.Namespace(json="--json" in argv), "interrupted", EXIT_INTERRUPTED)
 
 
 def _reader_gone() -> int:

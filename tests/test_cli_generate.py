@@ -83,7 +83,9 @@ def test_generate_exit_codes(test_model_path, gemma_path, tmp_path):
     bad.write_bytes(b"not a model at all")
     out = tandem("generate", "-m", str(bad), "-p", "hi", "--json")
     assert out.returncode == 1
-    assert json.loads(out.stdout)["error"] == "bad.gguf: not a GGUF file (it does not start with the GGUF signature)"
+    assert json.loads(out.stdout)["error"] == f"target model {bad}: not a GGUF file (it does not start with the GGUF signature)"
+    out = tandem("generate", "-m", test_model_path, "-md", str(tmp_path / "gone.gguf"), "-p", "hi")
+    assert out.returncode == 1 and f"tandem: error: draft model {tmp_path / 'gone.gguf'}: file not found" in out.stderr
     out = tandem("generate", "-m", test_model_path, "-md", gemma_path, "-p", "hi")
     assert out.returncode == 1 and "cannot draft for" in out.stderr and "the draft's tokenizer is llama-spm, the target's gpt2" in out.stderr
     out = tandem("generate", "-m", test_model_path, "--drafter", "model", "-p", "hi")
@@ -104,3 +106,45 @@ def test_generate_auto_says_what_it_chose(test_model_path, q2k_draft_path):
     assert said, out.stderr
     counts = [int(n) for n in re.findall(r"\d+", said.group(2))]
     assert 1 <= sum(counts) <= int(said.group(1)) + 1   # every round adds a token (the last may add only the end)
+
+
+def test_generate_text_summary_names_the_seed_and_adds_up(test_model_path, q2k_draft_path):
+    """A sampled reply's summary says its seed (else it cannot be reproduced), and its rounds: kept
+    drafts plus one token a round are the reply's tokens (the end-of-reply token aside)."""
+    import re
+
+    out = tandem("generate", "-m", test_model_path, "-md", q2k_draft_path, "-p", "Count from one to twenty.",
+                 "-n", "24", "-c", "512", "--temp", "0.8", "--seed", "-1")
+    assert out.returncode == 0, out.stderr
+    seed = int(re.search(r"; seed (\d+);", out.stderr).group(1))
+    again = tandem("generate", "-m", test_model_path, "-md", q2k_draft_path, "-p", "Count from one to twenty.",
+                   "-n", "24", "-c", "512", "--temp", "0.8", "--seed", str(seed))
+    assert again.stdout == out.stdout                      # the seed reported reproduces the reply
+    said = re.search(r"(\d+) tokens?, .*accepted (\d+)/\d+ drafted.*; rounds: (\d+) drafted, (\d+) plain;", out.stderr)
+    assert said, out.stderr
+    tokens, kept, drafted, plain = map(int, said.groups())
+    assert kept + drafted + plain in (tokens, tokens + 1)
+    many = tandem("generate", "-m", test_model_path, "-p", "Say hi.", "-n", "6", "-c", "512", "--temp", "0.8",
+                  "--seed", "3", "--samples", "2")
+    assert "[sample 1/2, seed 3]" in many.stderr and "[sample 2/2, seed 4]" in many.stderr, many.stderr
+    greedy = tandem("generate", "-m", test_model_path, "-p", "Say hi.", "-n", "6", "-c", "512")
+    assert "seed" not in greedy.stderr                     # greedy decoding draws on no seed
+
+
+@pytest.mark.parametrize("after_s", [1.0, 2.5, 5.0])
+def test_ctrl_c_at_any_point_stops_with_one_line(test_model_path, q2k_draft_path, after_s):
+    """Ctrl-C while the command starts, loads, times the machine or generates: exit 130 and one line,
+    with --json a document saying so; never a traceback, and never ignored (a Ctrl-C that reached
+    llama.cpp's log callback was dropped, and the whole reply was generated)."""
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "desktop_app", "generate", "-m", test_model_path, "-md",
+                             q2k_draft_path, "-p", "Write a very long story about a dragon.", "-n", "3000",
+                             "-c", "4096", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, (out, err)
+    assert "tandem: error: interrupted" in err and "Traceback" not in err and "Exception ignored" not in err, err
+    assert json.loads(out) == {"ok": False, "error": "interrupted"}

@@ -100,6 +100,18 @@ def test_bench_refuses_bad_input_before_loading_a_model(args, says):
     assert message.startswith(says), message
 
 
+def test_bench_names_a_prompts_file_it_cannot_use(tmp_path):
+    (tmp_path / "latin1.txt").write_bytes(b"caf\xe9\n")
+    (tmp_path / "broken.json").write_text("[1,", encoding="utf-8")
+    (tmp_path / "object.json").write_text('{"a": 1}', encoding="utf-8")
+    for name, says in [("gone.txt", "cannot read the prompts file {}: No such file or directory"),
+                       ("latin1.txt", "cannot read the prompts file {}: it is not UTF-8 text"),
+                       ("broken.json", "the prompts file {} is not valid JSON"),
+                       ("object.json", "the prompts file {} must hold a list of prompts")]:
+        message = usage_error(tandem("bench", "-m", MISSING, "--prompts", str(tmp_path / name)), json_doc=False)
+        assert message.startswith(says.format(tmp_path / name)), message
+
+
 # -- with the real test model
 
 @pytest.mark.network
@@ -121,6 +133,12 @@ def test_llama_cpp_conventions_and_values_it_would_not_take(test_model_path):
     assert doc2["settings"]["threads"] == os.cpu_count()
     seeds = [doc["samples"][0]["seed"], doc2["samples"][0]["seed"]]
     assert all(0 <= s < 2**32 for s in seeds) and seeds[0] != seeds[1]
+    from desktop_app.machine import llama_build
+
+    offload = tandem("generate", "-m", test_model_path, "-p", "Say hi.", "-n", "2", "-ngl", "5", timeout=120)
+    assert offload.returncode == 0, offload.stderr
+    said = "note: -ngl 5: this llama.cpp build has no GPU offload (tandem doctor), so every layer runs on the CPU"
+    assert (said in offload.stderr) == (not llama_build()["gpu_offload"]), offload.stderr
 
 
 @pytest.mark.network

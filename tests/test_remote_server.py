@@ -239,7 +239,7 @@ def test_generate_cli_through_the_server(spec_server):
     assert bad.returncode != 0 and "API key" in json.loads(bad.stdout)["error"]
     local_flag = subprocess.run([sys.executable, "-m", "desktop_app", "generate", "--server", spec_server.url,
                                  "-m", "x.gguf", "-p", "x"], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert local_flag.returncode != 0 and "local models only" in local_flag.stderr
+    assert local_flag.returncode != 0 and "-m is for local models only" in local_flag.stderr
 
 
 def test_bench_compares_the_server_with_local_decoding(spec_server, test_model_path, tmp_path):

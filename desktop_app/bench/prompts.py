@@ -72,13 +72,25 @@ BUILTIN: list[BenchPrompt] = [
 
 def load_prompts(source: str) -> list[BenchPrompt]:
     """`builtin`, a JSON file (a list of strings or of {"name", "prompt"}), or a text file whose
-    prompts are separated by lines holding only `---`."""
+    prompts are separated by lines holding only `---`. A file that cannot be read, or holds no such
+    list, raises ValueError with a one-line message naming it."""
     if source == "builtin":
         return list(BUILTIN)
     path = Path(source)
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read the prompts file {source}: "
+                         f"{exc.strerror if isinstance(exc, OSError) else 'it is not UTF-8 text'}") from None
     if path.suffix.lower() == ".json":
-        items = json.loads(text)
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"the prompts file {source} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
+        if not isinstance(items, list) or not all(isinstance(i, str) or (isinstance(i, dict) and "prompt" in i)
+                                                  for i in items):
+            raise ValueError(f"the prompts file {source} must hold a list of prompts: strings, or "
+                             '{"name": ..., "prompt": ...} objects')
         out = []
         for i, item in enumerate(items):
             if isinstance(item, str):

@@ -7,6 +7,7 @@ import shlex
 import sys
 
 from desktop_app.commands import checks
+from desktop_app.commands.interrupt import Interrupt
 from desktop_app.commands.output import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, fail
 
 OUTPUTS = (("--json", "json"), ("--markdown", "markdown"), ("--plot", "plot"))
@@ -141,9 +142,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         target = models.path_for(args.target)
         draft = models.path_for(args.draft) if args.draft else None
-        pair = ModelPair.load(target, draft, target_opts, draft_opts)
+        with Interrupt() as interrupt:               # (while llama.cpp loads, Ctrl-C is noted, then acted on)
+            try:
+                pair = ModelPair.load(target, draft, target_opts, draft_opts, cancel=interrupt)
+            except (ModelLoadError, IncompatiblePair):
+                interrupt.check()
+                raise
+            interrupt.check()
     except (ModelLoadError, IncompatiblePair, models.FetchError) as exc:
         return fail(args, str(exc), EXIT_FAIL)
+    except KeyboardInterrupt:
+        return fail(args, "interrupted", EXIT_INTERRUPTED)
     if pair.repack.notice:
         checks.note(pair.repack.notice)
     checks.ctx_note(args.ctx_size, pair.n_ctx)

@@ -110,4 +110,10 @@ def offload(args) -> tuple[int, int, tuple[str, ...]]:
     ngld = default if args.gpu_layers_draft is None else args.gpu_layers_draft
     if ngl < 0 or ngld < 0:
         raise ValueError("-ngl and -ngld take 0 or more layers (99: all)")
+    if (ngl or ngld) and not servers:
+        from desktop_app.machine import llama_build
+
+        if not llama_build()["gpu_offload"]:
+            asked = " and ".join(f"{flag} {n}" for flag, n in (("-ngl", ngl), ("-ngld", ngld)) if n)
+            note(f"{asked}: this llama.cpp build has no GPU offload (tandem doctor), so every layer runs on the CPU")
     return ngl, ngld, servers

@@ -6,6 +6,7 @@ import sys
 from collections import Counter
 
 from desktop_app.commands import checks
+from desktop_app.commands.interrupt import Interrupt
 from desktop_app.commands.output import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, emit_json, fail
 
 ANSI = {"accepted": "\x1b[32m", "correction": "\x1b[31m", "bonus": "\x1b[34m", "plain": ""}
@@ -75,11 +76,9 @@ def _prompt_tokens(pair, args, text: str) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from desktop_app.engine import (Controls, FinishEvent, IncompatiblePair, LoadOptions, ModelLoadError, ModelPair,
-                                    RoundEvent, TokenEvent)
     from desktop_app import models
     from desktop_app.commands.models import TerminalProgress
-    from desktop_app.engine.sampling import SamplingParams
+    from desktop_app.engine import IncompatiblePair, LoadOptions, ModelLoadError, ModelPair
 
     if args.server:
         from desktop_app.commands.remote import run_server
@@ -98,74 +97,162 @@ def run(args: argparse.Namespace) -> int:
     repack = False if args.no_repack else None
     target_opts = LoadOptions(n_gpu_layers=ngl, n_threads=threads, n_ctx=n_ctx, repack=repack, rpc_servers=rpc_servers)
     draft_opts = LoadOptions(n_gpu_layers=ngld, n_threads=threads, n_ctx=n_ctx, repack=repack, rpc_servers=rpc_servers)
+    status = LoadStatus(None if args.json else sys.stderr)
+    out = Streamed(color=sys.stdout.isatty() and not args.json, quiet=args.json)
     try:
         progress = None if args.json else TerminalProgress()
         args.target = models.path_for(args.target, progress)
         if args.draft:
             args.draft = models.path_for(args.draft, progress)
-        pair = ModelPair.load(args.target, args.draft, target_opts, draft_opts)
-    except (ModelLoadError, IncompatiblePair, models.FetchError) as exc:
+        with Interrupt() as interrupt:
+            try:
+                pair = ModelPair.load(args.target, args.draft, target_opts, draft_opts, progress=status,
+                                      cancel=interrupt)
+            except (ModelLoadError, IncompatiblePair) as exc:
+                interrupt.check()                  # a load cancelled by Ctrl-C is an interruption
+                return fail(args, _load_error(exc, args), EXIT_FAIL)
+            finally:
+                status.clear()
+            interrupt.check()
+            if pair.repack.notice:
+                checks.note(pair.repack.notice)
+            checks.ctx_note(args.ctx_size, pair.n_ctx)
+            with pair:
+                n_ctx = pair.n_ctx
+                prompt = _prompt_tokens(pair, args, text)
+                if not prompt:
+                    return fail(args, "the prompt is empty", EXIT_USAGE)
+                if len(prompt) >= n_ctx:
+                    return fail(args, f"the prompt has {len(prompt)} tokens and the context holds {n_ctx}, "
+                                      f"which leaves no room for a reply: shorten the prompt or raise -c", EXIT_FAIL)
+                samples = [_sample(pair, args, spec, sampling, prompt, k, out, interrupt) for k in range(args.samples)]
+    except models.FetchError as exc:
         return fail(args, str(exc), EXIT_FAIL)
-    if pair.repack.notice:
-        checks.note(pair.repack.notice)
-    checks.ctx_note(args.ctx_size, pair.n_ctx)
-    color = sys.stdout.isatty() and not args.json
-    samples = []
-    try:
-        with pair:
-            prompt = _prompt_tokens(pair, args, text)
-            if not prompt:
-                return fail(args, "the prompt is empty", EXIT_USAGE)
-            if len(prompt) >= pair.n_ctx:
-                return fail(args, f"the prompt has {len(prompt)} tokens and the context holds {pair.n_ctx}, "
-                                  f"which leaves no room for a reply: shorten the prompt or raise -c", EXIT_FAIL)
-            for k in range(args.samples):
-                params = SamplingParams(sampling.temperature, sampling.top_k, sampling.top_p, sampling.min_p,
-                                        sampling.seed + k)
-                rounds, finish = [], None
-                for event in pair.generate(prompt, params, Controls(spec), args.max_tokens, args.stop):
-                    if isinstance(event, RoundEvent):
-                        rounds.append(event)
-                    elif isinstance(event, TokenEvent):
-                        if not args.json:
-                            code = ANSI[event.kind.value] if color else ""
-                            sys.stdout.write(f"{code}{event.text}{RESET if code else ''}")
-                            sys.stdout.flush()
-                    elif isinstance(event, FinishEvent):
-                        finish = event
-                samples.append((params.seed, rounds, finish))
-                if not args.json:
-                    sys.stdout.write(finish.tail + "\n")
-                    _print_stats(finish, k, args.samples, rounds if spec.auto and spec.enabled else None)
     except KeyboardInterrupt:
+        out.end_line()
         return fail(args, "interrupted", EXIT_INTERRUPTED)
     if args.json:
         emit_json({"ok": True, "target": args.target, "draft": args.draft, "prompt_tokens": len(prompt),
                    "settings": {"drafter": spec.drafter if spec.enabled else "none", "draft_max": spec.draft_max,
                                 "draft_min": spec.draft_min, "draft_p_min": spec.draft_p_min, "auto": spec.auto,
                                 "temp": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,
-                                "min_p": sampling.min_p, "threads": threads, "n_ctx": pair.n_ctx},
+                                "min_p": sampling.min_p, "threads": threads, "n_ctx": n_ctx},
                    "samples": [{"seed": seed, "text": f.text, "tokens": list(f.tokens),
                                 "rounds": [r.to_json() for r in rounds], "stats": f.stats.to_json()}
                                for seed, rounds, f in samples]})
     return EXIT_OK
 
 
-def _print_stats(finish, k: int, n: int, auto_rounds: list | None = None) -> None:
-    """The reply's numbers on stderr; with `auto_rounds`, also what auto mode chose, round by round
-    counted by drafter."""
+def _sample(pair, args, spec, sampling, prompt: list[int], k: int, out: "Streamed", interrupt: Interrupt):
+    """Sample k of args.samples (seed S + k): its text streamed to stdout (unless --json) and its
+    numbers to stderr; returns (seed, rounds, finish)."""
+    from desktop_app.engine import Controls, FinishEvent, RoundEvent, TokenEvent
+    from desktop_app.engine.sampling import SamplingParams
+
+    params = SamplingParams(sampling.temperature, sampling.top_k, sampling.top_p, sampling.min_p, sampling.seed + k)
+    if args.samples > 1 and not args.json:
+        out.end_line()
+        print(f"[sample {k + 1}/{args.samples}{_seed_text(params)}]", file=sys.stderr, flush=True)
+    rounds, finish = [], None
+    for event in pair.generate(prompt, params, Controls(spec), args.max_tokens, args.stop):
+        interrupt.check()
+        if isinstance(event, RoundEvent):
+            rounds.append(event)
+        elif isinstance(event, TokenEvent):
+            out.write(event.text, event.kind.value)
+        elif isinstance(event, FinishEvent):
+            finish = event
+    if not args.json:
+        out.write(finish.tail)
+        out.end_line()
+        _print_stats(finish, k, args.samples, rounds, spec.auto and spec.enabled, params)
+    return params.seed, rounds, finish
+
+
+def _seed_text(params) -> str:
+    """", seed S" where sampling draws on the seed (not greedy)."""
+    return f", seed {params.seed}" if params.temperature > 0 else ""
+
+
+def _load_error(exc, args) -> str:
+    """A load's error for a terminal: which model, by the path as given (the window shows file names)."""
+    from desktop_app.engine import ModelLoadError
+
+    if isinstance(exc, ModelLoadError):
+        role = "draft model" if args.draft and exc.path == args.draft and exc.path != args.target else "target model"
+        return f"{role} {exc.path}: {exc.reason}"
+    return str(exc)
+
+
+class Streamed:
+    """The reply's text on stdout as it comes (coloured by kind on a terminal), and whether its last
+    line is still open, so that what follows on the terminal starts on a line of its own."""
+
+    def __init__(self, color: bool, quiet: bool):
+        self.color = color
+        self.quiet = quiet
+        self.open = False
+
+    def write(self, text: str, kind: str = "plain") -> None:
+        if self.quiet or not text:
+            return
+        code = ANSI[kind] if self.color else ""
+        sys.stdout.write(f"{code}{text}{RESET if code else ''}")
+        sys.stdout.flush()
+        self.open = not text.endswith("\n")
+
+    def end_line(self) -> None:
+        if self.open:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self.open = False
+
+
+class LoadStatus:
+    """ModelPair.load's progress as one line on a terminal ("loading the target… 40 %", "measuring this
+    machine's passes…"), cleared when the load ends; nothing where stderr is not a terminal."""
+
+    STAGES = {"probe": "checking this CPU (once)", "target": "loading the target", "draft": "loading the draft",
+              "measuring": "timing this machine's passes"}
+
+    def __init__(self, stream):
+        self.stream = stream if stream is not None and stream.isatty() else None
+        self.line = ""
+
+    def __call__(self, stage: str, fraction: float | None) -> None:
+        if self.stream is None or stage not in self.STAGES:
+            return
+        pct = f" {10 * int(10 * fraction)} %" if stage in ("target", "draft") and fraction is not None else ""
+        line = f"{self.STAGES[stage]}…{pct}"
+        if line != self.line:                  # (llama.cpp reports a load's progress hundreds of times)
+            self.stream.write(f"\r\x1b[K{line}")
+            self.stream.flush()
+            self.line = line
+
+    def clear(self) -> None:
+        if self.line:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.line = ""
+
+
+def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, params) -> None:
+    """The reply's numbers on stderr: how fast, what was kept, its rounds (for auto, counted by
+    drafter), and the seed where sampling drew on one."""
     from desktop_app.counts import count
     from desktop_app.engine.explain import rate_text
 
     s = finish.stats
-    head = f"[sample {k + 1}/{n}] " if n > 1 else ""
+    head = f"[sample {k + 1}/{n}{_seed_text(params)}] " if n > 1 else ""
     parts = [f"{count(s.n_tokens, 'token')}, {rate_text(s.tokens_per_s)}, first token {s.ttft_s * 1000:.0f} ms",
              f"stop: {s.stop_reason}"]
+    if n == 1 and params.temperature > 0:
+        parts.append(f"seed {params.seed}")
     if s.n_drafted:
         parts.append(f"accepted {s.n_accepted}/{s.n_drafted} drafted ({100 * s.acceptance_rate:.0f} %), "
                      f"α {s.alpha:.2f}, {s.mean_accepted:.2f} kept per round")
         split = f"draft {s.t_draft_s:.2f} s / verify {s.t_verify_s:.2f} s"
-        if s.c is not None:
+        if s.c is not None and s.t_draft_step_s is not None:      # (copies take no model step: no c)
             split += f", c = {s.c:.2f}"
         parts.append(split)
         if not s.n_accepted:
@@ -173,11 +260,13 @@ def _print_stats(finish, k: int, n: int, auto_rounds: list | None = None) -> Non
         elif s.predicted_speedup_measured is not None:
             parts.append(f"predicted speed-up {s.predicted_speedup_measured:.2f}x (cost model, measured verify costs"
                          + (f"; flat-cost formula {s.predicted_speedup:.2f}x)" if s.predicted_speedup else ")"))
-    if auto_rounds:
-        counts = Counter(r.drafter for r in auto_rounds)
-        names = {"none": "plain", "lookup": "lookup", "model": "draft model"}
+    names = {"none": "plain", "lookup": "lookup", "model": "draft model"}
+    counts = Counter(r.drafter for r in rounds)          # ("none" where a round drafted nothing)
+    if auto:
         parts.append("auto's rounds: " + ", ".join(f"{counts[d]} {names.get(d, d)}" for d in ("model", "lookup", "none")
                                                    if d in counts))
+    elif s.n_drafted:
+        parts.append(f"rounds: {s.n_rounds - s.n_plain_rounds} drafted, {s.n_plain_rounds} plain")
     if s.measured_speedup is not None:
         parts.append(f"measured {s.measured_speedup:.2f}x plain decoding ({rate_text(s.plain_tokens_per_s)})")
     if finish.message:

@@ -7,7 +7,7 @@ import sys
 from desktop_app.commands import checks
 from desktop_app.commands.output import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, emit_json, fail
 
-LOCAL_ONLY = ("target", "draft", "rpc", "gpu_layers", "gpu_layers_draft")
+LOCAL_ONLY = {"target": "-m", "draft": "-md", "rpc": "--rpc", "gpu_layers": "-ngl", "gpu_layers_draft": "-ngld"}
 
 
 def run_server(args) -> int:
@@ -16,10 +16,11 @@ def run_server(args) -> int:
     from desktop_app.engine.sampling import SamplingParams
     from desktop_app.remote.server import LIMITS, LlamaServer, ServerError
 
-    given = [name for name in LOCAL_ONLY if getattr(args, name, None) not in (None, False)]
+    given = [flag for name, flag in LOCAL_ONLY.items() if getattr(args, name, None) not in (None, False)]
     if given:
         return fail(args, f"--server runs the server's own models and speculation; "
-                          f"{', '.join('--' + g.replace('_', '-') for g in given)} apply to local models only", EXIT_USAGE)
+                          f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} for local models only",
+                    EXIT_USAGE)
     if args.drafter or args.auto or args.draft_max is not None:
         checks.note("llama-server sets speculation when it starts (-md, --spec-type, --spec-draft-n-max); "
                     "--drafter, --draft-max and --auto are not sent")

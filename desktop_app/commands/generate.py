@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
 
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     target_opts = LoadOptions(n_gpu_layers=ngl, n_threads=threads, n_ctx=n_ctx, repack=repack, rpc_servers=rpc_servers)
     draft_opts = LoadOptions(n_gpu_layers=ngld, n_threads=threads, n_ctx=n_ctx, repack=repack, rpc_servers=rpc_servers)
     status = LoadStatus(None if args.json else sys.stderr)
-    out = Streamed(color=sys.stdout.isatty() and not args.json, quiet=args.json)
+    out = Streamed(color=colored(args), quiet=args.json)
     try:
         progress = None if args.json else TerminalProgress()
         args.target = models.path_for(args.target, progress)
@@ -167,6 +168,12 @@ def _sample(pair, args, spec, sampling, prompt: list[int], k: int, out: "Streame
         out.end_line()
         _print_stats(finish, k, args.samples, rounds, spec.auto and spec.enabled, params)
     return params.seed, rounds, finish
+
+
+def colored(args) -> bool:
+    """Colour the reply's tokens by kind: on a terminal, without --json, unless NO_COLOR is set
+    (no-color.org)."""
+    return sys.stdout.isatty() and not args.json and not os.environ.get("NO_COLOR")
 
 
 def _seed_text(params) -> str:

@@ -11,7 +11,7 @@ LOCAL_ONLY = {"target": "-m", "draft": "-md", "rpc": "--rpc", "gpu_layers": "-ng
 
 
 def run_server(args) -> int:
-    from desktop_app.commands.generate import ANSI, RESET, _prompt_text, sampling_params
+    from desktop_app.commands.generate import ANSI, RESET, _prompt_text, colored, sampling_params
     from desktop_app.engine import FinishEvent, RoundEvent, TokenEvent
     from desktop_app.engine.sampling import SamplingParams
     from desktop_app.remote.server import LIMITS, LlamaServer, ServerError
@@ -44,7 +44,7 @@ def run_server(args) -> int:
             checks.note("this server does not speculate, so every round is a plain step; to speculate, start it "
                         "as: " + info.command_hint())
     messages = ([{"role": "system", "content": args.system}] if args.system else []) + [{"role": "user", "content": text}]
-    color = sys.stdout.isatty() and not args.json
+    color = colored(args)
     samples = []
     try:
         for k in range(args.samples):

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from desktop_app.engine.costs import DIP_MAX, CostModel, expected_tokens
+from desktop_app.engine.costs import DIP_MAX, CostModel, expected_tokens, speedup_curve
 from desktop_app.engine.events import RoundEvent
 from desktop_app.engine.metrics import StatsRecorder
 from desktop_app.engine.drafters import PromptLookupDrafter
@@ -106,6 +106,14 @@ def test_measured_prices_are_the_cost_models_multiples_of_this_replys_single_pas
     assert measured == pytest.approx(tokens / (4 + 3 * 1.5)) and measured <= flat
 
 
+def test_the_pay_curve_prices_checks_at_this_replys_pace():
+    # prices timed on an idle machine (single pass 20 ms, a 3-token check 30 ms), a reply at 60 ms a
+    # token: the curve's check of 2 drafts costs 1.5 of the reply's passes, as the reply's prediction has it
+    alpha = 0.6
+    curve = speedup_curve(alpha, 0.0, {1: 0.020, 3: 0.030}, 0.060, [2])
+    assert curve[0] == pytest.approx(expected_tokens(alpha, 2) / 1.5)
+
+
 def _costs(verify_ms: dict) -> CostModel:
     c = CostModel()
     for k, ms in verify_ms.items():
@@ -144,6 +152,10 @@ def test_a_yardstick_timed_wrong_is_corrected_by_the_first_pass_that_shows_it():
     one_size = _costs({**right, 5: 45 * 160})
     one_size.record_verify(5, 0.160)
     assert one_size.verify_s == pytest.approx({k: ms / 1000 for k, ms in right.items()})
+    both = _costs({**{k: 45 * ms for k, ms in right.items()}, 5: 100 * 160})   # and the yardstick too
+    both.record_verify(5, 0.160)
+    assert both.verify_s[5] == both.verify_s[1] == pytest.approx(0.160)   # (at most what 5 tokens took)
+    assert both.verify_s[9] / both.verify_s[2] == pytest.approx(230 / 100)   # the others keep their ratios
     # a slow pass is only noise: it moves the cost a fifth of the way, as before
     steady = _costs(right)
     steady.record_verify(5, 0.480)

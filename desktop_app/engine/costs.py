@@ -57,13 +57,26 @@ def speedup(rate: float, plain_step_s: float) -> float:
     return rate * plain_step_s
 
 
+def at_pace(verify_s_by_batch: Mapping[int, float], single_s: float | None) -> dict[int, float]:
+    """Verify prices (seconds per pass by batch size) at the pace where a single-token pass takes
+    single_s: each the same multiple of their own single-token pass. As they are where either is
+    unknown. Prices timed while the machine was busier or idler than a reply keep the ratios every
+    choice of γ rests on, and take that reply's pace: priced as timed, a reply on a busy machine was
+    predicted to check 3 tokens in less time than it took to decode one."""
+    one = verify_s_by_batch.get(1)
+    if not one or not single_s:
+        return dict(verify_s_by_batch)
+    return {k: v / one * single_s for k, v in verify_s_by_batch.items()}
+
+
 def speedup_curve(alpha: float, draft_step_s: float, verify_s_by_batch: Mapping[int, float],
                   plain_step_s: float | None, gammas: Iterable[int]) -> list[float | None]:
     """The predicted speed-up over plain decoding for each γ in `gammas`, from acceptance α, the
-    seconds of one draft step, the measured seconds of a verify pass per batch size (interpolated
-    between sizes as CostModel.verify_cost does) and the seconds of one plain step: what auto mode
-    weighs, for a view to draw. None where a cost is not known."""
-    return CostModel(verify_s=dict(verify_s_by_batch)).speedup_curve(alpha, draft_step_s, plain_step_s, gammas)
+    seconds of one draft step, the measured seconds of a verify pass per batch size (at the pace of
+    plain_step_s, at_pace; interpolated between sizes as CostModel.verify_cost does) and the seconds
+    of one plain step: what auto mode weighs, for a view to draw. None where a cost is not known."""
+    return CostModel(verify_s=at_pace(verify_s_by_batch, plain_step_s)).speedup_curve(
+        alpha, draft_step_s, plain_step_s, gammas)
 
 
 def best_gamma(gammas: Sequence[int], curve: Sequence[float | None], margin: float = WIN_MARGIN) -> int:
@@ -95,9 +108,10 @@ class CostModel:
         A pass FAR_BELOW times faster than its cost cannot be noise (noise only slows a pass): the
         yardstick was timed wrong (a load calibrated while the machine was swamped: 3 s for a 70 ms
         pass), and every size moves at once by as much; unless that size alone was priced above as many
-        single passes as it has tokens, which no pass costs: then only its own timing was (a burst
-        while it alone was timed; moving every size by it once priced a single pass at 0.2 ms, and a
-        reply at "c = 3056" and "plain decoding 1947 tok/s"). Nor can a pass over more tokens be FAR_BELOW times
+        single passes as it has tokens, which no pass costs: then its own timing was (a burst while it
+        alone was timed; moving every size by it once priced a single pass at 0.2 ms, and a reply at
+        "c = 3056" and "plain decoding 1947 tok/s"), and the yardstick's too only where it is far
+        above this pass. Nor can a pass over more tokens be FAR_BELOW times
         faster than a single-token pass: where one is, the single-token pass is priced at it."""
         old = self.verify_s.get(batch)
         if old is None or old <= 0:
@@ -105,11 +119,15 @@ class CostModel:
             return
         if 0 < seconds * FAR_BELOW < old:
             single = self.verify_s.get(1, 0.0)
-            if batch > 1 and old > batch * single > 0:   # priced above `batch` single passes, which a pass
-                self.verify_s[batch] = seconds           # over `batch` tokens never costs: this size alone
-                return                                   # was timed wrong, not the yardstick
-            for k in self.verify_s:
-                self.verify_s[k] *= seconds / old
+            if batch > 1 and old > batch * single > 0:   # priced above `batch` single passes, which no pass
+                self.verify_s[batch] = seconds           # over `batch` tokens costs: this size was timed wrong
+                if seconds * FAR_BELOW >= single:        # alone, unless the yardstick is far above this pass
+                    return                               # too: then every other size moves by as much as it
+                factor, moved = seconds / single, [k for k in self.verify_s if k != batch]
+            else:                                        # the yardstick was timed wrong
+                factor, moved = seconds / old, list(self.verify_s)
+            for k in moved:
+                self.verify_s[k] *= factor
             return
         if batch > 1 and seconds * FAR_BELOW < self.verify_s.get(1, 0.0):   # the single-token pass alone
             self.verify_s[1] = min(seconds, *(v for k, v in self.verify_s.items() if k > 1))   # was timed wrong

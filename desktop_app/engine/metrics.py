@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from desktop_app.engine.costs import CostModel, reply_speedup
+from desktop_app.engine.costs import CostModel, at_pace, reply_speedup
 from desktop_app.engine.events import GenerationStats, RoundEvent
 
 
@@ -102,11 +102,9 @@ class StatsRecorder:
         is next to nothing) plus a verify pass; each plain round yields one token for one single-token
         pass plus its own drafting time (a draft that was dropped, a lookup that found nothing).
         Priced two ways: with the paper's flat verify cost (one single-token pass), and with the
-        measured cost of each verify batch size, as the cost model's multiple of a single-token pass
-        times this reply's single pass: its prices and this reply's passes may have been timed while the
-        machine was busier or idler than the other (a user's try, on a swamped machine, had the
-        "measured" prediction above the flat one, as if a 3-token check cost less than one token's
-        pass). With every round drafting the same γ this is the
+        measured cost of each verify batch size at this reply's pace (costs.at_pace: a user's try, on a
+        swamped machine, had the "measured" prediction above the flat one, as if a 3-token check cost
+        less than one token's pass). With every round drafting the same γ this is the
         paper's E(α, γ) / (1 + γc); a reply of mixed rounds (auto mode, or copies only where there was a
         match) is predicted as it ran, not as if every round had drafted the mean γ."""
         n_plain = self._plain_rounds
@@ -121,15 +119,8 @@ class StatsRecorder:
             alpha = kept / (kept + rejected) if kept + rejected else 0.0
             drafting.append((n, alpha, gamma, self._draft_s_by[name] / drafted_by[name], gamma + 1))
         flat = reply_speedup(plain + [(n, a, g, st, single_s) for n, a, g, st, _ in drafting], single_s)
-        yardstick = costs.verify_s.get(1)
-        measured = reply_speedup(plain + [(n, a, g, st, _priced(costs.verify_cost(b), yardstick, single_s))
-                                          for n, a, g, st, b in drafting], single_s)
+        priced = CostModel(verify_s=at_pace(costs.verify_s, single_s))
+        measured = reply_speedup(plain + [(n, a, g, st, priced.verify_cost(b)) for n, a, g, st, b in drafting],
+                                 single_s)
         return flat, measured
 
-
-def _priced(verify_s: float | None, yardstick_s: float | None, single_s: float) -> float | None:
-    """A verify batch's price in this reply's time: verify_s as a multiple of the cost model's
-    single-token pass (yardstick_s), times this reply's (single_s)."""
-    if verify_s is None or not yardstick_s:
-        return verify_s
-    return verify_s / yardstick_s * single_s

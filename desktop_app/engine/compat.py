@@ -6,13 +6,9 @@ from dataclasses import dataclass
 from desktop_app.engine import backend
 from desktop_app.engine.errors import IncompatiblePair
 from desktop_app.engine.loading import load_model
-from desktop_app.engine.pair_rules import VOCAB_MAX_SIZE_DIFFERENCE, Vocabulary, first_difference
+from desktop_app.engine.pair_rules import TOKENIZERS_BY_TYPE, VOCAB_MAX_SIZE_DIFFERENCE, Vocabulary, first_difference
 
 __all__ = ["IncompatiblePair", "Compatibility", "check_pair", "compare_vocabularies", "VOCAB_MAX_SIZE_DIFFERENCE"]
-
-# llama.cpp's vocabulary types (llama_vocab_type), by the names its tokenizers go by in GGUF headers
-TOKENIZER_NAMES = {0: "none", 1: "llama-spm", 2: "gpt2", 3: "bert-wpm", 4: "t5-ugm", 5: "rwkv", 6: "plamo2"}
-
 
 @dataclass(frozen=True)
 class Compatibility:
@@ -21,7 +17,7 @@ class Compatibility:
 
 
 def _vocabulary(model: backend.Model) -> Vocabulary:
-    return Vocabulary(TOKENIZER_NAMES.get(model.vocab_type, str(model.vocab_type)), model.add_bos, model.bos,
+    return Vocabulary(TOKENIZERS_BY_TYPE.get(model.vocab_type, str(model.vocab_type)), model.add_bos, model.bos,
                       model.add_eos, model.eos, model.n_vocab, model.token_text)
 
 

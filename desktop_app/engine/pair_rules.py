@@ -13,6 +13,12 @@ from dataclasses import dataclass
 VOCAB_MAX_SIZE_DIFFERENCE = 128     # vocabulary sizes may differ by this much (padding)
 VOCAB_CHECK_START_TOKEN_ID = 5      # token texts must agree from this id on, up to the smaller vocabulary
 
+# A tokenizer by the name people know it, from a GGUF header's tokenizer.ggml.model and from a loaded
+# model's llama_vocab_type: one name for one tokenizer, whichever side reads it.
+TOKENIZERS_BY_HEADER = {"no_vocab": "none", "llama": "llama-spm", "gpt2": "gpt2", "bert": "bert-wpm",
+                        "t5": "t5-ugm", "rwkv": "rwkv", "plamo2": "plamo2"}
+TOKENIZERS_BY_TYPE = {0: "none", 1: "llama-spm", 2: "gpt2", 3: "bert-wpm", 4: "t5-ugm", 5: "rwkv", 6: "plamo2"}
+
 
 @dataclass(frozen=True)
 class Vocabulary:

@@ -13,14 +13,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable
 
-from desktop_app.engine.pair_rules import VOCAB_MAX_SIZE_DIFFERENCE, Vocabulary, first_difference
+from desktop_app.engine.pair_rules import TOKENIZERS_BY_HEADER, VOCAB_MAX_SIZE_DIFFERENCE, Vocabulary, first_difference
 from desktop_app.models.gguf_info import GGUFError, GGUFInfo, read_info, read_vocabulary
 
 MAX_FILES_PAIRED = 16               # suggest_pair reads at most this many headers (newest first)
 
-# tokenizer.ggml.model as people know it, and llama.cpp's defaults where the header says nothing
-TOKENIZER_NAMES = {"llama": "llama-spm", "gpt2": "gpt2", "bert": "bert-wpm", "t5": "t5-ugm", "rwkv": "rwkv",
-                   "plamo2": "plamo2"}
+# llama.cpp's defaults where the header says nothing
 _DEFAULTS = {   # model: (add_bos, add_eos, bos id, eos id), as llama.cpp's llama-vocab.cpp
     "llama": (True, False, 1, 2), "gpt2": (False, False, 11, 11), "bert": (True, False, 101, 102),
     "t5": (False, True, None, 1), "rwkv": (False, False, None, None),
@@ -37,7 +35,7 @@ class PairVerdict:
 
 def tokenizer_name(info: GGUFInfo) -> str:
     model = info.tokenizer_model
-    return TOKENIZER_NAMES.get(model, model) if model else "unknown"
+    return TOKENIZERS_BY_HEADER.get(model, model) if model else "unknown"
 
 
 def _specials(info: GGUFInfo) -> tuple[bool, bool, int | None, int | None]:

@@ -32,15 +32,20 @@ def _run(command: str, args: argparse.Namespace) -> int:
 
 GENERATE_SUMMARY = """\
 The reply goes to stdout; its numbers to stderr, one line each reply:
+  tokens, tok/s          the reply's length and speed (the prompt's pass left out), and the time to its
+                         first token; stop: why it ended; seed: the one a sampled reply drew on
   accepted K/D drafted   drafted tokens the target kept (a draft ends at its first rejected token)
   α                      the chance a drafted token is kept when the ones before it were:
                          kept / (kept + rejections), the α of the paper's E = (1 - α^(γ+1)) / (1 - α)
   kept per round         kept drafted tokens per round that drafted; each round adds one of the
                          target's own, so kept + rounds = tokens (one more where the reply ended on its
                          end token, which is not counted among them)
+  draft / verify         seconds spent drafting, and checking drafts with the target
   c                      one draft-model step's cost, in single-token target passes (not for copies)
-  predicted speed-up     from those numbers: with verify passes priced as timed on this machine, and by
-                         the paper's flat cost (a verify pass costs one single-token pass)
+  predicted speed-up     from those numbers: with verify passes priced as this machine's timings put
+                         them (as multiples of a single pass, at this reply's pace), and by the paper's
+                         flat cost (a verify pass costs one single-token pass)
+  rounds                 rounds that drafted and rounds decoded plainly (with --auto: by drafter)
   measured               this reply's speed against plain decoding timed in the same reply
 """
 

@@ -142,13 +142,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         target = models.path_for(args.target)
         draft = models.path_for(args.draft) if args.draft else None
-        with Interrupt() as interrupt:               # (while llama.cpp loads, Ctrl-C is noted, then acted on)
-            try:
+        with Interrupt(on_force=lambda: fail(args, "interrupted", EXIT_INTERRUPTED)) as interrupt:
+            try:                                     # (while llama.cpp loads, Ctrl-C is noted, then acted on)
                 pair = ModelPair.load(target, draft, target_opts, draft_opts, cancel=interrupt)
             except (ModelLoadError, IncompatiblePair):
                 interrupt.check()
                 raise
-            interrupt.check()
+            if interrupt():                          # (pressed while the load, which it could not stop, ended)
+                pair.close()
+                raise KeyboardInterrupt
     except (ModelLoadError, IncompatiblePair, models.FetchError) as exc:
         return fail(args, str(exc), EXIT_FAIL)
     except KeyboardInterrupt:

@@ -105,7 +105,12 @@ def run(args: argparse.Namespace) -> int:
         args.target = models.path_for(args.target, progress)
         if args.draft:
             args.draft = models.path_for(args.draft, progress)
-        with Interrupt() as interrupt:
+        def interrupted():                         # a second Ctrl-C, which ends the process at once
+            status.clear()
+            out.end_line()
+            fail(args, "interrupted", EXIT_INTERRUPTED)
+
+        with Interrupt(on_force=interrupted) as interrupt:
             try:
                 pair = ModelPair.load(args.target, args.draft, target_opts, draft_opts, progress=status,
                                       cancel=interrupt)
@@ -114,11 +119,11 @@ def run(args: argparse.Namespace) -> int:
                 return fail(args, _load_error(exc, args), EXIT_FAIL)
             finally:
                 status.clear()
-            interrupt.check()
-            if pair.repack.notice:
-                checks.note(pair.repack.notice)
-            checks.ctx_note(args.ctx_size, pair.n_ctx)
             with pair:
+                interrupt.check()                  # (pressed while the load, which it could not stop, ended)
+                if pair.repack.notice:
+                    checks.note(pair.repack.notice)
+                checks.ctx_note(args.ctx_size, pair.n_ctx)
                 n_ctx = pair.n_ctx
                 prompt = _prompt_tokens(pair, args, text)
                 if not prompt:
@@ -165,8 +170,9 @@ def _sample(pair, args, spec, sampling, prompt: list[int], k: int, out: "Streame
             finish = event
     if not args.json:
         out.write(finish.tail)
-        out.end_line()
-        _print_stats(finish, k, args.samples, rounds, spec.auto and spec.enabled, params)
+        out.write("\n")                            # (each reply ends with a line break of its own)
+        _print_stats(finish, k, args.samples, rounds, spec.auto and spec.enabled,
+                     params.seed if params.temperature > 0 else None)
     return params.seed, rounds, finish
 
 
@@ -243,18 +249,18 @@ class LoadStatus:
             self.line = ""
 
 
-def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, params) -> None:
+def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | None) -> None:
     """The reply's numbers on stderr: how fast, what was kept, its rounds (for auto, counted by
-    drafter), and the seed where sampling drew on one."""
+    drafter), and the seed where sampling drew on one (with --samples, said before the reply)."""
     from desktop_app.counts import count
     from desktop_app.engine.explain import rate_text
 
     s = finish.stats
-    head = f"[sample {k + 1}/{n}{_seed_text(params)}] " if n > 1 else ""
+    head = f"[sample {k + 1}/{n}] " if n > 1 else ""
     parts = [f"{count(s.n_tokens, 'token')}, {rate_text(s.tokens_per_s)}, first token {s.ttft_s * 1000:.0f} ms",
              f"stop: {s.stop_reason}"]
-    if n == 1 and params.temperature > 0:
-        parts.append(f"seed {params.seed}")
+    if n == 1 and seed is not None:
+        parts.append(f"seed {seed}")
     if s.n_drafted:
         parts.append(f"accepted {s.n_accepted}/{s.n_drafted} drafted ({100 * s.acceptance_rate:.0f} %), "
                      f"α {s.alpha:.2f}, {s.mean_accepted:.2f} kept per round")
@@ -267,9 +273,9 @@ def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, params) -> No
         elif s.predicted_speedup_measured is not None:
             parts.append(f"predicted speed-up {s.predicted_speedup_measured:.2f}x (cost model, measured verify costs"
                          + (f"; flat-cost formula {s.predicted_speedup:.2f}x)" if s.predicted_speedup else ")"))
-    names = {"none": "plain", "lookup": "lookup", "model": "draft model"}
-    counts = Counter(r.drafter for r in rounds)          # ("none" where a round drafted nothing)
     if auto:
+        names = {"none": "plain", "lookup": "lookup", "model": "draft model"}
+        counts = Counter(r.drafter for r in rounds)      # ("none" where a round drafted nothing)
         parts.append("auto's rounds: " + ", ".join(f"{counts[d]} {names.get(d, d)}" for d in ("model", "lookup", "none")
                                                    if d in counts))
     elif s.n_drafted:

@@ -10,6 +10,11 @@ from desktop_app.commands.output import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EX
 LOCAL_ONLY = {"target": "-m", "draft": "-md", "rpc": "--rpc", "gpu_layers": "-ngl", "gpu_layers_draft": "-ngld"}
 
 
+def _listed(names: list[str]) -> str:
+    """'-m', '-m and -md', '-m, -md and --rpc'."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def run_server(args) -> int:
     from desktop_app.commands.generate import ANSI, RESET, _prompt_text, colored, sampling_params
     from desktop_app.engine import FinishEvent, RoundEvent, TokenEvent
@@ -19,7 +24,7 @@ def run_server(args) -> int:
     given = [flag for name, flag in LOCAL_ONLY.items() if getattr(args, name, None) not in (None, False)]
     if given:
         return fail(args, f"--server runs the server's own models and speculation; "
-                          f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} for local models only",
+                          f"{_listed(given)} {'is' if len(given) == 1 else 'are'} for local models only",
                     EXIT_USAGE)
     if args.drafter or args.auto or args.draft_max is not None:
         checks.note("llama-server sets speculation when it starts (-md, --spec-type, --spec-draft-n-max); "

@@ -313,14 +313,14 @@ def test_cli_summary_labels_predictions_and_predicts_no_gain_when_nothing_was_ke
 
     nothing = slow_stats(n_drafted=3, n_accepted=0, acceptance_rate=0.0, alpha=0.0, mean_accepted=0.0,
                          mean_drafted=3.0, predicted_speedup_measured=11.1, tokens_per_s=0.3, t_verify_s=14 / 0.3 - 1.0)
-    _print_stats(FinishEvent("", (), nothing, StopReason.MAX_TOKENS), 0, 1)
+    _print_stats(FinishEvent("", (), nothing, StopReason.MAX_TOKENS), 0, 1, [], False, None)
     err = capsys.readouterr().err
     assert "accepted 0/3" in err and "no draft was kept" in err and "11.10" not in err
     assert "measured 0.60x plain decoding (0.50 tok/s)" in err and " 0 tok/s" not in err
-    _print_stats(FinishEvent("", (), slow_stats(), StopReason.MAX_TOKENS), 0, 1)
+    _print_stats(FinishEvent("", (), slow_stats(), StopReason.MAX_TOKENS), 0, 1, [], False, None)
     err = capsys.readouterr().err
     assert "predicted speed-up 1.20x (cost model" in err and "measured 1.40x plain decoding" in err
-    _print_stats(FinishEvent("", (), slow_stats(n_drafted=0, n_accepted=0), StopReason.EOS), 0, 1)
+    _print_stats(FinishEvent("", (), slow_stats(n_drafted=0, n_accepted=0), StopReason.EOS), 0, 1, [], False, None)
     assert "predicted" not in capsys.readouterr().err
 
 

@@ -140,9 +140,12 @@ def test_ctrl_c_at_any_point_stops_with_one_line(test_model_path, q2k_draft_path
     import signal
     import time
 
+    # (as from a terminal: a job that a script started in the background inherits Ctrl-C ignored, and keeps
+    # ignoring it, as it should; `.ci/run` runs so)
     proc = subprocess.Popen([sys.executable, "-m", "desktop_app", "generate", "-m", test_model_path, "-md",
                              q2k_draft_path, "--raw", "-p", "1, 2, 3, 4, 5, 6, 7, 8,", "-n", "3000",
-                             "-c", "4096", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "-c", "4096", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(after_s)
     if proc.poll() is not None:                    # (a machine fast enough to finish first: nothing to stop)
         proc.communicate()
@@ -151,7 +154,7 @@ def test_ctrl_c_at_any_point_stops_with_one_line(test_model_path, q2k_draft_path
         proc.send_signal(signal.SIGINT)
         time.sleep(0.1)
     out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 130, (out, err)
+    assert proc.returncode in (130, -signal.SIGINT), (out, err)    # (a second press may find Python exiting)
     assert err.count("tandem: error: interrupted") == 1, err
     assert "Traceback" not in err and "Exception ignored" not in err, err
     assert json.loads(out) == {"ok": False, "error": "interrupted"}

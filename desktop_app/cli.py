@@ -38,8 +38,9 @@ The reply goes to stdout; its numbers to stderr, one line each reply:
   α                      the chance a drafted token is kept when the ones before it were:
                          kept / (kept + rejections), the α of the paper's E = (1 - α^(γ+1)) / (1 - α)
   kept per round         kept drafted tokens per round that drafted; each round adds one of the
-                         target's own, so kept + rounds = tokens (one more where the reply ended on its
-                         end token, which is not counted among them)
+                         target's own, so kept + rounds = tokens, but for the end: the end-of-reply
+                         token is not counted among the tokens, and a round whose kept drafts end the
+                         reply adds no token of the target's
   draft / verify         seconds spent drafting, and checking drafts with the target
   c                      one draft-model step's cost, in single-token target passes (not for copies)
   predicted speed-up     from those numbers: with verify passes priced as this machine's timings put

@@ -195,11 +195,11 @@ class Copy:
         a conversation it matches the start of every earlier reply, whose opening says nothing of this
         one's. Counted whole, it made a five-token match at a reply's first round, and auto copied the
         last reply's first 16 tokens (as llama.cpp's lookup would)."""
-        tokens, match_len = lookup.copy(context, room)
+        start, match_len = lookup.find(context)
+        tokens = lookup.copy_found(context, room, start, match_len)
         match_len = min(match_len, reply_len + 1)
         if not tokens or match_len < lookup.ngram_min:
             return None
-        start, _ = lookup.find(context)
         return cls(tuple(tokens), match_len, match_len < AMBIGUOUS_BELOW and lookup.followers(context) > 1,
                    "reply" if start >= len(context) - reply_len else "prompt")
 

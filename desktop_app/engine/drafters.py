@@ -264,8 +264,12 @@ class PromptLookupDrafter(Drafter):
         reply's own first line), and auto checked 16 tokens of which at most two could be kept (a
         user's try of the window, on a machine where that check cost 5.6 single passes)."""
         pos, length = self.find(context)
+        return self.copy_found(context, gamma_max, pos, length), (length if pos >= 0 and gamma_max > 0 else 0)
+
+    def copy_found(self, context: Sequence[int], gamma_max: int, pos: int, length: int) -> list[int]:
+        """copy()'s tokens for the match find() gave: (pos, length)."""
         if pos < 0 or gamma_max <= 0:
-            return [], 0
+            return []
         out = [int(t) for t in context[pos:pos + gamma_max]]
         period = len(context) - pos
         if length >= period:
@@ -275,7 +279,7 @@ class PromptLookupDrafter(Drafter):
             end = next((i for i, t in enumerate(out) if self.ends(t)), None)
             if end is not None:
                 out = out[:end + 1]
-        return out, length
+        return out
 
     def draft(self, context: Sequence[int], gamma_max: int, params: SamplingParams,
               rng: np.random.Generator, p_min: float = 0.0) -> Proposal:

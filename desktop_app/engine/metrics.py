@@ -123,4 +123,3 @@ class StatsRecorder:
         measured = reply_speedup(plain + [(n, a, g, st, priced.verify_cost(b)) for n, a, g, st, b in drafting],
                                  single_s)
         return flat, measured
-

@@ -9,6 +9,7 @@ by X on the log-odds scale (as scripts/replay_caution.py sweeps it).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import statistics
 from pathlib import Path
@@ -105,7 +106,8 @@ def _ngram_table() -> list[str]:
     prompts = dict(COPY_HEAVY)
     for name, traces, profile in _sets(prompts):
         whole = next(t for t in traces.traces if t.name == prompts[name])
-        cut = Trace(whole.name, whole.prompt, whole.reply[:128], whole.draft_next[:128], whole.confidence[:128], 128)
+        cut = dataclasses.replace(whole, reply=whole.reply[:128], draft_next=whole.draft_next[:128],
+                                  confidence=whole.confidence[:128], max_tokens=128)
         for trace in (whole, cut):
             auto = _rate(trace, profile, AUTO)
             ngram = {(n, m): _rate(trace, profile, Setting("ngram-simple", m, n)) for n, m in NGRAM}
@@ -131,7 +133,7 @@ def _alone_table() -> list[str]:
         for traces in sets:
             profile = traces.here if profile_name == "here" else BUILTIN[profile_name]
             for t in traces.traces:
-                alone = Trace(t.name, t.prompt, t.reply, [], [], t.max_tokens)
+                alone = dataclasses.replace(t, draft_next=[], confidence=[])
                 plain = _rate(alone, profile, PLAIN)
                 cells.append(f"{_rate(alone, profile, Setting('lookup', 4)) / plain:.2f} / {_rate(alone, profile, AUTO) / plain:.2f}")
         lines.append(f"| {profile_name} | " + " | ".join(cells) + " |")

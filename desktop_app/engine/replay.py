@@ -173,7 +173,7 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
     clock = _Clock(profile, noise, seed, len(trace.reply) + 1)
     text = trace.prompt + trace.reply
     n_prompt, n = len(trace.prompt), len(trace.reply)
-    lookup = PromptLookupDrafter()
+    lookup = PromptLookupDrafter(ends=trace.ends.__contains__ if trace.ends else None)   # (as decoding.py's)
     auto = setting.drafter == "auto"
     if auto and policy is None:
         policy = AutoPolicy(calibrated(clock, loads))

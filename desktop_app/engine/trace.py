@@ -41,6 +41,8 @@ class Trace:
     confidence: list[float] = field(default_factory=list)  # [len(reply)]: the target's probability of
                                                            # reply[j] after prompt + reply[:j]
     max_tokens: int = 0                                    # the reply's limit (it may have ended sooner)
+    ends: frozenset[int] = frozenset()                     # the target's end-of-generation tokens (its
+                                                           # TraceSet's): a copy stops at one, as live
 
     def __post_init__(self):
         self.max_tokens = max(self.max_tokens, len(self.reply))
@@ -68,24 +70,27 @@ class Trace:
                 "confidence": [round(c, 4) for c in self.confidence], "max_tokens": self.max_tokens}
 
     @classmethod
-    def from_json(cls, d: dict) -> "Trace":
+    def from_json(cls, d: dict, ends: frozenset[int] = frozenset()) -> "Trace":
         return cls(d["name"], list(d["prompt"]), list(d["reply"]), list(d.get("draft_next", [])),
-                   list(d.get("confidence", [])), int(d.get("max_tokens", 0)))
+                   list(d.get("confidence", [])), int(d.get("max_tokens", 0)), ends)
 
 
 @dataclass
 class TraceSet:
-    """Traces of one pair on one machine, with that machine's costs."""
+    """Traces of one pair on one machine, with that machine's costs and the target's
+    end-of-generation tokens (`ends`; a file recorded before they were kept has none, and its copies
+    run on through them in replay)."""
 
     target: str
     draft: str | None
     machine: str
     here: CostProfile
     traces: list[Trace]
+    ends: frozenset[int] = frozenset()
 
     def save(self, path: str) -> None:
         doc = {"version": TRACE_VERSION, "target": self.target, "draft": self.draft, "machine": self.machine,
-               "here": self.here.to_json(), "traces": [t.to_json() for t in self.traces]}
+               "here": self.here.to_json(), "ends": sorted(self.ends), "traces": [t.to_json() for t in self.traces]}
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(doc, fh, separators=(",", ":"))
 
@@ -95,8 +100,9 @@ class TraceSet:
             doc = json.load(fh)
         if doc.get("version") != TRACE_VERSION:
             raise ValueError(f"{path}: trace version {doc.get('version')!r}, this Tandem reads {TRACE_VERSION}")
+        ends = frozenset(int(t) for t in doc.get("ends", []))
         return cls(doc["target"], doc.get("draft"), doc.get("machine", ""), CostProfile.from_json(doc["here"]),
-                   [Trace.from_json(t) for t in doc["traces"]])
+                   [Trace.from_json(t, ends) for t in doc["traces"]], ends)
 
 
 def conversations(traces: Sequence[Trace]) -> dict[str, list[Trace]]:
@@ -130,6 +136,11 @@ def record(pair, prompts: Sequence[tuple[str, list[int]]], n_tokens: int, profil
                      profile_sizes)
 
 
+def end_tokens(model) -> frozenset[int]:
+    """Every end-of-generation token of `model` (a loaded backend.Model)."""
+    return frozenset(t for t in range(model.n_vocab) if model.is_eog(t))
+
+
 def trace_reply(pair, name: str, prompt: Sequence[int], n_tokens: int, log=lambda _m: None) -> tuple[Trace, str]:
     """One greedy plain reply of `pair` to `prompt`, traced, and its text (a conversation's next turn
     is templated from it: scripts/record_traces.py --conversations)."""
@@ -144,13 +155,13 @@ def trace_reply(pair, name: str, prompt: Sequence[int], n_tokens: int, log=lambd
     draft_next = _argmax(pair.draft_ctx, pair.target_ctx.n_vocab, prompt, reply)[0] if pair.draft_ctx else []
     confidence = _argmax(pair.target_ctx, pair.target_ctx.n_vocab, prompt, reply)[1]
     log(f"traced {name}: {len(prompt)} prompt tokens, {len(reply)} reply tokens")
-    return Trace(name, list(prompt), reply, draft_next, confidence, n_tokens), finish.text
+    return Trace(name, list(prompt), reply, draft_next, confidence, n_tokens, end_tokens(pair.target)), finish.text
 
 
 def trace_set(pair, traces: list[Trace], profile_sizes: Sequence[int] = range(1, 34)) -> TraceSet:
     """`traces` of `pair` with this machine's costs (measure_profile)."""
     return TraceSet(os.path.basename(pair.target.path), os.path.basename(pair.draft.path) if pair.draft else None,
-                    machine_name(), measure_profile(pair, profile_sizes), traces)
+                    machine_name(), measure_profile(pair, profile_sizes), traces, end_tokens(pair.target))
 
 
 def _argmax(ctx, n_vocab_target: int, prompt: Sequence[int], reply: Sequence[int]) -> tuple[list[int], list[float]]:

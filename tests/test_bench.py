@@ -239,3 +239,31 @@ def test_an_output_that_fails_after_the_run_loses_nothing(tmp_path, test_model_p
     errors = [line for line in rest.splitlines() if line.startswith("tandem: error:")]
     assert errors == [f"tandem: error: --json {doomed}/b.json: cannot be written (No such file or directory) "
                       f"(the table above has the results)"]
+
+
+@pytest.mark.network
+def test_ctrl_c_during_the_runs_keeps_the_runs_that_finished(tmp_path, test_model_path):
+    """Ctrl-C after some runs of a long bench: the table (printed and written) has the runs that
+    finished, says it was interrupted, and the command exits 130 with one line; nothing is lost
+    of what was measured."""
+    import signal
+
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("Count from one to five hundred, with commas.")
+    proc = subprocess.Popen([sys.executable, "-m", "desktop_app", "bench", "-m", test_model_path, "--prompts",
+                             str(prompts), "--drafter", "lookup", "--draft-max", "2", "-n", "400", "--repeat", "50",
+                             "-c", "512", "--json", str(tmp_path / "b.json")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))   # (as from a terminal)
+    lines = [proc.stderr.readline() for _ in range(3)]
+    assert lines[-1].startswith("[3/"), lines                    # three runs done, the fourth under way
+    proc.send_signal(signal.SIGINT)
+    stdout, rest = proc.communicate(timeout=600)
+    assert proc.returncode == 130, rest
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert doc["meta"]["interrupted"] is True
+    done = len(doc["runs"])
+    assert 3 <= done < 100 and [r["index"] for r in doc["runs"]] == list(range(done))
+    assert "**Interrupted**" in stdout and "\n| p1 | plain |" in stdout, stdout
+    assert rest.splitlines()[-1] == f"tandem: interrupted: the table above has the {done} runs that finished", rest
+    assert "Traceback" not in rest

@@ -137,13 +137,14 @@ def ceiling_draft_max(settings: list[BenchSetting]) -> int:
 
 def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchSetting], n_tokens: int,
               repeats: int, seed: int = 0, log: Callable[[str], None] = lambda _m: None,
-              server=None) -> list[RunResult]:
+              server=None, results: list[RunResult] | None = None) -> list[RunResult]:
     """Every setting on every prompt, interleaved with plain runs; "server" settings run on `server`
-    (a remote.server.LlamaServer: its own models and speculation, its own measured decoding rate)."""
+    (a remote.server.LlamaServer: its own models and speculation, its own measured decoding rate).
+    Each finished run is added to `results` as it ends (given, a caller that is interrupted keeps them)."""
     template = ChatTemplate(pair.target)
     tokens = {p.name: template.tokenize([Message("user", p.text)]) for p in prompts}
     by_name = {s.name: s for s in settings}
-    results = []
+    results = [] if results is None else results
     baseline = {s.name: BenchSetting("none", temperature=s.temperature).name for s in settings}
     order = interleaved_order([p.name for p in prompts], [s.name for s in settings], repeats, baseline)
     longest = ceiling_draft_max(settings)

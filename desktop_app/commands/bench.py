@@ -162,14 +162,18 @@ def run(args: argparse.Namespace) -> int:
     rss_loaded = current_rss_bytes()
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if not args.quiet else (lambda m: None)
     replay = None
+    results: list = []
+    n_ctx = pair.n_ctx
+    interrupted = False
     try:
         with pair:
-            results = run_bench(pair, prompts, settings, args.n_tokens, args.repeat, seed, log, server)
-            n_ctx = pair.target_ctx.n_ctx
+            run_bench(pair, prompts, settings, args.n_tokens, args.repeat, seed, log, server, results)
             if args.replay:
                 replay = replay_verdicts(pair, prompts, args.n_tokens, args.save_traces, log)
-    except KeyboardInterrupt:
-        return fail(args, "interrupted", EXIT_INTERRUPTED)
+    except KeyboardInterrupt:                        # the runs that finished are reported, marked so
+        if not results:
+            return fail(args, "interrupted", EXIT_INTERRUPTED)
+        interrupted = True
     meta = {"command": "tandem " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
             "target": target, "draft": draft, "target_name": os.path.basename(target),
             "draft_name": os.path.basename(draft) if draft else None, "threads": threads, "n_ctx": n_ctx,
@@ -177,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
             "lookup_ceiling_draft_max": ceiling_draft_max(settings),
             "repack": {"enabled": pair.repack.enabled, "reason": pair.repack.reason},
             "memory": memory_budget([p for p in (target, draft) if p], n_ctx, rss_loaded, peak_rss_bytes()),
-            "replay": replay, "server": server.info.describe() if server else None}
+            "replay": replay, "server": server.info.describe() if server else None,
+            "interrupted": interrupted}
     rows = summarize(results, settings)
     markdown = to_markdown(rows, meta)
     print(markdown, flush=True)             # first: an output that fails to write below loses nothing
@@ -187,4 +192,7 @@ def run(args: argparse.Namespace) -> int:
                                   "--plot": lambda path: plot_speedups(rows, path, title)})
     for message in failed:
         print(f"tandem: error: {message} (the table above has the results)", file=sys.stderr)
+    if interrupted:
+        print(f"tandem: interrupted: the table above has the {len(results)} runs that finished", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return EXIT_FAIL if failed else EXIT_OK

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections import Counter
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -188,6 +189,7 @@ def test_bench_replays_auto_under_every_cost_profile(tmp_path, test_model_path, 
     assert {a["prompt"] for a in doc["auto"]} == {"copy"}
     traces = TraceSet.load(str(tmp_path / "t.json"))
     assert traces.draft and [t.name for t in traces.traces] == ["copy"] and len(traces.here.verify_ms) == 33
+    assert traces.ends == {0, 2, 4} and traces.traces[0].ends == traces.ends   # SmolLM2's end tokens, kept
     assert "| here | copy |" in out.stdout and "Auto against the best fixed setting" in out.stdout
 
 
@@ -203,6 +205,20 @@ def test_a_plot_qt_cannot_save_is_an_error_not_silence(tmp_path, qapp):
 def _bench(model: str, prompts_file, *args: str) -> list[str]:
     return [sys.executable, "-m", "desktop_app", "bench", "-m", model, "--prompts", str(prompts_file),
             "--drafter", "lookup", "--draft-max", "2", "-n", "8", "--repeat", "3", "-c", "512", *args]
+
+
+@pytest.mark.network
+def test_a_prompt_the_context_cannot_hold_is_refused_not_measured_at_0_tokens(tmp_path, test_model_path):
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("Say something.\n---\nAdd these up: " + ", ".join(map(str, range(1, 180))))
+    out = subprocess.run(_bench(test_model_path, prompts, "-n", "8"), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 1 and out.stdout == "", out.stdout
+    said = out.stderr.splitlines()[-1]
+    assert re.fullmatch(r"tandem: error: the prompt p2 has \d+ tokens and the context holds 512, which leaves no "
+                        r"room for a reply: shorten it or raise -c", said), out.stderr
+    roomy = subprocess.run(_bench(test_model_path, prompts, "--repeat", "1", "-c", "1024"), capture_output=True,
+                           text=True, timeout=600)     # (the last -c counts)
+    assert roomy.returncode == 0, roomy.stderr
 
 
 @pytest.mark.network
@@ -245,25 +261,32 @@ def test_an_output_that_fails_after_the_run_loses_nothing(tmp_path, test_model_p
 def test_ctrl_c_during_the_runs_keeps_the_runs_that_finished(tmp_path, test_model_path):
     """Ctrl-C after some runs of a long bench: the table (printed and written) has the runs that
     finished, says it was interrupted, and the command exits 130 with one line; nothing is lost
-    of what was measured."""
+    of what was measured. Pressed at once after a run ends, it falls in the next run's prompt pass
+    (most of a run here), whose abort callback once swallowed it: the bench went on to its end."""
     import signal
 
     prompts = tmp_path / "p.txt"
-    prompts.write_text("Count from one to five hundred, with commas.")
+    prompts.write_text("Add these up: " + ", ".join(map(str, range(1, 180))))   # a long prompt pass, a short reply
     proc = subprocess.Popen([sys.executable, "-m", "desktop_app", "bench", "-m", test_model_path, "--prompts",
-                             str(prompts), "--drafter", "lookup", "--draft-max", "2", "-n", "400", "--repeat", "50",
-                             "-c", "512", "--json", str(tmp_path / "b.json")],
+                             str(prompts), "--drafter", "lookup", "--draft-max", "2", "-n", "8", "--repeat", "50",
+                             "-c", "1024", "--json", str(tmp_path / "b.json")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))   # (as from a terminal)
-    lines = [proc.stderr.readline() for _ in range(3)]
-    assert lines[-1].startswith("[3/"), lines                    # three runs done, the fourth under way
-    proc.send_signal(signal.SIGINT)
-    stdout, rest = proc.communicate(timeout=600)
+    try:
+        lines = [proc.stderr.readline()]
+        while lines[-1] and not lines[-1].startswith("[3/"):     # (after any note: lines)
+            lines.append(proc.stderr.readline())
+        assert lines[-1].startswith("[3/") and " 0.0 tok/s" not in lines[-1], lines   # three runs done, the fourth begun
+        proc.send_signal(signal.SIGINT)
+        stdout, rest = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
     assert proc.returncode == 130, rest
     doc = json.loads((tmp_path / "b.json").read_text())
-    assert doc["meta"]["interrupted"] is True
+    assert doc["meta"]["interrupted"] == "runs"
     done = len(doc["runs"])
-    assert 3 <= done < 100 and [r["index"] for r in doc["runs"]] == list(range(done))
-    assert "**Interrupted**" in stdout and "\n| p1 | plain |" in stdout, stdout
+    assert 3 <= done < 10 and [r["index"] for r in doc["runs"]] == list(range(done))
+    assert all(r["n_tokens"] == 8 for r in doc["runs"])
+    assert "**Interrupted** (Ctrl-C) during the runs" in stdout and "\n| p1 | plain |" in stdout, stdout
     assert rest.splitlines()[-1] == f"tandem: interrupted: the table above has the {done} runs that finished", rest
-    assert "Traceback" not in rest
+    assert "Traceback" not in rest and "Exception ignored" not in rest, rest

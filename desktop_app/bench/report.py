@@ -122,9 +122,12 @@ def to_markdown(rows: list[Row], meta: dict) -> str:
              + (f" + {meta['draft_name']}" if meta.get("draft_name") else ""), ""]
     lines.append(f"`{meta.get('command', '')}`")
     lines.append("")
-    if meta.get("interrupted"):
-        lines += ["**Interrupted** (Ctrl-C): only the runs that finished are here, so a setting may have fewer "
-                  "repeats than asked for, or none.", ""]
+    if meta.get("interrupted") == "runs":
+        lines += ["**Interrupted** (Ctrl-C) during the runs: only the runs that finished are here, so a setting "
+                  "may have fewer repeats than asked for, or none.", ""]
+    elif meta.get("interrupted") == "replay":
+        lines += ["**Interrupted** (Ctrl-C) during the replay: every run finished and is here; the replay's "
+                  "verdicts are not.", ""]
     repeats = meta.get("repeats")
     lines.append(f"{repeats} repeat{'' if repeats == 1 else 's'} × {meta.get('n_tokens')} tokens, {meta.get('threads')} threads, "
                  f"context {meta.get('n_ctx')}; runs interleaved (plain, A, plain, B, plain, …). "

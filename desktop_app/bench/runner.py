@@ -135,14 +135,21 @@ def ceiling_draft_max(settings: list[BenchSetting]) -> int:
     return max((s.draft_max for s in settings), default=0) or 16
 
 
+def prompt_tokens(pair: ModelPair, prompts: list[BenchPrompt]) -> dict[str, list[int]]:
+    """Each prompt as the window would send it: a user message in the target's chat template."""
+    template = ChatTemplate(pair.target)
+    return {p.name: template.tokenize([Message("user", p.text)]) for p in prompts}
+
+
 def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchSetting], n_tokens: int,
               repeats: int, seed: int = 0, log: Callable[[str], None] = lambda _m: None,
-              server=None, results: list[RunResult] | None = None) -> list[RunResult]:
+              server=None, results: list[RunResult] | None = None,
+              check: Callable[[], None] = lambda: None) -> list[RunResult]:
     """Every setting on every prompt, interleaved with plain runs; "server" settings run on `server`
     (a remote.server.LlamaServer: its own models and speculation, its own measured decoding rate).
-    Each finished run is added to `results` as it ends (given, a caller that is interrupted keeps them)."""
-    template = ChatTemplate(pair.target)
-    tokens = {p.name: template.tokenize([Message("user", p.text)]) for p in prompts}
+    Each finished run is added to `results` as it ends (given, a caller that is interrupted keeps them);
+    `check()` is called at every event of a run (it raises to stop: the run under way is left out)."""
+    tokens = prompt_tokens(pair, prompts)
     by_name = {s.name: s for s in settings}
     results = [] if results is None else results
     baseline = {s.name: BenchSetting("none", temperature=s.temperature).name for s in settings}
@@ -165,6 +172,7 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
         else:
             events = pair.generate(tokens[prompt], sampling, Controls(setting.spec()), n_tokens)
         for event in events:
+            check()
             if isinstance(event, FinishEvent):
                 finish = event
         s = finish.stats

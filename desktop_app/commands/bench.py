@@ -9,6 +9,7 @@ import sys
 from desktop_app.commands import checks
 from desktop_app.commands.interrupt import Interrupt
 from desktop_app.commands.output import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, fail
+from desktop_app.counts import count
 
 OUTPUTS = (("--json", "json"), ("--markdown", "markdown"), ("--plot", "plot"))
 
@@ -65,26 +66,30 @@ def memory_budget(paths: list[str], n_ctx: int, rss_loaded: int, peak: int) -> d
             "kv_caches_mb": kv / 1e6, "budget_base_mb": (files + kv) / 1e6, "overhead_mb": (peak - files - kv) / 1e6}
 
 
-def replay_verdicts(pair, prompts, n_tokens: int, save: str | None, log) -> dict:
+def replay_verdicts(pair, prompts, n_tokens: int, save: str | None, log, check=lambda: None) -> dict:
     """Record the prompts' greedy replies on `pair` (trace.py) and judge auto against every fixed
-    setting on them under each built-in cost profile and this machine's."""
-    from desktop_app.chat.template import ChatTemplate, Message
+    setting on them under each built-in cost profile and this machine's. `check()` is called between
+    steps (it raises to stop)."""
+    from desktop_app.bench.runner import prompt_tokens
     from desktop_app.engine.cost_profiles import BUILTIN as PROFILES
     from desktop_app.engine.replay import judge
     from desktop_app.engine.trace import record
 
-    template = ChatTemplate(pair.target)
     log("recording traces for the replay (greedy replies, the draft's guesses, this machine's pass costs)")
-    traces = record(pair, [(p.name, template.tokenize([Message("user", p.text)])) for p in prompts], n_tokens, log=log)
+    traces = record(pair, list(prompt_tokens(pair, prompts).items()), n_tokens,
+                    log=lambda message: (check(), log(message)))
+    check()
     if save:
         try:
             traces.save(save)
+            log(f"traces saved to {save}")
         except OSError as exc:
             print(f"tandem: error: --save-traces {save}: cannot be written ({exc.strerror or exc})", file=sys.stderr)
     noise, seeds = 0.05, 3
     verdicts = []
     for profile in [*PROFILES.values(), traces.here]:
         for trace in traces.traces:
+            check()
             v = judge(trace, profile, traces.draft is not None, noise, seeds)
             verdicts.append({"profile": v.profile, "prompt": v.prompt, "best_fixed": v.best_fixed,
                              "vs_best": v.vs_best, "vs_plain": v.vs_plain, "ttft_vs_plain": v.ttft_vs_plain})
@@ -98,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     from desktop_app.bench.prompts import load_prompts
     from desktop_app.bench.report import summarize, to_json, to_markdown
     from desktop_app.bench.runner import (ceiling_draft_max, current_rss_bytes, make_settings, peak_rss_bytes,
-                                          run_bench)
+                                          prompt_tokens, run_bench)
     from desktop_app.engine import IncompatiblePair, LoadOptions, ModelLoadError, ModelPair
 
     try:
@@ -158,22 +163,38 @@ def run(args: argparse.Namespace) -> int:
     if pair.repack.notice:
         checks.note(pair.repack.notice)
     checks.ctx_note(args.ctx_size, pair.n_ctx)
+    for name, tokens in prompt_tokens(pair, prompts).items():      # (a run that cannot start measured 0 tok/s)
+        if len(tokens) >= pair.n_ctx:
+            message = (f"the prompt {name} has {len(tokens)} tokens and the context holds {pair.n_ctx}, which "
+                       f"leaves no room for a reply: shorten it or raise -c")
+            pair.close()
+            return fail(args, message, EXIT_FAIL)
+        if len(tokens) + args.n_tokens > pair.n_ctx:
+            checks.note(f"the prompt {name} has {len(tokens)} tokens: the context ({pair.n_ctx}) has room for "
+                        f"{pair.n_ctx - len(tokens)} of the {args.n_tokens} tokens asked for, so its runs may end "
+                        f"sooner (raise -c)")
     settings = make_settings(drafters, draft_maxes, temps, args.auto, draft is not None, server is not None)
     rss_loaded = current_rss_bytes()
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if not args.quiet else (lambda m: None)
     replay = None
     results: list = []
     n_ctx = pair.n_ctx
-    interrupted = False
-    try:
-        with pair:
-            run_bench(pair, prompts, settings, args.n_tokens, args.repeat, seed, log, server, results)
-            if args.replay:
-                replay = replay_verdicts(pair, prompts, args.n_tokens, args.save_traces, log)
-    except KeyboardInterrupt:                        # the runs that finished are reported, marked so
-        if not results:
-            return fail(args, "interrupted", EXIT_INTERRUPTED)
-        interrupted = True
+    interrupted = None                               # or where Ctrl-C stopped the bench: "runs" or "replay"
+    phase = "runs"
+    # While llama.cpp runs, Ctrl-C is only noted, and acted on between tokens (interrupt.py): raised
+    # inside a prompt pass's abort callback it was dropped, and the bench went on to its end.
+    with Interrupt(on_force=lambda: fail(args, "interrupted", EXIT_INTERRUPTED)) as interrupt:
+        try:
+            with pair:
+                run_bench(pair, prompts, settings, args.n_tokens, args.repeat, seed, log, server, results,
+                          interrupt.check)
+                if args.replay:
+                    phase = "replay"
+                    replay = replay_verdicts(pair, prompts, args.n_tokens, args.save_traces, log, interrupt.check)
+        except KeyboardInterrupt:                    # the runs that finished are reported, marked so
+            if not results:
+                return fail(args, "interrupted", EXIT_INTERRUPTED)
+            interrupted = phase
     meta = {"command": "tandem " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
             "target": target, "draft": draft, "target_name": os.path.basename(target),
             "draft_name": os.path.basename(draft) if draft else None, "threads": threads, "n_ctx": n_ctx,
@@ -192,7 +213,11 @@ def run(args: argparse.Namespace) -> int:
                                   "--plot": lambda path: plot_speedups(rows, path, title)})
     for message in failed:
         print(f"tandem: error: {message} (the table above has the results)", file=sys.stderr)
+    if interrupted == "runs":
+        print(f"tandem: interrupted: the table above has the {count(len(results), 'run')} that finished",
+              file=sys.stderr)
+    elif interrupted == "replay":
+        print("tandem: interrupted: the table above has every run; the replay did not finish", file=sys.stderr)
     if interrupted:
-        print(f"tandem: interrupted: the table above has the {len(results)} runs that finished", file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_FAIL if failed else EXIT_OK

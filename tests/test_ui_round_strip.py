@@ -129,6 +129,20 @@ def test_the_sentence_adds_up_as_shown_and_as_the_panel_shows_it():
     assert "a round drafted 2.95 and kept 0.67, giving 1.67 tokens" in text
 
 
+def test_a_reply_that_only_copied_says_its_copies_failed_not_its_draft():
+    """Auto with the draft model loaded copied twice by prompt lookup and never drafted with the model:
+    the sentence said "the draft is often wrong" (a new user's try), blaming a model that never drafted."""
+    copies = slow_stats(tokens_per_s=0.4, t_verify_s=14 / 0.4 - 1.0, n_drafted=12, n_accepted=1, alpha=0.33,
+                        acceptance_rate=1 / 12, mean_accepted=0.5, mean_drafted=6.0, c=0.0, t_draft_s=0.01)
+    text = explain(copies)
+    assert "the 2 copies of earlier text kept 1 of 12 tokens" in text and "draft is often wrong" not in text, text
+    one = explain(slow_stats(tokens_per_s=0.4, t_verify_s=14 / 0.4 - 1.0, n_drafted=2, n_accepted=1, alpha=0.5,
+                             acceptance_rate=0.5, mean_accepted=1.0, mean_drafted=2.0, c=0.0))
+    assert "the one copy of earlier text kept 1 of 2 tokens" in one, one
+    model = explain(slow_stats(tokens_per_s=0.4, t_verify_s=14 / 0.4 - 1.0, alpha=0.33, c=0.5))
+    assert "the draft is often wrong" in model and "copies" not in model, model
+
+
 def test_rates_never_print_as_zero():
     assert rate_text(0.7) == "0.70 tok/s" and rate_text(9.944) == "9.94 tok/s" and rate_text(12.4) == "12.4 tok/s"
     assert rate_text(123.4) == "123 tok/s" and rate_text(9.996) == "10.0 tok/s" and rate_text(99.96) == "100 tok/s"

@@ -113,6 +113,10 @@ def explain(stats: GenerationStats) -> str:
     why = []
     if stats.n_accepted == 0:
         why.append("no draft was kept")
+    elif alpha < 0.6 and stats.c == 0.0:              # copies only (metrics.py): prompt lookup's, not a model's
+        n = round(rounds)
+        why.append(f"{'the one copy' if n == 1 else f'the {n} copies'} of earlier text kept "
+                   f"{stats.n_accepted} of {count(stats.n_drafted, 'token')}")
     elif alpha < 0.6:
         why.append("the draft is often wrong")
     if stats.c is not None and stats.c > 0.3:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -155,13 +155,16 @@ def trace_reply(pair, name: str, prompt: Sequence[int], n_tokens: int, log=lambd
     draft_next = _argmax(pair.draft_ctx, pair.target_ctx.n_vocab, prompt, reply)[0] if pair.draft_ctx else []
     confidence = _argmax(pair.target_ctx, pair.target_ctx.n_vocab, prompt, reply)[1]
     log(f"traced {name}: {len(prompt)} prompt tokens, {len(reply)} reply tokens")
-    return Trace(name, list(prompt), reply, draft_next, confidence, n_tokens, end_tokens(pair.target)), finish.text
+    return Trace(name, list(prompt), reply, draft_next, confidence, n_tokens), finish.text
 
 
 def trace_set(pair, traces: list[Trace], profile_sizes: Sequence[int] = range(1, 34)) -> TraceSet:
-    """`traces` of `pair` with this machine's costs (measure_profile)."""
+    """`traces` of `pair` with this machine's costs (measure_profile) and the target's end tokens,
+    read once and given to every trace (as TraceSet.load does)."""
+    ends = end_tokens(pair.target)
     return TraceSet(os.path.basename(pair.target.path), os.path.basename(pair.draft.path) if pair.draft else None,
-                    machine_name(), measure_profile(pair, profile_sizes), traces, end_tokens(pair.target))
+                    machine_name(), measure_profile(pair, profile_sizes),
+                    [replace(t, ends=ends) for t in traces], ends)
 
 
 def _argmax(ctx, n_vocab_target: int, prompt: Sequence[int], reply: Sequence[int]) -> tuple[list[int], list[float]]:

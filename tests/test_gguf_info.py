@@ -247,3 +247,31 @@ def test_the_models_own_name_is_shown_only_where_the_files_name_does_not_say_it(
     bigger = tmp_path / "SmolLM2-1135M.gguf"                 # "135M" only inside another size: not named
     bigger.symlink_to(test_model_path)
     assert not read_info(str(bigger)).named_by_file
+
+
+def test_the_size_shown_is_the_makers_label_where_the_file_stores_a_tied_output_layer_twice(tmp_path):
+    """Qwen2.5's small models tie their output layer to the embeddings, and their GGUFs store it twice:
+    counting every tensor said "1.8B parameters" beside a file named 1.5B (a new user's first screen).
+    The maker's general.size_label is shown where the file has one; the tensor count where it has not."""
+    import gguf
+    import numpy as np
+
+    def write(path, label):
+        writer = gguf.GGUFWriter(str(path), "qwen2")
+        if label:
+            writer.add_size_label(label)
+        embeddings = np.zeros((1000, 64), dtype=np.float32)
+        writer.add_tensor("token_embd.weight", embeddings)
+        writer.add_tensor("output.weight", embeddings.copy())         # the tied layer, stored again
+        writer.add_tensor("blk.0.attn_q.weight", np.zeros((64, 64), dtype=np.float32))
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        return read_info(path)
+
+    labelled = write(tmp_path / "labelled.gguf", "68K")
+    assert labelled.n_params == 2 * 64_000 + 64 * 64 and labelled.size_label == "68K"
+    assert labelled.summary().split(" · ")[1] == "68K parameters"
+    unlabelled = write(tmp_path / "unlabelled.gguf", None)
+    assert unlabelled.size_label is None and unlabelled.summary().split(" · ")[1] == "132K parameters"

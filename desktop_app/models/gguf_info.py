@@ -79,6 +79,8 @@ class GGUFInfo:
     add_bos: bool | None = None            # None: the file does not say (llama.cpp then has a default)
     add_eos: bool | None = None
     named_by_file: bool = False            # the file's name names the model (its basename and size label)
+    size_label: str | None = None          # general.size_label: the maker's size ("1.5B"), which counts a
+                                           # tied output layer once where the file stores it twice
 
     def kv_cache_bytes(self, n_ctx: int, bytes_per_value: int = 2) -> int:
         """Size of an F16 KV cache of n_ctx tokens (what llama.cpp allocates by default)."""
@@ -89,7 +91,7 @@ class GGUFInfo:
         line) already names the model: uploaders' names can mislead ("Qwen2.5 Coder 0.5B Instruct AWQ"
         for a Q4_K_M file)."""
         parts = [] if self.named_by_file else [self.name]
-        parts += [_human_params(self.n_params) + " parameters", self.quantization,
+        parts += [(self.size_label or _human_params(self.n_params)) + " parameters", self.quantization,
                  f"{self.file_size / 1e9:.2f} GB"]
         if self.context_length:
             parts.append(f"context {self.context_length:,}")
@@ -347,6 +349,7 @@ def _read(path: str | os.PathLike, keep_tokens: bool) -> tuple[GGUFInfo, list[by
         bos_id=_int(meta, "tokenizer.ggml.bos_token_id", None), eos_id=_int(meta, "tokenizer.ggml.eos_token_id", None),
         add_bos=_flag(meta, "tokenizer.ggml.add_bos_token"), add_eos=_flag(meta, "tokenizer.ggml.add_eos_token"),
         named_by_file=_names(name, _text(meta, "general.basename"), _text(meta, "general.size_label")),
+        size_label=_text(meta, "general.size_label"),
     ), reader.tokens
 
 

@@ -9,7 +9,7 @@ from dataclasses import asdict
 import pytest
 from PySide6.QtCore import QEvent, QPoint, Qt
 from PySide6.QtGui import QHelpEvent, QTextCursor, QTextDocument
-from PySide6.QtWidgets import QApplication, QLabel, QToolTip
+from PySide6.QtWidgets import QApplication, QLabel, QPushButton, QToolTip
 
 from desktop_app.chat.history import HistoryStore
 from desktop_app.chat.line_breaks import keep_line_breaks
@@ -188,6 +188,38 @@ def test_a_cut_off_reply_s_note_never_makes_the_chat_scroll_sideways(qtbot):
     view.resize(320, 400)
     qtbot.waitUntil(lambda: QLabel.text(w.status).endswith("…"))
     assert view.horizontalScrollBar().maximum() == 0 and view.widget().minimumSizeHint().width() < 320
+
+
+def test_a_narrow_chat_drops_the_footers_details_before_its_speed_and_times_plain(qtbot):
+    """At the default window size an auto reply's footer was cut to "1.01× plain (measur…", and at
+    1000×700 to "10.6 to…": the speed and the × plain figure, the footer's point, went first. A
+    narrower chat now drops the rounds that drafted, "(measured)", γ, the kept count and the drafter,
+    in that order; the whole line stays in the tooltip."""
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(900, 400)
+    view.show()
+    stats = _stats(mean_drafted=13.9, n_rounds=168, n_plain_rounds=156, n_tokens=252, tokens_per_s=7.47)
+    w = view.add_message("assistant", "Hello there", status="done", stats=stats.to_json(),
+                         settings=_settings(drafter="model", auto=True))
+    whole = "auto · drafted in 12 of 168 rounds, γ ≈ 13.9 · 46/76 drafted kept · 7.47 tok/s · "
+    assert w.footer.text().startswith(whole) and w.footer.text().endswith("× plain (measured)")
+    times = w.footer.text().split(" · ")[-1].removesuffix(" (measured)")
+    seen = []
+    for width in range(900, 160, -10):
+        view.resize(width, 400)
+        QApplication.processEvents()
+        shown = QPushButton.text(w.footer)
+        if not seen or seen[-1] != shown:
+            seen.append(shown)
+    assert seen[:4] == [w.footer.text(), f"auto · γ ≈ 13.9 · 46/76 drafted kept · 7.47 tok/s · {times}",
+                        f"auto · 46/76 drafted kept · 7.47 tok/s · {times}", f"auto · 7.47 tok/s · {times}"]
+    assert f"7.47 tok/s · {times}" in seen                     # then "…" only once that no longer fits
+    assert all(times in t for t in seen[:seen.index(f"7.47 tok/s · {times}") + 1])
+    assert w.footer.toolTip().startswith(w.footer.text())
+    view.resize(320, 400)
+    QApplication.processEvents()
+    assert view.horizontalScrollBar().maximum() == 0
 
 
 def test_a_reply_s_lines_and_indentation_show_as_written(qtbot):

@@ -50,9 +50,17 @@ def reply_note(status: str, stats: dict | GenerationStats | None) -> str:
 
 def footer_text(stats: dict | GenerationStats | None, settings: dict | None, status: str = "done") -> str:
     """The footer of one reply ("" while it is still being written)."""
+    return footer_forms(stats, settings, status)[0]
+
+
+def footer_forms(stats: dict | GenerationStats | None, settings: dict | None, status: str = "done") -> list[str]:
+    """The footer of one reply, then shorter forms of it for a narrow chat, longest first: each drops
+    what matters least (the rounds that drafted, "(measured)", γ, the kept count, the drafter), so
+    that the speed and the × plain figure are the last to go (a new user's try: "1.01× plain (measur…"
+    at the default window size)."""
     s = GenerationStats.from_json(stats)
     if s is None:
-        return "" if status in ("done", "streaming") else NO_STATS.get(status, f"{status}: no statistics were recorded")
+        return ["" if status in ("done", "streaming") else NO_STATS.get(status, f"{status}: no statistics were recorded")]
     label = drafter_label(settings)
     spec = (settings or {}).get("spec") if isinstance(settings, dict) else None
     spec = spec if isinstance(spec, dict) else {}
@@ -61,26 +69,33 @@ def footer_text(stats: dict | GenerationStats | None, settings: dict | None, sta
     elif label is None:                                 # settings missing: say what the numbers show
         label = "speculative decoding" if s.n_drafted else DRAFTER_LABELS["none"]
     if not s.n_tokens:                                  # stopped before its first token, or that token ended it
-        return f"{label} · nothing was written"
+        return [f"{label} · nothing was written"]
     speed = rate_text(s.tokens_per_s)
     if (label == DRAFTER_LABELS["none"] or s.remote) and not s.n_drafted:
-        return f"{label} · {speed}"
-    parts = [label]
+        return [f"{label} · {speed}"]
     mean = f"{s.mean_drafted:.1f}" if s.mean_drafted is not None else "–"
+    gamma, gamma_short = "", ""
     if not s.n_drafted:                                 # every round a plain step: no γ, nothing kept
         if s.n_rounds:
-            parts.append(f"drafted in none of {count(s.n_rounds, 'round')}")
+            gamma = gamma_short = f"drafted in none of {count(s.n_rounds, 'round')}"
     elif spec.get("auto"):                                # its mean over the rounds that drafted, and how many
         drafted_in = f"drafted in {s.n_rounds - s.n_plain_rounds} of {s.n_rounds} rounds, " if s.n_rounds else ""
-        parts.append(f"{drafted_in}γ ≈ {mean}")
+        gamma, gamma_short = f"{drafted_in}γ ≈ {mean}", f"γ ≈ {mean}"
     elif isinstance(spec.get("draft_max"), int):
-        parts.append(f"γ {spec['draft_max']}")
+        gamma = gamma_short = f"γ {spec['draft_max']}"
     elif s.mean_drafted is not None:
-        parts.append(f"γ ≈ {mean}")
-    if s.n_drafted:
-        parts.append(f"{s.n_accepted}/{s.n_drafted} drafted kept")
-    parts.append(speed)
+        gamma = gamma_short = f"γ ≈ {mean}"
+    kept = f"{s.n_accepted}/{s.n_drafted} drafted kept" if s.n_drafted else ""
     measured = s.measured_speedup
-    if measured is not None:
-        parts.append(f"{measured:.2f}× plain (measured)")
-    return " · ".join(parts)
+    times = f"{measured:.2f}× plain" if measured is not None else ""
+    forms = [(label, gamma, kept, speed, times + " (measured)" if times else ""),
+             (label, gamma_short, kept, speed, times),
+             (label, kept, speed, times),
+             (label, speed, times),
+             (speed, times)]
+    out: list[str] = []
+    for parts in forms:
+        text = " · ".join(p for p in parts if p)
+        if text not in out:
+            out.append(text)
+    return out

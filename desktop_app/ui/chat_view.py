@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScroll
                                QToolTip, QVBoxLayout, QWidget)
 
 from desktop_app.chat.line_breaks import keep_line_breaks
-from desktop_app.chat.reply_footer import footer_text, reply_note
+from desktop_app.chat.reply_footer import footer_forms, reply_note
 from desktop_app.chat.token_origins import TokenOrigin, align, origin, origins_from_rounds, shown_positions
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenEvent, TokenKind
 from desktop_app.ui.code_highlight import CodeHighlighter, code_language
@@ -302,8 +302,9 @@ class MessageWidget(QFrame):
         note = reply_note(self._status, self._stats)
         self.status.setText(note)
         self.status.setToolTip(note)
-        text = footer_text(self._stats, self._settings, self._status) if self.role == "assistant" else ""
-        self.footer.setText(text)
+        forms = footer_forms(self._stats, self._settings, self._status) if self.role == "assistant" else [""]
+        text = forms[0]
+        self.footer.setText(*forms)
         action = ("Click: show this reply's rounds in the speculation panel" if self.has_rounds
                   else "No rounds were recorded for this reply")
         self.footer.setToolTip(f"{text}\n\n{action}")      # (the whole line, which a narrow chat cuts)

@@ -58,7 +58,7 @@ def rolling_rate(times: Sequence[float], origin: float, min_tokens: int = 16, mi
     return xs, ys
 
 
-SPEED_TITLE = "Tokens/s over the reply (s)"
+SPEED_TITLE = "Tokens/s by second"
 PLAIN_ESTIMATE_MIN = 3       # plain rounds before the chart and the panel estimate plain's rate mid-reply
 
 
@@ -146,10 +146,9 @@ class LiveCharts(QWidget):
                                     "decoding's rate, measured (or, until the reply ends, estimated from its "
                                     "plain steps). The panel's Speed is the whole reply's mean.")
         self.speed_curve = self.speed_plot.plot([], [], pen=pg.mkPen("#1f77b4", width=2))
-        self.plain_line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(fg, width=1, style=Qt.DashLine),
-                                          label="", labelOpts={"position": 0.98, "color": fg,
-                                                               "anchors": [(1, 1), (1, 1)],
-                                                               "fill": pg.mkBrush(label_backing(bg))})
+        # (its rate is in the title: a label on the line sat where the curve runs, near plain's rate,
+        # and hid half a reply's curve in a new user's try)
+        self.plain_line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(fg, width=1, style=Qt.DashLine))
         self.plain_line.setVisible(False)
         self.speed_plot.addItem(self.plain_line)
 
@@ -171,8 +170,11 @@ class LiveCharts(QWidget):
 
         self.split_plot = _small_plot(fg, bg)
         self.split_title = QLabel("Time spent (s)")
-        self.split_title.setToolTip("Seconds spent in the draft model's steps, in the target's passes (checking drafts, "
-                                    "and the plain steps), and on the rest of each round")
+        self.split_title.setToolTip("Seconds spent in the draft model's steps (draft), in the target's passes "
+                                    "(target: checking drafts, and the plain steps), and on the rest of each round "
+                                    "(other: the draft model reading text it had not read yet, as auto mode has it "
+                                    "do before it drafts after rounds without it, and Tandem's own work between passes: "
+                                    "judging drafts, sampling, sending tokens to the window)")
         self.split_bars = pg.BarGraphItem(x=[0, 1, 2], height=[0, 0, 0], width=0.7,
                                           brushes=[c for _, c in SPLIT])
         self.split_plot.addItem(self.split_bars)
@@ -317,9 +319,9 @@ class LiveCharts(QWidget):
         self.speed_curve.setData(xs, ys)
         rate, label = self.plain_rate()
         self.plain_line.setVisible(rate is not None)
+        self.speed_title.setText(SPEED_TITLE if rate is None else f"{SPEED_TITLE}; dashed: {label} {rate_number(rate)}")
         if rate is not None:
             self.plain_line.setValue(rate)
-            self.plain_line.label.setFormat(f"{label} {rate_number(rate)}")
         self.speed_plot.setXRange(0, max(xs, default=0) or 1, padding=0.02)
         self.speed_plot.setYRange(0, _top(ys + ([1.2 * rate] if rate else [])), padding=0)   # (room for its label)
 

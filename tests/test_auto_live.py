@@ -2,7 +2,8 @@
 import pytest
 
 from desktop_app.engine import GREEDY, ModelPair
-from desktop_app.engine.auto_policy import AutoPolicy
+from desktop_app.engine.auto_policy import FIRST_PROBE, AutoPolicy
+from desktop_app.engine.explain import explain
 
 from engine_helpers import first_divergence_gap, max_batch_deviation, prompt_tokens, run
 
@@ -66,19 +67,26 @@ def test_the_draft_model_reads_the_prompt_only_when_auto_drafts_with_it(pair, mo
     prompt = prompt_tokens(pair.target)
     _fix_costs(pair, monkeypatch, {1: 30, 2: 60, 3: 90, 5: 150, 9: 270, 17: 510, 33: 990}, 60)
     pair.draft_ctx.clear()
-    rounds, _, _ = run(pair, prompt, GREEDY, max_tokens=24, drafter="model", draft_max=4, auto=True)
+    rounds, _, idle = run(pair, prompt, GREEDY, max_tokens=24, drafter="model", draft_max=4, auto=True)
     assert "model" not in {r.drafter for r in rounds}
     assert pair.draft_ctx.tokens == []
+    # the panel's sentence says so, and why (a new user's try: the draft model loaded, never used, unexplained)
+    assert idle.stats.unused_draft_c == pytest.approx(2.0) and len(rounds) >= FIRST_PROBE
+    assert explain(idle.stats).endswith(" Auto did not draft with the draft model: a draft step costs 2.00 of a "
+                                        "target pass here, and with that and the cost of catching it up on the "
+                                        "text, no round with it was predicted to beat plain decoding.")
 
     pair.draft_ctx.clear()
-    run(pair, prompt, GREEDY, max_tokens=1, drafter="model", draft_max=4)
+    _, _, fixed = run(pair, prompt, GREEDY, max_tokens=1, drafter="model", draft_max=4)
     assert len(pair.draft_ctx.tokens) >= len(prompt) - 1
+    assert fixed.stats.unused_draft_c is None
 
     _fix_costs(pair, monkeypatch, {1: 30, 2: 31, 3: 32, 5: 34, 9: 38, 17: 46, 33: 60}, 1)
     pair.draft_ctx.clear()
     rounds, _, finish = run(pair, prompt, GREEDY, max_tokens=48, drafter="model", draft_max=4, auto=True)
     model_rounds = [r for r in rounds if r.drafter == "model"]
     assert model_rounds and sum(r.accepted for r in model_rounds) > 0
+    assert finish.stats.unused_draft_c is None and "Auto did not draft" not in explain(finish.stats)
     assert pair.draft_ctx.tokens[:len(prompt) - 1] == prompt[:-1]      # it caught up on the prompt
     _, _, plain = run(pair, prompt, GREEDY, max_tokens=48, enabled=False)
     gap = first_divergence_gap(pair.target, prompt, plain.tokens, finish.tokens)

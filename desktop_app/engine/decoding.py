@@ -55,6 +55,8 @@ class Reply:
     choice: Choice = PLAIN               # auto mode's choice for the round in progress
     catch_up_s: float = 0.0              # the draft model's catch-up in this round (not drafting time)
     stop: Callable[[], bool] = lambda: False   # whether the reply was cancelled (checked inside long passes)
+    model_offered: bool = False          # auto mode weighed the draft model in some round
+    model_drafted: bool = False          # ... and chose it in some round
 
 
 @dataclass(frozen=True)
@@ -233,6 +235,8 @@ class SpeculativeDecoder:
         model = self.drafters.get("model") if settings.drafter == "model" else None
         option = ModelOption(model.behind(reply.tokens)) if model and model.can_draft(reply.tokens) else None
         choice = reply.choice = self.policy.choose(reply.tokens, gamma_max, copy, option, left, len(reply.reply))
+        reply.model_offered |= option is not None
+        reply.model_drafted |= choice.drafter == "model"
         if choice.drafter == "lookup":
             return lookup, Proposal.copied(copy.tokens[:choice.gamma])
         if choice.drafter == "model":
@@ -325,6 +329,9 @@ class SpeculativeDecoder:
         t_end = time.perf_counter()
         stats = reply.recorder.finish(len(reply.reply), t_end - reply.t_start, reply.t_prompt,
                                       (reply.t_first or t_end) - reply.t_start, reason.value, self.costs)
+        step, single = self.costs.draft_step_s.get("model"), self.costs.verify_cost(1)
+        if reply.model_offered and not reply.model_drafted and step and single:
+            stats.unused_draft_c = step / single
         return FinishEvent(reply.stream.text, tuple(reply.reply), stats, reason, message, tail)
 
 

@@ -134,6 +134,8 @@ class GenerationStats:
     t_draft_step_s: float | None = None    # mean time of one draft step
     t_target_step_s: float | None = None   # mean time of one single-token target pass
     c: float | None = None            # draft step cost relative to a single target pass
+    unused_draft_c: float | None = None    # auto mode weighed the draft model and never drafted with it:
+                                           # its step cost relative to a target pass, as auto priced it
     predicted_speedup: float | None = None          # the paper's formula over this reply's rounds: each
                                                     # drafting round E(α, γ) tokens for 1 + γc passes,
                                                     # each plain one 1 for 1 (metrics.py)

@@ -8,6 +8,7 @@ every view, so that they agree.
 from __future__ import annotations
 
 from desktop_app.counts import count
+from desktop_app.engine.auto_policy import FIRST_PROBE
 from desktop_app.engine.costs import CostModel
 from desktop_app.engine.events import GenerationStats, StopReason
 
@@ -76,6 +77,22 @@ def verdict(stats: GenerationStats) -> str:
 
 
 def explain(stats: GenerationStats) -> str:
+    """The panel's sentence on one reply: what was kept, and why it paid or did not."""
+    text = _explain(stats)
+    c = stats.unused_draft_c
+    if c is not None and stats.n_tokens:
+        if stats.n_rounds < FIRST_PROBE:
+            text += (f" Auto did not draft with the draft model: it tries it only after a reply's first "
+                     f"{FIRST_PROBE} rounds, and this one had {stats.n_rounds}.")
+        else:
+            text += (f" Auto did not draft with the draft model: a draft step costs {c:.2f} of a target pass "
+                     "here, and with that and the cost of catching it up on the text, no round with it was "
+                     "predicted to beat " + ("plain decoding." if not stats.n_drafted
+                                             else "plain steps and copies of earlier text."))
+    return text
+
+
+def _explain(stats: GenerationStats) -> str:
     m, plain = stats.measured_speedup, stats.plain_tokens_per_s
     if not stats.n_tokens:          # (whatever the mode: no token, so nothing says how drafting would have gone)
         return {StopReason.CANCELLED.value: "Stopped before the first token: nothing was written or drafted.",

@@ -222,6 +222,40 @@ def test_a_narrow_chat_drops_the_footers_details_before_its_speed_and_times_plai
     assert view.horizontalScrollBar().maximum() == 0
 
 
+def test_a_streaming_reply_is_rendered_less_often_as_rendering_it_costs_more(qtbot, monkeypatch):
+    """Each render lays out the whole reply again, on the cores llama.cpp runs on: the next render waits
+    RENDER_DUTY times as long as the last took, from REPAINT_MS to REPAINT_MAX_MS, so a long reply is
+    not laid out again at every token; the text shown is always the whole text so far."""
+    from desktop_app.ui import chat_view
+
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.show()
+    w = view.begin_reply()
+    cost = {"s": 0.0}
+    now = {"t": 0.0}
+
+    def clock():                                     # every render "takes" cost["s"]
+        now["t"] += cost["s"]
+        return now["t"]
+
+    monkeypatch.setattr(chat_view, "_clock", clock)
+    intervals = []
+    for render_s in (0.0005, 0.020, 0.030, 0.200):
+        cost["s"] = render_s
+        view.append_text(f"word{len(intervals)} ")
+        view._flush()
+        intervals.append(view._timer.interval())
+    assert intervals == [ChatView.REPAINT_MS, int(ChatView.RENDER_DUTY * 20), int(ChatView.RENDER_DUTY * 30),
+                         ChatView.REPAINT_MAX_MS]
+    assert ChatView.REPAINT_MS < ChatView.RENDER_DUTY * 20 < ChatView.RENDER_DUTY * 30 < ChatView.REPAINT_MAX_MS
+    assert w.text == "word0 word1 word2 word3 " and view._timer.isActive()
+    view.append_text("end")                          # the reply's end renders what is left at once
+    view.end_reply("word0 word1 word2 word3 end", "done", 1, False)
+    assert w.text == "word0 word1 word2 word3 end"
+    assert view.begin_reply() is not w and view._timer.interval() == ChatView.REPAINT_MS   # a new reply starts fast
+
+
 def test_a_reply_s_lines_and_indentation_show_as_written(qtbot):
     """Code a model wrote without a fence, a poem: each line on its own line, indented as written
     (Markdown joined them into one line: a user's try). Lists, tables, headings and indented code are

@@ -82,7 +82,7 @@ def assert_charts_show(charts: LiveCharts, rounds, stats: GenerationStats, abs_t
     # the title quotes the dashed line's plain speed as the panel's "vs plain" does (measured_text): the same
     # digits; not a label on the line, which covered the curve near plain's rate (a new user's try)
     plain = rate_text(stats.plain_tokens_per_s).removesuffix(" tok/s")
-    assert charts.speed_title.text() == f"Tokens/s by second; dashed: plain {plain}" and plain in measured_text(stats)
+    assert charts.speed_title.text() == f"Tokens/s; dashed: plain {plain}" and plain in measured_text(stats)
     assert getattr(charts.plain_line, "label", None) is None
     sx, sy = charts.speed_curve.getData()
     assert len(sx) > 3 and all(v > 0 for v in sy)
@@ -141,7 +141,7 @@ def test_live_charts_show_the_rounds_of_a_real_reply(reply, qtbot, tmp_path):
     assert list(lx) == pytest.approx(ex) and list(ly) == pytest.approx(ey)
     stored.clear()
     assert plotted_bars(stored.position_bars)[1] == [] and len(stored.kept_series()[0]) == 0
-    assert not stored.plain_line.isVisible() and stored.speed_title.text() == "Tokens/s by second"
+    assert not stored.plain_line.isVisible() and stored.speed_title.text() == "Tokens/s over time"
 
 
 def round_end_rates(rounds) -> tuple[list[float], list[float]]:

@@ -58,7 +58,7 @@ def rolling_rate(times: Sequence[float], origin: float, min_tokens: int = 16, mi
     return xs, ys
 
 
-SPEED_TITLE = "Tokens/s by second"
+SPEED_TITLE = "Tokens/s over time"
 PLAIN_ESTIMATE_MIN = 3       # plain rounds before the chart and the panel estimate plain's rate mid-reply
 
 
@@ -319,7 +319,7 @@ class LiveCharts(QWidget):
         self.speed_curve.setData(xs, ys)
         rate, label = self.plain_rate()
         self.plain_line.setVisible(rate is not None)
-        self.speed_title.setText(SPEED_TITLE if rate is None else f"{SPEED_TITLE}; dashed: {label} {rate_number(rate)}")
+        self.speed_title.setText(SPEED_TITLE if rate is None else f"Tokens/s; dashed: {label} {rate_number(rate)}")
         if rate is not None:
             self.plain_line.setValue(rate)
         self.speed_plot.setXRange(0, max(xs, default=0) or 1, padding=0.02)

@@ -85,7 +85,7 @@ def explain(stats: GenerationStats) -> str:
             text += (f" Auto did not draft with the draft model: it tries it only after a reply's first "
                      f"{FIRST_PROBE} rounds, and this one had {stats.n_rounds}.")
         else:
-            text += (f" Auto did not draft with the draft model: a draft step costs {c:.2f} of a target pass "
+            text += (f" Auto did not draft with the draft model: a step of it would cost {c:.2f} of a target pass "
                      "here, and with that and the cost of catching it up on the text, no round with it was "
                      "predicted to beat " + ("plain decoding." if not stats.n_drafted
                                              else "plain steps and copies of earlier text."))

@@ -83,6 +83,20 @@ def test_at_1000_by_700_names_and_buttons_are_whole_and_the_chat_has_room(qtbot,
     QApplication.processEvents()
     assert_bar_readable(w, test_model_path)
     assert w.stack.width() >= 450, w.splitter.sizes()
+    # the composer is three lines high beside its buttons two by two, and grows with what is typed: stacked,
+    # the buttons made it 130 px high, and the chat had 330 px here (a new user's try)
+    assert w.stack.height() >= 340 and w.composer.height() <= 80, (w.stack.height(), w.composer.height())
+    short = w.composer.height()
+    w.composer.setPlainText("\n".join(["a line"] * 6))
+    QApplication.processEvents()
+    six = w.composer.height()
+    assert six > short
+    w.composer.setPlainText("\n".join(["a line"] * 30))          # to seven lines, then it scrolls
+    QApplication.processEvents()
+    assert six < w.composer.height() <= 140 and w.stack.height() >= 270
+    w.composer.clear()
+    QApplication.processEvents()
+    assert w.composer.height() == short
     assert w.sidebar.width() > 0 and w.tabs.width() > 0     # both sides show by default
     for generation in ({"auto": True}, {"auto": False, "drafter": "lookup", "draft_max": 4}):
         w.spec_bar.set_generation({"speculation": True, "drafter": "model", "draft_max": 4, **generation})

@@ -1,8 +1,8 @@
 """Where the user writes: Enter sends, Shift+Enter starts a new line."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QPlainTextEdit
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy
 
 
 class Composer(QPlainTextEdit):
@@ -13,6 +13,19 @@ class Composer(QPlainTextEdit):
         self.setPlaceholderText("Write a message — Enter sends, Shift+Enter for a new line")
         self.setTabChangesFocus(True)
         self.setMaximumHeight(140)
+        self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)     # as tall as its text asks
+        self.textChanged.connect(self.updateGeometry)
+
+    LINES = (3, 7)               # it shows this many lines at least, and grows with its text up to the most
+
+    def sizeHint(self) -> QSize:
+        """Three lines, growing with the text to seven (then it scrolls): a box four buttons high took
+        130 px that the chat lost at 1000×700 (a user's try)."""
+        lines = min(max(self.document().blockCount(), self.LINES[0]), self.LINES[1])   # (lines typed)
+        margins = self.contentsMargins()
+        height = lines * self.fontMetrics().lineSpacing() + 2 * self.document().documentMargin() \
+            + margins.top() + margins.bottom()
+        return QSize(super().sizeHint().width(), int(height))
 
     def keyPressEvent(self, event) -> None:
         if event.key() in (Qt.Key_Return, Qt.Key_Enter) and not (event.modifiers() & Qt.ShiftModifier):

@@ -6,7 +6,7 @@ import threading
 
 from PySide6.QtCore import Qt, QThread, Signal
 from PySide6.QtGui import QTextCursor
-from PySide6.QtWidgets import (QHBoxLayout, QMainWindow, QPushButton, QScrollArea, QSplitter,
+from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QMainWindow, QPushButton, QScrollArea, QSplitter,
                                QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
 
 from desktop_app.chat.history import HistoryError, HistoryStore
@@ -166,9 +166,10 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.compare_button.setToolTip("Answer the last message again with speculation off and on, side by side "
                                        "(Ctrl+Shift+K); nothing is stored")
         self.compare_button.clicked.connect(self.compare)
-        buttons = QVBoxLayout()
-        for b in (self.send_button, self.regenerate_button, self.compare_button, self.edit_button):
-            buttons.addWidget(b)
+        buttons = QGridLayout()         # two by two: stacked, four buttons made the composer 130 px tall,
+        for i, b in enumerate((self.send_button, self.regenerate_button, self.compare_button,   # which the
+                               self.edit_button)):                # chat lost at 1000×700 (a user's try)
+            buttons.addWidget(b, i // 2, i % 2)
         composer_row = QHBoxLayout()
         composer_row.addWidget(self.composer, 1)
         composer_row.addLayout(buttons)

@@ -446,3 +446,20 @@ def test_a_reply_stopped_before_its_first_token_says_so_everywhere(qtbot):
     assert panel.verdict.text() == "Stopped before the first token: nothing was written or drafted."
     assert panel.pay.sentence.text() == "Nothing was written, so there is nothing to judge from."
     assert panel.pay.best_gamma == 0 and len(panel.pay.curve.getData()[0] or []) == 0
+
+
+def test_pay_curve_says_when_its_alpha_rests_on_a_few_drafted_tokens(reply, qtbot):
+    """A new user's try: "γ 16 is best (predicted 1.66×)" from α 1.00 on 8 drafted tokens, all kept. Under
+    THIN_EVIDENCE drafted tokens the sentence says how few there were; from it on, it does not."""
+    from desktop_app.ui.pay_curve import THIN_EVIDENCE
+
+    _, _, stats, _ = reply
+    pay = PayCurve()
+    qtbot.addWidget(pay)
+    few = dataclasses.replace(stats, n_drafted=8, n_accepted=8, alpha=1.0, acceptance_rate=1.0)
+    pay.show(few, 4)
+    assert pay.sentence.text().startswith("At α 1.00 (from only 8 drafted tokens: a rough guess)")
+    enough = dataclasses.replace(few, n_drafted=THIN_EVIDENCE, n_accepted=THIN_EVIDENCE)
+    pay.show(enough, 4)
+    assert pay.sentence.text().startswith("At α 1.00 on this machine") or pay.sentence.text().startswith("At α 1.00, ")
+

@@ -14,12 +14,14 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QPalette
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from desktop_app.counts import count
 from desktop_app.engine.costs import WIN_MARGIN, best_gamma, speedup_curve
 from desktop_app.engine.events import GenerationStats
 from desktop_app.engine.explain import check_cost_s
 from desktop_app.ui.charts import label_backing, quiet_plot, stats_from
 
 GAMMA_MAX = 16
+THIN_EVIDENCE = 40           # fewer drafted tokens than this and α is a rough guess (at α 0.5, ±0.15 at 95 %)
 HEADROOM = 1.6               # the y axis runs to this times the curve's top: the band above holds the labels
 HEADROOM_MAX = 3.0           # ... or more in a short plot, up to this (_fit_height)
 _WIDGET_SHOW = object()      # show() without a reply: the widget's own show
@@ -209,8 +211,11 @@ class PayCurve(QWidget):
     def _sentence(s: GenerationStats, current: int, best: int, predicted: dict[int, float],
                   measured: float | None) -> str:
         measured_text = f"measured {measured:.2f}×" if measured is not None else ""
+        alpha = f"α {s.alpha:.2f}"
+        if s.n_drafted < THIN_EVIDENCE:          # (a user's try: "γ 16 is best" from 8 drafted tokens, all kept)
+            alpha += f" (from only {count(s.n_drafted, 'drafted token')}: a rough guess)"
         if best:
-            text = f"At α {s.alpha:.2f} on this machine, γ {best} is best (predicted {predicted[best]:.2f}×"
+            text = f"At {alpha} on this machine, γ {best} is best (predicted {predicted[best]:.2f}×"
             text += " with every round drafting)" if s.n_plain_rounds else ")"
             used = f"; this reply drafted {s.mean_drafted or current:.1f} tokens a round"
             if s.n_plain_rounds and s.predicted_speedup_measured is not None:
@@ -231,7 +236,7 @@ class PayCurve(QWidget):
             return text + "."
         g = current if current in predicted else max(1, round(s.mean_drafted or 1))
         verify = check_cost_s(s, g + 1)
-        text = f"At α {s.alpha:.2f}, no γ is predicted to beat plain decoding here"
+        text = f"At {alpha}, no γ is predicted to beat plain decoding here"
         if WIN_MARGIN > 1 and max(predicted.values()) > 1.0:
             text += f" by the {100 * (WIN_MARGIN - 1):.0f} % auto mode asks for"
         if verify and s.t_target_step_s:

@@ -87,6 +87,7 @@ def test_the_draft_model_reads_the_prompt_only_when_auto_drafts_with_it(pair, mo
     model_rounds = [r for r in rounds if r.drafter == "model"]
     assert model_rounds and sum(r.accepted for r in model_rounds) > 0
     assert finish.stats.unused_draft_c is None and "Auto did not draft" not in explain(finish.stats)
+    assert finish.stats.t_catch_up_s > 0 and idle.stats.t_catch_up_s == 0.0    # (not plain's: GenerationStats)
     assert pair.draft_ctx.tokens[:len(prompt) - 1] == prompt[:-1]      # it caught up on the prompt
     _, _, plain = run(pair, prompt, GREEDY, max_tokens=48, enabled=False)
     gap = first_divergence_gap(pair.target, prompt, plain.tokens, finish.tokens)

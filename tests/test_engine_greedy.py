@@ -222,3 +222,22 @@ def test_explanation_quotes_the_checks_of_its_own_rounds():
     text = explain(s)
     assert "giving 2.00 tokens in 170 ms" in text
     assert "in this reply, checking a round's 3.50 tokens took 120 ms, 4.0× a single-token pass" in text
+
+
+def test_the_draft_models_catch_up_is_not_counted_into_plain_decodings_rate():
+    """Plain decoding's rate counts the loop's own time per round (sampling, text, events) as the reply
+    spent it. The draft model's catch-up (auto mode reading the text into it) was counted there too, so
+    a reply that caught the model up made plain look slower by as much: the live prime-function reply
+    read 0.99× plain in the app, 0.92× against plain decoding from the command line. A reply that
+    spends C more seconds catching up keeps plain's rate and loses C in its own."""
+    from desktop_app.engine.events import GenerationStats
+
+    base = dict(n_tokens=120, n_rounds=100, n_plain_rounds=95, n_drafted=30, n_accepted=20, t_draft_s=0.6,
+                t_verify_s=9.0, t_target_step_s=0.08, stop_reason="eos")
+    without = GenerationStats(**base, tokens_per_s=120 / 10.0, t_other_s=0.4)
+    caught_up = GenerationStats(**base, tokens_per_s=120 / 11.3, t_other_s=1.7, t_catch_up_s=1.3)
+    assert caught_up.plain_tokens_per_s == pytest.approx(without.plain_tokens_per_s)
+    assert caught_up.measured_speedup == pytest.approx(without.measured_speedup * 10.0 / 11.3)
+    stored = GenerationStats.from_json(caught_up.to_json())                  # (kept in the history)
+    assert stored.t_catch_up_s == 1.3
+    assert GenerationStats.from_json({**caught_up.to_json(), "t_catch_up_s": None}).t_catch_up_s == 0.0  # (old)

@@ -54,6 +54,7 @@ class Reply:
     n_round: int = 0
     choice: Choice = PLAIN               # auto mode's choice for the round in progress
     catch_up_s: float = 0.0              # the draft model's catch-up in this round (not drafting time)
+    t_catch_up_s: float = 0.0            # ... and in the whole reply
     stop: Callable[[], bool] = lambda: False   # whether the reply was cancelled (checked inside long passes)
     model_offered: bool = False          # auto mode weighed the draft model in some round
     model_drafted: bool = False          # ... and chose it in some round
@@ -246,6 +247,7 @@ class SpeculativeDecoder:
             except backend.Stopped:                   # cancelled: a plain step, then the loop ends the reply
                 return self.drafters["none"], Proposal()
             reply.catch_up_s = time.perf_counter() - t0
+            reply.t_catch_up_s += reply.catch_up_s
             self.costs.record_prefill("model", n, reply.catch_up_s)
             try:
                 return model, model.draft(reply.tokens, choice.gamma, sampling, reply.rng, settings.draft_p_min)
@@ -329,6 +331,7 @@ class SpeculativeDecoder:
         t_end = time.perf_counter()
         stats = reply.recorder.finish(len(reply.reply), t_end - reply.t_start, reply.t_prompt,
                                       (reply.t_first or t_end) - reply.t_start, reason.value, self.costs)
+        stats.t_catch_up_s = reply.t_catch_up_s
         step, single = self.costs.draft_step_s.get("model"), self.costs.verify_cost(1)
         if reply.model_offered and not reply.model_drafted and step and single:
             stats.unused_draft_c = step / single

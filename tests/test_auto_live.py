@@ -92,3 +92,25 @@ def test_the_draft_model_reads_the_prompt_only_when_auto_drafts_with_it(pair, mo
     _, _, plain = run(pair, prompt, GREEDY, max_tokens=48, enabled=False)
     gap = first_divergence_gap(pair.target, prompt, plain.tokens, finish.tokens)
     assert gap is None or gap[1] <= 2 * max_batch_deviation(pair.target)
+
+
+def test_a_reply_switched_from_auto_to_the_draft_model_is_not_said_to_have_left_it_unused(pair, monkeypatch):
+    """Auto weighed the draft model and did not choose it; then the user switched to fixed mode with it,
+    mid-reply, and it drafted: the sentence must not say the draft model went unused (a review)."""
+    from desktop_app.engine import Controls, FinishEvent, RoundEvent, SpecSettings
+
+    _fix_costs(pair, monkeypatch, {1: 30, 2: 60, 3: 90, 5: 150, 9: 270, 17: 510, 33: 990}, 60)
+    controls = Controls(SpecSettings(drafter="model", draft_max=4, auto=True))
+    rounds, finish = [], None
+    for event in pair.generate(prompt_tokens(pair.target), GREEDY, controls, 40):
+        if isinstance(event, RoundEvent):
+            rounds.append(event)
+            if len(rounds) == FIRST_PROBE + 4:
+                controls.update(auto=False)
+        elif isinstance(event, FinishEvent):
+            finish = event
+    assert len(rounds) > FIRST_PROBE + 4
+    assert "model" not in {r.drafter for r in rounds[:FIRST_PROBE + 4]}
+    assert "model" in {r.drafter for r in rounds[FIRST_PROBE + 4:]}
+    assert finish.stats.unused_draft_c is None and "Auto did not draft" not in explain(finish.stats)
+

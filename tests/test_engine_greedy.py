@@ -241,3 +241,21 @@ def test_the_draft_models_catch_up_is_not_counted_into_plain_decodings_rate():
     stored = GenerationStats.from_json(caught_up.to_json())                  # (kept in the history)
     assert stored.t_catch_up_s == 1.3
     assert GenerationStats.from_json({**caught_up.to_json(), "t_catch_up_s": None}).t_catch_up_s == 0.0  # (old)
+
+
+def test_an_unused_draft_model_is_explained_by_the_rounds_auto_waits_or_by_its_cost():
+    """Auto first weighs the draft model in a reply's round FIRST_PROBE + 1 (AutoPolicy.begin): a reply of
+    FIRST_PROBE rounds or fewer never weighed it, and the sentence says so rather than quote its cost."""
+    from desktop_app.engine.auto_policy import FIRST_PROBE
+    from desktop_app.engine.events import GenerationStats
+    from desktop_app.engine.explain import explain
+
+    def stats(rounds):
+        return GenerationStats(n_tokens=rounds, n_rounds=rounds, n_plain_rounds=rounds, t_verify_s=0.08 * rounds,
+                               t_target_step_s=0.08, tokens_per_s=12.5, unused_draft_c=0.48, stop_reason="eos")
+
+    assert explain(stats(FIRST_PROBE)).endswith(f"it tries it only after a reply's first {FIRST_PROBE} rounds, "
+                                                f"and this one had {FIRST_PROBE}.")
+    assert "a step of it would cost 0.48 of a target pass here" in explain(stats(FIRST_PROBE + 1))
+    assert "Auto did not draft" not in explain(GenerationStats(**{**stats(20).to_json(), "unused_draft_c": None}))
+

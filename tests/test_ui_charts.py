@@ -141,7 +141,7 @@ def test_live_charts_show_the_rounds_of_a_real_reply(reply, qtbot, tmp_path):
     assert list(lx) == pytest.approx(ex) and list(ly) == pytest.approx(ey)
     stored.clear()
     assert plotted_bars(stored.position_bars)[1] == [] and len(stored.kept_series()[0]) == 0
-    assert not stored.plain_line.isVisible() and stored.speed_title.text() == "Tokens/s over time"
+    assert not stored.plain_line.isVisible() and stored.speed_title.text() == "Tokens/s over time (s)"
 
 
 def round_end_rates(rounds) -> tuple[list[float], list[float]]:

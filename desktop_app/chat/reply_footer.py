@@ -54,9 +54,9 @@ def footer_text(stats: dict | GenerationStats | None, settings: dict | None, sta
 
 
 def footer_forms(stats: dict | GenerationStats | None, settings: dict | None, status: str = "done") -> list[str]:
-    """The footer of one reply, then shorter forms of it for a narrow chat, longest first: each drops
-    what matters least (the rounds that drafted, "(measured)", γ, the kept count, the drafter), so
-    that the speed and the × plain figure are the last to go (a new user's try: "1.01× plain (measur…"
+    """The footer of one reply, then shorter forms of it for a narrow chat, longest first, dropping
+    what matters least first (the rounds that drafted and "(measured)", then γ, the kept count, the
+    drafter), so that the speed and the × plain figure are the last to go (a new user's try: "1.01× plain (measur…"
     at the default window size)."""
     s = GenerationStats.from_json(stats)
     if s is None:
@@ -72,7 +72,7 @@ def footer_forms(stats: dict | GenerationStats | None, settings: dict | None, st
         return [f"{label} · nothing was written"]
     speed = rate_text(s.tokens_per_s)
     if (label == DRAFTER_LABELS["none"] or s.remote) and not s.n_drafted:
-        return [f"{label} · {speed}"]
+        return [f"{label} · {speed}", speed]
     mean = f"{s.mean_drafted:.1f}" if s.mean_drafted is not None else "–"
     gamma, gamma_short = "", ""
     if not s.n_drafted:                                 # every round a plain step: no γ, nothing kept

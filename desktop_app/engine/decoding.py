@@ -224,6 +224,7 @@ class SpeculativeDecoder:
                 and not self.model.is_eog(proposal.tokens[-1])):    # (one that ends the reply is kept)
             proposal = Proposal(n_steps=proposal.n_steps, t_s=proposal.t_s)
         reply.choice = Choice(drafter.name, len(proposal.tokens), 0.0)   # (auto learns from fixed rounds too)
+        reply.model_drafted |= drafter.name == "model"     # (fixed mode, chosen mid-reply after auto)
         return drafter, proposal
 
     def _auto_propose(self, reply: Reply, settings: SpecSettings, sampling: SamplingParams, gamma_max: int,

@@ -81,7 +81,7 @@ def explain(stats: GenerationStats) -> str:
     text = _explain(stats)
     c = stats.unused_draft_c
     if c is not None and stats.n_tokens:
-        if stats.n_rounds < FIRST_PROBE:
+        if stats.n_rounds <= FIRST_PROBE:            # (AutoPolicy.begin: first weighed in round FIRST_PROBE + 1)
             text += (f" Auto did not draft with the draft model: it tries it only after a reply's first "
                      f"{FIRST_PROBE} rounds, and this one had {stats.n_rounds}.")
         else:

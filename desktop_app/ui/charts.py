@@ -58,7 +58,7 @@ def rolling_rate(times: Sequence[float], origin: float, min_tokens: int = 16, mi
     return xs, ys
 
 
-SPEED_TITLE = "Tokens/s over time"
+SPEED_TITLE = "Tokens/s over time (s)"
 PLAIN_ESTIMATE_MIN = 3       # plain rounds before the chart and the panel estimate plain's rate mid-reply
 
 
@@ -173,8 +173,8 @@ class LiveCharts(QWidget):
         self.split_title.setToolTip("Seconds spent in the draft model's steps (draft), in the target's passes "
                                     "(target: checking drafts, and the plain steps), and on the rest of each round "
                                     "(other: the draft model reading text it had not read yet, as auto mode has it "
-                                    "do before it drafts after rounds without it, and Tandem's own work between passes: "
-                                    "judging drafts, sampling, sending tokens to the window)")
+                                    "do before it drafts after rounds without it, and Tandem's bookkeeping after each "
+                                    "pass). Judging the drafts counts as target time.")
         self.split_bars = pg.BarGraphItem(x=[0, 1, 2], height=[0, 0, 0], width=0.7,
                                           brushes=[c for _, c in SPLIT])
         self.split_plot.addItem(self.split_bars)
@@ -323,7 +323,7 @@ class LiveCharts(QWidget):
         if rate is not None:
             self.plain_line.setValue(rate)
         self.speed_plot.setXRange(0, max(xs, default=0) or 1, padding=0.02)
-        self.speed_plot.setYRange(0, _top(ys + ([1.2 * rate] if rate else [])), padding=0)   # (room for its label)
+        self.speed_plot.setYRange(0, _top(ys + ([1.1 * rate] if rate else [])), padding=0)   # (the line in view)
 
         acc = self.position_acceptance()
         self.position_bars.setOpts(x=list(range(1, len(acc) + 1)), height=acc)

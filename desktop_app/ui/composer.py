@@ -12,7 +12,6 @@ class Composer(QPlainTextEdit):
         super().__init__(parent)
         self.setPlaceholderText("Write a message — Enter sends, Shift+Enter for a new line")
         self.setTabChangesFocus(True)
-        self.setMaximumHeight(140)
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)     # as tall as its text asks
         self.textChanged.connect(self.updateGeometry)
 
@@ -21,11 +20,16 @@ class Composer(QPlainTextEdit):
     def sizeHint(self) -> QSize:
         """Three lines, growing with the text to seven (then it scrolls): a box four buttons high took
         130 px that the chat lost at 1000×700 (a user's try)."""
-        lines = min(max(self.document().blockCount(), self.LINES[0]), self.LINES[1])   # (lines typed)
+        shown = int(self.document().size().height())    # lines as laid out, a long one wrapped (a plain
+        lines = min(max(shown, self.LINES[0]), self.LINES[1])   # text document's height is in lines)
         margins = self.contentsMargins()
         height = lines * self.fontMetrics().lineSpacing() + 2 * self.document().documentMargin() \
             + margins.top() + margins.bottom()
         return QSize(super().sizeHint().width(), int(height))
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self.updateGeometry()                            # narrower, the text wraps into more lines
 
     def keyPressEvent(self, event) -> None:
         if event.key() in (Qt.Key_Return, Qt.Key_Enter) and not (event.modifiers() & Qt.ShiftModifier):

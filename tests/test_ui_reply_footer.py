@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QApplication, QLabel, QPushButton, QToolTip
 
 from desktop_app.chat.history import HistoryStore
 from desktop_app.chat.line_breaks import keep_line_breaks
-from desktop_app.chat.reply_footer import footer_text, reply_note
+from desktop_app.chat.reply_footer import footer_forms, footer_text, reply_note
 from desktop_app.chat.token_origins import TokenOrigin, align, kind_counts, origins_from_rounds
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenKind
 from desktop_app.engine.explain import rate_text
@@ -53,6 +53,7 @@ def test_footer_of_a_plain_reply():
     s = _stats(n_drafted=0, n_accepted=0, mean_drafted=None, acceptance_rate=None, tokens_per_s=14.1)
     assert footer_text(s.to_json(), _settings(drafter="none")) == "plain decoding · 14.1 tok/s"
     assert footer_text(s.to_json(), _settings(enabled=False)) == "plain decoding · 14.1 tok/s"
+    assert footer_forms(s.to_json(), _settings(drafter="none")) == ["plain decoding · 14.1 tok/s", "14.1 tok/s"]
 
 
 def test_footer_of_a_prompt_lookup_reply():

@@ -320,3 +320,26 @@ def test_the_on_column_says_what_auto_may_draft_with_and_when_it_drafted_nothing
     fixed = CompareRun("on", SpecSettings(drafter="lookup", draft_max=6))
     assert spec_words(fixed) == "Speculation on (prompt lookup, γ = 6)"
     assert spec_words(CompareRun("off", SpecSettings(enabled=False))) == "Speculation off"
+
+
+def test_a_sampled_compares_status_says_its_replies_are_new_ones(qtbot):
+    """A user's try: Compare's speculation-off run wrote another answer than the chat's (553 tokens against
+    236), and nothing said that a sampled compare draws new replies rather than timing the one shown."""
+    from desktop_app.chat.compare import CompareResult
+    from desktop_app.engine.metrics import GenerationStats
+    from desktop_app.ui.compare_dialog import CompareDialog
+
+    def result(sampling):
+        runs = [CompareRun(label, SpecSettings(enabled=label == "on"), "text", (1, 2), [0, 2],
+                           GenerationStats(n_tokens=2, tokens_per_s=10.0, t_total_s=0.3), "eos", 2, True)
+                for label in ("off", "on")]
+        return CompareResult(1, 10, sampling, 48, *runs, identical=True)
+
+    dialog = CompareDialog()
+    qtbot.addWidget(dialog)
+    dialog.show_result(result(SamplingParams(temperature=0.8, seed=5)))
+    assert ("sampled at temperature 0.8, seed 5 for both runs: two new replies, not the one in the chat"
+            in dialog.status.text())
+    dialog.show_result(result(SamplingParams(temperature=0.0)))
+    assert "greedy (temperature 0)" in dialog.status.text() and "new replies" not in dialog.status.text()
+

@@ -153,8 +153,9 @@ class CompareDialog(QDialog):
         self.running = False
         self.stop_button.setEnabled(False)
         sampling = result.sampling
-        how = ("greedy (temperature 0)" if sampling.greedy
-               else f"sampled at temperature {sampling.temperature:g}, seed {sampling.seed} for both runs")
+        how = ("greedy (temperature 0)" if sampling.greedy      # (sampled, neither is the chat's own reply)
+               else f"sampled at temperature {sampling.temperature:g}, seed {sampling.seed} for both runs: "
+                    "two new replies, not the one in the chat")
         self.status.setText(f"The last message answered twice, {how}, at most {result.max_tokens} tokens; "
                             f"nothing was stored." if not result.cancelled
                             else "Cancelled: what ran is shown; nothing was stored.")

@@ -19,7 +19,8 @@ from desktop_app.engine.events import GenerationStats, RoundEvent, TokenKind
 from desktop_app.engine.explain import rate_text
 from desktop_app.engine.sampling import SamplingParams
 from desktop_app.engine.settings import SpecSettings
-from desktop_app.ui.chat_view import CODE_SHADE, KIND_PROPERTY, TOKEN_PROPERTY, ChatView
+from desktop_app.ui.chat_view import ChatView
+from desktop_app.ui.message_text import CODE_SHADE, KIND_PROPERTY, TOKEN_PROPERTY
 from desktop_app.ui.code_highlight import code_language
 from desktop_app.ui.main_window import MainWindow
 

@@ -195,6 +195,30 @@ def test_a_draft_model_judged_only_at_its_first_position_is_probed_at_most_twice
     assert choice.drafter == "model" and choice.probe and choice.gamma == 2
 
 
+def test_a_draft_model_that_keeps_about_half_of_its_drafts_is_not_probed_round_after_round():
+    """The window's defaults (auto, sampled at temperature 0.7) on a 2-core AMD EPYC, asked for a
+    prime-checking function: the target was 97 % sure of its tokens, and a 16-token check cost about
+    as much as a 9-token one (5 single passes), so auto probed the draft model at γ 15. It kept 15,
+    then 1, 6, 15, 7, 11 and 0, and auto went on probing, each round on the upper bound of what the
+    model had shown: 29 rounds drafted, and the reply ran at 0.81x plain. A probe is one round; after
+    it the model drafts only where its estimate wins, and is probed again after a gap that doubles.
+    Costs as that machine timed them; the same keep runs, from three places in the cycle."""
+    ms = {1: 40.2, 2: 67.5, 3: 100.0, 4: 115.0, 5: 147.0, 8: 187.7, 9: 206.1, 16: 203.8, 17: 251.2, 33: 399.6}
+    runs = [15, 1, 6, 15, 7, 11, 0]
+    for start in range(3):
+        costs = CostModel()
+        costs.verify_s.update({k: v / 1000 for k, v in ms.items()})
+        costs.draft_step_s["model"] = 0.0183
+        costs.prefill_s["model"] = 0.0042
+        policy = AutoPolicy(costs)
+        policy.begin()
+        cycle = iter((runs[start:] + runs) * 40)
+        used = _explore(policy, lambda g: min(g, next(cycle)), rounds=150, behind=112, confidence=0.966)
+        model = [c for c in used if c.drafter == "model"]
+        assert model and model[0].probe and model[0].gamma >= 8     # it is tried, deep
+        assert len(model) <= 8                                       # (12-94 of 150 when probes ran on)
+
+
 def test_a_new_reply_does_not_trust_the_last_reply_s_draft_model():
     """After a reply where every draft was kept, the next reply starts with the draft model untried
     (how well it guesses is the text's): no long bet on the last reply's record in its first round,

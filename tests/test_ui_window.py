@@ -58,10 +58,16 @@ def loaded(qtbot, window, test_model_path, q2k_draft_path):
     return window
 
 
-def test_first_run_page_without_models(window):
+def test_first_run_page_without_models(qtbot, window):
     assert window.stack.currentWidget() is window.first_run
     assert window.first_run.fetch_button.isEnabled()
-    assert not window.send_button.isEnabled() or window.loaded is None
+    # Send is not greyed out before a model is loaded (a user took that to mean the message could not go):
+    # it does what Enter does, and the banner says how to load a model; the message stays in the box
+    assert window.loaded is None and window.send_button.isEnabled()
+    window.composer.setPlainText("Hello?")
+    qtbot.mouseClick(window.send_button, Qt.LeftButton)
+    assert "No model is loaded" in window.banner.label.text() and not window.banner.isHidden()
+    assert window.composer.toPlainText() == "Hello?" and window.chat.messages == []
 
 
 def test_a_message_sent_while_the_models_load_is_sent_once_they_are_ready(qtbot, window, test_model_path,

@@ -413,7 +413,8 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
     def _update_buttons(self) -> None:
         ready = self.loaded is not None
         self.send_button.setText("Stop" if self.busy and self.generating_id is not None else "Send")
-        self.send_button.setEnabled(ready or bool(self.lost_pair))       # (after a crash: says how to go on)
+        # (Send stays enabled before any model is loaded: it does what Enter does, and the banner says how
+        # to load one and send; greyed out, it looked as if the message could not be sent: a user's try)
         idle = ready and not self.busy and self.current_id is not None
         self.regenerate_button.setEnabled(idle and can_regenerate(self.chat.messages))
         self.edit_button.setEnabled(idle and self._has_user_message())

@@ -56,7 +56,7 @@ def footer_text(stats: dict | GenerationStats | None, settings: dict | None, sta
 def footer_forms(stats: dict | GenerationStats | None, settings: dict | None, status: str = "done") -> list[str]:
     """The footer of one reply, then shorter forms of it for a narrow chat, longest first, dropping
     what matters least first (the rounds that drafted and "(measured)", then γ, the kept count, the
-    drafter), so that the speed and the × plain figure are the last to go (a new user's try: "1.01× plain (measur…"
+    drafter; in auto, γ goes with the rounds it is the mean over), so that the speed and the × plain figure are the last to go (a new user's try: "1.01× plain (measur…"
     at the default window size)."""
     s = GenerationStats.from_json(stats)
     if s is None:
@@ -80,7 +80,8 @@ def footer_forms(stats: dict | GenerationStats | None, settings: dict | None, st
             gamma = gamma_short = f"drafted in none of {count(s.n_rounds, 'round')}"
     elif spec.get("auto"):                                # its mean over the rounds that drafted, and how many
         drafted_in = f"drafted in {s.n_rounds - s.n_plain_rounds} of {s.n_rounds} rounds, " if s.n_rounds else ""
-        gamma, gamma_short = f"{drafted_in}γ ≈ {mean}", f"γ ≈ {mean}"
+        gamma, gamma_short = f"{drafted_in}γ ≈ {mean}", ""      # (not γ alone: without the rounds it read
+                                                                  # as γ 7.8 in every round, a user's try)
     elif isinstance(spec.get("draft_max"), int):
         gamma = gamma_short = f"γ {spec['draft_max']}"
     elif s.mean_drafted is not None:

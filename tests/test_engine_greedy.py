@@ -1,10 +1,13 @@
 """Greedy speculative decoding on the real test model: exact up to batch rounding, with rollback."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
-from desktop_app.engine import GREEDY, LoadOptions, ModelPair, StopReason, TokenKind
+from desktop_app.engine import (GREEDY, Controls, LoadOptions, ModelPair, RoundEvent, SpecSettings, StopReason,
+                                TokenEvent, TokenKind)
 from desktop_app.engine.backend import Context
 
 from engine_helpers import max_batch_deviation, prompt_tokens, run
@@ -191,6 +194,30 @@ def test_round_bookkeeping_adds_up(pair):
     s = finish.stats
     assert s.n_drafted == sum(r.gamma for r in rounds) and s.n_accepted == sum(r.accepted for r in rounds)
     assert finish.stop_reason in (StopReason.MAX_TOKENS, StopReason.EOS)
+
+
+@pytest.mark.network
+def test_the_rounds_times_add_up_to_the_replys_time_with_a_slow_reader(pair):
+    """The chart draws tokens per second from the rounds' times, the panel its speed from the reply's.
+    A round's time ran from the loop's turn to the round's event, so what the reader of the events
+    takes, and the bookkeeping between rounds, was in no round: a plain reply in the window charted
+    at about 29 tok/s over a speed of 25.7. Here a reader spends 3 ms on every token event; the
+    rounds' times must still add up to the reply's decode time (to the last round's event)."""
+    controls = Controls(SpecSettings(drafter="model", draft_max=3))
+    rounds, finish = [], None
+    for ev in pair.generate(prompt_tokens(pair.target), GREEDY, controls, 40):
+        if isinstance(ev, RoundEvent):
+            rounds.append(ev)
+        elif isinstance(ev, TokenEvent):
+            time.sleep(0.003)
+        else:
+            finish = ev
+    s = finish.stats
+    decode_s = s.n_tokens / s.tokens_per_s
+    total = sum(r.t_round_s for r in rounds)
+    assert s.n_tokens >= 30 and total <= decode_s
+    assert total >= decode_s - 0.003 * 4 - 0.02     # all but the last round's token events, and the end
+    assert s.t_other_s >= 0.003 * (s.n_tokens - 4)   # (the reader's time is the loop's "other" time)
 
 
 def test_explanation_of_a_mixed_reply_times_only_the_drafting_rounds():

@@ -58,6 +58,10 @@ class Reply:
     stop: Callable[[], bool] = lambda: False   # whether the reply was cancelled (checked inside long passes)
     model_offered: bool = False          # auto mode weighed the draft model in some round
     model_drafted: bool = False          # ... and chose it in some round
+    t_recorded: float = 0.0              # when the last round was recorded (at first: the prompt read): the
+                                         # next round's time runs from there, so the rounds' times add up to the
+                                         # reply's (a round's token events and the bookkeeping between rounds are
+                                         # its time too: left out, a plain reply's chart ran 12 % above its speed)
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,7 @@ class Judgement:
 
 
 class RoundTimes(NamedTuple):
-    start: float                         # perf_counter() when the round began
+    start: float                         # perf_counter() when the round began (the last one was recorded)
     draft_s: float                       # choosing and drafting
     verify_s: float                      # the verify pass, the verdict and the rollback
 
@@ -154,7 +158,7 @@ class SpeculativeDecoder:
                 yield self._finish(reply, StopReason.CONTEXT_FULL, str(exc))
                 return
             judgement = self._accept(reply, drafter, proposal, views, sampling)
-            times = RoundTimes(t_round, t_draft, time.perf_counter() - t_verify)
+            times = RoundTimes(reply.t_recorded, t_draft, time.perf_counter() - t_verify)
             if (yield from self._commit(reply, drafter, proposal, judgement, times, max_tokens)):
                 return
 
@@ -198,7 +202,8 @@ class SpeculativeDecoder:
                 except backend.Stopped:               # (its first round, or the next reply, reads on)
                     pass
         reply.recorder = StatsRecorder(len(tokens), evaluated + 1)
-        reply.t_prompt = time.perf_counter() - reply.t_start
+        reply.t_recorded = time.perf_counter()
+        reply.t_prompt = reply.t_recorded - reply.t_start
         return None
 
     def _propose(self, reply: Reply, settings: SpecSettings, sampling: SamplingParams,
@@ -315,13 +320,14 @@ class SpeculativeDecoder:
 
         model = self.model
         drafted_text = tuple(model.special_piece(x).decode("utf-8", errors="replace") for x in drafted)
+        now = reply.t_recorded = time.perf_counter()
         event = RoundEvent(
             index=reply.n_round, drafter=drafter.name if k else "none", drafted=tuple(drafted),
             drafted_text=drafted_text, q=tuple(proposal.q_token), p=tuple(judgement.p_shown), accepted=n_acc,
             emitted=tuple(emitted),
             emitted_text=drafted_text[:n_acc] + (model.special_piece(emitted[-1]).decode("utf-8", "replace"),),
             kinds=tuple(kinds), target_top=tuple(judgement.target_top), t_draft_s=times.draft_s,
-            t_verify_s=times.verify_s, t_round_s=time.perf_counter() - times.start, n_past=len(reply.tokens))
+            t_verify_s=times.verify_s, t_round_s=now - times.start, n_past=len(reply.tokens))
         event = _cut_at_end(event, model.is_eog, max_tokens - len(reply.reply))
         reply.recorder.add_round(event, proposal.n_steps)
         reply.n_round += 1

@@ -173,8 +173,9 @@ class LiveCharts(QWidget):
         self.split_title.setToolTip("Seconds spent in the draft model's steps (draft), in the target's passes "
                                     "(target: checking drafts, and the plain steps), and on the rest of each round "
                                     "(other: the draft model reading text it had not read yet, as auto mode has it "
-                                    "do before it drafts after rounds without it, and Tandem's bookkeeping after each "
-                                    "pass). Judging the drafts counts as target time.")
+                                    "do before it drafts after rounds without it, Tandem's bookkeeping after each "
+                                    "pass, and handing each round's tokens to the window). Judging the drafts counts "
+                                    "as target time. The three add up to the reply's time after its prompt.")
         self.split_bars = pg.BarGraphItem(x=[0, 1, 2], height=[0, 0, 0], width=0.7,
                                           brushes=[c for _, c in SPLIT])
         self.split_plot.addItem(self.split_bars)

@@ -115,7 +115,7 @@ def test_a_read_only_config_folder_still_loads_and_says_settings_are_not_saved(q
             qtbot.addWidget(window)
             window.load_pair(test_model_path, None)
             qtbot.waitUntil(lambda: window.loaded is not None and not window.busy, timeout=TIMEOUT_MS)
-            assert window.send_button.isEnabled() and "Loaded SmolLM2" in window.model_bar.status.text()
+            assert "Loaded SmolLM2" in window.model_bar.status.text()
             assert "Settings could not be saved" in window.banner.label.text()
             window.close()
     finally:

@@ -56,8 +56,8 @@ def footer_text(stats: dict | GenerationStats | None, settings: dict | None, sta
 def footer_forms(stats: dict | GenerationStats | None, settings: dict | None, status: str = "done") -> list[str]:
     """The footer of one reply, then shorter forms of it for a narrow chat, longest first, dropping
     what matters least first (the rounds that drafted and "(measured)", then γ, the kept count, the
-    drafter; in auto, γ goes with the rounds it is the mean over), so that the speed and the × plain figure are the last to go (a new user's try: "1.01× plain (measur…"
-    at the default window size)."""
+    drafter; in auto, γ goes with the rounds it is the mean over), so that the speed and the × plain
+    figure are the last to go (a new user's try: "1.01× plain (measur…" at the default window size)."""
     s = GenerationStats.from_json(stats)
     if s is None:
         return ["" if status in ("done", "streaming") else NO_STATS.get(status, f"{status}: no statistics were recorded")]

@@ -39,11 +39,7 @@ def main() -> int:
         sample = json.load(fh)["samples"][0]
     events, n = [], 0
     for i, r in enumerate(sample["rounds"] * a.repeat):
-        record = {"s": "lookup" if r["drafted"] else "none", "d": r["drafted"], "dt": r["drafted_text"],
-                  "a": r["accepted"], "e": r["emitted"], "ets": r["emitted_text"],
-                  "k": "".join(k[0] for k in r["kinds"]), "q": r["q"], "p": r["p"],
-                  "td": r["t_draft_s"], "tv": r["t_verify_s"]}
-        event = RoundEvent.from_record(i, record)
+        event = RoundEvent.from_json(i, r, "lookup" if r["drafted"] else "none")   # (a drafter for the strip)
         events.append(event)
         for token, text, kind in zip(event.emitted, event.emitted_text, event.kinds):
             events.append(TokenEvent(token, text, kind, n))

@@ -194,6 +194,10 @@ def test_round_bookkeeping_adds_up(pair):
     s = finish.stats
     assert s.n_drafted == sum(r.gamma for r in rounds) and s.n_accepted == sum(r.accepted for r in rounds)
     assert finish.stop_reason in (StopReason.MAX_TOKENS, StopReason.EOS)
+    # `tandem generate --json`'s rounds read back (scripts/window_render_cost.py replays them)
+    for r in rounds:
+        back = RoundEvent.from_json(r.index, r.to_json(), r.drafter)
+        assert back.to_json() == r.to_json() and back.kinds == r.kinds and back.drafter == r.drafter
 
 
 @pytest.mark.network

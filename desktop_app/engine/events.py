@@ -98,6 +98,14 @@ class RoundEvent:
                 "t_draft_s": round(self.t_draft_s, 6), "t_verify_s": round(self.t_verify_s, 6),
                 **({"end": self.end} if self.end else {})}
 
+    @classmethod
+    def from_json(cls, index: int, d: dict, drafter: str) -> "RoundEvent":
+        """A round as `to_json` wrote it (`tandem generate --json`), which does not name its drafter."""
+        return cls.from_record(index, {"s": drafter, "d": d["drafted"], "dt": d["drafted_text"], "a": d["accepted"],
+                                       "e": d["emitted"], "ets": d["emitted_text"],
+                                       "k": "".join(k[0] for k in d["kinds"]), "q": d["q"], "p": d["p"],
+                                       "td": d["t_draft_s"], "tv": d["t_verify_s"], "end": d.get("end", "")})
+
 
 @dataclass(frozen=True)
 class TokenEvent:

@@ -1,5 +1,6 @@
 """Print docs/auto-mode.md's replay tables: auto against every fixed setting on the recorded traces
-(tests/data/traces), fresh and reply after reply, under every cost profile, against llama.cpp's
+(tests/data/traces), fresh (greedy, and sampled as the window samples) and reply after reply, under
+every cost profile, against llama.cpp's
 ngram-simple on the copy-heavy replies, and with a target alone (lookup at γ 4 against auto). No
 model is loaded; it takes about a minute. `--prior-shift X` first moves every prompt-lookup prior
 by X on the log-odds scale (as scripts/replay_caution.py sweeps it).
@@ -22,6 +23,7 @@ from desktop_app.engine.trace import Trace, TraceSet, conversations
 TRACES = Path(__file__).resolve().parent.parent / "tests" / "data" / "traces"
 BUILT_IN = ("smollm2", "demo")
 HELD_OUT = ("demo-heldout",)
+SAMPLED = ("smollm2-sampled", "demo-sampled")       # the built-in prompts sampled as the window samples
 CONVERSATIONS = ("demo-conversations",)            # tests/data/traces/conversations.json, turn after turn
 COPY_HEAVY = (("demo", "edit"), ("smollm2", "edit"), ("demo-heldout", "rename"))   # (trace set, prompt)
 NGRAM = ((3, 4), (4, 16), (12, 16), (12, 32))       # ngram-simple (n, m) as scripts/compare_auto_ngram.py runs it
@@ -107,7 +109,7 @@ def _ngram_table() -> list[str]:
     for name, traces, profile in _sets(prompts):
         whole = next(t for t in traces.traces if t.name == prompts[name])
         cut = dataclasses.replace(whole, reply=whole.reply[:128], draft_next=whole.draft_next[:128],
-                                  confidence=whole.confidence[:128], max_tokens=128)
+                                  draft_keep=whole.draft_keep[:128], confidence=whole.confidence[:128], max_tokens=128)
         for trace in (whole, cut):
             auto = _rate(trace, profile, AUTO)
             ngram = {(n, m): _rate(trace, profile, Setting("ngram-simple", m, n)) for n, m in NGRAM}
@@ -133,7 +135,7 @@ def _alone_table() -> list[str]:
         for traces in sets:
             profile = traces.here if profile_name == "here" else BUILTIN[profile_name]
             for t in traces.traces:
-                alone = dataclasses.replace(t, draft_next=[], confidence=[])
+                alone = dataclasses.replace(t, draft_next=[], draft_keep=[], confidence=[])
                 plain = _rate(alone, profile, PLAIN)
                 cells.append(f"{_rate(alone, profile, Setting('lookup', 4)) / plain:.2f} / {_rate(alone, profile, AUTO) / plain:.2f}")
         lines.append(f"| {profile_name} | " + " | ".join(cells) + " |")
@@ -177,6 +179,7 @@ def main() -> None:
         auto_policy.LOOKUP_PRIOR = shifted(auto_policy.LOOKUP_PRIOR, args.prior_shift)   # read by every AutoPolicy
     built_in = _fresh(BUILT_IN)
     held_out = _fresh(HELD_OUT)
+    sampled = _fresh(SAMPLED)
     warm, warm_built_in, warm_held_out = _warm(BUILT_IN + HELD_OUT)
     print("## Fresh, built-in prompts\n")
     print("\n".join(_fresh_table(built_in)))
@@ -184,6 +187,9 @@ def main() -> None:
     print("## Fresh, held-out prompts\n")
     print("\n".join(_fresh_table(held_out)))
     print(f"\nHeld-out, fresh: {_summary([v for _, v in held_out])}.\n")
+    print("## Fresh, built-in prompts sampled as the window samples\n")
+    print("\n".join(_fresh_table(sampled)))
+    print(f"\nSampled, fresh: {_summary([v for _, v in sampled])}.\n")
     print("## Reply after reply\n")
     print("\n".join(warm))
     print(f"\nBuilt-in, warm: {_summary(warm_built_in)}.")

@@ -1,6 +1,7 @@
 """Replay: run a setting over a recorded trace (trace.py) under a cost profile (cost_profiles.py).
 
-The same text, the same copies and the same draft-model guesses as the recorded run; only the
+The same text, the same copies and the same draft-model guesses as the recorded run (for a sampled
+reply, the draft model's tokens kept by one seeded draw per reply position: trace.py); only the
 costs are the profile's. Fixed settings draft as the app's fixed modes do; "auto" drives the very
 AutoPolicy the decoder uses, which learns the profile's costs from the rounds it sees, after a
 calibration at load as the app's. So policies are compared on the same work, on machines we do not
@@ -95,6 +96,7 @@ def ngram_simple_copy(context, n: int, m: int) -> list[int]:
 
 _VERIFY, _STEPS, _PREFILL = 1, 2, 3       # the kinds of pass, each with its own noise (numpy pads a seed
                                           # with zeros: [seed, 0] would be the calibration's own stream)
+_KEEP = 4                                 # ... and a sampled trace's draws for the draft model's tokens
 _WIDEST = max(AUTO_GAMMA_MAX, *FIXED_LOOKUP, *FIXED_MODEL) + 2
 
 
@@ -102,6 +104,13 @@ _WIDEST = max(AUTO_GAMMA_MAX, *FIXED_LOOKUP, *FIXED_MODEL) + 2
 def _normals(seed: int, kind: int, positions: int) -> np.ndarray:
     """Standard normal draws, [reply position, batch size or step count], for one seed and kind."""
     return np.random.default_rng([seed, kind]).standard_normal((positions, _WIDEST))
+
+
+@functools.lru_cache(maxsize=256)
+def _keep_draws(seed: int, positions: int) -> np.ndarray:
+    """One uniform draw per reply position ([positions]), against which a sampled trace's draft-model
+    token there is kept (Trace.model_run): the same for every setting replayed with `seed`."""
+    return np.random.default_rng([seed, _KEEP]).random(positions)
 
 
 class _Clock:
@@ -171,6 +180,7 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
     """Run `setting` over `trace` under `profile`. For auto, `policy` (default: a fresh one, as after
     the `loads`-th load on the machine: calibrated()) carries what earlier replies taught it."""
     clock = _Clock(profile, noise, seed, len(trace.reply) + 1)
+    draws = _keep_draws(seed, len(trace.reply))
     text = trace.prompt + trace.reply
     n_prompt, n = len(trace.prompt), len(trace.reply)
     lookup = PromptLookupDrafter(ends=trace.ends.__contains__ if trace.ends else None)   # (as decoding.py's)
@@ -202,7 +212,7 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
                 copy = ngram_simple_copy(context, setting.ngram_n, g)
                 drafter, drafted, kept = "lookup", len(copy), trace.copy_run(j, copy)
             elif g > 0:
-                drafter, drafted, kept = "model", g, trace.model_run(j, g)
+                drafter, drafted, kept = "model", g, trace.model_run(j, g, draws)
                 cost += clock.steps(g, at=j)
         elif auto and left > 1:                          # (the decoder asks nothing when no draft fits)
             g_max = min(AUTO_GAMMA_MAX, left - 1)
@@ -219,7 +229,7 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
                     policy.costs.record_prefill("model", behind, catch_up)
                     cost += catch_up
                 drafter, drafted = "model", choice.gamma
-                kept = trace.model_run(j, drafted)
+                kept = trace.model_run(j, drafted, draws)
                 steps = clock.steps(drafted, at=j)
                 policy.costs.record_draft("model", drafted, steps)
                 cost += steps

@@ -124,16 +124,11 @@ def _costs(verify_ms: dict) -> CostModel:
 def test_machine_drift_moves_all_verify_sizes_alike():
     # Calibrated at load; then hundreds of plain rounds on a machine that got 60 % slower.
     c = _costs({1: 27, 2: 52, 3: 69, 5: 103, 9: 148, 17: 196})
-    c.record_draft("model", 1, 0.0135)
-    c.record_prefill("model", 64, 64 * 0.004)
     ratio = c.verify_s[2] / c.verify_s[1]
     for _ in range(300):
         c.record_verify(1, 0.043)
     assert abs(c.verify_s[1] - 0.043) < 1e-3
     assert abs(c.verify_s[2] / c.verify_s[1] - ratio) < 1e-9     # the other sizes slowed down alike
-    # ... and the draft model with them: its c (a step over a single pass) stays as measured, 0.5
-    assert c.draft_step_s["model"] / c.verify_s[1] == pytest.approx(0.5)
-    assert c.prefill_s["model"] / c.verify_s[1] == pytest.approx(0.004 / 0.027)
     # rounds of one size correct that size's own cost, and only that
     for _ in range(60):
         c.record_verify(2, 0.060)

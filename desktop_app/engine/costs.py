@@ -104,10 +104,7 @@ class CostModel:
         pass is the yardstick: what changes its cost (a busy machine, a longer context) changes every
         pass alike, so it moves all sizes in proportion and the ratios between sizes, on which every
         choice of γ rests, stay as measured until rounds of those sizes correct them. Without this,
-        hours of plain rounds on a loaded machine would make verify batches look cheap. A draft step
-        and a prompt pass's token move with it too (a busy machine slows the draft model as much):
-        left alone, a spell of slow plain steps made the draft model look cheaper by as much (its c,
-        a step over a single pass, fell), and auto drafted with it on prices the machine no longer had.
+        hours of plain rounds on a loaded machine would make verify batches look cheap.
         A pass FAR_BELOW times faster than its cost cannot be noise (noise only slows a pass): the
         yardstick was timed wrong (a load calibrated while the machine was swamped: 3 s for a 70 ms
         pass), and every size moves at once by as much; unless that size alone was priced above as many
@@ -136,9 +133,8 @@ class CostModel:
             self.verify_s[1] = min(seconds, *(v for k, v in self.verify_s.items() if k > 1))   # was timed wrong
         new = (1 - EMA) * old + EMA * seconds
         if batch == 1:
-            for prices in (self.verify_s, self.draft_step_s, self.prefill_s):
-                for k in prices:
-                    prices[k] *= new / old
+            for k in self.verify_s:
+                self.verify_s[k] *= new / old
         self.verify_s[batch] = new
 
     def record_draft(self, drafter: str, n_tokens: int, seconds: float) -> None:

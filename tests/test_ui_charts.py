@@ -150,7 +150,23 @@ def round_end_rates(rounds) -> tuple[list[float], list[float]]:
     for r in rounds:
         t += r.t_round_s
         times += [t] * r.n_reply_tokens
-    return rolling_rate(times, 0.0)
+    return rolling_rate(times, 0.0, end=t)
+
+
+def test_the_speed_curve_ends_at_the_replys_own_pace():
+    """A reply's last round can write only the end-of-generation token, which is no reply token: the
+    curve samples that round's end too, so it ends where the panel's speed is (in a user's window, 12
+    tokens at 28.5 tok/s, whose curve ended near 31 without it; under a compile job, where that round
+    took seconds, 2.4 against the panel's 1.46)."""
+    times = [0.035 * (k + 1) for k in range(12)]      # 12 plain rounds of 35 ms, then the eos round
+    xs, ys = rolling_rate(times, 0.0, end=0.455)
+    assert xs[-1] == pytest.approx(0.455) and ys[-1] == pytest.approx(12 / 0.455)
+    assert len(xs) == 13 and xs[:-1] == pytest.approx(times) and ys[-2] == pytest.approx(12 / 0.42)
+    xs, ys = rolling_rate(times, 0.0, end=times[-1])   # the last round wrote tokens: nothing added
+    assert len(xs) == 12 and ys[-1] == pytest.approx(12 / 0.42)
+    long = [0.03 * (k + 1) for k in range(40)]
+    xs, ys = rolling_rate(long, 0.0, end=1.5)          # past 16 tokens the window holds 16 of them
+    assert ys[-1] == pytest.approx(16 / (1.5 - long[-17]))
 
 
 def test_the_panel_charts_tokens_on_the_engines_clock_however_late_they_arrive(reply, qtbot):

@@ -34,15 +34,17 @@ def rounds_from(rounds: Sequence[RoundEvent | Mapping] | None) -> list[RoundEven
 
 
 def rolling_rate(times: Sequence[float], origin: float, min_tokens: int = 16, min_span_s: float = 0.25,
-                 burst_s: float = 0.01) -> tuple[list[float], list[float]]:
+                 burst_s: float = 0.01, end: float | None = None) -> tuple[list[float], list[float]]:
     """Tokens per second at each arrival (seconds since origin, rate), over a window reaching back at
     least min_tokens tokens and at least min_span_s seconds (clipped at the origin). Tokens arriving
     within burst_s of each other (one round's) are one burst, sampled once, at its last token; tokens
-    of the burst at the origin open the window and are not counted in it."""
+    of the burst at the origin open the window and are not counted in it. `end`: when the last round
+    ended, if after the last token (the round that wrote only the end-of-generation token): one more
+    sample there, over the same tokens, so the curve ends at the reply's own pace (without it, a
+    short reply's curve ended above its speed by that round's share of the time)."""
     xs, ys = [], []
-    for k, t in enumerate(times):
-        if k + 1 < len(times) and times[k + 1] - t <= burst_s:
-            continue                                  # the rest of this burst arrives with it
+
+    def sample(k: int, t: float) -> None:             # the window ending with token k, read at time t
         j = k - min_tokens
         while j >= 0 and times[j] > t - min_span_s:
             j -= 1
@@ -51,10 +53,16 @@ def rolling_rate(times: Sequence[float], origin: float, min_tokens: int = 16, mi
             while j + 1 < k and times[j + 1] - origin <= burst_s:
                 j += 1
         start = origin if j < 0 else times[j]
-        if t - start <= burst_s:
-            continue
-        xs.append(t - origin)
-        ys.append((k - j) / (t - start))
+        if t - start > burst_s:
+            xs.append(t - origin)
+            ys.append((k - j) / (t - start))
+
+    for k, t in enumerate(times):
+        if k + 1 < len(times) and times[k + 1] - t <= burst_s:
+            continue                                  # the rest of this burst arrives with it
+        sample(k, t)
+    if end is not None and times and end - times[-1] > burst_s:
+        sample(len(times) - 1, end)
     return xs, ys
 
 
@@ -316,7 +324,7 @@ class LiveCharts(QWidget):
             return
         self._dirty = False
         self.redraws += 1
-        xs, ys = rolling_rate(self._times, 0.0)
+        xs, ys = rolling_rate(self._times, 0.0, end=self._clock)
         self.speed_curve.setData(xs, ys)
         rate, label = self.plain_rate()
         self.plain_line.setVisible(rate is not None)

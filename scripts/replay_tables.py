@@ -1,8 +1,9 @@
 """Print docs/auto-mode.md's replay tables: auto against every fixed setting on the recorded traces
 (tests/data/traces), fresh (greedy, and sampled as the window samples) and reply after reply, under
 every cost profile, against llama.cpp's ngram-simple on the copy-heavy replies, and with a target
-alone (lookup at γ 4 against auto). No model is loaded; it takes about a minute. `--prior-shift X` first moves every prompt-lookup prior
-by X on the log-odds scale (as scripts/replay_caution.py sweeps it).
+alone (lookup at γ 4 against auto). No model is loaded; it takes about a minute. `--prior-shift X`
+first moves every prompt-lookup prior by X on the log-odds scale (as scripts/replay_caution.py
+sweeps it).
 
     python scripts/replay_tables.py > /tmp/tables.md
 """

@@ -142,14 +142,14 @@ def _alone_table() -> list[str]:
     return lines
 
 
-def _default_table() -> tuple[list[str], str]:
+def _default_table(names=BUILT_IN + HELD_OUT) -> tuple[list[str], str]:
     """The window's old default, the draft model at γ 4, against auto (its default since 2026-12-02),
-    each × plain, on every trace with the draft's guesses under every profile, and a summary line."""
-    lines = ["| trace | profile | " + " | ".join(f"reply {k}: model γ=4 / auto" for k in range(1, 5)) + " |",
-             "|---|---|---|---|---|---|"]
+    each × plain, on every trace of the trace sets `names` with the draft's guesses under every
+    profile, and a summary line."""
+    lines = []
     wins = cases = 0
-    slower = {"model": 0, "auto": 0}                     # cases below 0.99 of plain
-    for name, traces, profile in _sets(n for n in BUILT_IN + HELD_OUT):
+    ratios: dict[str, list[float]] = {"model": [], "auto": []}
+    for name, traces, profile in _sets(names):
         if traces.draft is None:
             continue
         cells = []
@@ -158,12 +158,34 @@ def _default_table() -> tuple[list[str], str]:
             model, auto = _rate(t, profile, Setting("model", 4)) / plain, _rate(t, profile, AUTO) / plain
             wins += auto > model
             cases += 1
-            slower["model"] += model < 0.99
-            slower["auto"] += auto < 0.99
+            ratios["model"].append(model)
+            ratios["auto"].append(auto)
             cells.append(f"{t.name} {model:.2f} / {auto:.2f}")
         lines.append(f"| {name} | {profile.name} | " + " | ".join(cells) + " |")
+    width = max((line.count("|") - 3 for line in lines), default=0)
+    lines[:0] = ["| trace | profile | " + " | ".join(f"reply {k}: model γ=4 / auto" for k in range(1, width + 1)) + " |",
+                 "|---|---|" + "---|" * width]
+    slower = {k: [r for r in rs if r < 0.99] for k, rs in ratios.items()}     # cases below 0.99 of plain
     return lines, (f"Auto faster in {wins} of {cases} cases; below 0.99 of plain: the draft model at γ 4 in "
-                   f"{slower['model']}, auto in {slower['auto']}.")
+                   f"{len(slower['model'])} (down to {min(ratios['model'], default=1):.2f}×), auto in "
+                   f"{len(slower['auto'])} ({min(ratios['auto'], default=1):.2f}× at worst).")
+
+
+def _by_set_table(cases: list[tuple[str, Verdict]]) -> list[str]:
+    """Fresh verdicts summed up per trace set and profile: mean and worst against the best fixed
+    setting, worst against plain, and how many cases fall short of the bar."""
+    groups: dict[tuple[str, str], list[Verdict]] = {}
+    for name, v in cases:
+        groups.setdefault((name, v.profile), []).append(v)
+    lines = ["| trace | profile | mean ÷ best | worst ÷ best | worst ÷ plain | short of 0.95 of best or 1.0 of plain |",
+             "|---|---|---|---|---|---|"]
+    for (name, profile), vs in groups.items():
+        worst = min(vs, key=lambda v: v.vs_best)
+        worst_plain = min(vs, key=lambda v: v.vs_plain)
+        lines.append(f"| {name} | {profile} | {statistics.fmean(v.vs_best for v in vs):.2f} | {worst.vs_best:.2f} "
+                     f"({worst.prompt}) | {worst_plain.vs_plain:.2f} ({worst_plain.prompt}) | "
+                     f"{sum(map(_short, vs))} of {len(vs)} |")
+    return lines
 
 
 def shifted(prior, shift: float) -> tuple[float, ...]:
@@ -189,7 +211,10 @@ def main() -> None:
     print(f"\nHeld-out, fresh: {_summary([v for _, v in held_out])}.\n")
     print("## Fresh, built-in prompts sampled as the window samples\n")
     print("\n".join(_fresh_table(sampled)))
-    print(f"\nSampled, fresh: {_summary([v for _, v in sampled])}.\n")
+    print("\nThe same, by trace set and profile:\n")
+    print("\n".join(_by_set_table(sampled)))
+    print(f"\nSampled, fresh: {_summary([v for _, v in sampled])}.")
+    print(f"Sampled, the draft model at γ 4 against auto: {_default_table(SAMPLED)[1]}\n")
     print("## Reply after reply\n")
     print("\n".join(warm))
     print(f"\nBuilt-in, warm: {_summary(warm_built_in)}.")

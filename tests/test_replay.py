@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from desktop_app.engine.cost_profiles import BUILTIN, CostProfile
-from desktop_app.engine.replay import (_PREFILL, _STEPS, _VERIFY, _WIDEST, PLAIN, Setting, _normals, judge,
+from desktop_app.engine.replay import (_PREFILL, _STEPS, _VERIFY, _WIDEST, PLAIN, Setting, _keep_draws, _normals, judge,
                                        judge_conversation, judge_warm, ngram_simple_copy, replay)
 from desktop_app.engine.trace import Trace, TraceSet, conversations
 
@@ -78,11 +78,17 @@ def test_a_sampled_trace_keeps_a_draft_where_its_draw_falls_below_the_keep_proba
     traces.save(str(path))
     back = TraceSet.load(str(path))
     assert back.sampling == {"temperature": 0.7} and back.traces[0].draft_keep == trace.draft_keep
-    # the same seed gives every setting the same luck at the same place
+    # the same seed gives every setting the same luck at the same place: one draw per reply position
     long = Trace("t", [1, 2], list(range(10, 70)), confidence=[0.9] * 60, draft_keep=[0.6] * 60)
-    a, b = replay(long, BUILTIN["steep"], Setting("model", 3), seed=4), replay(long, BUILTIN["steep"], Setting("model", 3), seed=4)
-    assert a.trail == b.trail and a.trail != replay(long, BUILTIN["steep"], Setting("model", 3), seed=5).trail
-    assert 0.3 < a.kept / a.drafted < 0.6                             # (kept while every draw before came in)
+    draws = _keep_draws(4, 60)
+    for gamma in (1, 3):
+        j = 0
+        for drafter, drafted, kept in replay(long, BUILTIN["steep"], Setting("model", gamma), seed=4).trail:
+            if drafted:                                               # a round at j keeps while the draws come in
+                assert kept == next((n for n in range(drafted) if draws[j + n] >= 0.6), drafted)
+            j += kept + 1
+    assert replay(long, BUILTIN["steep"], Setting("model", 3), seed=5).trail != \
+        replay(long, BUILTIN["steep"], Setting("model", 3), seed=4).trail
 
 
 def test_fixed_settings_replay_as_the_paper_prices_them():
@@ -181,14 +187,14 @@ def test_auto_on_sampled_replies_as_the_window_samples():
     on the built-in prompts sampled that way, both pairs, every profile. Worst 0.90 of the best (the
     demo code on xeon, where the draft model at γ 1-8 is 1.06-1.17x plain) and 0.96 of plain."""
     verdicts = [judge(*case.values) for case in _cases(SAMPLED)]
-    assert len(verdicts) == 80 and all(v.vs_best > 0 for v in verdicts)
+    assert len(verdicts) == 80
     worst = min(verdicts, key=lambda v: v.vs_best)
     assert worst.vs_best >= 0.88, f"{worst.profile} {worst.prompt}: {worst.vs_best:.3f} of {worst.best_fixed}"
     worst = min(verdicts, key=lambda v: v.vs_plain)
     assert worst.vs_plain >= 0.95, f"{worst.profile} {worst.prompt}: {worst.vs_plain:.3f} of plain"
     assert sum(v.vs_best for v in verdicts) / len(verdicts) >= 1.0
     slowest = max((v for v in verdicts if "model" not in v.auto_rounds), key=lambda v: v.ttft_vs_plain)
-    assert slowest.ttft_vs_plain <= TTFT_VS_PLAIN
+    assert slowest.ttft_vs_plain <= TTFT_VS_PLAIN                    # (most cases never draft with the model)
 
 
 def test_auto_through_a_conversation():
@@ -258,7 +264,7 @@ def test_a_sampled_trace_predicts_the_live_draft_models_acceptance(test_model_pa
 
     from desktop_app.chat.template import ChatTemplate, Message
     from desktop_app.engine import LoadOptions, ModelPair, SamplingParams
-    from desktop_app.engine.trace import trace_reply
+    from desktop_app.engine.trace import _read, trace_reply
     from engine_helpers import run
 
     sampling = SamplingParams(0.7, 40, 0.95, 0.05)
@@ -270,6 +276,8 @@ def test_a_sampled_trace_predicts_the_live_draft_models_acceptance(test_model_pa
                   for k in range(1, 9)]
         assert all(t.draft_keep and len(t.draft_keep) == len(t.reply) and not t.draft_next for t in traces)
         assert all(0.0 <= a <= 1.0 for t in traces for a in t.draft_keep)
+        argmax = [a == r for t in traces for (_, a, _), r in
+                  zip(_read(pair.draft_ctx, pair.target_ctx.n_vocab, prompt, t.reply, sampling), t.reply)]
         for gamma in (1, 4):
             replayed = [replay(t, BUILTIN["steep"], Setting("model", gamma), seed=k) for k, t in enumerate(traces)]
             predicted = sum(r.kept for r in replayed) / sum(r.drafted for r in replayed)
@@ -279,4 +287,7 @@ def test_a_sampled_trace_predicts_the_live_draft_models_acceptance(test_model_pa
                                    draft_max=gamma)
                 kept += sum(r.accepted for r in rounds if r.gamma)
                 drafted += sum(r.gamma for r in rounds)
-            assert drafted > 500 and abs(predicted - kept / drafted) < 0.07, (gamma, predicted, kept / drafted)
+            live = kept / drafted
+            assert drafted > 500 and abs(predicted - live) < 0.07, (gamma, predicted, live)
+            if gamma == 1:                  # closer than the draft's argmax agreeing with the written token
+                assert abs(predicted - live) < abs(sum(argmax) / len(argmax) - live), (predicted, live)

@@ -24,6 +24,10 @@ right probability:
   i falls below it. A position's draw is used at most once (a round's drafts past a rejection are
   never judged), so one draw per position, fixed per seed, is exact and gives every setting the
   same luck at the same place. (For a greedy reply they would be 1 or 0: draft_next says which.)
+  Exact for what is kept and for the text; not for what is drafted: a live draft model stops at an
+  end-of-generation token it samples (under sampling it may, where the reply went on), which the
+  replay, drafting γ tokens a round, does not see; and, as for greedy replies, the replay drafts
+  nothing past the recorded reply's last token, where a live reply can draft its end.
 With the costs measured on the machine (a CostProfile named "here"), replay.py can then run any
 policy over the trace under any profile in milliseconds. (Batched and single-token passes round
 differently, so a live run can part from the trace at a near-tie.)

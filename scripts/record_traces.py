@@ -22,7 +22,6 @@ the window sends it, and named NAME-1, NAME-2, ...
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -66,13 +65,7 @@ def main() -> int:
             traces = trace_set(pair, _conversations(pair, template, a.conversations, a.n, log))
         else:
             prompts = [(p.name, template.tokenize([Message("user", p.text)])) for p in load_prompts(a.prompts)]
-            if sampling.greedy:
-                traces = record(pair, prompts, a.n, log=log)
-            else:
-                traces = trace_set(pair, [trace_reply(pair, f"{name}-s{seed}", prompt, a.n, log,
-                                                      dataclasses.replace(sampling, seed=seed))[0]
-                                          for name, prompt in prompts for seed in range(a.seed, a.seed + a.samples)],
-                                   sampling=sampling)
+            traces = record(pair, prompts, a.n, log=log, sampling=sampling, samples=a.samples)
     traces.save(a.output)
     print(f"wrote {a.output}: {len(traces.traces)} traces on {traces.machine}", file=sys.stderr)
     return 0

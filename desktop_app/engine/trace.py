@@ -83,13 +83,11 @@ class Trace:
         """How many of γ draft-model tokens drafted after reply[:j] the target keeps. Greedy: while
         the draft's argmax is the reply's token. Sampled: while the uniform draw of each reply
         position (`draws`, [len(reply)]) falls below its draft_keep."""
-        n = 0
-        if not self.draft_keep:
-            while n < gamma and j + n < len(self.reply) and self.draft_next[j + n] == self.reply[j + n]:
-                n += 1
-            return n
+        if not self.draft_keep:                       # its drafts are its argmax after each kept prefix
+            return self.copy_run(j, self.draft_next[j:j + gamma])
         if draws is None:
             raise ValueError(f"{self.name}: a sampled trace's draft runs need a draw per position")
+        n = 0
         while n < gamma and j + n < len(self.reply) and draws[j + n] < self.draft_keep[j + n]:
             n += 1
         return n
@@ -172,11 +170,18 @@ def machine_name() -> str:
 
 
 def record(pair, prompts: Sequence[tuple[str, list[int]]], n_tokens: int, profile_sizes: Sequence[int] = range(1, 34),
-           log=lambda _m: None, sampling: SamplingParams = GREEDY) -> TraceSet:
-    """Plain replies of `pair` (a loaded ModelPair) to each (name, prompt tokens), greedy or sampled
-    (`sampling`, its seed fixed), traced (trace_reply), and the costs of this machine for every
-    verify size in profile_sizes."""
-    return trace_set(pair, [trace_reply(pair, name, prompt, n_tokens, log, sampling)[0] for name, prompt in prompts],
+           log=lambda _m: None, sampling: SamplingParams = GREEDY, samples: int = 1) -> TraceSet:
+    """Plain replies of `pair` (a loaded ModelPair) to each (name, prompt tokens), traced
+    (trace_reply), and the costs of this machine for every verify size in profile_sizes. Greedy: one
+    reply a prompt, named as it is. Sampled: `samples` replies a prompt, with seeds sampling.seed,
+    sampling.seed + 1, ..., named NAME-sSEED."""
+    if sampling.greedy:
+        runs = [(name, prompt, sampling) for name, prompt in prompts]
+    else:
+        first = sampling.seed or 0
+        runs = [(f"{name}-s{seed}", prompt, replace(sampling, seed=seed))
+                for name, prompt in prompts for seed in range(first, first + samples)]
+    return trace_set(pair, [trace_reply(pair, name, prompt, n_tokens, log, params)[0] for name, prompt, params in runs],
                      profile_sizes, sampling)
 
 

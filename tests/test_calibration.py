@@ -213,3 +213,17 @@ def test_single_passes_disturbed_at_load_are_timed_again(cache, test_model_path,
         assert min(_ratios(pair).values()) >= 0.8, _ratios(pair)    # no batch priced below one token
     known = calibration_store.remembered(calibration_store.key(test_model_path, replace(OPTIONS, repack=pair.repack.enabled)))
     assert min(min(v) for v in known.ratios.values()) >= 0.8          # nor remembered so
+
+
+def test_each_size_is_timed_against_single_passes_beside_it(cache, test_model_path, monkeypatch):
+    """A load whose single-token passes ran while other work slowed the machine (1.8× here: too little
+    for any batch to time faster than one token) and whose batches ran after it stopped: each size's
+    price in single passes is what a quiet load gives, not 1.8 times too cheap."""
+    with ModelPair.load(test_model_path, target_options=OPTIONS) as pair:
+        quiet = _ratios(pair)
+    real = calibration._single_pass_s
+    monkeypatch.setattr(calibration, "_single_pass_s", lambda ctx, steps: 1.8 * real(ctx, steps))
+    (cache / calibration_store.FILE).unlink()                       # (timed afresh, not remembered)
+    with ModelPair.load(test_model_path, target_options=OPTIONS) as pair:
+        busy = _ratios(pair)
+    assert statistics.median(busy[k] / quiet[k] for k in VERIFY_SIZES) > 0.8, (quiet, busy)

@@ -23,7 +23,9 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
     target's passes over each verify batch size, logits read at every position as a verify pass reads
     them, and a prompt pass of PREFILL_TOKENS through each (what auto's lazy catch-up will cost).
     Sizes on both sides of powers of two are timed, not interpolated: kernels work in tiles, and a
-    batch of 16 can cost less than one of 15.
+    batch of 16 can cost less than one of 15. Each size is timed as a ratio to a single-token pass
+    timed beside it (_time_verify_batches), so that a machine that gets busier or idler during the
+    load moves both alike.
     `remembered`: earlier loads' timings on this machine (calibration_store), each a ratio to its
     load's single-token pass. One warm timing scatters by 10-40 % on a shared machine, so a size is
     priced at the median of its last KEEP timings, times this load's single-token pass, and only the
@@ -47,9 +49,9 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
             if fits:
                 due = fits if remembered is None else verify_batches_due(fits, remembered)
                 batches = _time_verify_batches(ctx, start, due)
-                if batches and min(batches.values()) < median:   # a batch faster than one token: the
-                    median = min(median, _single_pass_s(ctx, steps))   # single passes were disturbed
-                timed = {k: s / median for k, s in batches.items()}
+                if batches and min(b for b, _ in batches.values()) < median:   # a batch faster than one
+                    median = min(median, _single_pass_s(ctx, steps))   # token: the single passes were disturbed
+                timed = {k: b / single for k, (b, single) in batches.items()}
             costs.verify_s[1] = median
             for k in fits:
                 known = remembered.ratios.get(k, []) if remembered is not None else []
@@ -90,20 +92,32 @@ def verify_batches_due(sizes: Sequence[int], remembered: Remembered) -> tuple[in
     return tuple(sorted({sizes[(first + i) % len(sizes)] for i in range(RETIME_PER_LOAD)}))
 
 
-def _time_verify_batches(ctx: backend.Context, token: int, sizes: Sequence[int]) -> dict[int, float]:
-    """{batch size: seconds of its faster of two passes}."""
+def _time_verify_batches(ctx: backend.Context, token: int, sizes: Sequence[int]) -> dict[int, tuple[float, float]]:
+    """{batch size: (seconds of its faster of two passes, seconds of the faster of two single-token
+    passes timed between them)}. A size's ratio is taken against single passes timed beside it, not
+    against the load's median alone: timed seconds apart, the two measure different machines whenever
+    other work starts or stops between them. (Loads beside other jobs on the 2-core machine left a
+    9-token check remembered at 0.88 and 2.9 single passes, where it costs 5.1; auto then copied 8-9
+    tokens after three-token matches of the reply, and each such check took about twice its price.)"""
     base = len(ctx.tokens)
     out = {}
     for k in sizes:
-        passes = []
+        batch, single = [], []
         for _ in range(2):
-            t0 = time.perf_counter()
-            ctx.eval([token] * k, logits="all")
-            [int(np.argmax(ctx.logits(i))) for i in range(k)]
-            passes.append(time.perf_counter() - t0)
-            ctx.truncate(base)
-        out[k] = min(passes)
+            single.append(_timed_pass(ctx, token, 1, base))
+            batch.append(_timed_pass(ctx, token, k, base))
+        out[k] = (min(batch), min(single))
     return out
+
+
+def _timed_pass(ctx: backend.Context, token: int, k: int, base: int) -> float:
+    """Seconds of one pass over `k` tokens after the first `base`, logits read at each (then dropped)."""
+    t0 = time.perf_counter()
+    ctx.eval([token] * k, logits="all")
+    [int(np.argmax(ctx.logits(i))) for i in range(k)]
+    seconds = time.perf_counter() - t0
+    ctx.truncate(base)
+    return seconds
 
 
 def _time_prefill(costs: CostModel, name: str, ctx: backend.Context, token: int) -> None:

@@ -35,7 +35,8 @@ from desktop_app.json_file import write_atomic
 FILE = "calibrations.json"
 VERSION = 1
 KEEP = 3                      # timings remembered per batch size
-METHOD = "min-of-2-warm"      # how calibration.py times a size; part of the key, so a new way starts afresh
+METHOD = "min-of-2-warm, each over a single pass beside it"   # how calibration.py times a size; part of
+                                                              # the key, so a new way starts afresh
 MAX_BATCH = 512               # larger sizes read back are damage, not timings
 TARGETS_KEPT = 16             # keys kept (each llama.cpp upgrade or new thread count starts another)
 

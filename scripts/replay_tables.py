@@ -198,7 +198,8 @@ def main() -> None:
     ap.add_argument("--prior-shift", type=float, default=0.0)
     args = ap.parse_args()
     if args.prior_shift:
-        auto_policy.LOOKUP_PRIOR = shifted(auto_policy.LOOKUP_PRIOR, args.prior_shift)   # read by every AutoPolicy
+        auto_policy.LOOKUP_PRIOR = {source: shifted(prior, args.prior_shift)               # read by every AutoPolicy
+                                    for source, prior in auto_policy.LOOKUP_PRIOR.items()}
     built_in = _fresh(BUILT_IN)
     held_out = _fresh(HELD_OUT)
     sampled = _fresh(SAMPLED)

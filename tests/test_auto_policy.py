@@ -66,14 +66,14 @@ def test_copies_that_fail_at_once_lower_the_estimates_of_longer_copies_too():
     later = failing.choose(text, 16, Copy(copy, 2), None, 200, 0)
     assert first.drafter == "lookup" and first.gamma >= 8
     assert later.drafter == "none" or later.gamma < first.gamma / 2
-    assert failing.lookup["prompt"].keep(16) < 0.8 * LOOKUP_PRIOR[6]     # the 16-token bin, never seen
+    assert failing.lookup["prompt"].keep(16) < 0.8 * LOOKUP_PRIOR["prompt"][6]     # the 16-token bin, never seen
 
     kept = _policy(GPU, draft=False)
     text = [1, 2]
     for _ in range(12):                           # every copy right
         _round(kept, text, kept.choose(text, 16, Copy(copy, 2), None, 200, 0), 0)
         text = text + list(copy) + [1, 2]
-    assert kept.lookup["prompt"].shrink() == 1.0 and kept.lookup["prompt"].keep(64) >= LOOKUP_PRIOR[-1]
+    assert kept.lookup["prompt"].shrink() == 1.0 and kept.lookup["prompt"].keep(64) >= LOOKUP_PRIOR["prompt"][-1]
 
 
 def test_copy_length_follows_the_verify_costs():
@@ -255,7 +255,7 @@ def test_a_short_match_that_was_followed_by_different_tokens_is_a_guess_of_its_o
         text = text + [99, 1, 2, 3]
     policy.settle(text)
     assert policy.lookup_ambiguous.keep(1) < 0.1                              # (from its prior, 0.2)
-    assert policy.lookup["prompt"].keep(3) == pytest.approx(LOOKUP_PRIOR[1], abs=0.01)   # the unambiguous bins: untouched
+    assert policy.lookup["prompt"].keep(3) == pytest.approx(LOOKUP_PRIOR["prompt"][1], abs=0.01)   # the unambiguous bins: untouched
     assert policy.choose(text, 8, Copy(copy, 3), None, 200, 0).drafter == "lookup"
     policy.drop_copies()                          # (judged only as guesses below)
     assert policy.lookup["prompt"].tried[2] == 0
@@ -275,7 +275,7 @@ def test_a_short_match_that_was_followed_by_different_tokens_is_a_guess_of_its_o
 def test_copies_of_the_reply_and_of_the_prompt_are_learnt_apart():
     """A copy of the reply's own earlier text is kept far less often than a copy of the prompt after
     a match as long (0.44 against 0.70 after two tokens on the recorded traces), so the two are learnt
-    apart: a reply whose copies of itself keep failing still copies the prompt."""
+    apart, each from its own prior: a reply whose copies of itself keep failing still copies the prompt."""
     from desktop_app.engine.drafters import PromptLookupDrafter
 
     prompt = [50, 51, 52, 53, 54, 55]
@@ -294,8 +294,24 @@ def test_copies_of_the_reply_and_of_the_prompt_are_learnt_apart():
         _round(policy, text, choice, 0)
         text = text + [99, 1, 2, 3]
     policy.settle(text)
-    assert policy.lookup["reply"].keep(3) < LOOKUP_PRIOR[1] - 0.2
-    assert policy.lookup["prompt"].keep(3) == pytest.approx(LOOKUP_PRIOR[1], abs=0.01)
+    assert policy.lookup["reply"].keep(3) < LOOKUP_PRIOR["reply"][1] - 0.2
+    assert policy.lookup["prompt"].keep(3) == pytest.approx(LOOKUP_PRIOR["prompt"][1], abs=0.01)
     assert policy.choose(text, 8, Copy(copy, 3, source="reply"), None, 200, 0).drafter == "none"
     policy.drop_copies()
     assert policy.choose(text, 8, Copy(copy, 3), None, 200, 0).drafter == "lookup"
+
+
+def test_a_reply_copying_itself_starts_from_what_such_copies_kept_on_the_recorded_traces():
+    """A copy of the reply's own text after a 5-token match, 15 tokens long, on the steep machine's
+    curve (a 16-token check costs 5 single passes there, about what 9 tokens cost): at the prompt's
+    priors (0.8-0.94 a token) it is predicted to pay, and auto drafted such copies in sampled answers
+    and kept 1-3 of 15. From the reply's own priors (0.67 a token from 4 to 11) it does not pay, while
+    the same copy of the prompt still does."""
+    from desktop_app.engine.cost_profiles import CostProfile
+    ratios = {1: 1.0, 2: 1.66, 3: 2.22, 4: 2.71, 5: 3.44, 8: 4.65, 9: 5.07, 16: 5.19, 17: 6.21, 33: 9.6}
+    tiles = CostProfile("tiles", "scripts/check_costs.py, 2-core AMD EPYC", {k: 35.0 * r for k, r in ratios.items()}, 17.0)
+    copy = tuple(range(100, 115))
+    for source, drafts in (("reply", False), ("prompt", True)):
+        policy = _policy(tiles, draft=False)
+        choice = policy.choose([1, 2, 3, 4, 5], 32, Copy(copy, 5, source=source), None, 200, 20)
+        assert (choice.drafter == "lookup") == drafts, (source, choice)

@@ -17,9 +17,12 @@ model, and takes the option with the best predicted tokens per second, E(γ) / (
   first copied token is a guess between them, with keep rates of its own. A match counts only its
   tokens within the reply (Copy.find): in a conversation the chat template's header matches the
   start of every earlier reply. Copies of the prompt (the user's text, earlier turns included) and of
-  the reply's own earlier text are learnt apart (Copy.source), from the same priors: on the recorded
-  traces the first were kept far more often after matches of the same length (0.70 against 0.44
-  after two tokens, 0.94 against 0.77 after 8-11), and one kind's failures said little of the other.
+  the reply's own earlier text are learnt apart (Copy.source), each from its own prior: on the
+  recorded traces the first were kept far more often after matches of the same length (0.70 against
+  0.44 after two tokens, 0.94 against 0.77 after 8-11), and one kind's failures said little of the
+  other. A reply's copies of itself start from what they kept there (0.45 after two tokens, 0.67
+  after 4-11), greedy and sampled alike: at the prompt's priors a sampled answer on a 2-core CPU
+  copied 15 tokens of itself after 5-7-token matches and kept 1-3 of them.
 - E(γ) for the draft model: keep rates by draft position (KeepRates), learnt from its rounds. Their
   prior is the target's own recent confidence (its probability of the tokens it chose): a draft
   agrees with the target about as often as the target is sure of itself (measured on the recorded
@@ -72,8 +75,10 @@ PRIOR_PULL = 0.6             # at every new reply, the copy estimates move this 
 # the copy, plus the copied tokens before it), prior and weight: a copy right for L tokens tends to
 # stay right.
 LOOKUP_BINS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
-COPY_SOURCES = ("prompt", "reply")   # learnt apart, from the same priors (Copy.source)
-LOOKUP_PRIOR = (0.5, 0.7, 0.8, 0.85, 0.9, 0.92, 0.94, 0.94, 0.94, 0.94, 0.94)
+COPY_SOURCES = ("prompt", "reply")   # learnt apart, each from its own prior (Copy.source)
+LOOKUP_PRIOR = {"prompt": (0.5, 0.7, 0.8, 0.85, 0.9, 0.92, 0.94, 0.94, 0.94, 0.94, 0.94),
+                "reply": (0.45, 0.55, 0.67, 0.67, 0.67, 0.92, 0.94, 0.94, 0.94, 0.94, 0.94)}   # as kept on the
+                # recorded traces (greedy and sampled) from 2 to 11 tokens: a reply repeats its own phrases
 LOOKUP_PRIOR_WEIGHT = 5.5    # observations' worth of prior per bin
 LOOKUP_FORGET = 0.017        # every round, lookup's counts move this far back towards the prior
 AMBIGUOUS_BELOW = 4          # a match shorter than this whose last tokens were followed by different
@@ -248,7 +253,7 @@ class AutoPolicy:
         self.model = KeepRates(MODEL_BINS, [CONF_PRIOR] * len(MODEL_BINS), MODEL_PRIOR_WEIGHT)
         self._conf_sum = CONF_PRIOR * CONF_REPLY_WEIGHT  # the target's recent probability of its own
         self._conf_n = CONF_REPLY_WEIGHT                 # tokens: a fading sum, and its weight
-        self.lookup = {source: KeepRates(LOOKUP_BINS, LOOKUP_PRIOR, LOOKUP_PRIOR_WEIGHT, LOOKUP_POOL)
+        self.lookup = {source: KeepRates(LOOKUP_BINS, LOOKUP_PRIOR[source], LOOKUP_PRIOR_WEIGHT, LOOKUP_POOL)
                        for source in COPY_SOURCES}          # copies' keep rates, learnt apart by source
         self.lookup_ambiguous = KeepRates((1,), (AMBIGUOUS_PRIOR,), LOOKUP_PRIOR_WEIGHT)   # their first tokens
         self.model_evidence = 0.0                        # draft-model rounds seen in this reply

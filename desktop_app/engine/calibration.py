@@ -26,8 +26,8 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
     batch of 16 can cost less than one of 15. Each size is timed as a ratio to a single-token pass
     timed beside it (_time_verify_batches), so that a machine that gets busier or idler during the
     load moves both alike.
-    `remembered`: earlier loads' timings on this machine (calibration_store), each a ratio to its
-    load's single-token pass. One warm timing scatters by 10-40 % on a shared machine, so a size is
+    `remembered`: earlier loads' timings on this machine (calibration_store), each a ratio to the
+    single-token passes timed beside it. One warm timing scatters by 10-40 % on a shared machine, so a size is
     priced at the median of its last KEEP timings, times this load's single-token pass, and only the
     sizes with fewer than KEEP are timed, or, once none has, RETIME_PER_LOAD of them in turn
     (verify_batches_due). None: every size is timed and priced at this load's timing alone.
@@ -78,7 +78,7 @@ def _single_pass_s(ctx: backend.Context, steps: int) -> float:
 
 def price(single_s: float, ratios: Sequence[float]) -> float:
     """Seconds of a verify pass: this load's single-token pass times the median of the size's last
-    KEEP timings, each a ratio to the single-token pass of its own load."""
+    KEEP timings, each a ratio to the single-token passes timed beside it at its own load."""
     return single_s * float(np.median(ratios[-KEEP:]))
 
 

@@ -4,7 +4,7 @@ Timing a verify pass of every batch size after loading (calibration.py) is most 
 CPU (about 8 s of a 15.6 s load of the demo pair on a 2-core AVX2 machine), and one warm timing per
 size scatters by 10-40 % between loads on a shared machine, which moves auto mode's choices
 (docs/auto-mode.md, "Calibrations remembered across loads"). So the timings are kept here, each as a
-ratio to the single-token pass timed with it: the last KEEP of every batch size. calibration.py
+ratio to the single-token passes timed beside it: the last KEEP of every batch size. calibration.py
 prices each size at their median and decides which sizes a load times.
 
 One file, `calibrations.json` in Tandem's cache folder (repack.cache_dir), keyed by the machine

@@ -154,7 +154,9 @@ def calibrated(clock: _Clock, loads: int = 1) -> CostModel:
     """What the app's calibration would measure on this profile (calibration.py) at the `loads`-th
     load on the machine: each size priced at the median of its last calibration_store.KEEP timings,
     each a ratio to its load's single-token pass. (Which load timed which size is not modelled: from
-    the KEEP-th load on, every size is priced as at the KEEP-th.)"""
+    the KEEP-th load on, every size is priced as at the KEEP-th. The app divides each size by single
+    passes timed beside it, against drift; this clock jitters each pass on its own and never drifts,
+    so one single pass per load stands for them.)"""
     earlier = [_timed_ratios(clock) for _ in range(min(loads, KEEP) - 1)]
     costs = CostModel()
     costs.verify_s[1] = clock.verify(1)

@@ -42,7 +42,7 @@ def main() -> None:
     try:
         for shift in map(float, args.shifts.split(",")):
             for margin in map(float, args.margins.split(",")):
-                auto_policy.LOOKUP_PRIOR = {source: shifted(p, shift) for source, p in prior.items()}   # read by every new AutoPolicy
+                auto_policy.LOOKUP_PRIOR = shifted(prior, shift)      # read by every new AutoPolicy
                 auto_policy.WIN_MARGIN = margin                        # read by AutoPolicy.choose
                 vs = [_verdict(trace, profile, fixed,
                                _mean([replay(trace, profile, AUTO, noise=NOISE, seed=k) for k in range(SEEDS)]))

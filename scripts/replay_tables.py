@@ -188,9 +188,11 @@ def _by_set_table(cases: list[tuple[str, Verdict]]) -> list[str]:
     return lines
 
 
-def shifted(prior, shift: float) -> tuple[float, ...]:
-    """Every probability of `prior` moved by `shift` on the log-odds scale."""
-    return tuple(1 / (1 + math.exp(-(math.log(p / (1 - p)) + shift))) for p in prior)
+def shifted(priors: dict, shift: float) -> dict:
+    """Every probability of every source's prior (auto_policy.LOOKUP_PRIOR) moved by `shift` on the
+    log-odds scale."""
+    return {source: tuple(1 / (1 + math.exp(-(math.log(p / (1 - p)) + shift))) for p in prior)
+            for source, prior in priors.items()}
 
 
 def main() -> None:
@@ -198,8 +200,7 @@ def main() -> None:
     ap.add_argument("--prior-shift", type=float, default=0.0)
     args = ap.parse_args()
     if args.prior_shift:
-        auto_policy.LOOKUP_PRIOR = {source: shifted(prior, args.prior_shift)               # read by every AutoPolicy
-                                    for source, prior in auto_policy.LOOKUP_PRIOR.items()}
+        auto_policy.LOOKUP_PRIOR = shifted(auto_policy.LOOKUP_PRIOR, args.prior_shift)   # read by every AutoPolicy
     built_in = _fresh(BUILT_IN)
     held_out = _fresh(HELD_OUT)
     sampled = _fresh(SAMPLED)

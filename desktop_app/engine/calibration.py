@@ -27,8 +27,8 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
     timed beside it (_time_verify_batches), so that a machine that gets busier or idler during the
     load moves both alike.
     `remembered`: earlier loads' timings on this machine (calibration_store), each a ratio to the
-    single-token passes timed beside it. One warm timing scatters by 10-40 % on a shared machine, so a size is
-    priced at the median of its last KEEP timings, times this load's single-token pass, and only the
+    single-token passes timed beside it. One warm timing scatters by 10-40 % on a shared machine, so a
+    size is priced at the median of its last KEEP timings, times this load's single-token pass, and only the
     sizes with fewer than KEEP are timed, or, once none has, RETIME_PER_LOAD of them in turn
     (verify_batches_due). None: every size is timed and priced at this load's timing alone.
     These are the yardsticks for c, for predicted speed-ups and for auto mode; real rounds refine

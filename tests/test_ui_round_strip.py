@@ -176,6 +176,11 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
                                          and label.text()[len(shown) - 2:].startswith((" (", " / ")))
         assert label.fontMetrics().horizontalAdvance(shown) <= label.contentsRect().width()
     assert L["vs_plain"].shown_text().startswith("1.40×") and L["speed"].shown_text() == "0.70 tok/s"
+    # the draft step's cost says what it is relative to, and a reply of copies alone says it had no step
+    # (it read "0 …" at 300 px, and the row was titled "c": a new user's try)
+    assert L["c"].shown_text() == "0.05 × a pass" and "c" not in panel.titles["c"].text().split()
+    panel.show_stats(slow_stats(c=0.0))
+    assert L["c"].shown_text().startswith("none")
     # slower than plain: the verdict says it loses, with the same number as the grid
     s = slow_stats(tokens_per_s=0.3, t_verify_s=14 / 0.3 - 1.0)   # all of it in rounds: plain stays 0.5 tok/s
     panel.show_stats(s)

@@ -29,11 +29,11 @@ STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation e
                                              "makes this reply look slower"),
          ("tokens", "Tokens", ""),
          ("accepted", "Drafts kept", "Drafted tokens the target kept: kept / drafted (the acceptance rate)"),
-         ("alpha", "α (per token)", ALPHA_TIP),
+         ("alpha", "Acceptance α", ALPHA_TIP),
          ("per_round", "Kept per round", "Drafts kept of drafts made, per round that drafted"),
          ("split", "Draft / target time", "Seconds in the draft model's steps / in the target's passes (checking "
                                            "drafts, and the plain steps)"),
-         ("c", "Draft step cost c", "One draft step's time relative to one single-token target pass"),
+         ("c", "Draft step cost", "c: one draft step's time relative to one single-token target pass"),
          ("predicted", "Predicted (cost model)", "What the cost model predicts for this reply's rounds as they "
                                                  "ran, from each drafter's α and costs (a plain round: one token "
                                                  "per pass): a prediction, not a measurement")]
@@ -356,7 +356,8 @@ class SpecPanel(QWidget):
         L["tokens"].setText(f"{s.n_tokens} (first after {1000 * s.ttft_s:.0f} ms)")
         if s.n_drafted:
             self._show_drafts(s)
-            L["c"].setText("–" if s.c is None else "0 (no model step: copies only)" if s.c == 0 else f"{s.c:.2f}")
+            L["c"].setText("–" if s.c is None else "none (copies only)" if s.c == 0
+                             else f"{s.c:.2f} × a pass")
             L["predicted"].setText(predicted_text(s))
         else:
             for key in ("accepted", "alpha", "per_round", "split", "c", "predicted"):

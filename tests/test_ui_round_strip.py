@@ -177,7 +177,7 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
         assert label.fontMetrics().horizontalAdvance(shown) <= label.contentsRect().width()
     assert L["vs_plain"].shown_text().startswith("1.40×") and L["speed"].shown_text() == "0.70 tok/s"
     # the draft step's cost says what it is relative to, and a reply of copies alone says it had no step
-    # (it read "0 …" at 300 px, and the row was titled "c": a new user's try)
+    # (it read "0 …" in a 1000×700 window, and a new user's try found the title's "c" cryptic)
     assert L["c"].shown_text() == "0.05 × a pass" and "c" not in panel.titles["c"].text().split()
     panel.show_stats(slow_stats(c=0.0))
     assert L["c"].shown_text().startswith("none")

@@ -181,6 +181,17 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
     assert L["c"].shown_text() == "0.05 × a pass" and "c" not in panel.titles["c"].text().split()
     panel.show_stats(slow_stats(c=0.0))
     assert L["c"].shown_text().startswith("none")
+    # nothing kept: the prediction row is cut whole, never mid-word (it read "none: 0/2 drafts kep" in a
+    # 1000×700 window, a new user's try); any single part too wide for its label ends in "…"
+    panel.show_stats(slow_stats(n_accepted=0, n_drafted=33, acceptance_rate=0.0, alpha=0.0, mean_accepted=0.0))
+    shown = L["predicted"].shown_text()
+    assert shown.startswith("none") and (shown == L["predicted"].text() or shown.endswith("…"))
+    assert L["predicted"].fontMetrics().horizontalAdvance(shown) <= L["predicted"].contentsRect().width()
+    L["predicted"].setText("a_single_part_far_wider_than_any_label_of_this_grid_could_ever_be")
+    assert L["predicted"].shown_text().endswith("…")
+    # a plain reply's time is the target's, shown (it read "–" beside the chart showing it)
+    panel.show_stats(slow_stats(n_drafted=0, n_accepted=0, t_draft_s=0.0))
+    assert L["split"].text() == "0.00 s / 19.00 s" and L["alpha"].text() == "–"
     # slower than plain: the verdict says it loses, with the same number as the grid
     s = slow_stats(tokens_per_s=0.3, t_verify_s=14 / 0.3 - 1.0)   # all of it in rounds: plain stays 0.5 tok/s
     panel.show_stats(s)
@@ -195,7 +206,7 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
 def test_nothing_kept_predicts_no_gain():
     s = slow_stats(n_accepted=0, acceptance_rate=0.0, alpha=0.0, mean_accepted=0.0, predicted_speedup_measured=11.1,
                    tokens_per_s=0.3, t_verify_s=14 / 0.3 - 1.0)
-    assert predicted_text(s) == "none: 0/20 drafts kept"
+    assert predicted_text(s) == "none (0/20 drafts kept)"
     assert "loses to plain decoding" in explain(s) and "because no draft was kept" in explain(s)
 
 

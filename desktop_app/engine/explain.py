@@ -54,7 +54,7 @@ def predicted_text(stats: GenerationStats) -> str:
     if not stats.n_drafted:
         return ""
     if not stats.n_accepted:
-        return f"none: 0/{stats.n_drafted} drafts kept"
+        return f"none (0/{stats.n_drafted} drafts kept)"
     if stats.predicted_speedup_measured is None:
         return "–"
     text = f"{stats.predicted_speedup_measured:.2f}×"

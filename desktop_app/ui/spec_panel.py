@@ -77,7 +77,7 @@ class StatLabel(QWidget):
             shown = " ".join(parts) + " …"
             if fm.horizontalAdvance(shown) <= width:
                 return shown
-        return parts[0]
+        return fm.elidedText(parts[0], Qt.ElideRight, width)     # (a part that does not fit alone ends in "…")
 
     def setText(self, text: str) -> None:
         if text != self._text:
@@ -345,8 +345,11 @@ class SpecPanel(QWidget):
         L["accepted"].setText(f"{s.n_accepted}/{s.n_drafted} ({100 * (s.acceptance_rate or 0):.0f} %)")
         L["alpha"].setText(f"{s.alpha:.2f}" if s.alpha is not None else "–")
         L["per_round"].setText(f"{s.mean_accepted:.2f} of {s.mean_drafted:.2f}")
-        L["split"].setText("not sent by the server" if s.remote else f"{s.t_draft_s:.2f} s / {s.t_verify_s:.2f} s"
-                           if s.t_draft_s or s.t_verify_s else "–")
+        self._show_split(s)
+
+    def _show_split(self, s: GenerationStats) -> None:
+        split = f"{s.t_draft_s:.2f} s / {s.t_verify_s:.2f} s" if s.t_draft_s or s.t_verify_s else "–"
+        self.labels["split"].setText("not sent by the server" if s.remote else split)
 
     # -- a finished or stored reply
     def show_stats(self, s: GenerationStats) -> None:
@@ -360,8 +363,10 @@ class SpecPanel(QWidget):
                              else f"{s.c:.2f} × a pass")
             L["predicted"].setText(predicted_text(s))
         else:
-            for key in ("accepted", "alpha", "per_round", "split", "c", "predicted"):
+            for key in ("accepted", "alpha", "per_round", "c", "predicted"):
                 L[key].setText("–")
+            self._show_split(s)                  # (a plain reply's time is the target's: "–" beside the chart
+                                                 # showing it read as a failure to measure, a new user's try)
         self.verdict.setText(explain(s))
         self.pay.show(s, max(1, round(s.mean_drafted)) if s.mean_drafted else 0)   # the γ this reply used
 

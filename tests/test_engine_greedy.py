@@ -252,7 +252,7 @@ def test_explanation_quotes_the_checks_of_its_own_rounds():
     assert s.measured_speedup < 0.95
     text = explain(s)
     assert "giving 2.00 tokens in 170 ms" in text
-    assert "in this reply, checking a round's 3.50 tokens took 120 ms, 4.0× a single-token pass" in text
+    assert "in this reply, checking a round's 3.50 tokens took 120 of those 170 ms, 4.0× a single-token pass" in text
 
 
 def test_the_draft_models_catch_up_is_not_counted_into_plain_decodings_rate():

@@ -143,8 +143,10 @@ def _explain(stats: GenerationStats) -> str:
         # size: a mean of rounds of several sizes is not the price of their mean size), less the plain
         # steps' (t_target_step_s is their mean; t_plain_s holds their drafting too).
         verify_s = max(0.0, stats.t_verify_s - stats.n_plain_rounds * (stats.t_target_step_s or 0.0)) / rounds
-        why.append(f"in this reply, checking a round's {_plus_one(stats.mean_drafted)} tokens took {1000 * verify_s:.0f} ms, "
-                   f"{verify_s / stats.t_target_step_s:.1f}× a single-token pass")
+        why.append(f"in this reply, checking a round's {_plus_one(stats.mean_drafted)} tokens took {1000 * verify_s:.0f} "
+                   f"of those {per_round_ms:.0f} ms, {verify_s / stats.t_target_step_s:.1f}× a single-token pass")
+        # ("of those": a part of the round time the first sentence states; quoted alone, "102 ms" there
+        # and "101 ms" here read as one number twice, a new user's try)
     reasons = "; ".join(why) or "the rounds cost about what they save"
     if m <= COSTS:
         parts.append(f"That loses to {plain_part}: {m:.2f}× its speed, because {reasons}.")

@@ -166,6 +166,7 @@ def test_gamma_disabled_when_off_or_auto_and_auto_shows_its_rounds_live(qtbot, w
     assert spec.auto and spec.drafter == "model"               # with a draft model auto may use it (or lookup)
     assert bar.spec(False).drafter == "lookup"                 # without one, lookup
     assert bar.gamma_label.text() == "auto: γ 0–32" and bar.mode_text().startswith("Speculating: auto")
+    assert "tokens drafted in a round" in bar.gamma_label.toolTip() and "0 to 32" in bar.gamma_label.toolTip()
 
     window.settings_panel.temperature.setValue(0.0)
     window.settings_panel.max_tokens.setValue(48)

@@ -290,6 +290,10 @@ class SpecBar(QFrame):
             self.gamma_label.setText(auto_text(self._last_round) if self._last_round else f"auto: γ 0–{AUTO_GAMMA_MAX}")
         else:
             self.gamma_label.setText(f"γ = {gamma}")
+        self.gamma_label.setToolTip(         # (a new user asked what "auto: γ 0–32" meant)
+            f"γ: the tokens drafted in a round, checked by the target in one pass. Auto picks 0 to {AUTO_GAMMA_MAX} "
+            "each round, and which drafter drafts them; while a reply runs this shows the last round's choice."
+            if on and auto else "γ: the tokens drafted in a round, checked by the target in one pass.")
         self.gamma.setToolTip(
             f"Draft length γ: tokens drafted per round ({UP_KEYS} longer, {DOWN_KEYS} shorter). "
             + (f"In Auto the engine picks γ each round, 0 to {AUTO_GAMMA_MAX}, whatever this is set to."

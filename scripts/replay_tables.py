@@ -1,6 +1,6 @@
 """Print docs/auto-mode.md's replay tables: auto against every fixed setting on the recorded traces
 (tests/data/traces), fresh (greedy, and sampled as the window samples) and reply after reply, under
-every cost profile, against llama.cpp's ngram-simple on the copy-heavy replies, and with a target
+every cost profile, on one-line code rewritten, against llama.cpp's ngram-simple on the copy-heavy replies, and with a target
 alone (lookup at γ 4 against auto). No model is loaded; it takes about a minute. `--prior-shift X`
 first moves every prompt-lookup prior by X on the log-odds scale (as scripts/replay_caution.py
 sweeps it).
@@ -25,6 +25,7 @@ BUILT_IN = ("smollm2", "demo")
 HELD_OUT = ("demo-heldout",)
 SAMPLED = ("smollm2-sampled", "demo-sampled")       # the built-in prompts sampled as the window samples
 CONVERSATIONS = ("demo-conversations",)            # tests/data/traces/conversations.json, turn after turn
+ONE_LINE = ("demo-oneline", "demo-oneline-sampled")  # tests/data/traces/oneline_prompts.json: one-line code rewritten
 COPY_HEAVY = (("demo", "edit"), ("smollm2", "edit"), ("demo-heldout", "rename"))   # (trace set, prompt)
 NGRAM = ((3, 4), (4, 16), (12, 16), (12, 32))       # ngram-simple (n, m) as scripts/compare_auto_ngram.py runs it
 SEEDS = 3
@@ -225,6 +226,10 @@ def main() -> None:
     print("\n## Conversations, turn after turn (held out)\n")
     print("\n".join(lines))
     print(f"\nConversations: {_summary(verdicts)}.")
+    one_line = _fresh(ONE_LINE)
+    print("\n## One-line code rewritten, greedy and sampled\n")
+    print("\n".join(_fresh_table(one_line)))
+    print(f"\nOne-line code, fresh: {_summary([v for _, v in one_line])}.")
     print("\n## Against llama.cpp's ngram-simple, copy-heavy replies\n")
     print("\n".join(_ngram_table()))
     print("\n## A target alone: lookup at γ 4 against auto, × plain\n")

@@ -256,7 +256,8 @@ def test_a_short_match_that_was_followed_by_different_tokens_is_a_guess_of_its_o
     policy.settle(text)
     assert policy.lookup_ambiguous.keep(1) < 0.1                              # (from its prior, 0.2)
     assert policy.lookup["prompt"].keep(3) == pytest.approx(LOOKUP_PRIOR["prompt"][1], abs=0.01)   # the unambiguous bins: untouched
-    assert policy.choose(text, 8, Copy(copy, 3), None, 200, 0).drafter == "lookup"
+    other = (17, 18, 19, 20)                      # (not `copy`: its first token, replaced 30 times, is priced
+    assert policy.choose(text, 8, Copy(other, 3), None, 200, 0).drafter == "lookup"   # on its own record)
     policy.drop_copies()                          # (judged only as guesses below)
     assert policy.lookup["prompt"].tried[2] == 0
     rounds = 0
@@ -298,7 +299,8 @@ def test_copies_of_the_reply_and_of_the_prompt_are_learnt_apart():
     assert policy.lookup["prompt"].keep(3) == pytest.approx(LOOKUP_PRIOR["prompt"][1], abs=0.01)
     assert policy.choose(text, 8, Copy(copy, 3, source="reply"), None, 200, 0).drafter == "none"
     policy.drop_copies()
-    assert policy.choose(text, 8, Copy(copy, 3), None, 200, 0).drafter == "lookup"
+    other = (17, 18, 19, 20)                      # (not `copy`: its first token, replaced 30 times, is priced on its own record)
+    assert policy.choose(text, 8, Copy(other, 3), None, 200, 0).drafter == "lookup"
 
 
 def test_a_reply_copying_itself_starts_from_what_such_copies_kept_on_the_recorded_traces():
@@ -315,3 +317,35 @@ def test_a_reply_copying_itself_starts_from_what_such_copies_kept_on_the_recorde
         policy = _policy(tiles, draft=False)
         choice = policy.choose([1, 2, 3, 4, 5], 32, Copy(copy, 5, source=source), None, 200, 20)
         assert (choice.drafter == "lookup") == drafts, (source, choice)
+
+
+def test_a_copy_stops_before_a_token_the_reply_has_replaced():
+    """A reply that renames a variable, or writes one-line code's ";" as line breaks, replaces the same
+    prompt token wherever a copy reaches it. Once a copy has failed at a token, a later copy through that
+    token is drafted up to it, not past it (a user's one-line rename ran at 0.89x plain in the window,
+    its copies failing at ";" and ":"). A copy through a token never replaced is drafted past it, as
+    before; a replaced token the reply then keeps again is trusted again."""
+    policy = _policy(XEON, draft=False)
+    text = [1, 2, 3]
+    for r in range(6):                                # copies of the prompt, each right for 12 tokens
+        body = tuple(range(100 + 20 * r, 112 + 20 * r))
+        choice = policy.choose(text, 32, Copy(body, 6), None, 400, len(text))
+        text = text + list(body)
+        _round(policy, text, choice, min(choice.gamma, 12))
+    choice = policy.choose(text, 32, Copy((30, 31, 7, 32, 33, 34), 6), None, 400, len(text))
+    text = text + [30, 31, 8, 32, 33, 34]             # the reply has 8 where the prompt has 7
+    _round(policy, text, choice, 2)
+
+    def through(token):                               # a copy with `token` at its sixth place
+        return Copy((40, 41, 42, 43, 44, token, 45, 46, 47, 48, 49, 50, 51, 52), 6)
+    def gamma(copy):                                  # (a look only: the copy is not judged by the text below)
+        choice = policy.choose(text, 32, copy, None, 400, len(text))
+        policy.drop_copies()
+        return choice.gamma
+    assert gamma(through(7)) == 5
+    assert gamma(through(99)) >= 12
+    for r in range(8):                                # 7 is copied and kept again
+        policy.choose(text, 32, Copy((60 + r, 7, 61 + r), 6), None, 400, len(text))
+        text = text + [60 + r, 7, 61 + r]
+    policy.settle(text)
+    assert gamma(through(7)) >= 12

@@ -98,6 +98,26 @@ def _conversations(names) -> tuple[list[str], list[Verdict]]:
     return lines, verdicts
 
 
+def _one_line_table(cases: list[tuple[str, Verdict]]) -> tuple[list[str], list[Verdict]]:
+    """The one-line code verdicts by trace set and profile, beside auto's with the target alone (the
+    draft's guesses dropped from the traces, as for a user without a draft model); and those."""
+    lines = ["| traces | profile | auto × plain: mean (worst) | auto ÷ best fixed: mean (worst) | "
+             "target alone, auto × plain: mean (worst) |", "|---|---|---|---|---|"]
+    alone_all = []
+    for name, traces, profile in _sets(ONE_LINE):
+        paired = [v for n, v in cases if n == name and v.profile == profile.name]
+        alone = [judge(dataclasses.replace(t, draft_next=[], draft_keep=[], confidence=[]), profile, False)
+                 for t in traces.traces]
+        alone_all += alone
+
+        def cell(vs, key):
+            values = [getattr(v, key) for v in vs]
+            return f"{statistics.fmean(values):.2f} ({min(values):.2f})"
+        lines.append(f"| {name} | {profile.name} | {cell(paired, 'vs_plain')} | {cell(paired, 'vs_best')} | "
+                     f"{cell(alone, 'vs_plain')} |")
+    return lines, alone_all
+
+
 def _rate(trace: Trace, profile, setting: Setting) -> float:
     return statistics.fmean(replay(trace, profile, setting, noise=0.05, seed=k).tokens_per_s for k in range(SEEDS))
 
@@ -229,7 +249,10 @@ def main() -> None:
     one_line = _fresh(ONE_LINE)
     print("\n## One-line code rewritten, greedy and sampled\n")
     print("\n".join(_fresh_table(one_line)))
-    print(f"\nOne-line code, fresh: {_summary([v for _, v in one_line])}.")
+    print(f"\nOne-line code, fresh: {_summary([v for _, v in one_line])}.\n")
+    lines, alone = _one_line_table(one_line)
+    print("\n".join(lines))
+    print(f"\nOne-line code, a target alone: {_summary(alone)}.")
     print("\n## Against llama.cpp's ngram-simple, copy-heavy replies\n")
     print("\n".join(_ngram_table()))
     print("\n## A target alone: lookup at γ 4 against auto, × plain\n")

@@ -256,8 +256,7 @@ def test_a_short_match_that_was_followed_by_different_tokens_is_a_guess_of_its_o
     policy.settle(text)
     assert policy.lookup_ambiguous.keep(1) < 0.1                              # (from its prior, 0.2)
     assert policy.lookup["prompt"].keep(3) == pytest.approx(LOOKUP_PRIOR["prompt"][1], abs=0.01)   # the unambiguous bins: untouched
-    other = (17, 18, 19, 20)                      # (not `copy`: its first token, replaced 30 times, is priced
-    assert policy.choose(text, 8, Copy(other, 3), None, 200, 0).drafter == "lookup"   # on its own record)
+    assert policy.choose(text, 8, Copy(copy, 3), None, 200, 0).drafter == "lookup"   # (nor of the guessed token)
     policy.drop_copies()                          # (judged only as guesses below)
     assert policy.lookup["prompt"].tried[2] == 0
     rounds = 0
@@ -276,7 +275,8 @@ def test_a_short_match_that_was_followed_by_different_tokens_is_a_guess_of_its_o
 def test_copies_of_the_reply_and_of_the_prompt_are_learnt_apart():
     """A copy of the reply's own earlier text is kept far less often than a copy of the prompt after
     a match as long (0.44 against 0.70 after two tokens on the recorded traces), so the two are learnt
-    apart, each from its own prior: a reply whose copies of itself keep failing still copies the prompt."""
+    apart, each from its own prior: a reply whose copies of itself keep failing still copies the prompt
+    (other tokens than those failing: a token the reply has replaced stops a copy of either source)."""
     from desktop_app.engine.drafters import PromptLookupDrafter
 
     prompt = [50, 51, 52, 53, 54, 55]
@@ -344,8 +344,21 @@ def test_a_copy_stops_before_a_token_the_reply_has_replaced():
         return choice.gamma
     assert gamma(through(7)) == 5
     assert gamma(through(99)) >= 12
+    policy.choose(text, 32, through(7), None, 400, len(text))   # found twice at one place: judged once
+    policy.choose(text, 32, Copy((40, 41, 42, 43, 44, 7, 53), 6), None, 400, len(text))
+    assert policy.replaced(7) == (0, 1)
+    policy.settle(text + [40, 41, 42, 43, 44, 8])
+    assert policy.replaced(7) == pytest.approx((0, 1.7))
+    policy.drop_copies()
     for r in range(8):                                # 7 is copied and kept again
         policy.choose(text, 32, Copy((60 + r, 7, 61 + r), 6), None, 400, len(text))
         text = text + [60 + r, 7, 61 + r]
     policy.settle(text)
     assert gamma(through(7)) >= 12
+    for r in range(3):                                # ... replaced again; a new reply starts without that record
+        policy.choose(text, 32, Copy((70 + r, 7, 71 + r), 6), None, 400, len(text))
+        text = text + [70 + r, 8, 71 + r]
+    policy.settle(text)
+    assert gamma(through(7)) < 12
+    policy.begin()
+    assert policy.replaced(7) is None and gamma(through(7)) >= 12

@@ -180,7 +180,8 @@ class KeepRates:
         round yields, drafts kept plus the target's own. `first`: the first token's keep rate, when
         it is known apart (an ambiguous copy's). `seen[k]`: (kept, tried) of the k-th drafted token
         where that token, copied before in this reply, was replaced (AutoPolicy.replaced): its keep
-        rate is pulled towards that record, SEEN_WEIGHT observations' worth of the bin's rate in it."""
+        rate is lowered towards that record, SEEN_WEIGHT observations' worth of the bin's rate in it
+        (never raised)."""
         out = [1.0]
         survive = 1.0
         shrink = self.shrink()
@@ -278,6 +279,7 @@ class AutoPolicy:
                                                          # copy, kept, whether its first token is a guess,
                                                          # source]
         self._copied: dict[int, list[float]] = {}        # token -> [kept, tried] as copied in this reply (faded)
+        self._recorded: set[tuple[int, int]] = set()     # (text position, token) already in that record
         self._recent_tokens = 0.0                        # tokens and seconds of recent rounds without the model
         self._recent_s = 0.0
 
@@ -299,13 +301,16 @@ class AutoPolicy:
         for rates in self.lookup.values():
             rates.pull_towards_prior(PRIOR_PULL)
         self.lookup_ambiguous.pull_towards_prior(PRIOR_PULL)
-        self._pending.clear()
-        self._copied.clear()
+        self.drop_copies(new_reply=True)
         self.rounds_without_model = self.probe_gap - FIRST_PROBE
 
-    def drop_copies(self) -> None:
-        """Forget the copies not yet judged: the text they were found in is not this reply's."""
+    def drop_copies(self, new_reply: bool = False) -> None:
+        """Forget the copies not yet judged: the text they were found in is not this reply's. With
+        `new_reply`, forget too what copies showed of the last reply's tokens (AutoPolicy.replaced)."""
         self._pending.clear()
+        if new_reply:
+            self._copied.clear()
+            self._recorded.clear()
 
     def choose(self, context: Sequence[int], room: int, copy: Copy | None, model: ModelOption | None,
                left: int, reply_len: int) -> Choice:
@@ -369,7 +374,11 @@ class AutoPolicy:
                 n += 1
             rejected = n < len(known)
             for k in range(n + rejected):
-                record = self._copied.setdefault(copy[kept + k], [0.0, 0.0])
+                token, at = copy[kept + k], start + kept + k
+                if (guess and kept + k == 0) or (at, token) in self._recorded:
+                    continue                # (a guess's first token says nothing of the token; a place two
+                self._recorded.add((at, token))   # copies predicted alike counts once)
+                record = self._copied.setdefault(token, [0.0, 0.0])
                 record[0] = SEEN_DECAY * record[0] + (k < n)
                 record[1] = SEEN_DECAY * record[1] + 1
             if guess and kept == 0 and (n or rejected):    # an ambiguous copy's first token, on its own
@@ -384,9 +393,10 @@ class AutoPolicy:
         self._pending = still
 
     def replaced(self, token: int) -> tuple[float, float] | None:
-        """(kept, tried) of `token` as copies in this reply drafted it, where at least once the text had
-        another token in its place (a renamed name, a ";" the reply writes as a line break); None
-        where it was always kept or never copied."""
+        """(kept, tried) of `token` as copies in this reply drafted it or would have (each judged from
+        the text, older outcomes faded by SEEN_DECAY), where the text has had another token in its place
+        (a renamed name, a ";" the reply writes as a line break); None where it was always kept or never
+        copied. It only ever lowers a copy's keep rate (KeepRates.expected)."""
         record = self._copied.get(token)
         return (record[0], record[1]) if record is not None and record[0] < record[1] else None
 

@@ -191,7 +191,8 @@ class SpeculativeDecoder:
         if settings.auto:
             self.policy.begin()
         else:
-            self.policy.drop_copies()                 # (a switch to auto mid-reply must not judge old copies)
+            self.policy.drop_copies(new_reply=True)   # (a switch to auto mid-reply must not judge old copies,
+                                                      # nor price copies by the last reply's tokens)
             drafter = self._drafter(settings)
             if isinstance(drafter, ModelDrafter) and not controls.cancelled:   # (a cancel stops at the first round)
                 t0 = time.perf_counter()

@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 import pytest
 from PySide6.QtCore import QEvent, QPoint, Qt
-from PySide6.QtGui import QHelpEvent, QTextCursor, QTextDocument
+from PySide6.QtGui import QFontMetricsF, QHelpEvent, QTextCursor, QTextDocument
 from PySide6.QtWidgets import QApplication, QLabel, QPushButton, QToolTip
 
 from desktop_app.chat.history import HistoryStore
@@ -301,7 +301,8 @@ def test_a_long_code_line_wraps_on_its_shade_and_never_scrolls_the_reply_sideway
     qtbot.addWidget(view)
     view.resize(500, 400)
     view.show()
-    w = view.add_message("assistant", "Here:\n\n```python\ntotal = " + " + ".join(["value"] * 60) + "\n```\nAfter.")
+    long = " + ".join(["value"] * 60)
+    w = view.add_message("assistant", f"Here:\n\n```python\ntotal = {long}\nif total:\n    total = {long}\n```\nAfter.")
     for _ in range(5):
         QApplication.processEvents()
     body = w.body
@@ -311,7 +312,20 @@ def test_a_long_code_line_wraps_on_its_shade_and_never_scrolls_the_reply_sideway
         block = block.next()
     assert block.layout().lineCount() > 1                      # wrapped, still one line of code
     assert block.blockFormat().background().color().name() == CODE_SHADE[False]
-    assert block.blockFormat().bottomMargin() >= 8 and block.next().text() == "After."
+    # a wrapped line goes on past its own indentation (it went on at column 0, a new user's try), its
+    # first line where it was, its spaces kept in the text
+    indented = block.next().next()
+    assert indented.text().startswith("    total = ") and indented.layout().lineCount() > 1
+    space = QFontMetricsF(indented.begin().fragment().charFormat().font()).horizontalAdvance(" ")
+
+    def x(b, line, column=0):                                  # where a line of a block starts, in the view
+        return b.layout().position().x() + b.layout().lineAt(line).cursorToX(b.layout().lineAt(line).textStart() + column)[0]
+    assert x(block, 0) == pytest.approx(x(block.next(), 0))                 # unwrapped lines start alike
+    assert x(indented, 0, 4) == pytest.approx(x(block, 0) + 4 * space, abs=1)   # "total" under its indent
+    assert x(block, 1) == pytest.approx(x(block, 0) + 4 * space, abs=1)         # wrapped: 4 spaces in
+    assert x(indented, 1) == pytest.approx(x(block, 0) + 8 * space, abs=1)      # ... past its indentation
+    assert body.document().toPlainText().count("\n    total = ") == 1
+    assert indented.blockFormat().bottomMargin() >= 8 and indented.next().text() == "After."
 
 
 def test_a_fenced_python_block_gets_several_colours(qtbot):

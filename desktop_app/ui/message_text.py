@@ -6,7 +6,7 @@ from __future__ import annotations
 from bisect import bisect_right
 
 from PySide6.QtCore import QEvent, Qt
-from PySide6.QtGui import QColor, QPalette, QTextCharFormat, QTextCursor, QTextFormat
+from PySide6.QtGui import QColor, QFontMetricsF, QPalette, QTextCharFormat, QTextCursor, QTextFormat
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QToolTip, QWidget
 
 from desktop_app.chat.line_breaks import keep_line_breaks
@@ -16,6 +16,7 @@ from desktop_app.ui.code_highlight import CodeHighlighter, code_language
 from desktop_app.ui.round_strip import Colours
 
 CODE_SHADE = {False: "#e3e5e8", True: "#2b2b2b"}    # a code block's background, light and dark
+HANG = 4                                           # spaces a wrapped line of code goes on past its indentation
 KIND_PROPERTY = QTextFormat.UserProperty + 1      # a highlighted token's kind (TokenKind value)
 TOKEN_PROPERTY = QTextFormat.UserProperty + 2     # its place in the reply (keeps tokens apart as fragments)
 
@@ -58,8 +59,10 @@ class MessageText(QTextBrowser):
 
     def _render(self, text: str) -> None:
         """`text` as Markdown, its code blocks on a shade of their own with room after them, their long
-        lines wrapped: a line wider than the chat would otherwise scroll the whole reply sideways. Its
-        line breaks and indentation show as written (line_breaks.py)."""
+        lines wrapped: a line wider than the chat would otherwise scroll the whole reply sideways. A
+        wrapped line of code goes on HANG spaces past its own indentation (it went on at column 0, where
+        it read as a line of its own, a new user's try), its spaces still in the text to copy. Its line
+        breaks and indentation show as written (line_breaks.py)."""
         self.setMarkdown(keep_line_breaks(text))
         cursor = QTextCursor(self.document())
         cursor.beginEditBlock()
@@ -69,6 +72,12 @@ class MessageText(QTextBrowser):
             if _is_code(block):
                 fmt.setNonBreakableLines(False)
                 fmt.setBackground(QColor(CODE_SHADE[self.dark]))
+                line = block.text()
+                hang = (len(line) - len(line.lstrip(" ")) + HANG) * QFontMetricsF(
+                    block.begin().fragment().charFormat().font() if line else block.charFormat().font()
+                ).horizontalAdvance(" ")
+                fmt.setLeftMargin(fmt.leftMargin() + hang)
+                fmt.setTextIndent(-hang)                    # (the first line starts where it did)
                 if not _is_code(block.next()):
                     fmt.setBottomMargin(max(fmt.bottomMargin(), 8))
                 cursor.setPosition(block.position())

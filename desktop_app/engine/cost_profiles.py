@@ -30,6 +30,15 @@ Built in:
   had the draft model at γ = 4 pay on the code prompt (1.04x plain) where the live runs had it at
   0.94x.
 - "here": measured on the machine at hand when a trace is recorded (trace.py).
+
+Measured, not (yet) among the built-in profiles that the tests and docs/auto-mode.md's tables run
+under:
+- "h200": an NVIDIA H200, llama.cpp's llama-bench built for CUDA (sm_90), the demo pair's shapes with
+  zero weights (scripts/gpu_costs/run.sh, 2026-12-04): passes of 1, 2, 3, 5, 9, 17 and 33 tokens at a
+  depth of 256 cost 1.84, 2.15, 2.33, 2.83, 4.08, 4.38 and 5.08 ms (the means of three runs of 100),
+  so 17 tokens 2.4 single passes and 33 tokens 2.8, steeper than the "gpu" profile's 1.5 and 2.2 (a
+  step at 9 tokens, where llama.cpp's CUDA matrix products change kernels); the draft's step 1.21 ms,
+  0.66 of a target pass ("gpu": 0.55). Its prompt costs are the "gpu" profile's (not measured).
 """
 from __future__ import annotations
 
@@ -95,6 +104,13 @@ GPU = CostProfile(
      33: 2.2 * _GPU_PASS},
     0.55 * _GPU_PASS, {"target": 0.05, "model": 0.03})
 
+H200 = CostProfile(
+    "h200", "NVIDIA H200, llama.cpp llama-bench (CUDA, sm_90), the demo pair's shapes, zero weights "
+    "(scripts/gpu_costs/run.sh): 1/2/3/5/9/17/33 tokens at depth 256 = 1.84/2.15/2.33/2.83/4.08/4.38/5.08 ms; "
+    "draft step 1.21 ms (0.66 of a pass); prompt 0.05 and 0.03 ms per token (the gpu profile's, not measured)",
+    {1: 1.838, 2: 2.150, 3: 2.329, 5: 2.828, 9: 4.082, 17: 4.380, 33: 5.076},
+    1.205, {"target": 0.05, "model": 0.03})
+
 AVX2 = CostProfile(
     "avx2", "2-core AMD EPYC 7003 (Zen 3, AVX2, no AVX-512), demo pair: tandem bench --replay's timings, each size "
     "the median of it and its neighbours (1 token 57 ms; 5: 2.6x; 17: 8.6x); draft step 0.55 of a pass (the c "
@@ -104,3 +120,4 @@ AVX2 = CostProfile(
     0.55 * 57.3, {"target": 16.5, "model": 7.3})
 
 BUILTIN = {p.name: p for p in (STEEP, XEON, GPU, AVX2)}
+MEASURED_GPU = {p.name: p for p in (H200,)}      # measured, not yet among BUILTIN (the module docstring)

@@ -15,7 +15,7 @@ from desktop_app.engine.drafters import ModelDrafter
 from desktop_app.engine.explain import explain
 from desktop_app.engine.loading import LoadCancelled, load_model
 
-from engine_helpers import ANIMAL_PROMPT, prompt_tokens, run
+from engine_helpers import prompt_tokens, run
 
 
 @pytest.fixture(scope="module")

@@ -74,11 +74,7 @@ def _warm(names) -> tuple[list[str], list[Verdict], list[Verdict]]:
     for name, traces, profile in _sets(names):
         vs = judge_warm(traces.traces, profile, traces.draft is not None)
         (held_out if name in HELD_OUT else built_in).extend(vs)
-        worst = min(vs, key=lambda v: v.vs_best)
-        worst_plain = min(vs, key=lambda v: v.vs_plain)
-        lines.append(f"| {name} | {profile.name} | {statistics.fmean(v.vs_best for v in vs):.2f} | "
-                     f"{worst.vs_best:.2f} ({worst.prompt}) | {worst_plain.vs_plain:.2f} ({worst_plain.prompt}) | "
-                     f"{sum(map(_short, vs))} of {len(vs)} |")
+        lines.append(f"| {name} | {profile.name} | {_group_cells(vs, 2)} |")
     return lines, built_in, held_out
 
 
@@ -133,11 +129,7 @@ def _measured_gpu_table() -> list[str]:
             has_draft = traces.draft is not None
             vs += (judge_warm(traces.traces, profile, has_draft) if warm
                    else [judge(t, profile, has_draft) for t in traces.traces])
-        worst = min(vs, key=lambda v: v.vs_best)
-        worst_plain = min(vs, key=lambda v: v.vs_plain)
-        lines.append(f"| {label} | {statistics.fmean(v.vs_best for v in vs):.3f} | {worst.vs_best:.3f} "
-                     f"({worst.prompt}) | {worst_plain.vs_plain:.3f} ({worst_plain.prompt}) | "
-                     f"{sum(map(_short, vs))} of {len(vs)} |")
+        lines.append(f"| {label} | {_group_cells(vs, 3)} |")
     return lines
 
 
@@ -224,12 +216,17 @@ def _by_set_table(cases: list[tuple[str, Verdict]]) -> list[str]:
     lines = ["| trace | profile | mean ÷ best | worst ÷ best | worst ÷ plain | short of 0.95 of best or 1.0 of plain |",
              "|---|---|---|---|---|---|"]
     for (name, profile), vs in groups.items():
-        worst = min(vs, key=lambda v: v.vs_best)
-        worst_plain = min(vs, key=lambda v: v.vs_plain)
-        lines.append(f"| {name} | {profile} | {statistics.fmean(v.vs_best for v in vs):.2f} | {worst.vs_best:.2f} "
-                     f"({worst.prompt}) | {worst_plain.vs_plain:.2f} ({worst_plain.prompt}) | "
-                     f"{sum(map(_short, vs))} of {len(vs)} |")
+        lines.append(f"| {name} | {profile} | {_group_cells(vs, 2)} |")
     return lines
+
+
+def _group_cells(vs: list[Verdict], digits: int) -> str:
+    """A group of verdicts as table cells: mean ÷ best | worst ÷ best (its prompt) | worst ÷ plain (its
+    prompt) | how many fall short of the bar."""
+    worst = min(vs, key=lambda v: v.vs_best)
+    worst_plain = min(vs, key=lambda v: v.vs_plain)
+    return (f"{statistics.fmean(v.vs_best for v in vs):.{digits}f} | {worst.vs_best:.{digits}f} ({worst.prompt}) | "
+            f"{worst_plain.vs_plain:.{digits}f} ({worst_plain.prompt}) | {sum(map(_short, vs))} of {len(vs)}")
 
 
 def shifted(priors: dict, shift: float) -> dict:

@@ -290,6 +290,24 @@ def test_a_reply_s_lines_and_indentation_show_as_written(qtbot):
     assert keep_line_breaks("Steps:\n2. a\n3. b") == "Steps:\u20282. a\u20283. b"
     assert keep_line_breaks("<!-- n -->\none\ntwo") == "<!-- n -->\none\u2028two"
     assert keep_line_breaks("Intro\n<b>Note:</b> this\nand this") == "Intro\u2028<b>Note:</b> this\u2028and this"
+    # unfenced SQL lost both "*" of its count(*) to an emphasis that set the lines between in italics (a
+    # user's try); a "*" beside a word on one side only is emphasis still, and code spans are left alone
+    sql = "select\n  count(*)\nfrom t\nwhere n = 2*3*4\norder by\n  count(*) desc"
+    doc.setMarkdown(keep_line_breaks(sql))
+    assert doc.toPlainText().replace("\u2028", "\n") == sql        # (toPlainText shows no-break spaces as spaces)
+    def italic(document):                                  # the text set in italics
+        out, block = "", document.begin()
+        while block.isValid():
+            it = block.begin()
+            while not it.atEnd():
+                out += it.fragment().text() if it.fragment().charFormat().fontItalic() else ""
+                it += 1
+            block = block.next()
+        return out
+    assert italic(doc) == ""
+    doc.setMarkdown(keep_line_breaks("Roses *are* red,\n(*violets*) `a*b*c` x*y"))
+    assert doc.toPlainText().replace("\u2028", "\n") == "Roses are red,\n(violets) a*b*c x*y"
+    assert italic(doc) == "areviolets"
     for text, shown in (("Steps:\n2. a\n3. b", "Steps:\n2. a\n3. b"), ("<!-- n -->\none\ntwo", "one\ntwo"),
                         ("Steps:\n0. a", "Steps:\n0. a"), ("Intro\n<b>Note:</b> this", "Intro\nNote: this")):
         doc.setMarkdown(keep_line_breaks(text))

@@ -10,7 +10,11 @@ link definitions) are left as they are, and so is a line that is a block of its 
 rule, a setext underline, a fence, an HTML comment that ends on its line) or starts one, and the line
 before it. (Inline HTML at a line's start, "<b>Note:</b> …", is a paragraph's line like any other.)
 A line "2. " (an ordered item numbered other than 1) cannot start a list inside a paragraph, so it is
-one of the paragraph's lines.
+one of the paragraph's lines. In a paragraph's lines, outside code spans, a "*" between two letters or
+digits or between two punctuation marks ("count(*)", "2*3*4") is shown as written: Markdown read two
+of them as the ends of an emphasis, so unfenced SQL lost the "*" of both its count(*) and set the
+lines between them in italics (a user's try). A "*" beside a word on one side only ("*word*", "(*a*)")
+or doubled ("**") is still emphasis.
 """
 from __future__ import annotations
 
@@ -59,6 +63,29 @@ def _runs(lines: list[str]) -> list[bool]:
     return plain
 
 
+_CODE_SPAN = re.compile(r"(`+)[^`]*?\1")
+
+
+def _literal_stars(line: str) -> str:
+    """`line` with each "*" between two letters or digits, or two punctuation marks, escaped (outside its
+    code spans); one beside a word on one side only, doubled or escaped already, is left as it is."""
+    out, at = [], 0
+    for span in [*_CODE_SPAN.finditer(line), None]:
+        end = span.start() if span else len(line)
+        for i in range(at, end):
+            ch = line[i]
+            if ch == "*" and at < i < end - 1:
+                before, after = line[i - 1], line[i + 1]
+                if (not before.isspace() and not after.isspace() and "*" not in (before, after)
+                        and before != "\\" and before.isalnum() == after.isalnum()):
+                    ch = "\\*"
+            out.append(ch)
+        if span:
+            out.append(span.group(0))
+            at = span.end()
+    return "".join(out)
+
+
 def keep_line_breaks(text: str) -> str:
     """`text` (Markdown) with its paragraphs' line breaks and indentation kept on screen."""
     lines = text.replace("\r\n", "\n").split("\n")
@@ -69,7 +96,7 @@ def keep_line_breaks(text: str) -> str:
             out.append(line + "\n")
             continue
         body = line.lstrip(" \t")
-        line = NBSP * len(line[:len(line) - len(body)].replace("\t", "    ")) + body
+        line = NBSP * len(line[:len(line) - len(body)].replace("\t", "    ")) + _literal_stars(body)
         joined = (i + 1 < len(lines) and plain[i + 1]
                   and (len(body) - len(body.rstrip("\\"))) % 2 == 0)     # (a backslash break is one already)
         out.append(line + (LINE_SEPARATOR if joined else "\n"))

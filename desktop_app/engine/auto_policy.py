@@ -25,8 +25,7 @@ model, and takes the option with the best predicted tokens per second, E(γ) / (
   copied 15 tokens of itself after 5-7-token matches and kept 1-3 of them.
   A token that copies in this reply drafted and the text replaced (a renamed name; a ";" of one-line
   code that the reply writes as a line break) is priced from its own record in the reply
-  (AutoPolicy.replaced), so later copies stop before it: a user's request to rename a variable in
-  one-line code ran at 0.89x plain, every copy failing at the same kind of token.
+  (replaced_tokens.py), so later copies stop before it.
 - E(γ) for the draft model: keep rates by draft position (KeepRates), learnt from its rounds. Their
   prior is the target's own recent confidence (its probability of the tokens it chose): a draft
   agrees with the target about as often as the target is sure of itself (measured on the recorded
@@ -69,6 +68,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from desktop_app.engine.costs import WIN_MARGIN, CostModel, expected_tokens
+from desktop_app.engine.replaced_tokens import ReplacedTokens, keep_rate
 
 AUTO_GAMMA_MAX = 32          # auto's own ceiling of γ, whatever γ fixed mode is set to
 HORIZON_MAX = 256            # tokens over which a one-off cost (the draft's catch-up) is spread, at most
@@ -88,9 +88,6 @@ LOOKUP_FORGET = 0.017        # every round, lookup's counts move this far back t
 AMBIGUOUS_BELOW = 4          # a match shorter than this whose last tokens were followed by different
 AMBIGUOUS_PRIOR = 0.2        # tokens before (Copy.ambiguous): its first copied token has keep rates of
                              # its own, with this prior
-SEEN_WEIGHT = 0.5            # a copied token the reply has replaced before (AutoPolicy.replaced): observations'
-                             # worth of its bin's keep rate in its own
-SEEN_DECAY = 0.7             # ... that record's weight of the past at each new judgement of the token
 LOOKUP_POOL = 5.0            # observations' worth of "as the priors say" in the ratio that scales every
                              # bin's prior down where recent copies fall short of theirs (KeepRates.shrink)
 
@@ -178,19 +175,14 @@ class KeepRates:
                  seen: Sequence[tuple[float, float] | None] = ()) -> list[float]:
         """E(γ) for γ = 0..gamma_max of a draft whose first token is at L = start: the tokens a
         round yields, drafts kept plus the target's own. `first`: the first token's keep rate, when
-        it is known apart (an ambiguous copy's). `seen[k]`: (kept, tried) of the k-th drafted token
-        where that token, copied before in this reply, was replaced (AutoPolicy.replaced): its keep
-        rate is lowered towards that record, SEEN_WEIGHT observations' worth of the bin's rate in it
-        (never raised)."""
+        it is known apart (an ambiguous copy's). `seen[k]`: the record of the k-th drafted token
+        where the reply has replaced it (replaced_tokens.keep_rate prices it)."""
         out = [1.0]
         survive = 1.0
         shrink = self.shrink()
         for k in range(gamma_max):
             p = first if k == 0 and first is not None else self._keep(start + k, optimism, shrink)
-            record = seen[k] if k < len(seen) else None
-            if record is not None:
-                p = min(p, (record[0] + SEEN_WEIGHT * p) / (record[1] + SEEN_WEIGHT))
-            survive *= p
+            survive *= keep_rate(p, seen[k] if k < len(seen) else None)
             out.append(out[-1] + survive)
         return out
 
@@ -278,8 +270,7 @@ class AutoPolicy:
         self._pending: list[list] = []                   # copies not yet fully judged: [start, match length,
                                                          # copy, kept, whether its first token is a guess,
                                                          # source]
-        self._copied: dict[int, list[float]] = {}        # token -> [kept, tried] as copied in this reply (faded)
-        self._recorded: set[tuple[int, int]] = set()     # (text position, token) already in that record
+        self.replaced_tokens = ReplacedTokens()          # what copies in this reply met, token by token
         self._recent_tokens = 0.0                        # tokens and seconds of recent rounds without the model
         self._recent_s = 0.0
 
@@ -306,11 +297,10 @@ class AutoPolicy:
 
     def drop_copies(self, new_reply: bool = False) -> None:
         """Forget the copies not yet judged: the text they were found in is not this reply's. With
-        `new_reply`, forget too what copies showed of the last reply's tokens (AutoPolicy.replaced)."""
+        `new_reply`, forget too what copies showed of the last reply's tokens (replaced_tokens)."""
         self._pending.clear()
         if new_reply:
-            self._copied.clear()
-            self._recorded.clear()
+            self.replaced_tokens.clear()
 
     def choose(self, context: Sequence[int], room: int, copy: Copy | None, model: ModelOption | None,
                left: int, reply_len: int) -> Choice:
@@ -373,14 +363,8 @@ class AutoPolicy:
             while n < len(known) and known[n] == copy[kept + n]:
                 n += 1
             rejected = n < len(known)
-            for k in range(n + rejected):
-                token, at = copy[kept + k], start + kept + k
-                if (guess and kept + k == 0) or (at, token) in self._recorded:
-                    continue                # (a guess's first token says nothing of the token; a place two
-                self._recorded.add((at, token))   # copies predicted alike counts once)
-                record = self._copied.setdefault(token, [0.0, 0.0])
-                record[0] = SEEN_DECAY * record[0] + (k < n)
-                record[1] = SEEN_DECAY * record[1] + 1
+            for k in range(int(guess and kept == 0), n + rejected):   # (a guess's first token says nothing of it)
+                self.replaced_tokens.judge(start + kept + k, copy[kept + k], k < n)
             if guess and kept == 0 and (n or rejected):    # an ambiguous copy's first token, on its own
                 self.lookup_ambiguous.record(1, min(n, 1), n == 0)
                 if n and (n > 1 or rejected):
@@ -393,12 +377,9 @@ class AutoPolicy:
         self._pending = still
 
     def replaced(self, token: int) -> tuple[float, float] | None:
-        """(kept, tried) of `token` as copies in this reply drafted it or would have (each judged from
-        the text, older outcomes faded by SEEN_DECAY), where the text has had another token in its place
-        (a renamed name, a ";" the reply writes as a line break); None where it was always kept or never
-        copied. It only ever lowers a copy's keep rate (KeepRates.expected)."""
-        record = self._copied.get(token)
-        return (record[0], record[1]) if record is not None and record[0] < record[1] else None
+        """(kept, tried) of `token` as copies in this reply met it, where the reply has replaced it
+        (ReplacedTokens.get)."""
+        return self.replaced_tokens.get(token)
 
     def _continues(self, at: int, tokens) -> bool:
         """Whether a copy still being judged already predicts `tokens` from position `at` (the same

@@ -9,7 +9,7 @@ import textwrap
 import desktop_app.engine as engine
 
 PURE = ("rejection", "sampling", "events", "settings", "costs", "metrics", "explain", "pair_rules",
-        "auto_policy")   # (explain quotes when auto first weighs a draft model)
+        "auto_policy", "replaced_tokens")   # (explain quotes when auto first weighs a draft model)
 
 
 def test_pure_modules_import_where_llama_cpp_cannot():

@@ -7,7 +7,9 @@ as "Exception ignored on calling ctypes callback function" and dropped; the comm
 generate its whole reply. Between two passes it came out as a traceback from the middle of the load.
 So while this is held, Ctrl-C is only noted: the load's cancel callback and the command's own checks
 between tokens act on it (`check`), as soon as Python runs again. A second Ctrl-C, for a user who
-will not wait for that, reports (`on_force`) and ends the process at once.
+will not wait for that, reports (`on_force`) and ends the process at once. Once the command has
+left the block because of a press, it is ending: further presses are ignored, which keeps them out of
+its last report and out of Python's exit, where they came out as a KeyboardInterrupt traceback.
 """
 from __future__ import annotations
 
@@ -40,8 +42,10 @@ class Interrupt:
 
     def __exit__(self, *exc) -> None:
         if self._installed:
-            # (None: a handler set outside Python, which Python cannot put back: the default instead)
-            signal.signal(signal.SIGINT, self._old if self._old is not None else signal.default_int_handler)
+            if self.pressed:                          # the command ends because of it (see above)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            else:   # (None: a handler set outside Python, which Python cannot put back: the default instead)
+                signal.signal(signal.SIGINT, self._old if self._old is not None else signal.default_int_handler)
             self._installed = False
 
     def _on_sigint(self, signum, frame) -> None:

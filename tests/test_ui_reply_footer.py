@@ -308,6 +308,13 @@ def test_a_reply_s_lines_and_indentation_show_as_written(qtbot):
     doc.setMarkdown(keep_line_breaks("Roses *are* red,\n(*violets*) `a*b*c` x*y"))
     assert doc.toPlainText().replace("\u2028", "\n") == "Roses are red,\n(violets) a*b*c x*y"
     assert italic(doc) == "areviolets"
+    # ... and so in a list item, a quote, a table row (the same reply written as a list), never in code
+    for text, shown in (("- `n`: count(*) and count(*)\n- *all*", "n: count(*) and count(*)\nall"),
+                        ("> count(*) or count(*)", "count(*) or count(*)"),
+                        ("| a | b |\n|---|---|\n| count(*) | count(*) |", "a b count(*) count(*)"),
+                        ("- a\n\n        x*y*z\n\n```\np*q*r\n```", "a x*y*z p*q*r")):
+        doc.setMarkdown(keep_line_breaks(text))                 # (word by word: Qt lays a table out in lines)
+        assert doc.toPlainText().split() == shown.split() and italic(doc) == ("all" if "*all*" in text else ""), text
     for text, shown in (("Steps:\n2. a\n3. b", "Steps:\n2. a\n3. b"), ("<!-- n -->\none\ntwo", "one\ntwo"),
                         ("Steps:\n0. a", "Steps:\n0. a"), ("Intro\n<b>Note:</b> this", "Intro\nNote: this")):
         doc.setMarkdown(keep_line_breaks(text))

@@ -10,11 +10,12 @@ link definitions) are left as they are, and so is a line that is a block of its 
 rule, a setext underline, a fence, an HTML comment that ends on its line) or starts one, and the line
 before it. (Inline HTML at a line's start, "<b>Note:</b> …", is a paragraph's line like any other.)
 A line "2. " (an ordered item numbered other than 1) cannot start a list inside a paragraph, so it is
-one of the paragraph's lines. In a paragraph's lines, outside code spans, a "*" between two letters or
-digits or between two punctuation marks ("count(*)", "2*3*4") is shown as written: Markdown read two
-of them as the ends of an emphasis, so unfenced SQL lost the "*" of both its count(*) and set the
-lines between them in italics (a user's try). A "*" beside a word on one side only ("*word*", "(*a*)")
-or doubled ("**") is still emphasis.
+one of the paragraph's lines. Outside code (fences, indented code, code spans), a "*" between two
+letters or digits or between two punctuation marks ("count(*)", "2*3*4") is shown as written, in a
+paragraph's lines and in list items, quotes and table rows alike: Markdown read two of them as the
+ends of an emphasis, so unfenced SQL lost the "*" of both its count(*) and set the lines between them
+in italics (a user's try). A "*" beside a word on one side only ("*word*", "(*a*)") or doubled ("**")
+is still emphasis.
 """
 from __future__ import annotations
 
@@ -36,31 +37,39 @@ def _own_block(line: str) -> bool:
     return bool(_BLOCK_START.match(line) or _ONE_LINE.match(line) or _FENCE.match(line))
 
 
-def _runs(lines: list[str]) -> list[bool]:
-    """For each line: whether it is a plain paragraph's, outside fences (one pass). A run is the lines
-    from a blank line, a fence or a one-line block to the next; a run is Markdown syntax where it starts
-    a block of its own or with indented code, or holds a table's rule, and from a line in it that
-    starts a block of its own (a list after a paragraph's lines)."""
-    plain = [False] * len(lines)
+PLAIN, SYNTAX, CODE = "plain", "syntax", "code"     # what a line is (_kinds)
+
+
+def _kinds(lines: list[str]) -> list[str]:
+    """For each line: PLAIN (a plain paragraph's), CODE (a fence's, fenced, or indented code's) or
+    SYNTAX (the rest: blank lines, one-line blocks, lists, quotes, tables), in one pass. A run is the
+    lines from a blank line, a fence or a one-line block to the next; a run is Markdown syntax where it
+    starts a block of its own or holds a table's rule, and from a line in it that starts a block of its
+    own (a list after a paragraph's lines); code where it starts indented."""
+    kinds = [SYNTAX] * len(lines)
     fence, start = "", None
     for i, line in enumerate([*lines, ""]):
         m = _FENCE.match(line)
         ends_run = fence or m or not line.strip() or _ONE_LINE.match(line)
         if ends_run and start is not None:
             run = lines[start:i]
-            if not (_own_block(run[0]) or run[0].startswith(("    ", "\t")) or any(_TABLE_RULE.match(x) for x in run)):
+            if run[0].startswith(("    ", "\t")):
+                kinds[start:i] = [CODE] * len(run)
+            elif not (_own_block(run[0]) or any(_TABLE_RULE.match(x) for x in run)):
                 k = next((k for k in range(1, len(run)) if _own_block(run[k]) and not _LATER_ITEM.match(run[k])),
                          len(run))
-                plain[start:start + k] = [True] * k      # (up to a list or a quote that follows its lines)
+                kinds[start:start + k] = [PLAIN] * k      # (up to a list or a quote that follows its lines)
             start = None
-        if fence:
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip(" `~"):
+        if fence or m:
+            if i < len(lines):
+                kinds[i] = CODE
+            if fence and m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip(" `~"):
                 fence = ""
-        elif m:
-            fence = m.group(1)
+            elif not fence:
+                fence = m.group(1)
         elif not ends_run and start is None:
             start = i
-    return plain
+    return kinds
 
 
 _CODE_SPAN = re.compile(r"(`+)[^`]*?\1")
@@ -89,15 +98,17 @@ def _literal_stars(line: str) -> str:
 def keep_line_breaks(text: str) -> str:
     """`text` (Markdown) with its paragraphs' line breaks and indentation kept on screen."""
     lines = text.replace("\r\n", "\n").split("\n")
-    plain = _runs(lines)
+    kinds = _kinds(lines)
     out: list[str] = []
     for i, line in enumerate(lines):
-        if not plain[i]:
-            out.append(line + "\n")
+        if kinds[i] != PLAIN:
+            # (a list item's, a quote's or a table row's stars, not those of code inside a list item)
+            syntax = kinds[i] == SYNTAX and (not line.startswith(("    ", "\t")) or _BLOCK_START.match(line.lstrip()))
+            out.append((_literal_stars(line) if syntax else line) + "\n")
             continue
         body = line.lstrip(" \t")
         line = NBSP * len(line[:len(line) - len(body)].replace("\t", "    ")) + _literal_stars(body)
-        joined = (i + 1 < len(lines) and plain[i + 1]
+        joined = (i + 1 < len(lines) and kinds[i + 1] == PLAIN
                   and (len(body) - len(body.rstrip("\\"))) % 2 == 0)     # (a backslash break is one already)
         out.append(line + (LINE_SEPARATOR if joined else "\n"))
     return "".join(out)[:-1]

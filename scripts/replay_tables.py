@@ -1,6 +1,6 @@
 """Print docs/auto-mode.md's replay tables: auto against every fixed setting on the recorded traces
 (tests/data/traces), fresh (greedy, and sampled as the window samples) and reply after reply, under
-every cost profile, on one-line code rewritten, under a measured GPU's costs, against llama.cpp's ngram-simple on the copy-heavy replies, and with a target
+every cost profile (the measured H200's among them), on one-line code rewritten, against llama.cpp's ngram-simple on the copy-heavy replies, and with a target
 alone (lookup at γ 4 against auto). No model is loaded; it takes about a minute. `--prior-shift X`
 first moves every prompt-lookup prior by X on the log-odds scale (as scripts/replay_caution.py
 sweeps it).
@@ -16,7 +16,7 @@ import statistics
 from pathlib import Path
 
 from desktop_app.engine import auto_policy
-from desktop_app.engine.cost_profiles import BUILTIN, MEASURED_GPU
+from desktop_app.engine.cost_profiles import BUILTIN
 from desktop_app.engine.replay import AUTO, PLAIN, Setting, Verdict, judge, judge_conversation, judge_warm, replay
 from desktop_app.engine.trace import Trace, TraceSet, conversations
 
@@ -114,25 +114,6 @@ def _one_line_table(cases: list[tuple[str, Verdict]]) -> tuple[list[str], list[V
     return lines, alone_all
 
 
-def _measured_gpu_table() -> list[str]:
-    """Auto under the measured H200 profile (cost_profiles.MEASURED_GPU), fresh on each group of trace
-    sets and reply after reply on the built-in ones: mean and worst ÷ best, worst ÷ plain, cases short."""
-    profile = MEASURED_GPU["h200"]
-    lines = ["| traces | mean ÷ best | worst ÷ best | worst ÷ plain | short of 0.95 of best or 1.0 of plain |",
-             "|---|---|---|---|---|"]
-    groups = [("built-in", BUILT_IN, False), ("held-out", HELD_OUT, False), ("sampled", SAMPLED, False),
-              ("one-line code", ONE_LINE, False), ("built-in, reply after reply", BUILT_IN, True)]
-    for label, names, warm in groups:
-        vs = []
-        for name in names:
-            traces = TraceSet.load(str(TRACES / f"{name}.json"))
-            has_draft = traces.draft is not None
-            vs += (judge_warm(traces.traces, profile, has_draft) if warm
-                   else [judge(t, profile, has_draft) for t in traces.traces])
-        lines.append(f"| {label} | {_group_cells(vs, 3)} |")
-    return lines
-
-
 def _rate(trace: Trace, profile, setting: Setting) -> float:
     return statistics.fmean(replay(trace, profile, setting, noise=0.05, seed=k).tokens_per_s for k in range(SEEDS))
 
@@ -166,7 +147,7 @@ def _alone_table() -> list[str]:
     sets = [TraceSet.load(str(TRACES / f"{name}.json")) for name in ("demo", "demo-heldout")]
     lines = ["| profile | " + " | ".join(f"{t.name}: lookup γ=4 / auto" for ts in sets for t in ts.traces) + " |"]
     lines.append("|---" * (lines[0].count("|") - 1) + "|")
-    for profile_name in ("steep", "xeon", "avx2", "gpu", "here"):
+    for profile_name in ("steep", "xeon", "avx2", "gpu", "h200", "here"):
         cells = []
         for traces in sets:
             profile = traces.here if profile_name == "here" else BUILTIN[profile_name]
@@ -273,8 +254,6 @@ def main() -> None:
     lines, alone = _one_line_table(one_line)
     print("\n".join(lines))
     print(f"\nOne-line code, a target alone: {_summary(alone)}.")
-    print("\n## A measured GPU (H200), not among the built-in profiles\n")
-    print("\n".join(_measured_gpu_table()))
     print("\n## Against llama.cpp's ngram-simple, copy-heavy replies\n")
     print("\n".join(_ngram_table()))
     print("\n## A target alone: lookup at γ 4 against auto, × plain\n")

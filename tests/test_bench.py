@@ -184,7 +184,7 @@ def test_bench_replays_auto_under_every_cost_profile(tmp_path, test_model_path, 
     assert out.returncode == 0, out.stderr[-2000:]
     doc = json.loads((tmp_path / "b.json").read_text())
     verdicts = doc["meta"]["replay"]["verdicts"]
-    assert {v["profile"] for v in verdicts} == {"steep", "xeon", "gpu", "avx2", "here"}
+    assert {v["profile"] for v in verdicts} == {"steep", "xeon", "gpu", "avx2", "h200", "here"}
     assert all(v["prompt"] == "copy" and v["vs_best"] > 0 and v["vs_plain"] > 0 for v in verdicts)
     assert {a["prompt"] for a in doc["auto"]} == {"copy"}
     traces = TraceSet.load(str(tmp_path / "t.json"))

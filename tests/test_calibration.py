@@ -135,10 +135,10 @@ def test_store_keys_keeps_and_survives_bad_files(cache, test_model_path, tmp_pat
     assert calibration_store.key(str(copy), options) != key
 
     for i in range(KEEP + 2):
-        assert calibration_store.remember(key, {2: 1.5 + i, 33: 10.0 + i} if i % 2 == 0 else {2: 1.5 + i}, "m.gguf")
+        assert calibration_store.remember(key, {2: 1.1 + i / 8, 33: 10.0 + i} if i % 2 == 0 else {2: 1.1 + i / 8}, "m.gguf")
     known = calibration_store.remembered(key)
     assert known.loads == KEEP + 2
-    assert known.ratios == {2: [1.5 + i for i in range(2, KEEP + 2)], 33: [10.0, 12.0, 14.0]}   # the newest of each
+    assert known.ratios == {2: [1.1 + i / 8 for i in range(2, KEEP + 2)], 33: [10.0, 12.0, 14.0]}   # the newest of each
     assert calibration_store.remembered("another") == Remembered()
 
     path = cache / calibration_store.FILE
@@ -149,7 +149,15 @@ def test_store_keys_keeps_and_survives_bad_files(cache, test_model_path, tmp_pat
     data["targets"][key]["sizes"]["1000"] = [2.0]                 # and so are sizes no round checks
     path.write_text(json.dumps(data).replace('"x"', '"x", true, 1' + "0" * 400))   # (a number no float holds)
     assert calibration_store.remembered(key).ratios == known.ratios
-    assert calibration_store.remember(key, {2: 9.0}) and calibration_store.remembered(key).ratios[2][-1] == 9.0
+    assert calibration_store.remember(key, {2: 1.9}) and calibration_store.remembered(key).ratios[2][-1] == 1.9
+    # a pass over k tokens costs from one to k single passes: beyond, the machine was busy (a 3-token check
+    # remembered at 8.6 single passes): so it is remembered within those bounds, and read back so from a file
+    assert calibration_store.remember(key, {3: 8.65, 9: 0.3}) and calibration_store.remembered(key).ratios[3] == [3.0]
+    assert calibration_store.remembered(key).ratios[9] == [1.0]
+    data = json.loads(path.read_text())
+    data["targets"][key]["sizes"]["3"] = [8.65, 21.2, 2.4]
+    path.write_text(json.dumps(data))
+    assert calibration_store.remembered(key).ratios[3] == [3.0, 3.0, 2.4]
     for i in range(calibration_store.TARGETS_KEPT + 3):            # the least recently updated keys go
         assert calibration_store.remember(f"other {i}", {2: 1.5})
     kept = json.loads(path.read_text())["targets"]

@@ -181,13 +181,21 @@ def test_a_check_is_never_priced_at_a_fraction_of_a_smaller_one():
     """A timing taken while the machine was busy priced a 33-token check at 1.7 single passes where 17
     tokens cost 8.6 (a user's load): the price is floored at DIP_MAX of the nearest smaller size
     measured, and at a single-token pass. A small dip, as kernels' tiles make (16 tokens below 15),
-    stands; a smaller size timed slow raises only the next one."""
+    stands; a smaller size timed slow raises only the next one. And no check is priced above as many
+    single passes as it has tokens: a load beside other jobs remembered a 3-token check at 8.6 single
+    passes, and the "Does it pay?" curve dipped to 0.3x at γ 2, where it was about 0.9x."""
     c = _costs({1: 10, 15: 80, 16: 70, 17: 86, 33: 17})
     assert c.verify_cost(16) == pytest.approx(0.070)
     assert c.verify_cost(33) == pytest.approx(DIP_MAX * 0.086)
     slow = _costs({1: 10, 4: 2000, 5: 15, 8: 30, 17: 86})           # 4 tokens timed while the machine was busy
-    assert slow.verify_cost(5) == pytest.approx(DIP_MAX * 2.0)
+    assert slow.verify_cost(4) == pytest.approx(0.040)              # at most 4 single passes
+    assert slow.verify_cost(5) == pytest.approx(DIP_MAX * 0.040)    # (floored at its capped price)
     assert slow.verify_cost(8) == pytest.approx(0.030) and slow.verify_cost(17) == pytest.approx(0.086)
+    assert slow.verify_cost(3) == pytest.approx(0.030)              # (interpolated towards it: capped too)
+    burst = _costs({1: 37, 2: 55, 3: 37 * 8.65, 5: 100})
+    curve = burst.speedup_curve(0.94, 0.026, 0.037, [1, 2, 3, 4])
+    assert burst.verify_cost(3) == pytest.approx(3 * 0.037) and burst.verify_cost(4) == pytest.approx(3 * 0.037)
+    assert curve[1] == pytest.approx(expected_tokens(0.94, 2) * 0.037 / (2 * 0.026 + 3 * 0.037))   # (0.28 priced as timed)
     busy = _costs({1: 100, 5: 20, 17: 30})                       # single passes timed on a swamped machine
     assert busy.verify_cost(17) == busy.verify_cost(5) == pytest.approx(0.100)   # (a "54× predicted")
 

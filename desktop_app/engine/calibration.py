@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from desktop_app.engine import backend
-from desktop_app.engine.calibration_store import KEEP, Remembered
+from desktop_app.engine.calibration_store import KEEP, Remembered, plausible
 from desktop_app.engine.costs import CostModel
 
 VERIFY_SIZES = (2, 3, 4, 5, 8, 9, 16, 17, 33)
@@ -51,7 +51,7 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
                 batches = _time_verify_batches(ctx, start, due)
                 if batches and min(b for b, _ in batches.values()) < median:   # a batch faster than one
                     median = min(median, _single_pass_s(ctx, steps))   # token: the single passes were disturbed
-                timed = {k: b / single for k, (b, single) in batches.items()}
+                timed = {k: plausible(k, b / single) for k, (b, single) in batches.items()}
             costs.verify_s[1] = median
             for k in fits:
                 known = remembered.ratios.get(k, []) if remembered is not None else []

@@ -98,15 +98,24 @@ def _read() -> tuple[str, dict]:
     return OK, data
 
 
+def plausible(k: int, ratio: float) -> float:
+    """A timed ratio of a pass over `k` tokens, brought within what such a pass can cost: at least one
+    single-token pass and at most `k` of them (CostModel.verify_cost prices so too). Beyond, the pass or
+    the single passes beside it were slowed by other work: a load beside other jobs had remembered a
+    3-token check at 8.6 and 21 single passes and a 9-token one at 31, where they cost 2.1 and about
+    5, and the "Does it pay?" curve dipped to 0.3x at γ 2."""
+    return min(max(ratio, 1.0), float(k))
+
+
 def _ratio(k: int, v) -> float | None:
-    """A remembered ratio read back, or None where it cannot be one."""
+    """A remembered ratio read back (plausible), or None where it cannot be one."""
     if type(v) not in (int, float) or not 2 <= k <= MAX_BATCH:
         return None
     try:
         v = float(v)
     except OverflowError:
         return None
-    return v if math.isfinite(v) and v > 0 else None
+    return plausible(k, v) if math.isfinite(v) and v > 0 else None
 
 
 def remembered(key: str) -> Remembered:

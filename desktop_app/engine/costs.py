@@ -8,6 +8,7 @@ rather than assume it is flat. Auto mode (auto_policy.py) weighs its options on 
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -162,17 +163,26 @@ class CostModel:
         had remembered a 33-token check timed at 1.7 single passes, where 17 tokens cost 8.6; auto bet
         32 copied tokens on a two-token match, and the check took 13.6 passes (a reply at 0.85x
         plain). (The nearest size only: a smaller size timed slow would otherwise raise every size
-        above it, and auto, no longer choosing them, would never time them again.)"""
+        above it, and auto, no longer choosing them, would never time them again.) And at most
+        `batch` single-token passes, which no pass over `batch` tokens costs: a size priced above that
+        was timed while the machine was busy (a 3-token check at 8.6 single passes), and auto, never
+        choosing it, would never time it again."""
         cost = self._interpolated(batch)
         if cost is None:
             return None
+        single = self.verify_s.get(1, 0.0)
         below = max((k for k in self.verify_s if k < batch), default=None)
-        floor = DIP_MAX * self.verify_s[below] if below is not None else 0.0
-        return max(cost, floor, self.verify_s.get(1, 0.0) if batch > 1 else 0.0)
+        floor = DIP_MAX * self._measured(below) if below is not None else 0.0
+        return max(min(cost, batch * single if single > 0 else math.inf), floor, single if batch > 1 else 0.0)
+
+    def _measured(self, batch: int) -> float:
+        """A measured size's seconds, at most `batch` single-token passes (verify_cost)."""
+        single = self.verify_s.get(1, 0.0)
+        return min(self.verify_s[batch], batch * single) if batch > 1 and single > 0 else self.verify_s[batch]
 
     def _interpolated(self, batch: int) -> float | None:
         if batch in self.verify_s:
-            return self.verify_s[batch]
+            return self._measured(batch)
         sizes = sorted(self.verify_s)
         if len(sizes) < 2:
             return None
@@ -182,7 +192,7 @@ class CostModel:
             a, b = lower[-1], upper[0]
         else:
             a, b = (sizes[-2], sizes[-1]) if not upper else (sizes[0], sizes[1])
-        ta, tb = self.verify_s[a], self.verify_s[b]
+        ta, tb = self._measured(a), self._measured(b)
         return max(ta, ta + (tb - ta) * (batch - a) / (b - a)) if batch > a else ta
 
     def speedup_curve(self, alpha: float, step_s: float, plain_step_s: float | None,

@@ -1,6 +1,7 @@
 """Greedy speculative decoding on the real test model: exact up to batch rounding, with rollback."""
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -252,7 +253,12 @@ def test_explanation_quotes_the_checks_of_its_own_rounds():
     assert s.measured_speedup < 0.95
     text = explain(s)
     assert "giving 2.00 tokens in 170 ms" in text
-    assert "in this reply, checking a round's 3.50 tokens took 120 of those 170 ms, 4.0× a single-token pass" in text
+    assert ("in this reply, checking a round's 3.50 tokens took 120 of those 170 ms, 4.0× a single-token pass "
+            "(30 ms, without the time between passes)") in text
+    # copies cost nothing to draft: the checks are the whole round, said once (it read "102 of those 102 ms")
+    copies = dataclasses.replace(s, t_draft_s=0.0, t_plain_s=0.18, t_verify_s=0.18 + 4 * 0.17, c=0.0)
+    assert "giving 2.00 tokens in 170 ms" in explain(copies)
+    assert "checking a round's 3.50 tokens took all of those 170 ms, 5.7× a single-token pass" in explain(copies)
 
 
 def test_the_draft_models_catch_up_is_not_counted_into_plain_decodings_rate():

@@ -47,8 +47,8 @@ def stored_header(title: str, created_at: float, number: int) -> str:
 
 class StatLabel(QWidget):
     """A value in the grid: one line, never wrapped; when too narrow, its last parts (a parenthesis, or
-    what follows a "/") are left out, so a number is never cut or parted from its unit (a first part
-    wider than the label alone ends in "…"); the full text is in the tooltip. Its size never depends on its text, so a new value repaints the label alone
+    what follows a "/") are left out, shown as "(…)" or "/ …", so a number is never cut or parted from
+    its unit (a first part wider than the label alone ends in "…"); the full text is in the tooltip. Its size never depends on its text, so a new value repaints the label alone
     (a QLabel would ask the whole panel to lay itself out again, several times a second)."""
 
     def __init__(self, text: str = "–", parent=None):
@@ -66,15 +66,16 @@ class StatLabel(QWidget):
         return QSize(0, self.fontMetrics().height() + 2)
 
     def shown_text(self) -> str:
-        """What fits in the label's width: the text, or its first words and "…"."""
+        """What fits in the label's width: the text, or its first parts and "(…)" or "/ …"."""
         text, width = self._text, self.contentsRect().width()
         fm = self.fontMetrics()
         if fm.horizontalAdvance(text) <= width:
             return text
         parts = _BREAKS.split(text)             # a number keeps its unit: parts end before "(" or "/ "
         while len(parts) > 1:
-            parts.pop()
-            shown = " ".join(parts) + " …"
+            dropped = parts.pop()
+            # ("(…)" where a parenthesis was left out: "7 …" read as "7 or more", a new user's try)
+            shown = " ".join(parts) + (" (…)" if dropped.startswith("(") else " / …")
             if fm.horizontalAdvance(shown) <= width:
                 return shown
         return fm.elidedText(parts[0], Qt.ElideRight, width)     # (a part that does not fit alone ends in "…")

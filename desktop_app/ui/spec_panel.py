@@ -12,6 +12,7 @@ from PySide6.QtGui import QPainter, QPalette
 from PySide6.QtWidgets import (QGridLayout, QGroupBox, QLabel, QSizePolicy, QSplitter, QTabWidget, QVBoxLayout,
                                QWidget)
 
+from desktop_app.counts import count
 from desktop_app.engine.events import GenerationStats, RoundEvent
 from desktop_app.engine.explain import ALPHA_TIP, explain, measured_text, predicted_text, rate_text
 from desktop_app.engine.metrics import StatsRecorder
@@ -27,7 +28,9 @@ STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation e
                                              "reply's plain steps, or (\"earlier\") last timed before it, at "
                                              "load or in an earlier reply: a machine busier now than then "
                                              "makes this reply look slower"),
-         ("tokens", "Tokens", ""),
+         ("tokens", "Tokens", "Tokens this reply wrote, in how many rounds: a round is one target pass, a plain "
+                              "step or a check of drafted tokens (the strip numbers them), and the last round "
+                              "may write only the end of the reply, which is not a token of its text"),
          ("accepted", "Drafts kept", "Drafted tokens the target kept: kept / drafted (the acceptance rate)"),
          ("alpha", "Acceptance α", ALPHA_TIP),
          ("per_round", "Kept per round", "Drafts kept of drafts made, per round that drafted"),
@@ -309,7 +312,9 @@ class SpecPanel(QWidget):
         elif self._first_token_at is not None and self._n_tokens > 1 and self._last_token_at > self._first_token_at:
             elapsed = self._last_token_at - self._first_token_at   # (no rounds yet: as the tokens came)
             self.labels["speed"].setText(rate_text((self._n_tokens - 1) / elapsed))
-        self.labels["tokens"].setText(str(self._n_tokens))
+        rounds = len(self._live_rounds)     # (the strip numbers them: "#473" beside "Tokens 559" read as a
+        tokens = str(self._n_tokens)        # token's number, a new user's try)
+        self.labels["tokens"].setText(f"{tokens} in {count(rounds, 'round')}" if rounds else tokens)
         so_far = self._recorder.so_far()
         if so_far.n_drafted:
             self._show_drafts(so_far)
@@ -357,7 +362,8 @@ class SpecPanel(QWidget):
         L = self.labels
         L["speed"].setText(rate_text(s.tokens_per_s if s.n_tokens else None))      # (no token: no rate)
         L["vs_plain"].setText(measured_text(s))
-        L["tokens"].setText(f"{s.n_tokens} (first after {1000 * s.ttft_s:.0f} ms)")
+        rounds = f" in {count(s.n_rounds, 'round')}" if s.n_rounds else ""     # (a llama-server's are untimed)
+        L["tokens"].setText(f"{s.n_tokens}{rounds} (first after {1000 * s.ttft_s:.0f} ms)")
         if s.n_drafted:
             self._show_drafts(s)
             L["c"].setText("–" if s.c is None else "none (copies only)" if s.c == 0

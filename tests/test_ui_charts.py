@@ -189,6 +189,8 @@ def test_the_panel_charts_tokens_on_the_engines_clock_however_late_they_arrive(r
     tokens = sum(r.n_reply_tokens for r in rounds)
     assert panel.labels["speed"].text() == rate_text(tokens / sum(r.t_round_s for r in rounds))
     assert panel.labels["tokens"].text() == f"{tokens} in {len(rounds)} rounds"     # (the strip numbers the rounds)
+    assert any(r.drafted for r in rounds)       # what rests on the engine's costs says when it will come
+    assert panel.labels["c"].text() == panel.labels["predicted"].text() == "at the reply's end"
 
 
 def test_plain_reply_estimates_plain_speed_live_and_has_no_alpha(pair, qapp, qtbot):

@@ -318,6 +318,8 @@ class SpecPanel(QWidget):
         so_far = self._recorder.so_far()
         if so_far.n_drafted:
             self._show_drafts(so_far)
+            for key in ("c", "predicted"):       # (they rest on the engine's costs, which come with the end;
+                self.labels[key].setText("at the reply's end")      # "–" beside drafts read as unmeasured)
 
     def finish(self, stats: GenerationStats) -> None:
         self._flush()

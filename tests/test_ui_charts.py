@@ -177,6 +177,8 @@ def test_the_panel_charts_tokens_on_the_engines_clock_however_late_they_arrive(r
     qtbot.addWidget(panel)
     panel.begin("test")
     assert "drawn when the reply ends" in panel.pay.sentence.text()      # (not an empty tab meanwhile)
+    panel._flush()
+    assert panel.verdict.text() == "Reading the prompt…"                  # until the first token, then
     for r in rounds:
         panel.add_round(r)
         for _ in range(r.n_reply_tokens):                # (when they arrive is not asked: only the rounds count)
@@ -189,6 +191,7 @@ def test_the_panel_charts_tokens_on_the_engines_clock_however_late_they_arrive(r
     tokens = sum(r.n_reply_tokens for r in rounds)
     assert panel.labels["speed"].text() == rate_text(tokens / sum(r.t_round_s for r in rounds))
     assert panel.labels["tokens"].text() == f"{tokens} in {len(rounds)} rounds"     # (the strip numbers the rounds)
+    assert panel.verdict.text() == "Generating…"
     assert any(r.drafted for r in rounds)       # what rests on the engine's costs says when it will come
     assert panel.labels["c"].text() == panel.labels["predicted"].text() == "at the reply's end"
 

@@ -21,6 +21,8 @@ from desktop_app.ui.pay_curve import PayCurve
 from desktop_app.ui.round_strip import Colours, RoundStrip
 
 NO_REPLY = "No reply selected"
+READING = "Reading the prompt…"   # until the first token: on a slow or busy CPU a long prompt takes a while,
+                                  # and "Generating…" with "Tokens –" for a minute read as stuck (a new user's try)
 _BREAKS = re.compile(r" (?=\()| (?=/ )")
 STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation excluded)"),
          ("vs_plain", "vs plain (measured)", "This reply's speed over plain decoding's on this machine, "
@@ -263,7 +265,7 @@ class SpecPanel(QWidget):
         self.pay.waiting()
         self._shown = ("live",)
         self._show_header()
-        self._reset_numbers("Generating…")
+        self._reset_numbers(READING)
         self._timer.start()
 
     def show_live(self) -> None:
@@ -277,7 +279,7 @@ class SpecPanel(QWidget):
         self.pay.waiting()
         self._shown = ("live",)
         self._show_header()
-        self._reset_numbers("Generating…")
+        self._reset_numbers(READING)
         self._flush()
 
     def add_round(self, r: RoundEvent) -> None:
@@ -303,6 +305,8 @@ class SpecPanel(QWidget):
             self._pending = []
         if not self._streaming:
             return
+        if (self._live_rounds or self._n_tokens) and self.verdict.text() == READING:
+            self.verdict.setText("Generating…")
         if self._round_s > 0 and self._round_tokens:        # as the tokens/s chart counts them
             speed = self._round_tokens / self._round_s
             self.labels["speed"].setText(rate_text(speed))

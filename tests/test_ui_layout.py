@@ -161,18 +161,23 @@ def test_sidebar_and_panel_fold_from_the_view_menu_and_stay_folded_after_a_resta
     assert w.panel_action.shortcut().toString() == "Ctrl+Shift+B"
     assert w.sidebar_action.isChecked() and w.panel_action.isChecked()
     chat_before = w.splitter.sizes()[CENTER]
+    widest = w.minimumSizeHint().width()
     w.sidebar_action.trigger()
     w.panel_action.trigger()
     QApplication.processEvents()
     assert not w.sidebar_action.isChecked() and not w.panel_action.isChecked()
     assert w.splitter.sizes()[SIDEBAR] == 0 and w.splitter.sizes()[PANEL] == 0
     assert w.splitter.sizes()[CENTER] > chat_before + 400
+    # folded sides no longer hold the window wide (at size 0 alone they did: 958 px for an 800-px screen)
+    assert w.sidebar.isHidden() and w.tabs.isHidden()
+    assert w.minimumSizeHint().width() <= widest - w.sidebar.minimumSizeHint().width() - w.tabs.minimumWidth()
     w.close()
 
     again = open_window(qtbot, tmp_path)                    # the same settings file
     close_all.append(again)
     assert not again.sidebar_action.isChecked() and not again.panel_action.isChecked()
     assert not again.side_shown(SIDEBAR) and not again.side_shown(PANEL)
+    assert again.sidebar.isHidden() and again.tabs.isHidden()
     again.sidebar_action.trigger()                          # unfolds, at least as wide as it needs
     QApplication.processEvents()
     assert again.sidebar_action.isChecked() and again.side_shown(SIDEBAR)
@@ -192,7 +197,7 @@ def test_dragging_the_handle_to_the_edge_folds_the_sidebar_and_unchecks_its_acti
     w.splitter.moveSplitter(0, 1)                           # the sidebar's handle dragged to the left edge
     QApplication.processEvents()
     assert w.splitter.sizes()[SIDEBAR] == 0
-    assert not w.sidebar_action.isChecked()
+    assert not w.sidebar_action.isChecked() and w.sidebar.isHidden()
     w.sidebar_action.trigger()
     assert w.side_shown(SIDEBAR)
 

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QMenu
 from desktop_app.ui.system_dialog import SystemDialog
 
 SIDEBAR, CENTER, PANEL = 0, 1, 2          # the splitter's parts
+SIDE_NAMES = {SIDEBAR: "conversations", PANEL: "panel"}   # as the settings' "window" names the folded ones
 MIN_CHAT_WIDTH = 500                      # what the default layout leaves the chat, at 1000 px and up
 SAVE_DELAY_MS = 1000                      # settings are saved this long after their last change
 
@@ -135,20 +136,30 @@ class LayoutMixin:
         return self.splitter.sizes()[index] > 0
 
     def show_side(self, index: int, show: bool) -> None:
-        """Unfold (at its last width) or fold away the conversations or the panel; the chat takes the rest."""
+        """Unfold (at its last width) or fold away the conversations or the panel; the chat takes the rest.
+        A folded side is hidden, so that it no longer counts in the window's least width (folded at
+        size 0 alone, both sides still held an 800-px window at 958 px, off a small screen)."""
         sizes = self.splitter.sizes()
         if show != (sizes[index] > 0):
             self._default_layout = False
+            widget = self.splitter.widget(index)
             if show:
                 width = self._side_widths.get(index) or self._default_sizes(self.width())[index]
-                width = max(width, self.splitter.widget(index).minimumSizeHint().width())
+                width = max(width, widget.minimumSizeHint().width())
+                widget.show()
                 sizes[index], sizes[CENTER] = width, max(sizes[CENTER] - width, 1)
+                self.splitter.setSizes(sizes)
             else:
                 self._side_widths[index] = sizes[index]
                 sizes[index], sizes[CENTER] = 0, sizes[CENTER] + sizes[index]
-            self.splitter.setSizes(sizes)
+                self.splitter.setSizes(sizes)
+                widget.hide()
         self._sync_layout_actions()
         self._save_soon()
+
+    def folded_sides(self) -> list[int]:
+        """The sides folded away (SIDEBAR, PANEL), as the settings keep them."""
+        return [index for index in (SIDEBAR, PANEL) if not self.side_shown(index)]
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
@@ -162,6 +173,8 @@ class LayoutMixin:
 
     def _splitter_moved(self, *_args) -> None:
         self._default_layout = False
+        for index in self.folded_sides():        # a handle dragged to the edge folds the side as the menu does
+            self.splitter.widget(index).hide()
         self._sync_layout_actions()
         self._save_soon()
 
@@ -187,7 +200,9 @@ class LayoutMixin:
             return
         self._save_timer.stop()
         self.settings.data["window"].update({"geometry": bytes(self.saveGeometry().toBase64()).decode(),
-                                             "splitter": bytes(self.splitter.saveState().toBase64()).decode()})
+                                             "splitter": bytes(self.splitter.saveState().toBase64()).decode(),
+                                             "folded": " ".join(SIDE_NAMES[i] for i in self.folded_sides())})
+                                             # (the splitter's state keeps a hidden side's last width)
         self.settings.data["generation"].update(self.settings_panel.generation())
         self.settings.data["generation"].update(self.spec_bar.generation())
         self.settings.data["loading"] = self.settings_panel.loading()
@@ -210,4 +225,12 @@ class LayoutMixin:
             self.restoreGeometry(QByteArray.fromBase64(window["geometry"].encode()))
         if window.get("splitter"):
             self._default_layout = not self.splitter.restoreState(QByteArray.fromBase64(window["splitter"].encode()))
+        if "folded" in window:
+            folded = [i for i, name in SIDE_NAMES.items() if name in window["folded"].split()]
+        else:                                      # (settings saved before sides were hidden: folded at size 0)
+            folded = self.folded_sides()
+        for index in (SIDEBAR, PANEL):
+            if index in folded:
+                self.show_side(index, False)
+                self.splitter.widget(index).hide()     # (restored at size 0: show_side had nothing to fold)
         self._sync_layout_actions()

@@ -53,8 +53,9 @@ def stored_header(title: str, created_at: float, number: int) -> str:
 class StatLabel(QWidget):
     """A value in the grid: one line, never wrapped; when too narrow, its last parts (a parenthesis, or
     what follows a "/") are left out, shown as "(…)" or "/ …", so a number is never cut or parted from
-    its unit (a first part wider than the label alone ends in "…"); the full text is in the tooltip. Its size never depends on its text, so a new value repaints the label alone
-    (a QLabel would ask the whole panel to lay itself out again, several times a second)."""
+    its unit (a first part wider than the label alone ends in "…"); the full text is in the tooltip.
+    Its size never depends on its text, so a new value repaints the label alone (a QLabel would ask
+    the whole panel to lay itself out again, several times a second)."""
 
     def __init__(self, text: str = "–", parent=None):
         super().__init__(parent)

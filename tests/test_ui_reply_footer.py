@@ -235,6 +235,9 @@ def test_a_streaming_reply_is_rendered_less_often_as_rendering_it_costs_more(qtb
     qtbot.addWidget(view)
     view.show()
     w = view.begin_reply()
+    # until its first text the reply's prompt is read (on a busy CPU "writing…" over an empty reply for
+    # a minute read as stuck, a new user's try), then it is written
+    assert w.status.text() == "reading the prompt…"
     cost = {"s": 0.0}
     now = {"t": 0.0}
 
@@ -251,6 +254,7 @@ def test_a_streaming_reply_is_rendered_less_often_as_rendering_it_costs_more(qtb
         intervals.append(view._timer.interval())
     assert intervals == [ChatView.REPAINT_MS, int(ChatView.RENDER_DUTY * 20), int(ChatView.RENDER_DUTY * 30),
                          ChatView.REPAINT_MAX_MS]
+    assert w.status.text() == "writing…"
     assert ChatView.REPAINT_MS < ChatView.RENDER_DUTY * 20 < ChatView.RENDER_DUTY * 30 < ChatView.REPAINT_MAX_MS
     assert w.text == "word0 word1 word2 word3 " and view._timer.isActive()
     view.append_text("end")                          # the reply's end renders what is left at once

@@ -102,10 +102,16 @@ class MessageWidget(QFrame):
     def stream(self, text: str, origins: list[TokenOrigin]) -> None:
         """The streaming reply so far: its text and the origins of its tokens. Highlighted, the new
         tokens are appended as they come (MessageText.append_spans); the reply's end renders it."""
+        first = not self._text and text          # (its note then says it is no longer reading the prompt)
         if not self.highlight:
             self._origins = origins
             self.set_text(text)
-            return
+        else:
+            self._append(text, origins)
+        if first:
+            self._update_footer()
+
+    def _append(self, text: str, origins: list[TokenOrigin]) -> None:
         new = origins[self._streamed:]
         if self._streamed > 0 and text == self._text + "".join(o.text for o in new):
             self.body.append_spans([(o.text, o) for o in new], self._streamed)
@@ -126,7 +132,10 @@ class MessageWidget(QFrame):
         self._update_footer()
 
     def _update_footer(self) -> None:
-        note = reply_note(self._status, self._stats)
+        # (before its first token a reply's prompt is read: on a busy CPU "writing…" over an empty reply
+        # for a minute read as stuck, a new user's try)
+        reading = self._status == "streaming" and not self._text
+        note = "reading the prompt…" if reading else reply_note(self._status, self._stats)
         self.status.setText(note)
         self.status.setToolTip(note)
         forms = footer_forms(self._stats, self._settings, self._status) if self.role == "assistant" else [""]

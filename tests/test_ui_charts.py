@@ -194,6 +194,15 @@ def test_the_panel_charts_tokens_on_the_engines_clock_however_late_they_arrive(r
     assert panel.verdict.text() == "Generating…"
     assert any(r.drafted for r in rounds)       # what rests on the engine's costs says when it will come
     assert panel.labels["c"].text() == panel.labels["predicted"].text() == "at the reply's end"
+    panel.interrupt("The model engine stopped.")  # ... and an end that will not come takes it back
+    assert panel.labels["c"].text() == panel.labels["predicted"].text() == "–"
+    server = SpecPanel()                          # a llama-server's rounds: it sends neither
+    qtbot.addWidget(server)
+    server.begin("test")
+    for r in rounds:
+        server.add_round(dataclasses.replace(r, drafter="server") if r.drafted else r)
+    server._flush()
+    assert server.labels["c"].text() == server.labels["predicted"].text() == "–"
 
 
 def test_plain_reply_estimates_plain_speed_live_and_has_no_alpha(pair, qapp, qtbot):

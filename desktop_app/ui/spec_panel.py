@@ -16,6 +16,7 @@ from desktop_app.counts import count
 from desktop_app.engine.events import GenerationStats, RoundEvent
 from desktop_app.engine.explain import ALPHA_TIP, explain, measured_text, predicted_text, rate_text
 from desktop_app.engine.metrics import StatsRecorder
+from desktop_app.remote.rounds import DRAFTER as SERVER_DRAFTER
 from desktop_app.ui.charts import LiveCharts
 from desktop_app.ui.pay_curve import PayCurve
 from desktop_app.ui.round_strip import Colours, RoundStrip
@@ -323,8 +324,9 @@ class SpecPanel(QWidget):
         so_far = self._recorder.so_far()
         if so_far.n_drafted:
             self._show_drafts(so_far)
+            remote = any(r.drafter == SERVER_DRAFTER for r in self._live_rounds)   # (a llama-server sends neither)
             for key in ("c", "predicted"):       # (they rest on the engine's costs, which come with the end;
-                self.labels[key].setText("at the reply's end")      # "–" beside drafts read as unmeasured)
+                self.labels[key].setText("–" if remote else "at the reply's end")   # "–" read as unmeasured)
 
     def finish(self, stats: GenerationStats) -> None:
         self._flush()
@@ -350,6 +352,8 @@ class SpecPanel(QWidget):
             self._show_header()                  # (it went on saying "Live": a user's try)
             self.verdict.setText(why)
             self.pay.clear()                     # (no statistics: no curve will come)
+            for key in ("c", "predicted"):       # (nor the end that was to bring these)
+                self.labels[key].setText("–")
 
     def _show_drafts(self, s: GenerationStats) -> None:
         """Drafts kept, α, kept per round and the time split: live as rounds come (they stayed "–"

@@ -175,9 +175,9 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
         assert isinstance(label, StatLabel)                 # one line: its height never follows its text
         shown = label.shown_text()
         # (a part left out shows as "(…)" or "/ …": "7 …" read as "7 or more", a new user's try)
-        kept, _, mark = shown.partition(" (…)") if shown.endswith(" (…)") else shown.partition(" / …")
-        assert shown == label.text() or (not mark and label.text().startswith(kept)
-                                         and label.text()[len(kept):].startswith(" (" if "(…)" in shown else " / "))
+        kept, cut, after = shown.partition(" (…)") if shown.endswith(" (…)") else shown.partition(" / …")
+        assert shown == label.text() or (cut and not after and label.text().startswith(kept)
+                                         and label.text()[len(kept):].startswith(" (" if "(…)" in cut else " / "))
         assert label.fontMetrics().horizontalAdvance(shown) <= label.contentsRect().width()
     assert L["vs_plain"].shown_text().startswith("1.40×") and L["speed"].shown_text() == "0.70 tok/s"
     # the draft step's cost says what it is relative to, and a reply of copies alone says it had no step

@@ -316,9 +316,16 @@ def test_a_reply_s_lines_and_indentation_show_as_written(qtbot):
     for text, shown in (("- `n`: count(*) and count(*)\n- *all*", "n: count(*) and count(*)\nall"),
                         ("> count(*) or count(*)", "count(*) or count(*)"),
                         ("| a | b |\n|---|---|\n| count(*) | count(*) |", "a b count(*) count(*)"),
-                        ("- a\n\n        x*y*z\n\n```\np*q*r\n```", "a x*y*z p*q*r")):
+                        ("- a\n\n        x*y*z\n\n```\np*q*r\n```", "a x*y*z p*q*r"),
+                        # code in a quote or a list item, fenced after its markers or indented past them (a
+                        # review found its "*" escaped), autolinks and HTML tags keep their "*" too
+                        ("> ```\n> SELECT count(*), count(*)\n> ```", "SELECT count(*), count(*)"),
+                        ("- ```sql\n  SELECT count(*), count(*)\n  ```\n- a*b and c*d", "SELECT count(*), count(*) a*b and c*d"),
+                        (">     a*b*c", "a*b*c")):
         doc.setMarkdown(keep_line_breaks(text))                 # (word by word: Qt lays a table out in lines)
         assert doc.toPlainText().split() == shown.split() and italic(doc) == ("all" if "*all*" in text else ""), text
+    for text in ("- <http://e.com/a*b*c> and x*y", '> <img src="a*b*c.png"> x*y', "see <http://e.com/a*b*c> x*y"):
+        assert "a*b*c" in keep_line_breaks(text) and "x\\*y" in keep_line_breaks(text), text
     for text, shown in (("Steps:\n2. a\n3. b", "Steps:\n2. a\n3. b"), ("<!-- n -->\none\ntwo", "one\ntwo"),
                         ("Steps:\n0. a", "Steps:\n0. a"), ("Intro\n<b>Note:</b> this", "Intro\nNote: this")):
         doc.setMarkdown(keep_line_breaks(text))

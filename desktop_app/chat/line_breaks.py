@@ -10,12 +10,13 @@ link definitions) are left as they are, and so is a line that is a block of its 
 rule, a setext underline, a fence, an HTML comment that ends on its line) or starts one, and the line
 before it. (Inline HTML at a line's start, "<b>Note:</b> …", is a paragraph's line like any other.)
 A line "2. " (an ordered item numbered other than 1) cannot start a list inside a paragraph, so it is
-one of the paragraph's lines. Outside code (fences, indented code, code spans), a "*" between two
-letters or digits or between two punctuation marks ("count(*)", "2*3*4") is shown as written, in a
-paragraph's lines and in list items, quotes and table rows alike: Markdown read two of them as the
-ends of an emphasis, so unfenced SQL lost the "*" of both its count(*) and set the lines between them
-in italics (a user's try). A "*" beside a word on one side only ("*word*", "(*a*)") or doubled ("**")
-is still emphasis.
+one of the paragraph's lines. Outside code (fences, indented code, code spans, in a quote or a list
+item too), autolinks and HTML tags, a "*" between two letters or digits or between two punctuation
+marks ("count(*)", "2*3*4") is shown as written, in a paragraph's lines and in list items, quotes and
+table rows alike (not yet in a list item's paragraph indented four spaces after a blank line):
+Markdown read two of them as the ends of an emphasis, so unfenced SQL lost the "*" of both its
+count(*) and set the lines between them in italics (a user's try). A "*" beside a word on one side
+only ("*word*", "(*a*)") or doubled ("**") is still emphasis.
 """
 from __future__ import annotations
 
@@ -41,14 +42,21 @@ PLAIN, SYNTAX, CODE = "plain", "syntax", "code"     # what a line is (_kinds)
 
 
 def _kinds(lines: list[str]) -> list[str]:
-    """For each line: PLAIN (a plain paragraph's), CODE (a fence's, fenced, or indented code's) or
-    SYNTAX (the rest: blank lines, one-line blocks, lists, quotes, tables), in one pass. A run is the
+    """For each line: PLAIN (a plain paragraph's), CODE (a fence's, fenced, or indented code's; a fence
+    opened after a quote's or a list item's markers too) or SYNTAX (the rest: blank lines, one-line
+    blocks, lists, quotes, tables), in one pass. A run is the
     lines from a blank line, a fence or a one-line block to the next; a run is Markdown syntax where it
     starts a block of its own or holds a table's rule, and from a line in it that starts a block of its
     own (a list after a paragraph's lines); code where it starts indented."""
     kinds = [SYNTAX] * len(lines)
-    fence, start = "", None
+    fence, start, nested = "", None, ""      # nested: a fence opened after a quote's or a list item's markers
     for i, line in enumerate([*lines, ""]):
+        if nested and i < len(lines):        # its code, to its closing fence (within the run it is part of)
+            kinds[i] = CODE
+            inner = line[_CONTAINER.match(line).end():]
+            if _closes(_FENCE.match(inner), nested, inner):
+                nested = ""
+            continue
         m = _FENCE.match(line)
         ends_run = fence or m or not line.strip() or _ONE_LINE.match(line)
         if ends_run and start is not None:
@@ -63,23 +71,34 @@ def _kinds(lines: list[str]) -> list[str]:
         if fence or m:
             if i < len(lines):
                 kinds[i] = CODE
-            if fence and m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip(" `~"):
+            if fence and _closes(m, fence, line):
                 fence = ""
             elif not fence:
                 fence = m.group(1)
-        elif not ends_run and start is None:
-            start = i
+        else:
+            if not ends_run and start is None:
+                start = i
+            opens = _FENCE.match(line[_CONTAINER.match(line).end():])
+            if opens and _CONTAINER.match(line).end():       # "- ```sql", "> ```"
+                nested = opens.group(1)
     return kinds
 
 
-_CODE_SPAN = re.compile(r"(`+)[^`]*?\1")
+def _closes(m, fence: str, line: str) -> bool:
+    """Whether a fence match `m` on `line` closes the open `fence`."""
+    return bool(m) and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip(" `~")
+
+
+_LEFT_ALONE = re.compile(r"(`+)[^`]*?\1|<[A-Za-z/!?][^<>\n]*>")   # a code span; an autolink or an HTML tag
+_CONTAINER = re.compile(r"(?:[ \t]*(?:>[ \t]?|[-*+][ \t]+|\d{1,9}[.)][ \t]+))*")   # quote and list markers
 
 
 def _literal_stars(line: str) -> str:
     """`line` with each "*" between two letters or digits, or two punctuation marks, escaped (outside its
-    code spans); one beside a word on one side only, doubled or escaped already, is left as it is."""
+    code spans, autolinks and HTML tags: `<http://e.com/a*b*c>` and `<img src="a*b*c.png">` keep their
+    address); one beside a word on one side only, doubled or escaped already, is left as it is."""
     out, at = [], 0
-    for span in [*_CODE_SPAN.finditer(line), None]:
+    for span in [*_LEFT_ALONE.finditer(line), None]:
         end = span.start() if span else len(line)
         for i in range(at, end):
             ch = line[i]
@@ -102,9 +121,11 @@ def keep_line_breaks(text: str) -> str:
     out: list[str] = []
     for i, line in enumerate(lines):
         if kinds[i] != PLAIN:
-            # (a list item's, a quote's or a table row's stars, not those of code inside a list item)
-            syntax = kinds[i] == SYNTAX and (not line.startswith(("    ", "\t")) or _BLOCK_START.match(line.lstrip()))
-            out.append((_literal_stars(line) if syntax else line) + "\n")
+            # a list item's, a quote's or a table row's stars, not those of code, fenced (_kinds) or
+            # indented past a quote's or a list item's markers
+            if kinds[i] == SYNTAX and not line[_CONTAINER.match(line).end():].startswith(("    ", "\t")):
+                line = _literal_stars(line)
+            out.append(line + "\n")
             continue
         body = line.lstrip(" \t")
         line = NBSP * len(line[:len(line) - len(body)].replace("\t", "    ")) + _literal_stars(body)

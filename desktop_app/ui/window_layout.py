@@ -1,5 +1,6 @@
 """The main window's layout and menus: the three parts (conversations, chat, panel) in a splitter whose
-sides fold away from the View menu (or by dragging a handle to the edge), sizes remembered; the menus
+sides fold away from the View menu (or by dragging a handle to the edge; a folded side is hidden with
+its handle, and comes back from the View menu), sizes remembered; the menus
 and their shortcuts (File, Chat, Speculation, View with token-origin highlighting, Help). A mixin of
 MainWindow (main_window.py)."""
 from __future__ import annotations
@@ -202,7 +203,7 @@ class LayoutMixin:
         self.settings.data["window"].update({"geometry": bytes(self.saveGeometry().toBase64()).decode(),
                                              "splitter": bytes(self.splitter.saveState().toBase64()).decode(),
                                              "folded": " ".join(SIDE_NAMES[i] for i in self.folded_sides())})
-                                             # (the splitter's state keeps a hidden side's last width)
+                                             # (the splitter's state would restore a hidden side as shown)
         self.settings.data["generation"].update(self.settings_panel.generation())
         self.settings.data["generation"].update(self.spec_bar.generation())
         self.settings.data["loading"] = self.settings_panel.loading()

@@ -37,8 +37,10 @@ STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation e
          ("accepted", "Drafts kept", "Drafted tokens the target kept: kept / drafted (the acceptance rate)"),
          ("alpha", "Acceptance α", ALPHA_TIP),
          ("per_round", "Kept per round", "Drafts kept of drafts made, per round that drafted"),
-         ("split", "Draft / target time", "Seconds in the draft model's steps / in the target's passes (checking "
-                                           "drafts, and the plain steps)"),
+         ("split", "Draft / target time", "Seconds choosing and making drafts (the draft model's steps, finding "
+                                           "copies of earlier text, auto's choice: a reply that drafted nothing "
+                                           "spends some too) / in the target's passes (checking drafts, and the "
+                                           "plain steps)"),
          ("c", "Draft step cost", "c: one draft step's time relative to one single-token target pass"),
          ("predicted", "Predicted (cost model)", "What the cost model predicts for this reply's rounds as they "
                                                  "ran, from each drafter's α and costs (a plain round: one token "

@@ -78,8 +78,9 @@ def _kinds(lines: list[str]) -> list[str]:
         else:
             if not ends_run and start is None:
                 start = i
-            opens = _FENCE.match(line[_CONTAINER.match(line).end():])
-            if opens and _CONTAINER.match(line).end():       # "- ```sql", "> ```"
+            markers = _CONTAINER.match(line).end()
+            opens = _FENCE.match(line[markers:])
+            if opens and markers:                          # "- ```sql", "> ```"
                 nested = opens.group(1)
     return kinds
 

@@ -296,3 +296,24 @@ def test_an_unused_draft_model_is_explained_by_the_rounds_auto_waits_or_by_its_c
     assert "a step of it would cost 0.48 of a target pass here" in explain(stats(FIRST_PROBE + 1))
     assert "Auto did not draft" not in explain(GenerationStats(**{**stats(20).to_json(), "unused_draft_c": None}))
 
+
+
+def test_a_plain_reply_that_looked_for_drafts_quotes_its_own_rate_beside_plain_decodings():
+    """Auto drafting nothing still spends time choosing (looking for copies, weighing the draft model).
+    The sentence quoted plain decoding's 20.9 tok/s beside the panel's Speed of 20.7 for the same reply
+    (a window-shot): it now says what the search took and the reply's own rate, as the panel shows it."""
+    from desktop_app.engine.events import GenerationStats
+    from desktop_app.engine.explain import explain, rate_text
+
+    # 48 tokens and the end token in 49 passes of 46 ms, 0.1 s between passes, 20 ms choosing
+    looked = GenerationStats(n_tokens=48, n_rounds=49, n_plain_rounds=49, t_verify_s=49 * 0.046, t_draft_s=0.02,
+                             t_target_step_s=0.046, tokens_per_s=48 / (49 * 0.046 + 0.12), stop_reason="eos")
+    text = explain(looked)
+    assert rate_text(looked.plain_tokens_per_s) == "20.4 tok/s" and rate_text(looked.tokens_per_s) == "20.2 tok/s"
+    assert text == ("Plain decoding: 48 tokens at 46 ms per target pass; counting the time between passes and the "
+                    "pass that ended the reply, 20.4 tok/s. Looking for drafts took 20 ms more, so this reply ran "
+                    f"at 20.2 tok/s, {looked.measured_speedup:.2f}× plain.")
+    # plain decoding itself looks for nothing: its rate is the reply's, said once
+    plain = dataclasses.replace(looked, t_draft_s=0.0, tokens_per_s=48 / (49 * 0.046 + 0.1))
+    assert rate_text(plain.tokens_per_s) == rate_text(plain.plain_tokens_per_s)
+    assert "Looking for drafts" not in explain(plain) and explain(plain).endswith("20.4 tok/s.")

@@ -101,8 +101,16 @@ def _explain(stats: GenerationStats) -> str:
     if not stats.n_drafted:
         if stats.t_target_step_s and plain:             # (the rate every other view quotes as plain's)
             eos = " and the pass that ended the reply" if stats.stop_reason == StopReason.EOS.value else ""
-            return (f"Plain decoding: {count(stats.n_tokens, 'token')} at {1000 * stats.t_target_step_s:.0f} ms "
+            text = (f"Plain decoding: {count(stats.n_tokens, 'token')} at {1000 * stats.t_target_step_s:.0f} ms "
                     f"per target pass; counting the time between passes{eos}, {rate_text(plain)}.")
+            if rate_text(stats.tokens_per_s) != rate_text(plain):
+                # (auto's choosing, or a lookup that found nothing, took time plain decoding does not:
+                # the reply's own rate, which the panel's Speed shows, then reads lower than plain's)
+                extra = stats.t_draft_s + stats.t_catch_up_s
+                took = f"{1000 * extra:.0f} ms" if extra < 1 else f"{extra:.2f} s"
+                text += (f" Looking for drafts took {took} more, so this reply ran at "
+                         f"{rate_text(stats.tokens_per_s)}, {m:.2f}× plain.")
+            return text
         return "Plain decoding: nothing was drafted."
     alpha = stats.alpha if stats.alpha is not None else 0.0
     rounds = stats.n_drafted / stats.mean_drafted if stats.mean_drafted else 0

@@ -18,7 +18,7 @@ from desktop_app.engine.events import GenerationStats
 from desktop_app.engine.explain import measured_text, rate_text
 from desktop_app.ui.charts import LiveCharts, rolling_rate
 from desktop_app.ui.spec_panel import SpecPanel
-from desktop_app.ui.pay_curve import PayCurve
+from desktop_app.ui.pay_curve import LABEL_INSET, PayCurve
 
 from engine_helpers import prompt_tokens
 
@@ -370,7 +370,7 @@ def test_redraws_are_throttled(reply, qtbot):
 def _assert_label_clear_of_curve(pay: PayCurve, qtbot) -> None:
     """Each label, as drawn in a panel as wide as the window's at 1000×700 and wider, and in a short one, is
     whole inside the plot, clear of the other label and of every part of the curve (sampled along its
-    width); "plain 1×" too."""
+    width); "plain 1×" too. The reply's lines stand off the y axis (they touched it: a user's try)."""
     QWidget.show(pay)
     for width, height in ((291, 280), (420, 280), (291, 225)):     # (the last as the window gives it at 1000×700)
         pay.resize(width, height)
@@ -382,6 +382,9 @@ def _assert_label_clear_of_curve(pay: PayCurve, qtbot) -> None:
         boxes = [label.sceneBoundingRect() for label in (pay.best_label, pay.reply_label) if label.isVisible()]
         assert len(boxes) == 2 or not pay.best_gamma
         assert not (len(boxes) == 2 and boxes[0].intersects(boxes[1])), boxes
+        if pay.reply_label.isVisible():
+            gap = pay.reply_label.sceneBoundingRect().left() - view.sceneBoundingRect().left()
+            assert gap >= LABEL_INSET - 0.5, (width, gap)
         plain = pay.plain_line.label                   # "plain 1×" too, where it is shown
         for box in boxes + ([plain.sceneBoundingRect()] if plain.isVisible() else []):
             inside = view.sceneBoundingRect().adjusted(-0.5, -0.5, 0.5, 0.5)        # (to within rounding)

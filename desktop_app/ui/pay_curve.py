@@ -24,6 +24,7 @@ GAMMA_MAX = 16
 THIN_EVIDENCE = 40           # fewer drafted tokens than this and α is a rough guess (at α 0.5, ±0.15 at 95 %)
 HEADROOM = 1.6               # the y axis runs to this times the curve's top: the band above holds the labels
 HEADROOM_MAX = 3.0           # ... or more in a short plot, up to this (_fit_height)
+LABEL_INSET = 4              # pixels between the y axis and the reply's lines at the top left
 _WIDGET_SHOW = object()      # show() without a reply: the widget's own show
 
 
@@ -47,7 +48,6 @@ class PayCurve(QWidget):
         self.plot.addItem(self.plain_line)
         self.current_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#8c8c8c", width=1, style=Qt.DotLine))
         self.plot.addItem(self.current_line)
-        self.reply_label = pg.TextItem("", color=fg, anchor=(0, 0))     # the γ used and what it gave
         self.best_point = pg.ScatterPlotItem(size=12, symbol="star", brush="#2ca02c", pen=pg.mkPen(fg))
         self.plot.addItem(self.best_point)
         self.measured_point = pg.ScatterPlotItem(size=9, symbol="d", brush="#d62728", pen=pg.mkPen(fg))
@@ -56,6 +56,8 @@ class PayCurve(QWidget):
         # (larger than the measured ◆: where the two are equal, the ◆ shows inside the ◇)
         self.plot.addItem(self.own_point)
         backing = label_backing(bg)
+        self.reply_label = pg.TextItem("", color=fg, anchor=(0, 0), fill=pg.mkBrush(backing))   # the γ used and
+        # what it gave, over the γ-in-use line where that runs under it
         # right of the star and above it: the curve never rises above its best point
         self.best_label = pg.TextItem("best", color="#2ca02c", anchor=(-0.25, 1.0), fill=pg.mkBrush(backing))
         for label in (self.best_label, self.reply_label):
@@ -163,7 +165,8 @@ class PayCurve(QWidget):
         headroom = max(HEADROOM, min(HEADROOM_MAX, height / (height - band))) if height > band else HEADROOM_MAX
         y_max = self._top * headroom
         self.plot.setYRange(0, y_max, padding=0)
-        self.reply_label.setPos(self.gammas[0] - 0.5, y_max)
+        lo, hi = self.gammas[0] - 0.5, self.gammas[-1] + 0.5              # the x range shown
+        self.reply_label.setPos(lo + LABEL_INSET * (hi - lo) / max(view.width(), 1.0), y_max)   # (it touched the axis)
         self._place_plain_label(y_max, height, view.width())
 
     def _place_plain_label(self, y_max: float, height: float, width: float) -> None:

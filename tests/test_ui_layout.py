@@ -160,6 +160,11 @@ def test_sidebar_and_panel_fold_from_the_view_menu_and_stay_folded_after_a_resta
     assert w.sidebar_action.shortcut().toString() == "Ctrl+B"
     assert w.panel_action.shortcut().toString() == "Ctrl+Shift+B"
     assert w.sidebar_action.isChecked() and w.panel_action.isChecked()
+    default = w.splitter.sizes()[SIDEBAR]
+    w.splitter.moveSplitter(default + 60, 1)                # the user widens the conversations
+    QApplication.processEvents()
+    widened = w.splitter.sizes()[SIDEBAR]
+    assert widened >= default + 40
     chat_before = w.splitter.sizes()[CENTER]
     widest = w.minimumSizeHint().width()
     w.sidebar_action.trigger()
@@ -178,10 +183,10 @@ def test_sidebar_and_panel_fold_from_the_view_menu_and_stay_folded_after_a_resta
     assert not again.sidebar_action.isChecked() and not again.panel_action.isChecked()
     assert not again.side_shown(SIDEBAR) and not again.side_shown(PANEL)
     assert again.sidebar.isHidden() and again.tabs.isHidden()
-    again.sidebar_action.trigger()                          # unfolds, at least as wide as it needs
+    again.sidebar_action.trigger()                          # unfolds, as wide as the user had it
     QApplication.processEvents()
     assert again.sidebar_action.isChecked() and again.side_shown(SIDEBAR)
-    assert again.sidebar.width() >= again.sidebar.minimumSizeHint().width()
+    assert again.splitter.sizes()[SIDEBAR] == widened >= again.sidebar.minimumSizeHint().width()
     assert not again.side_shown(PANEL)
     again.close()
 

@@ -202,8 +202,11 @@ class LayoutMixin:
         self._save_timer.stop()
         self.settings.data["window"].update({"geometry": bytes(self.saveGeometry().toBase64()).decode(),
                                              "splitter": bytes(self.splitter.saveState().toBase64()).decode(),
-                                             "folded": " ".join(SIDE_NAMES[i] for i in self.folded_sides())})
+                                             "folded": " ".join(SIDE_NAMES[i] for i in self.folded_sides()),
                                              # (the splitter's state would restore a hidden side as shown)
+                                             "widths": " ".join(f"{SIDE_NAMES[i]}:{w}" for i, w in
+                                                                sorted(self._side_widths.items()))})
+                                             # (a folded side's width, to unfold at after a restart)
         self.settings.data["generation"].update(self.settings_panel.generation())
         self.settings.data["generation"].update(self.spec_bar.generation())
         self.settings.data["loading"] = self.settings_panel.loading()
@@ -234,4 +237,9 @@ class LayoutMixin:
             if index in folded:
                 self.show_side(index, False)
                 self.splitter.widget(index).hide()     # (restored at size 0: show_side had nothing to fold)
+        names = {name: index for index, name in SIDE_NAMES.items()}
+        for item in window.get("widths", "").split():  # "conversations:240 panel:380"
+            name, _, width = item.partition(":")
+            if name in names and width.isdigit() and int(width) > 0 and names[name] in folded:
+                self._side_widths[names[name]] = int(width)
         self._sync_layout_actions()

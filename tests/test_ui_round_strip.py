@@ -195,7 +195,12 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
     assert L["predicted"].shown_text().endswith("…")
     # a plain reply's time is the target's, shown (it read "–" beside the chart showing it)
     panel.show_stats(slow_stats(n_drafted=0, n_accepted=0, t_draft_s=0.0))
-    assert L["split"].text() == "0.00 s / 19.00 s" and L["alpha"].text() == "–"
+    assert L["split"].text() == "0.00 s / 19.00 s" and L["alpha"].text() == "–" and L["c"].text() == "–"
+    # auto weighed the draft model and never drafted with it: the row shows the price the sentence quotes
+    # (it read "–" beside "a step of it would cost 1.73 of a target pass here", a new user's try)
+    unused = slow_stats(n_drafted=0, n_accepted=0, t_draft_s=0.0, n_rounds=20, unused_draft_c=1.73)
+    panel.show_stats(unused)
+    assert L["c"].shown_text() == "1.73 (not drafted)" and "would cost 1.73 of a target pass" in panel.verdict.text()
     # slower than plain: the verdict says it loses, with the same number as the grid
     s = slow_stats(tokens_per_s=0.3, t_verify_s=14 / 0.3 - 1.0)   # all of it in rounds: plain stays 0.5 tok/s
     panel.show_stats(s)

@@ -25,7 +25,8 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
     Sizes on both sides of powers of two are timed, not interpolated: kernels work in tiles, and a
     batch of 16 can cost less than one of 15. Each size is timed as a ratio to a single-token pass
     timed beside it (_time_verify_batches), so that a machine that gets busier or idler during the
-    load moves both alike.
+    load moves both alike; a draft step likewise, against target passes taken in turn with it
+    (_draft_step_ratio).
     `remembered`: earlier loads' timings on this machine (calibration_store), each a ratio to the
     single-token passes timed beside it. One warm timing scatters by 10-40 % on a shared machine, so a
     size is priced at the median of its last KEEP timings, times this load's single-token pass, and only the
@@ -61,7 +62,36 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
         else:
             costs.draft_step_s[name] = median
         ctx.clear()
+    single = costs.verify_s.get(1, 0.0)
+    if draft_ctx is not None and single > 0:
+        ratio = _draft_step_ratio(target_ctx, draft_ctx, steps)
+        if ratio is not None:
+            costs.draft_step_s["model"] = ratio * single
     return timed
+
+
+def _draft_step_ratio(target_ctx: backend.Context, draft_ctx: backend.Context, steps: int) -> float | None:
+    """A draft step's cost in single-token target passes: the faster of `steps` draft steps over the
+    faster of as many target passes, taken in turn, so that other work on the machine slows both
+    alike. Timed apart (the draft's median after all the target's timings), a load beside other work
+    had priced a step of the 0.5B draft at 1.73 passes of its 1.5B target, where its real rounds took
+    0.5-0.7 (a new user's try); auto, seeing no round with it pay, never drafted with it to learn
+    better. None: no room in a context."""
+    times = {id(target_ctx): [], id(draft_ctx): []}
+    for ctx in (target_ctx, draft_ctx):
+        ctx.clear()
+        ctx.eval([ctx.model.bos if ctx.model.bos >= 0 else 0], logits="last")
+    for _ in range(min(steps, target_ctx.n_ctx - 1, draft_ctx.n_ctx - 1)):
+        for ctx in (target_ctx, draft_ctx):
+            token = int(np.argmax(ctx.logits(-1)))
+            t0 = time.perf_counter()
+            ctx.eval([token], logits="last")
+            int(np.argmax(ctx.logits(-1)))
+            times[id(ctx)].append(time.perf_counter() - t0)
+    for ctx in (target_ctx, draft_ctx):
+        ctx.clear()
+    target, draft = times[id(target_ctx)], times[id(draft_ctx)]
+    return min(draft) / min(target) if target and draft and min(target) > 0 else None
 
 
 def _single_pass_s(ctx: backend.Context, steps: int) -> float:

@@ -385,6 +385,8 @@ class SpecPanel(QWidget):
         else:
             for key in ("accepted", "alpha", "per_round", "c", "predicted"):
                 L[key].setText("–")
+            if s.unused_draft_c is not None:         # (the price auto weighed it at, which the sentence quotes)
+                L["c"].setText(f"{s.unused_draft_c:.2f} (not drafted)")
             self._show_split(s)                  # (a plain reply's time is the target's: "–" beside the chart
                                                  # showing it read as a failure to measure, a new user's try)
         self.verdict.setText(explain(s))

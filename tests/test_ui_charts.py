@@ -16,7 +16,7 @@ from desktop_app.engine import (GREEDY, Controls, FinishEvent, LoadOptions, Mode
 from desktop_app.engine.costs import DIP_MAX, WIN_MARGIN
 from desktop_app.engine.events import GenerationStats
 from desktop_app.engine.explain import measured_text, rate_text
-from desktop_app.ui.charts import LiveCharts, rolling_rate
+from desktop_app.ui.charts import PLAIN_ESTIMATE_MIN, LiveCharts, rolling_rate
 from desktop_app.ui.spec_panel import SpecPanel
 from desktop_app.ui.pay_curve import LABEL_INSET, PayCurve
 
@@ -203,6 +203,40 @@ def test_the_panel_charts_tokens_on_the_engines_clock_however_late_they_arrive(r
         server.add_round(dataclasses.replace(r, drafter="server") if r.drafted else r)
     server._flush()
     assert server.labels["c"].text() == server.labels["predicted"].text() == "–"
+
+
+def test_a_reply_that_drafts_in_every_round_compares_itself_with_plain_as_known_before_it(reply, qtbot):
+    """A fixed draft model drafts in every round, so the reply times no plain step of its own: the
+    panel said "vs plain –" and the chart drew no plain line until the end, through a 50-second reply
+    running at 0.57× plain (a new user's try). Until then it compares with plain decoding's rate as
+    known before the reply: timed at load, then as each reply measured it."""
+    _, rounds, stats, _ = reply
+    drafting = [r for r in rounds if r.gamma]
+    assert len(drafting) >= len(rounds) - 1 and len(rounds) - len(drafting) < PLAIN_ESTIMATE_MIN
+    speed = sum(r.n_reply_tokens for r in drafting) / sum(r.t_round_s for r in drafting)
+    panel = SpecPanel()
+    qtbot.addWidget(panel)
+
+    def live() -> str:
+        panel.begin("test")
+        for r in drafting:
+            panel.add_round(r)
+        panel._flush()
+        panel.charts._redraw()
+        return panel.labels["vs_plain"].text()
+
+    assert live() == "–" and not panel.charts.plain_line.isVisible()       # nothing known: nothing said
+    panel.set_plain_rate(20.0)                                            # a pair loaded, its pass timed
+    assert live() == f"≈ {speed / 20.0:.2f}× (plain ≈ 20.0 tok/s, earlier)"
+    assert panel.charts.plain_line.isVisible() and panel.charts.plain_line.value() == 20.0
+    assert panel.charts.speed_title.text() == "Tokens/s; dashed: plain (earlier) 20.0"
+    panel.finish(stats)                                                   # a reply measured it since
+    known = stats.plain_tokens_per_s
+    assert live() == f"≈ {speed / known:.2f}× (plain ≈ {rate_text(known)}, earlier)"
+    panel.show_stored([r.to_record() for r in drafting], None, 1, "stored", 0.0, 1)   # not a stored reply's:
+    assert not panel.charts.plain_line.isVisible()                        # that ran elsewhere, perhaps
+    panel.set_plain_rate(None)                                            # another pair loaded, not timed
+    assert live() == "–"
 
 
 def test_plain_reply_estimates_plain_speed_live_and_has_no_alpha(pair, qapp, qtbot):

@@ -9,6 +9,7 @@ import pytest
 from PySide6.QtCore import QElapsedTimer, Qt, QTimer
 
 from desktop_app.chat.history import HistoryStore
+from desktop_app.engine.events import GenerationStats
 from desktop_app.ui.main_window import MainWindow
 from desktop_app.ui.worker import GenerateRequest
 
@@ -193,6 +194,9 @@ def test_the_model_bars_cancel_stops_a_running_load(qtbot, window, test_model_pa
 def test_send_streams_a_reply_into_the_view_and_the_database(qtbot, loaded):
     w = loaded
     assert w.stack.currentWidget() is w.chat
+    # plain decoding's rate, from the target's pass timed at load in the engine process, is what the
+    # panel compares a reply with until it times plain steps of its own
+    assert w.loaded.plain_step_s > 0 and w.spec_panel._plain_known == pytest.approx(1 / w.loaded.plain_step_s)
     tokens = []
     w.worker.token.connect(tokens.append)         # runs on the worker thread; a list append is safe
     type_and_send(qtbot, w, "Write a Python function that adds two numbers.")
@@ -210,6 +214,7 @@ def test_send_streams_a_reply_into_the_view_and_the_database(qtbot, loaded):
     assert w.sidebar.list.count() == 1 and w.sidebar.list.item(0).text().startswith("Write a Python function")
     # the speculation panel saw the rounds
     assert "tok/s" in w.spec_panel.labels["speed"].text()
+    assert w.spec_panel._plain_known == pytest.approx(GenerationStats.from_json(db[-1].stats).plain_tokens_per_s)
     assert w.spec_panel.strip.round_model.rowCount() >= 3
     # 48 tokens (Max tokens) are too few for this answer: the reply says it was cut off beside its name
     assert db[-1].stats["stop_reason"] == "max_tokens" and db[-1].stats["n_tokens"] == 48

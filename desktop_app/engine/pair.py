@@ -112,6 +112,12 @@ class ModelPair:
                 pass
 
     @property
+    def plain_step_s(self) -> float:
+        """Seconds of one single-token target pass, as timed at load (0.0: not timed): what plain
+        decoding's rate is estimated from before a reply times any plain step of its own."""
+        return self.decoder.costs.verify_s.get(1, 0.0)
+
+    @property
     def n_ctx(self) -> int:
         return self.target_ctx.n_ctx
 

@@ -68,6 +68,7 @@ def rolling_rate(times: Sequence[float], origin: float, min_tokens: int = 16, mi
 
 SPEED_TITLE = "Tokens/s over time (s)"
 PLAIN_ESTIMATE_MIN = 3       # plain rounds before the chart and the panel estimate plain's rate mid-reply
+PLAIN_SO_FAR, PLAIN_EARLIER = "plain ≈", "plain (earlier)"   # plain_rate's labels of its estimates
 
 
 def label_backing(bg: QColor) -> QColor:
@@ -205,10 +206,12 @@ class LiveCharts(QWidget):
         self._redraw()
 
     # -- the API
-    def begin(self) -> None:
-        """A reply starts: the charts empty and follow it."""
+    def begin(self, earlier_plain: float | None = None) -> None:
+        """A reply starts: the charts empty and follow it. `earlier_plain`: plain decoding's rate as
+        known before it (plain_rate)."""
         self._timer.stop()
         self._reset()
+        self._earlier_plain = earlier_plain
         self._redraw()
 
     def add_round(self, r: RoundEvent) -> None:
@@ -236,15 +239,17 @@ class LiveCharts(QWidget):
         """Data has come that the plots do not show yet (drawn on the timer, or when shown)."""
         return self._timer.isActive() or self._dirty
 
-    def show_stored(self, rounds: Sequence[RoundEvent | Mapping] | None, stats: GenerationStats | Mapping | None) -> None:
+    def show_stored(self, rounds: Sequence[RoundEvent | Mapping] | None, stats: GenerationStats | Mapping | None,
+                    earlier_plain: float | None = None) -> None:
         """A stored reply: its rounds (RoundEvents, or the history's records) and its stats, shown as
         they were live: its tokens' times are the ends of the rounds that emitted them, counted from the
-        first round's start."""
+        first round's start. (`earlier_plain`: a running reply's, shown again: as begin's.)"""
         self._timer.stop()
         self._reset()
         for r in rounds_from(rounds):
             self._add(r)
         self._stats = stats_from(stats)
+        self._earlier_plain = earlier_plain
         self._redraw()
 
     def clear(self) -> None:
@@ -281,14 +286,18 @@ class LiveCharts(QWidget):
 
     def plain_rate(self) -> tuple[float | None, str]:
         """The plain-decoding reference: stats.plain_tokens_per_s once the reply ended, before that an
-        estimate from the single-token passes of its plain rounds, once there are PLAIN_ESTIMATE_MIN
-        (else None)."""
+        estimate from the single-token passes of its plain rounds, once there are PLAIN_ESTIMATE_MIN,
+        else the rate known before the reply (begin's `earlier_plain`: a reply that drafts in every
+        round, as a fixed draft model does, showed no comparison until its end, though slower than plain
+        decoding all along: a new user's try), else None."""
         if self._stats is not None:
             rate = self._stats.plain_tokens_per_s
             return rate, "plain" if rate else ""
         plain = [r.t_verify_s for r in self._rounds if not r.gamma and r.t_verify_s > 0]
         if len(plain) >= PLAIN_ESTIMATE_MIN:
-            return len(plain) / sum(plain), "plain ≈"
+            return len(plain) / sum(plain), PLAIN_SO_FAR
+        if self._earlier_plain:
+            return self._earlier_plain, PLAIN_EARLIER
         return None, ""
 
     # -- drawing
@@ -297,6 +306,7 @@ class LiveCharts(QWidget):
         self._times: list[float] = []                  # each token's time: the end of its round, in seconds
         self._clock = 0.0                               # from the first round's start (the engine's clock)
         self._stats: GenerationStats | None = None
+        self._earlier_plain: float | None = None
 
     def _schedule(self) -> None:
         if not self._timer.isActive():

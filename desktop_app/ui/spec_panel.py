@@ -17,7 +17,7 @@ from desktop_app.engine.events import GenerationStats, RoundEvent
 from desktop_app.engine.explain import ALPHA_TIP, explain, measured_text, predicted_text, rate_text
 from desktop_app.engine.metrics import StatsRecorder
 from desktop_app.remote.rounds import DRAFTER as SERVER_DRAFTER
-from desktop_app.ui.charts import LiveCharts
+from desktop_app.ui.charts import PLAIN_EARLIER, PLAIN_SO_FAR, LiveCharts
 from desktop_app.ui.pay_curve import PayCurve
 from desktop_app.ui.round_strip import Colours, RoundStrip
 
@@ -192,6 +192,8 @@ class SpecPanel(QWidget):
         self._shown: tuple | None = None   # the header's reply: ("live",) or ("stored", conversation,
                                            # title, created_at, number); None: none
         self._live_stats: GenerationStats | None = None
+        self._plain_known: float | None = None   # plain decoding's rate with the loaded pair, as last known
+        self._live_plain: float | None = None    # ... when the live reply began (LiveCharts.plain_rate)
         self._round_s = 0.0           # the live reply's rounds: seconds, on the engine's clock (as the
         self._round_tokens = 0        # chart's), and the tokens they emitted
         self._first_token_at: float | None = None    # when tokens reached the panel: the live speed of a
@@ -265,7 +267,8 @@ class SpecPanel(QWidget):
         self._recorder = StatsRecorder(0, 0)
         self._streaming = self._attached = True
         self.strip.clear()
-        self.charts.begin()
+        self._live_plain = self._plain_known
+        self.charts.begin(self._live_plain)
         self.pay.waiting()
         self._shown = ("live",)
         self._show_header()
@@ -279,7 +282,7 @@ class SpecPanel(QWidget):
         self._attached = True
         self._pending = []
         self.strip.set_rounds(self._live_rounds)
-        self.charts.show_stored(self._live_rounds, None)
+        self.charts.show_stored(self._live_rounds, None, self._live_plain)
         self.pay.waiting()
         self._shown = ("live",)
         self._show_header()
@@ -315,8 +318,9 @@ class SpecPanel(QWidget):
             speed = self._round_tokens / self._round_s
             self.labels["speed"].setText(rate_text(speed))
             plain, label = self.charts.plain_rate()         # (its estimate until the reply ends, as the chart's)
-            if plain and label == "plain ≈":
-                self.labels["vs_plain"].setText(f"≈ {speed / plain:.2f}× (plain ≈ {rate_text(plain)}, so far)")
+            if plain and label in (PLAIN_SO_FAR, PLAIN_EARLIER):
+                when = "so far" if label == PLAIN_SO_FAR else "earlier"
+                self.labels["vs_plain"].setText(f"≈ {speed / plain:.2f}× (plain ≈ {rate_text(plain)}, {when})")
         elif self._first_token_at is not None and self._n_tokens > 1 and self._last_token_at > self._first_token_at:
             elapsed = self._last_token_at - self._first_token_at   # (no rounds yet: as the tokens came)
             self.labels["speed"].setText(rate_text((self._n_tokens - 1) / elapsed))
@@ -330,11 +334,19 @@ class SpecPanel(QWidget):
             for key in ("c", "predicted"):       # (they rest on the engine's costs, which come with the end;
                 self.labels[key].setText("–" if remote else "at the reply's end")   # "–" read as unmeasured)
 
+    def set_plain_rate(self, rate: float | None) -> None:
+        """Plain decoding's rate with the pair just loaded (from its single-token pass timed at load;
+        None: not known), which later replies' measurements replace: what a reply compares itself with
+        until it times plain steps of its own."""
+        self._plain_known = rate or None
+
     def finish(self, stats: GenerationStats) -> None:
         self._flush()
         self._timer.stop()
         self._streaming = False
         self._live_stats = stats
+        if stats.plain_tokens_per_s and not stats.remote:
+            self._plain_known = stats.plain_tokens_per_s
         if self._attached:
             self._show_header()
             self.charts.finish(stats)

@@ -146,6 +146,7 @@ class ModelsMixin:
                                        + (f" Note: {info.template_note}." if info.template_note else ""))
             self.spec_bar.set_remote(None)
         self.settings_panel.template_note.setText(info.template_note)
+        self.spec_panel.set_plain_rate(1.0 / info.plain_step_s if info.plain_step_s > 0 else None)
         self.spec_bar.set_draft_available(bool(info.draft))
         self._end_load(ok=True)                          # (a message that waited is sent: before the notices)
         self._say(" ".join(n for n in (info.notice, unsaved) if n))

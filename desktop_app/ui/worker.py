@@ -48,6 +48,7 @@ class LoadedPair:
     notice: str = ""               # a decision the engine made for the user, to tell once
     settings: dict | None = None   # the loading settings of the request (LoadRequest.settings)
     server: object = None          # remote.server.ServerInfo when the models run in a llama-server
+    plain_step_s: float = 0.0      # one single-token target pass as timed at load (ModelPair.plain_step_s)
 
 
 CANCELLED_LOAD = "Loading was cancelled."           # the model bar's Cancel, as the window shows it
@@ -201,7 +202,7 @@ class EngineWorker(QObject):
             self.busyChanged.emit(False)
         self.pair, self.session = pair, session
         self.loaded.emit(LoadedPair(request.target, request.draft, session.template.note, pair.n_ctx, pair.notice,
-                                    request.settings))
+                                    request.settings, plain_step_s=pair.plain_step_s))
 
     def _load_failed(self, message: str, released: bool) -> None:
         """Say that a load did not happen and, when it let the models loaded before go, that they went."""

@@ -309,6 +309,7 @@ class RemotePair:
         self.draft = RemoteModel(engine, info.draft) if info.draft else None
         self.n_ctx = info.n_ctx
         self.notice = info.notice
+        self.plain_step_s = info.plain_step_s
         self.last_transfer: P.Transfer | None = None      # what streaming the last reply cost the engine
 
     def generate(self, prompt: Sequence[int], sampling: SamplingParams, controls: Controls | None = None,

@@ -145,7 +145,7 @@ class Host:
             old.close()
         repack = getattr(pair, "repack", None)
         return P.PairInfo(_model_info(pair.target), _model_info(pair.draft) if pair.draft else None,
-                          pair.n_ctx, getattr(repack, "notice", "") or "")
+                          pair.n_ctx, getattr(repack, "notice", "") or "", pair.plain_step_s)
 
     def generate(self, message: P.Generate) -> P.Transfer:
         """Stream the engine's events in whole rounds (a round, its tokens, the finish if it ended the

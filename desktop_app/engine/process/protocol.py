@@ -116,6 +116,7 @@ class PairInfo:
     draft: ModelInfo | None
     n_ctx: int
     notice: str = ""               # something the user should be told once (a decision made for them)
+    plain_step_s: float = 0.0      # ModelPair.plain_step_s
 
 
 @dataclass(frozen=True)

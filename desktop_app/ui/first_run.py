@@ -8,8 +8,8 @@ import os
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
-INTRO = ("Tandem chats with a model on this machine and speeds it up with a small draft model, showing every "
-         "round.")
+INTRO = ("Tandem chats with a model on this machine and tries to speed it up with a small draft model or by "
+         "copying earlier text, showing every round and whether it pays here.")
 FETCH_TOO = ("Or fetch the demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft, 1.6 GB, fetched once — or "
              "choose other GGUF files.")
 FETCH = (" Start with the demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft, 1.6 GB, fetched once — or choose "

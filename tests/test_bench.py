@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections import Counter
+import dataclasses
 import json
 import re
 import statistics
@@ -78,6 +79,11 @@ def test_summary_medians_and_ratio_ranges():
     assert (spec_row.speedup_min, spec_row.speedup_max) == (1.0, 2.0)
     md = to_markdown([plain_row, spec_row], {"repeats": 3, "n_tokens": 10})
     assert "| a | lookup γ=4 | 15.0 |" in md and "1.50 (1.00–2.00)" in md
+    # copies take no draft step: their c reads "none", as the panel and `generate -h` say (it read 0.00)
+    copies = dataclasses.replace(spec_row, c=0.0)
+    model = dataclasses.replace(spec_row, setting="model γ=4", drafter="model", c=0.52)
+    md = to_markdown([plain_row, copies, model], {"repeats": 3, "n_tokens": 10})
+    assert "| none | 1.50 (1.00–2.00) |" in md and "| 0.52 | 1.50 (1.00–2.00) |" in md
 
 
 def test_auto_is_reported_against_the_best_fixed_setting_of_each_prompt():

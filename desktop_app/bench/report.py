@@ -149,7 +149,7 @@ def to_markdown(rows: list[Row], meta: dict) -> str:
         split = "– | –" if r.drafter == "server" else f"{r.draft_s:.2f} | {r.verify_s:.2f}"   # a server sends none
         lines.append(f"| {r.prompt} | {r.setting} | {r.tokens_per_s:.1f} | {1000 * r.ttft_s:.0f} | {_fmt(r.alpha)} | "
                      f"{_fmt(r.acceptance_rate, '.0%')} | {_fmt(r.mean_accepted)} | {split} | "
-                     f"{_fmt(r.c)} | {speed} | {predicted} |")
+                     f"{'none' if r.c == 0 else _fmt(r.c)} | {speed} | {predicted} |")   # (0: copies, no step)
     if meta.get("server"):
         lines += ["", f"llama-server: {meta['server']}. Its tokens per second are the server's own count (network "
                       "and its first token excluded); its speed-up is that over the local plain runs beside it, so on "

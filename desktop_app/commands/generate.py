@@ -253,7 +253,7 @@ def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | N
     """The reply's numbers on stderr: how fast, what was kept, its rounds (for auto, counted by
     drafter), and the seed where sampling drew on one (with --samples, said before the reply)."""
     from desktop_app.counts import count
-    from desktop_app.engine.explain import rate_text
+    from desktop_app.engine.explain import rate_text, unused_draft
 
     s = finish.stats
     head = f"[sample {k + 1}/{n}] " if n > 1 else ""
@@ -278,6 +278,8 @@ def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | N
         counts = Counter(r.drafter for r in rounds)      # ("none" where a round drafted nothing)
         parts.append("auto's rounds: " + ", ".join(f"{counts[d]} {names.get(d, d)}" for d in ("model", "lookup", "none")
                                                    if d in counts))
+        if unused_draft(s):                              # (the window's sentence says why: so does this line)
+            parts.append(unused_draft(s).rstrip("."))
     elif s.n_drafted:
         parts.append(f"rounds: {s.n_rounds - s.n_plain_rounds} drafted, {s.n_plain_rounds} plain")
     if s.measured_speedup is not None:

@@ -78,18 +78,23 @@ def verdict(stats: GenerationStats) -> str:
 
 def explain(stats: GenerationStats) -> str:
     """The panel's sentence on one reply: what was kept, and why it paid or did not."""
-    text = _explain(stats)
+    unused = unused_draft(stats)
+    return f"{_explain(stats)} {unused}" if unused else _explain(stats)
+
+
+def unused_draft(stats: GenerationStats) -> str:
+    """Why auto left a loaded draft model unused in this reply ("" where it used it, or none was
+    loaded): the panel's sentence ends with it, and `tandem generate --auto` prints it."""
     c = stats.unused_draft_c
-    if c is not None and stats.n_tokens:
-        if stats.n_rounds <= FIRST_PROBE:            # (AutoPolicy.begin: first weighed in round FIRST_PROBE + 1)
-            text += (f" Auto did not draft with the draft model: it tries it only after a reply's first "
-                     f"{FIRST_PROBE} rounds, and this one had {stats.n_rounds}.")
-        else:
-            text += (f" Auto did not draft with the draft model: a step of it would cost {c:.2f} of a target pass "
-                     "here, and with that and the cost of catching it up on the text, no round with it was "
-                     "predicted to beat " + ("plain decoding." if not stats.n_drafted
-                                             else "plain steps and copies of earlier text."))
-    return text
+    if c is None or not stats.n_tokens:
+        return ""
+    if stats.n_rounds <= FIRST_PROBE:            # (AutoPolicy.begin: first weighed in round FIRST_PROBE + 1)
+        return (f"Auto did not draft with the draft model: it tries it only after a reply's first "
+                f"{FIRST_PROBE} rounds, and this one had {stats.n_rounds}.")
+    return (f"Auto did not draft with the draft model: a step of it would cost {c:.2f} of a target pass "
+            "here, and with that and the cost of catching it up on the text, no round with it was "
+            "predicted to beat " + ("plain decoding." if not stats.n_drafted
+                                    else "plain steps and copies of earlier text."))
 
 
 def _explain(stats: GenerationStats) -> str:

@@ -229,7 +229,7 @@ def test_a_reply_that_drafts_in_every_round_compares_itself_with_plain_as_known_
     panel.set_plain_rate(20.0)                                            # a pair loaded, its pass timed
     assert live() == f"≈ {speed / 20.0:.2f}× (plain ≈ 20.0 tok/s, earlier)"
     assert panel.charts.plain_line.isVisible() and panel.charts.plain_line.value() == 20.0
-    assert panel.charts.speed_title.text() == "Tokens/s; dashed: plain (earlier) 20.0"
+    assert panel.charts.speed_title.text() == "Tokens/s; dashed: plain ≈ 20.0"      # (one line)
     panel.finish(stats)                                                   # a reply measured it since
     known = stats.plain_tokens_per_s
     assert live() == f"≈ {speed / known:.2f}× (plain ≈ {rate_text(known)}, earlier)"

@@ -338,6 +338,7 @@ class LiveCharts(QWidget):
         self.speed_curve.setData(xs, ys)
         rate, label = self.plain_rate()
         self.plain_line.setVisible(rate is not None)
+        label = PLAIN_SO_FAR if label == PLAIN_EARLIER else label    # (the title has one line: the panel's row says when)
         self.speed_title.setText(SPEED_TITLE if rate is None else f"Tokens/s; dashed: {label} {rate_number(rate)}")
         if rate is not None:
             self.plain_line.setValue(rate)

@@ -107,7 +107,7 @@ def test_generate_auto_says_what_it_chose(test_model_path, q2k_draft_path):
     counts = [int(n) for n in re.findall(r"\d+", said.group(2))]
     assert 1 <= sum(counts) <= int(said.group(1)) + 1   # every round adds a token (the last may add only the end)
     # a draft model left unused is explained, as in the window (it printed the counts alone: a new user's try)
-    assert ("; Auto did not draft with the draft model: " in out.stderr) != ("draft model" in said.group(2)), out.stderr
+    assert ("; auto did not draft with the draft model: " in out.stderr) != ("draft model" in said.group(2)), out.stderr
 
 
 def test_generate_text_summary_names_the_seed_and_adds_up(test_model_path, q2k_draft_path):

@@ -317,3 +317,10 @@ def test_a_plain_reply_that_looked_for_drafts_quotes_its_own_rate_beside_plain_d
     plain = dataclasses.replace(looked, t_draft_s=0.0, tokens_per_s=48 / (49 * 0.046 + 0.1))
     assert rate_text(plain.tokens_per_s) == rate_text(plain.plain_tokens_per_s)
     assert "Looking for drafts" not in explain(plain) and explain(plain).endswith("20.4 tok/s.")
+    # plain decoding's few µs a round outside its passes, where its two rates fall either side of a
+    # rounding step: no sentence ("took 0 ms more, so this reply ran at 21.2 tok/s, 1.00× plain", a review)
+    step = (48 / 21.2501 - 0.1) / 49                  # plain's rate 21.2501 (21.3), the reply's 21.2483 (21.2)
+    tiny = dataclasses.replace(plain, t_verify_s=49 * step, t_target_step_s=step, t_draft_s=0.0002,
+                               tokens_per_s=48 / (49 * step + 0.1002))
+    assert rate_text(tiny.tokens_per_s) != rate_text(tiny.plain_tokens_per_s)
+    assert "Looking for drafts" not in explain(tiny)

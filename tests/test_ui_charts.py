@@ -232,6 +232,13 @@ def test_a_reply_that_drafts_in_every_round_compares_itself_with_plain_as_known_
     assert panel.charts.speed_title.text() == "Tokens/s; dashed: plain ≈ 20.0"      # (one line)
     panel.finish(stats)                                                   # a reply measured it since
     known = stats.plain_tokens_per_s
+    # but not a stopped reply, one of a round or two, nor a llama-server's (measured elsewhere)
+    for other in (dataclasses.replace(stats, stop_reason="cancelled", t_target_step_s=2 * stats.t_target_step_s),
+                  dataclasses.replace(stats, n_rounds=PLAIN_ESTIMATE_MIN - 1, t_target_step_s=2 * stats.t_target_step_s),
+                  dataclasses.replace(stats, remote="llama-server", t_target_step_s=2 * stats.t_target_step_s)):
+        assert other.plain_tokens_per_s != pytest.approx(known)
+        panel.begin("test")
+        panel.finish(other)
     assert live() == f"≈ {speed / known:.2f}× (plain ≈ {rate_text(known)}, earlier)"
     panel.show_stored([r.to_record() for r in drafting], None, 1, "stored", 0.0, 1)   # not a stored reply's:
     assert not panel.charts.plain_line.isVisible()                        # that ran elsewhere, perhaps

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QStyle, QSt
 from desktop_app import models
 from desktop_app.engine.events import GenerationStats
 from desktop_app.ui.main_window import CENTER, PANEL, SIDEBAR, MainWindow
+from desktop_app.ui.window_layout import MIN_CHAT_WIDTH
 
 TIMEOUT_MS = 120_000
 SMALL = (1000, 700)
@@ -344,3 +345,19 @@ def test_the_pairs_menu_lists_the_demo_pair_once_and_choosing_a_file_starts_in_t
     w.model_bar.target.clear()
     w.model_bar.browse_target()                     # none chosen: where fetched models go
     assert started[-1] == str(tmp_path)
+
+
+def test_a_folded_sides_kept_width_never_squeezes_the_chat_nor_stops_the_window(qtbot, tmp_path, close_all):
+    """Widths kept in the settings come from another window or screen, or a hand's edit: one wider than
+    the window leaves the chat MIN_CHAT_WIDTH when unfolded (it was squeezed to its least), and what is
+    not a width ("²" passed isdigit and stopped the window opening) is left out (a review)."""
+    w = open_window(qtbot, tmp_path, settings={"window": {"folded": "conversations panel",
+                                                          "widths": "conversations:900 panel:² junk :5"}})
+    close_all.append(w)
+    assert not w.side_shown(SIDEBAR) and not w.side_shown(PANEL)
+    w.sidebar_action.trigger()
+    w.panel_action.trigger()
+    QApplication.processEvents()
+    sizes = w.splitter.sizes()
+    assert sizes[CENTER] >= MIN_CHAT_WIDTH and sizes[SIDEBAR] >= w.sidebar.minimumSizeHint().width()
+    assert sizes[PANEL] >= w.tabs.minimumWidth(), sizes

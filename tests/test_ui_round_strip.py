@@ -2,9 +2,12 @@
 on the real SmolLM2 pair (pytest-qt, offscreen)."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from PySide6.QtCore import QPoint, Qt
 
+from desktop_app.engine.auto_policy import FIRST_PROBE
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenKind
 from desktop_app.engine.explain import explain, measured_text, predicted_text, rate_text
 from desktop_app.ui.main_window import MainWindow
@@ -201,6 +204,8 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
     unused = slow_stats(n_drafted=0, n_accepted=0, t_draft_s=0.0, n_rounds=20, unused_draft_c=1.73)
     panel.show_stats(unused)
     assert L["c"].shown_text() == "1.73 (not drafted)" and "would cost 1.73 of a target pass" in panel.verdict.text()
+    panel.show_stats(dataclasses.replace(unused, n_rounds=FIRST_PROBE))   # a reply too short for auto to weigh it
+    assert L["c"].text() == "–" and "tries it only after a reply's first" in panel.verdict.text()
     # slower than plain: the verdict says it loses, with the same number as the grid
     s = slow_stats(tokens_per_s=0.3, t_verify_s=14 / 0.3 - 1.0)   # all of it in rounds: plain stays 0.5 tok/s
     panel.show_stats(s)

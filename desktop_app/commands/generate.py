@@ -278,8 +278,9 @@ def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | N
         counts = Counter(r.drafter for r in rounds)      # ("none" where a round drafted nothing)
         parts.append("auto's rounds: " + ", ".join(f"{counts[d]} {names.get(d, d)}" for d in ("model", "lookup", "none")
                                                    if d in counts))
-        if unused_draft(s):                              # (the window's sentence says why: so does this line)
-            parts.append(unused_draft(s).rstrip("."))
+        why = unused_draft(s)                            # (the window's sentence says why: so does this line)
+        if why:
+            parts.append(why[0].lower() + why[1:].rstrip("."))
     elif s.n_drafted:
         parts.append(f"rounds: {s.n_rounds - s.n_plain_rounds} drafted, {s.n_plain_rounds} plain")
     if s.measured_speedup is not None:

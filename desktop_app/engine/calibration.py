@@ -19,7 +19,8 @@ RETIME_PER_LOAD = 2         # sizes timed again at each load once every size has
 def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.Context | None = None,
               steps: int = 5, verify_sizes: tuple[int, ...] = VERIFY_SIZES,
               remembered: Remembered | None = None) -> dict[int, float]:
-    """Single-token passes of the target and the draft (the median of `steps` warm passes) and the
+    """Single-token passes of the target (the median of `steps` warm passes) and of the draft (a ratio to
+    the target's: _draft_step_ratio; the median of its own as a fallback), the
     target's passes over each verify batch size, logits read at every position as a verify pass reads
     them, and a prompt pass of PREFILL_TOKENS through each (what auto's lazy catch-up will cost).
     Sizes on both sides of powers of two are timed, not interpolated: kernels work in tiles, and a

@@ -108,11 +108,13 @@ def _explain(stats: GenerationStats) -> str:
             eos = " and the pass that ended the reply" if stats.stop_reason == StopReason.EOS.value else ""
             text = (f"Plain decoding: {count(stats.n_tokens, 'token')} at {1000 * stats.t_target_step_s:.0f} ms "
                     f"per target pass; counting the time between passes{eos}, {rate_text(plain)}.")
-            if rate_text(stats.tokens_per_s) != rate_text(plain):
+            if m is not None and m < 0.995 and rate_text(stats.tokens_per_s) != rate_text(plain):
                 # (auto's choosing, or a lookup that found nothing, took time plain decoding does not:
-                # the reply's own rate, which the panel's Speed shows, then reads lower than plain's)
+                # the reply's own rate, which the panel's Speed shows, then reads lower than plain's.
+                # Plain decoding's own few µs a round never reach 0.99×.)
                 extra = stats.t_draft_s + stats.t_catch_up_s
-                took = f"{1000 * extra:.0f} ms" if extra < 1 else f"{extra:.2f} s"
+                took = f"{extra:.2f} s" if extra >= 1 else f"{1000 * extra:.0f} ms" if extra >= 0.01 \
+                    else f"{1000 * extra:.1f} ms"
                 text += (f" Looking for drafts took {took} more, so this reply ran at "
                          f"{rate_text(stats.tokens_per_s)}, {m:.2f}× plain.")
             return text

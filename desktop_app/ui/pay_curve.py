@@ -166,7 +166,8 @@ class PayCurve(QWidget):
         y_max = self._top * headroom
         self.plot.setYRange(0, y_max, padding=0)
         lo, hi = self.gammas[0] - 0.5, self.gammas[-1] + 0.5              # the x range shown
-        self.reply_label.setPos(lo + LABEL_INSET * (hi - lo) / max(view.width(), 1.0), y_max)   # (it touched the axis)
+        inset = LABEL_INSET * (hi - lo) / view.width() if view.width() > 0 else 0.0   # (before its first layout: none)
+        self.reply_label.setPos(lo + inset, y_max)                      # (it touched the axis)
         self._place_plain_label(y_max, height, view.width())
 
     def _place_plain_label(self, y_max: float, height: float, width: float) -> None:

@@ -13,11 +13,12 @@ from PySide6.QtWidgets import (QGridLayout, QGroupBox, QLabel, QSizePolicy, QSpl
                                QWidget)
 
 from desktop_app.counts import count
-from desktop_app.engine.events import GenerationStats, RoundEvent
+from desktop_app.engine.auto_policy import FIRST_PROBE
+from desktop_app.engine.events import GenerationStats, RoundEvent, StopReason
 from desktop_app.engine.explain import ALPHA_TIP, explain, measured_text, predicted_text, rate_text
 from desktop_app.engine.metrics import StatsRecorder
 from desktop_app.remote.rounds import DRAFTER as SERVER_DRAFTER
-from desktop_app.ui.charts import PLAIN_EARLIER, PLAIN_SO_FAR, LiveCharts
+from desktop_app.ui.charts import PLAIN_EARLIER, PLAIN_ESTIMATE_MIN, PLAIN_SO_FAR, LiveCharts
 from desktop_app.ui.pay_curve import PayCurve
 from desktop_app.ui.round_strip import Colours, RoundStrip
 
@@ -345,7 +346,8 @@ class SpecPanel(QWidget):
         self._timer.stop()
         self._streaming = False
         self._live_stats = stats
-        if stats.plain_tokens_per_s and not stats.remote:
+        if stats.plain_tokens_per_s and not stats.remote and stats.n_rounds >= PLAIN_ESTIMATE_MIN \
+                and stats.stop_reason != StopReason.CANCELLED.value:   # (a reply of a round or two: mostly noise)
             self._plain_known = stats.plain_tokens_per_s
         if self._attached:
             self._show_header()
@@ -397,8 +399,8 @@ class SpecPanel(QWidget):
         else:
             for key in ("accepted", "alpha", "per_round", "c", "predicted"):
                 L[key].setText("–")
-            if s.unused_draft_c is not None:         # (the price auto weighed it at, which the sentence quotes)
-                L["c"].setText(f"{s.unused_draft_c:.2f} (not drafted)")
+            if s.unused_draft_c is not None and s.n_rounds > FIRST_PROBE:   # (the price auto weighed it at,
+                L["c"].setText(f"{s.unused_draft_c:.2f} (not drafted)")       # which the sentence quotes)
             self._show_split(s)                  # (a plain reply's time is the target's: "–" beside the chart
                                                  # showing it read as a failure to measure, a new user's try)
         self.verdict.setText(explain(s))

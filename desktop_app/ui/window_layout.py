@@ -145,7 +145,10 @@ class LayoutMixin:
             self._default_layout = False
             widget = self.splitter.widget(index)
             if show:
-                width = self._side_widths.get(index) or self._default_sizes(self.width())[index]
+                default = self._default_sizes(self.width())[index]
+                width = self._side_widths.get(index) or default
+                if sizes[CENTER] - width < MIN_CHAT_WIDTH:   # a width kept from a wider window or screen (it
+                    width = min(width, default)             # squeezed the chat to its least): the default
                 width = max(width, widget.minimumSizeHint().width())
                 widget.show()
                 sizes[index], sizes[CENTER] = width, max(sizes[CENTER] - width, 1)
@@ -238,8 +241,9 @@ class LayoutMixin:
                 self.show_side(index, False)
                 self.splitter.widget(index).hide()     # (restored at size 0: show_side had nothing to fold)
         names = {name: index for index, name in SIDE_NAMES.items()}
-        for item in window.get("widths", "").split():  # "conversations:240 panel:380"
-            name, _, width = item.partition(":")
-            if name in names and width.isdigit() and int(width) > 0 and names[name] in folded:
+        for item in window.get("widths", "").split():  # "conversations:240 panel:380" (a hand-edited one may
+            name, _, width = item.partition(":")         # hold anything: what is not a width is left out)
+            if name in names and width.isascii() and width.isdigit() and 0 < int(width) <= 10_000 \
+                    and names[name] in folded:
                 self._side_widths[names[name]] = int(width)
         self._sync_layout_actions()

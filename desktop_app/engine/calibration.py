@@ -26,8 +26,8 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
     Sizes on both sides of powers of two are timed, not interpolated: kernels work in tiles, and a
     batch of 16 can cost less than one of 15. Each size is timed as a ratio to a single-token pass
     timed beside it (_time_verify_batches), so that a machine that gets busier or idler during the
-    load moves both alike; a draft step likewise, against target passes taken in turn with it
-    (_draft_step_ratio).
+    load moves both alike; a draft step and a token of the draft's prompt pass likewise, against target
+    passes taken in turn with them (_draft_step_ratio, _draft_prefill_ratio).
     `remembered`: earlier loads' timings on this machine (calibration_store), each a ratio to the
     single-token passes timed beside it. One warm timing scatters by 10-40 % on a shared machine, so a
     size is priced at the median of its last KEEP timings, times this load's single-token pass, and only the
@@ -68,7 +68,37 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
         ratio = _draft_step_ratio(target_ctx, draft_ctx, steps)
         if ratio is not None:
             costs.draft_step_s["model"] = ratio * single
+        per_token = _draft_prefill_ratio(target_ctx, draft_ctx)
+        if per_token is not None:
+            costs.prefill_s["model"] = per_token * single
     return timed
+
+
+def _draft_prefill_ratio(target_ctx: backend.Context, draft_ctx: backend.Context, passes: int = 2) -> float | None:
+    """A token of the draft's prompt pass (auto's catch-up) in single-token target passes: the faster of
+    `passes` draft passes over PREFILL_TOKENS, per token, over the faster of as many target passes taken
+    in turn with them, as _draft_step_ratio does for a step. None: no room for a prompt pass."""
+    for ctx in (target_ctx, draft_ctx):
+        ctx.clear()
+        ctx.eval([ctx.model.bos if ctx.model.bos >= 0 else 0], logits="last")
+    n = min(PREFILL_TOKENS, draft_ctx.n_ctx - 1)
+    singles, prefills = [], []
+    if n >= 8 and target_ctx.n_ctx > 1:
+        start = draft_ctx.tokens[0]
+        for _ in range(passes):
+            token = int(np.argmax(target_ctx.logits(-1)))
+            t0 = time.perf_counter()
+            target_ctx.eval([token], logits="last")
+            int(np.argmax(target_ctx.logits(-1)))
+            singles.append(time.perf_counter() - t0)
+            target_ctx.truncate(1)
+            t0 = time.perf_counter()
+            draft_ctx.eval([start] * n, logits="none")
+            prefills.append(time.perf_counter() - t0)
+            draft_ctx.truncate(1)
+    for ctx in (target_ctx, draft_ctx):
+        ctx.clear()
+    return min(prefills) / n / min(singles) if singles and min(singles) > 0 else None
 
 
 def _draft_step_ratio(target_ctx: backend.Context, draft_ctx: backend.Context, steps: int) -> float | None:

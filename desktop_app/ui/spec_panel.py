@@ -58,12 +58,15 @@ class StatLabel(QWidget):
     """A value in the grid: one line, never wrapped; when too narrow, its last parts (a parenthesis, or
     what follows a "/") are left out, shown as "(…)" or "/ …", so a number is never cut or parted from
     its unit (a first part wider than the label alone ends in "…"); the full text is in the tooltip.
+    A value may come with a compact form (setText's `compact`), shown before any part is left out: the
+    plain rate a "× plain" is over, which "0.73× (…)" hid in a 1000-px window (a new user's try).
     Its size never depends on its text, so a new value repaints the label alone (a QLabel would ask
     the whole panel to lay itself out again, several times a second)."""
 
     def __init__(self, text: str = "–", parent=None):
         super().__init__(parent)
         self._text = text
+        self._compact = ""
         self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
 
     def text(self) -> str:
@@ -79,8 +82,9 @@ class StatLabel(QWidget):
         """What fits in the label's width: the text, or its first parts and "(…)" or "/ …"."""
         text, width = self._text, self.contentsRect().width()
         fm = self.fontMetrics()
-        if fm.horizontalAdvance(text) <= width:
-            return text
+        for shown in (text, self._compact):
+            if shown and fm.horizontalAdvance(shown) <= width:
+                return shown
         parts = _BREAKS.split(text)             # a number keeps its unit: parts end before "(" or "/ "
         while len(parts) > 1:
             dropped = parts.pop()
@@ -90,9 +94,10 @@ class StatLabel(QWidget):
                 return shown
         return fm.elidedText(parts[0], Qt.ElideRight, width)     # (a part that does not fit alone ends in "…")
 
-    def setText(self, text: str) -> None:
-        if text != self._text:
-            self._text = text
+    def setText(self, text: str, compact: str = "") -> None:
+        """`compact`: a shorter form of the same value, shown where `text` does not fit ("" for none)."""
+        if (text, compact) != (self._text, self._compact):
+            self._text, self._compact = text, compact
             self.setToolTip(text if text != "–" else "")
             self.update()
 
@@ -321,7 +326,8 @@ class SpecPanel(QWidget):
             plain, label = self.charts.plain_rate()         # (its estimate until the reply ends, as the chart's)
             if plain and label in (PLAIN_SO_FAR, PLAIN_EARLIER):
                 when = "so far" if label == PLAIN_SO_FAR else "earlier"
-                self.labels["vs_plain"].setText(f"≈ {speed / plain:.2f}× (plain ≈ {rate_text(plain)}, {when})")
+                self.labels["vs_plain"].setText(f"≈ {speed / plain:.2f}× (plain ≈ {rate_text(plain)}, {when})",
+                                                f"≈ {speed / plain:.2f}× of {rate_text(plain)}")
         elif self._first_token_at is not None and self._n_tokens > 1 and self._last_token_at > self._first_token_at:
             elapsed = self._last_token_at - self._first_token_at   # (no rounds yet: as the tokens came)
             self.labels["speed"].setText(rate_text((self._n_tokens - 1) / elapsed))
@@ -388,7 +394,8 @@ class SpecPanel(QWidget):
     def show_stats(self, s: GenerationStats) -> None:
         L = self.labels
         L["speed"].setText(rate_text(s.tokens_per_s if s.n_tokens else None))      # (no token: no rate)
-        L["vs_plain"].setText(measured_text(s))
+        m = s.measured_speedup
+        L["vs_plain"].setText(measured_text(s), f"{m:.2f}× of {rate_text(s.plain_tokens_per_s)}" if m else "")
         rounds = f" in {count(s.n_rounds, 'round')}" if s.n_rounds else ""     # (a llama-server's are untimed)
         L["tokens"].setText(f"{s.n_tokens}{rounds} (first after {1000 * s.ttft_s:.0f} ms)")
         if s.n_drafted:

@@ -201,6 +201,18 @@ def test_round_bookkeeping_adds_up(pair):
         assert back.to_json() == r.to_json() and back.kinds == r.kinds and back.drafter == r.drafter
 
 
+def test_plain_decoding_spends_no_time_drafting_and_is_1_00x_plain(pair):
+    """Plain decoding looks for no draft: its rounds' time outside the target's pass is the loop's own,
+    as plain decoding's rate counts it. Counted as drafting, a moment the process waited for a core
+    there made a plain reply read 0.99× plain (a test failed so, beside other work)."""
+    rounds, _, finish = run(pair, prompt_tokens(pair.target), GREEDY, max_tokens=32, enabled=False)
+    assert rounds and all(r.t_draft_s == 0.0 and not r.drafted for r in rounds)
+    assert finish.stats.t_draft_s == 0.0 and finish.stats.measured_speedup == pytest.approx(1.0, abs=1e-9)
+    # auto choosing to decode plainly did look: its choosing is timed as the draft side's
+    rounds, _, finish = run(pair, prompt_tokens(pair.target), GREEDY, max_tokens=32, drafter="lookup", auto=True)
+    assert finish.stats.t_draft_s > 0.0
+
+
 @pytest.mark.network
 def test_the_rounds_times_add_up_to_the_replys_time_with_a_slow_reader(pair):
     """The chart draws tokens per second from the rounds' times, the panel its speed from the reply's.

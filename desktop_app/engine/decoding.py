@@ -54,6 +54,7 @@ class Reply:
     n_round: int = 0
     choice: Choice = PLAIN               # auto mode's choice for the round in progress
     catch_up_s: float = 0.0              # the draft model's catch-up in this round (not drafting time)
+    looked: bool = False                 # this round looked for a draft (a drafter, or auto choosing)
     t_catch_up_s: float = 0.0            # ... and in the whole reply
     stop: Callable[[], bool] = lambda: False   # whether the reply was cancelled (checked inside long passes)
     model_offered: bool = False          # auto mode weighed the draft model in some round
@@ -151,6 +152,8 @@ class SpeculativeDecoder:
             reply.catch_up_s = 0.0
             drafter, proposal = self._propose(reply, controls.settings, sampling, max_tokens)
             t_draft = time.perf_counter() - t_round - reply.catch_up_s   # (a catch-up is a prompt pass: "other" time)
+            if not reply.looked:      # (the loop's own time, as plain decoding's: counted as drafting, a moment
+                t_draft = 0.0         # the process waited for a core made a plain reply read 0.99x plain)
             t_verify = time.perf_counter()
             try:
                 views = self._verify(reply.tokens, proposal.tokens)
@@ -217,7 +220,8 @@ class SpeculativeDecoder:
         room = self.target_ctx.n_ctx - len(reply.tokens)
         left = max_tokens - len(reply.reply)
         gamma_max = min(AUTO_GAMMA_MAX if settings.auto else settings.draft_max, room, left - 1)
-        if drafter.name == "none" or gamma_max <= 0:
+        reply.looked = drafter.name != "none" and gamma_max > 0
+        if not reply.looked:
             reply.choice = PLAIN
             return self.drafters["none"], Proposal()
         if settings.auto:

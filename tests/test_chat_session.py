@@ -147,6 +147,11 @@ def test_full_conversation_offers_to_drop_old_turns(test_model_path, tmp_path):
         prompt_text = small.target.detokenize(chat.prompt_tokens(store.conversation(cid)))
         assert "SYSTEM-RULES" in prompt_text and "Question 0:" not in prompt_text
         assert len(store.messages(cid)) == 26                  # the history keeps every turn
+        # an edit into a message the context cannot hold is refused before it changes the history
+        kept = [(m.role, m.content) for m in store.messages(cid)]
+        with pytest.raises(ContextOverflow) as info:
+            list(chat.edit_last_user_message(cid, "word " * 700, options))
+        assert "shorten the message" in str(info.value) and [(m.role, m.content) for m in store.messages(cid)] == kept
         # one message longer than the context: only a new conversation or a shorter message helps
         huge = store.create_conversation()
         store.add_message(huge, "user", "word " * 700)

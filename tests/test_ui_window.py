@@ -534,6 +534,36 @@ def test_the_last_pair_is_loaded_again(qtbot, tmp_path, test_model_path, q2k_dra
 
 
 @pytest.mark.network
+def test_an_edit_the_context_cannot_hold_leaves_the_conversation_as_it_was(qtbot, loaded):
+    """Edited into a message too long for the context, the last exchange was deleted for good and the
+    new message sat unanswered, with no way on (a new user's try): the edit is checked first, the
+    history and the view keep the exchange, and the edited text stays in the box, still an edit."""
+    w = loaded
+    type_and_send(qtbot, w, "Say hi.")
+    wait_idle(qtbot, w)
+    before = [(m.role, m.content) for m in stored(w)]
+    assert [r for r, _ in before] == ["user", "assistant"]
+    w.edit_last()
+    huge = ("word " * 5000).strip()
+    w.composer.setPlainText(huge)
+    qtbot.keyClick(w.composer, Qt.Key_Return)
+    qtbot.waitUntil(lambda: w.banner.isVisible() and "context holds" in w.banner.label.text() and not w.busy,
+                    timeout=TIMEOUT_MS)
+    assert w.banner.label.text().endswith("Your edited message was not sent: it is still in the box, and the "
+                                          "conversation is as it was.")
+    assert [(m.role, m.content) for m in stored(w)] == before
+    assert [(m.role, m.text) for m in w.chat.messages] == before
+    assert w.composer.toPlainText() == huge and w.editing
+    assert w.banner.buttons[0].text() == "Edit the message"
+    qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)
+    assert w.composer.hasFocus() and w.composer.toPlainText() == huge
+    w.composer.setPlainText("Say hello.")                  # shortened, it goes through as the edit
+    qtbot.keyClick(w.composer, Qt.Key_Return)
+    wait_idle(qtbot, w)
+    after = stored(w)
+    assert [(m.role, m.content) for m in after][:1] == [("user", "Say hello.")] and len(after) == 2
+
+
 def test_full_context_offers_choices_in_the_window(qtbot, loaded):
     w = loaded
     w.settings_panel.max_tokens.setValue(40)
@@ -561,7 +591,7 @@ def test_full_context_offers_choices_in_the_window(qtbot, loaded):
     huge = ("word " * 5000).strip()
     type_and_send(qtbot, w, huge)
     qtbot.waitUntil(lambda: w.banner.isVisible() and "context holds" in w.banner.label.text(), timeout=TIMEOUT_MS)
-    assert w.banner.buttons[0].text() == "Shorten the message"
+    assert w.banner.buttons[0].text() == "Edit the message"
     qtbot.waitUntil(lambda: not w.busy, timeout=TIMEOUT_MS)
     assert len(stored(w, cid)) == 122 and w.composer.toPlainText() == huge
     qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)

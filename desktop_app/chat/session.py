@@ -136,14 +136,25 @@ class ChatSession:
 
     def edit_last_user_message(self, conversation_id: int, text: str, options: GenerationOptions) -> Iterator:
         """Change the last user message, drop what followed it, and answer again."""
-        self.replace_last_user_message(conversation_id, text)
+        self.replace_last_user_message(conversation_id, text, options)
         return self.reply(conversation_id, options)
 
-    def replace_last_user_message(self, conversation_id: int, text: str) -> None:
-        """Store `text` in place of the last user message, dropping what followed it."""
-        last = last_user_message(self.store.messages(conversation_id))
+    def replace_last_user_message(self, conversation_id: int, text: str,
+                                  options: GenerationOptions | None = None) -> None:
+        """Store `text` in place of the last user message, dropping what followed it. With `options`,
+        an edited conversation the context cannot hold raises ContextOverflow first, with the history
+        untouched: edited into one too long, the last exchange was gone for good and the new message
+        sat unanswered (a new user's try). (Leaving out turns for it is not offered: that answers
+        the history as stored.)"""
+        conversation = self.store.conversation(conversation_id)
+        last = last_user_message(conversation.messages)
         if last is None:
             raise ValueError("there is no message to edit")
+        if options is not None:
+            kept = [m for m in conversation.messages if m.position < last.position]
+            edited = replace(conversation, messages=kept + [replace(last, content=text, token_ids=None)])
+            if not self.fits(edited, options):
+                raise ContextOverflow(len(self.prompt_tokens(edited)), self.n_ctx, self._reserve(options), False)
         self.store.delete_messages_from(conversation_id, last.position)
         self.store.add_message(conversation_id, "user", text)
 

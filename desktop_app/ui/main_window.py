@@ -52,6 +52,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self._loaded: LoadedPair | None = None  # (self.loaded: ModelsMixin)
         self.lost_pair: tuple[str, str | None] | None = None   # the pair the engine had when it died
         self.pending_text = ""                  # a message sent but not yet stored: it stays in the box
+        self.pending_edit = False               # ... and it was an edit of the last one
         self._loads = 0                         # fetches, loads and connections not yet ended (ModelsMixin)
         self.queued: tuple[int | None, bool, str] | None = None   # a message sent meanwhile (queue_message)
         self.not_loaded_note: tuple[str, str] | None = None   # (message, banner) of the last _say_not_loaded
@@ -267,6 +268,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         kind = "edit" if self.editing else "send"
         self.editing = False
         self.pending_text = text                # the box is cleared once the message is stored
+        self.pending_edit = kind == "edit"      # (an edit the context cannot hold is not stored: _on_overflow)
         if kind == "edit":                      # the edited message replaces the last one and what followed
             users = user_positions(self.chat.messages)
             self.chat.truncate(users[-1] if users else len(self.chat.messages))
@@ -279,6 +281,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         if self.composer.toPlainText().strip() == self.pending_text:
             self.composer.clear()
         self.pending_text = ""
+        self.pending_edit = False
 
     def _start(self, request: GenerateRequest) -> None:
         self.reply.start(request.conversation_id)

@@ -89,10 +89,16 @@ class FaultsMixin:
             if not typed.startswith(text):           # (typed on after it, the box still holds it)
                 self.composer.setPlainText(f"{text}\n\n{typed}" if typed else text)
             message += " Your message was not sent: it is still in the box."
+        edited = not text and self.pending_edit and bool(self.pending_text)   # an edit, checked before it was
+        if edited:                                                          # stored: the history is as it was
+            self.editing = True                      # (Enter sends it as the edit it is)
+            message += (" Your edited message was not sent: it is still in the box, and the conversation is "
+                        "as it was.")
         drop = (("Leave out oldest turns and send", lambda: self._drop_and_retry(conversation_id, send=True))
                 if text else ("Leave out oldest turns", lambda: self._drop_and_retry(conversation_id)))
         actions = ([drop, ("New conversation", self.new_conversation)] if can_drop
-                   else [("Shorten the message", self._shorten if text else self.edit_last)] + self._larger_context())
+                   else [("Edit the message", self._shorten if text or edited else self.edit_last)]
+                   + self._larger_context())
         self.banner.show_message(message, actions, about=conversation_id)
         if conversation_id == self.current_id:
             self.open_conversation(conversation_id)

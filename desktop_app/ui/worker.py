@@ -274,9 +274,11 @@ class EngineWorker(QObject):
                                                  # (a reply's: stored before it, if it has one)
         try:
             session = self.session
+            if request.kind == "send":
+                session.add_user_message(cid, request.text)
+            elif request.kind == "edit":                 # (checked to fit first: the history stays as it was)
+                session.replace_last_user_message(cid, request.text, request.options)
             if request.kind in ("send", "edit"):
-                store = session.add_user_message if request.kind == "send" else session.replace_last_user_message
-                store(cid, request.text)
                 stored = True
                 self.messageStored.emit(cid)
                 events = session.reply(cid, request.options)

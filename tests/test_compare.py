@@ -2,6 +2,8 @@
 target's top-two logits that explain a greedy divergence."""
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import asdict, replace
 
 import numpy as np
@@ -294,6 +296,15 @@ def test_the_compare_button_shows_both_runs_side_by_side(qtbot, window, test_mod
     assert f"{result.speedup:.2f}×" in dialog.speedup.text()
     assert f"({rate_number(result.on.stats.tokens_per_s)} against {rate_text(result.off.stats.tokens_per_s)})" \
         in dialog.speedup.text()
+    # a gain with no draft kept is the machine's noise, and says so (4.33× with 0 of 3 kept read as one)
+    on_stats = result.on.stats
+    lucky = dataclasses.replace(result, on=dataclasses.replace(result.on, stats=dataclasses.replace(
+        on_stats, n_accepted=0, tokens_per_s=2 * result.off.stats.tokens_per_s)))
+    dialog.show_result(lucky)
+    assert dialog.speedup.text().startswith("Speed-up with speculation, measured in this compare: 2.00×")
+    assert "No draft was kept, so speculation cannot have made this reply faster" in dialog.speedup.text()
+    dialog.show_result(result)
+    assert "No draft was kept" not in dialog.speedup.text()
     # one speed-up in the dialog: the table's is the summary's (not each run's against a plain rate timed apart)
     assert dialog.cells["vs_off"]["off"].text() == "1.00×" and dialog.cells["vs_off"]["on"].text() == f"{result.speedup:.2f}×"
     # the conversation, shown and stored, is as it was; the reply is the one the compare reproduced

@@ -63,6 +63,10 @@ class Difference:
     gap: float | None = None                    # greedy: their logit gap
 
 
+NOISE = 1.05          # a speed-up beyond which a compare with no draft kept is the machine's noise
+SHORT_RUN = 32        # replies shorter than this (tokens) give a speed-up only within that noise
+
+
 @dataclass
 class CompareResult:
     conversation_id: int
@@ -81,6 +85,23 @@ class CompareResult:
         if not (self.off.finished and self.on.finished and self.off.stats.tokens_per_s):
             return None
         return self.on.stats.tokens_per_s / self.off.stats.tokens_per_s
+
+    @property
+    def caveat(self) -> str:
+        """What the one speed-up cannot say, or "": with no draft kept, speculation cannot have made the
+        reply faster (4.33x with 0 of 3 drafts kept, the plain run slowed by other work, read as a
+        gain: a new user's try); one short run each is within the machine's noise."""
+        s = self.speedup
+        if s is None:
+            return ""
+        on = self.on.stats
+        if on.n_drafted and not on.n_accepted and s > NOISE:
+            return ("No draft was kept, so speculation cannot have made this reply faster: the difference is "
+                    "other work on the machine during one run. `tandem bench` repeats runs.")
+        if min(len(self.on.tokens), len(self.off.tokens)) < SHORT_RUN and abs(s - 1) > NOISE - 1:
+            return (f"One short run each ({min(len(self.on.tokens), len(self.off.tokens))} tokens): other work on the "
+                    "machine can move a difference this size. `tandem bench` repeats runs.")
+        return ""
 
     @property
     def time_ratio(self) -> float | None:

@@ -170,7 +170,8 @@ class CompareDialog(QDialog):
             self.speedup.setText(f"Speed-up with speculation, measured in this compare: {result.speedup:.2f}× "
                                  f"the tokens per second ({rate_number(result.on.stats.tokens_per_s)} against "
                                  f"{rate_text(result.off.stats.tokens_per_s)}); total time {on_s:.2f} s against "
-                                 f"{off_s:.2f} s, {change} with speculation.")
+                                 f"{off_s:.2f} s, {change} with speculation."
+                                 + (f" {result.caveat}" if result.caveat else ""))
         if result.identical:
             self.verdict.setText(f"Identical texts: both runs wrote the same {count(len(result.on.tokens), 'token')}.")
             self.reason.setText("" if sampling.greedy else

@@ -361,3 +361,16 @@ def test_a_folded_sides_kept_width_never_squeezes_the_chat_nor_stops_the_window(
     sizes = w.splitter.sizes()
     assert sizes[CENTER] >= MIN_CHAT_WIDTH and sizes[SIDEBAR] >= w.sidebar.minimumSizeHint().width()
     assert sizes[PANEL] >= w.tabs.minimumWidth(), sizes
+
+
+def test_the_welcome_page_names_the_pair_loading_not_another(qtbot, tmp_path, close_all, test_model_path,
+                                                              q2k_draft_path):
+    """Opened on a pair (tandem -m A -md B) while the settings' last pair was another, the page offered
+    that other pair, and to fetch the demo pair that was loading (a new user's try)."""
+    w = open_window(qtbot, tmp_path, settings={"last_target": q2k_draft_path, "last_draft": None})
+    close_all.append(w)
+    assert w.first_run.offered == (q2k_draft_path, None)
+    assert w.load_pair(test_model_path, q2k_draft_path)
+    assert w.first_run.offered == (test_model_path, q2k_draft_path)
+    assert "SmolLM2-135M-Instruct.Q4_1.gguf" in w.first_run.text.text() and not w.first_run.load_button.isEnabled()
+    qtbot.waitUntil(lambda: w.loaded is not None and not w.busy, timeout=TIMEOUT_MS)

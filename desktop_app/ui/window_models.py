@@ -79,6 +79,9 @@ class ModelsMixin:
                 return False
             self._say(f"Loading onto the RPC servers {', '.join(t_opts.rpc_servers)}. {RPC_WARNING}")
         self.model_bar.select(target, draft)
+        if not self.loaded:                # the welcome page names the pair loading, not another (it offered
+            demo = tuple(str(models.model_path(m)) for m in models.resolve(["demo"]))   # the last pair, and to
+            self.first_run.offer(target, draft, demo=(target, draft) == demo)   # fetch the demo that was loading)
         self._begin_load()
         self.model_bar.show_progress("Loading", 0.0)           # (its Cancel counts from now)
         self.worker.new_load()

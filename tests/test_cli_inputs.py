@@ -38,6 +38,7 @@ GENERATE_ERRORS = {
     "invalid UTF-8 in -p": ([b"-p", b"caf\xe9 \xff"], "the prompt (-p) is not valid UTF-8 text"),
     "invalid UTF-8 in --system": (["-p", "hi", b"--system", b"\xc3("], "--system is not valid UTF-8 text"),
     "empty raw prompt": (["-p", "", "--raw"], "the prompt is empty"),
+    "blank chat prompt": (["-p", "  \n "], "the prompt is empty"),      # (the window sends no such message)
     "--temp nan": (["-p", "hi", "--temp", "nan"], "--temp must be a finite number (0 or below: greedy), not nan"),
     "--temp inf": (["-p", "hi", "--temp", "inf"], "--temp must be a finite number (0 or below: greedy), not inf"),
     "--top-p 1.5": (["-p", "hi", "--top-p", "1.5"], "--top-p must be between 0 and 1, not 1.5"),

@@ -58,8 +58,8 @@ def _prompt_text(args) -> str:
         except (OSError, UnicodeDecodeError) as exc:
             raise ValueError(f"cannot read the prompt file {args.prompt_file}: "
                              f"{exc.strerror if isinstance(exc, OSError) else 'it is not UTF-8 text'}") from None
-    if args.raw and not text and not args.system:
-        raise ValueError("the prompt is empty")
+    if (args.raw and not text and not args.system) or (not args.raw and not text.strip()):
+        raise ValueError("the prompt is empty")      # (as the window sends no empty message)
     return text
 
 

@@ -10,6 +10,7 @@ from PySide6.QtCore import QElapsedTimer, Qt, QTimer
 
 from desktop_app.chat.history import HistoryStore
 from desktop_app.engine.events import GenerationStats
+from desktop_app.ui.chat_view import LEFT_OUT_NOTE
 from desktop_app.ui.main_window import MainWindow
 from desktop_app.ui.worker import GenerateRequest
 
@@ -587,6 +588,11 @@ def test_full_context_offers_choices_in_the_window(qtbot, loaded):
     db = stored(w, cid)
     assert db[-1].role == "assistant" and db[-1].complete and len(db) == 122 and db[-2].content == "And finally?"
     assert w.composer.toPlainText() == "" and [m.role for m in w.chat.messages[-2:]] == ["user", "assistant"]
+    # a line says where what the model reads begins (the turns left out looked like the rest)
+    first = w.store.conversation(cid).first_turn
+    note, layout = w.chat.left_out_note, w.chat._layout
+    assert 0 < first and note is not None and note.text() == LEFT_OUT_NOTE
+    assert layout.indexOf(note) == layout.indexOf(w.chat.messages[first]) - 1
     # a message that does not fit even alone: no turn to leave out helps, so the banner offers to shorten it
     huge = ("word " * 5000).strip()
     type_and_send(qtbot, w, huge)
@@ -609,6 +615,7 @@ def test_full_context_offers_choices_in_the_window(qtbot, loaded):
     # where leaving out turns would do, "New conversation" takes the message along, in the box
     w.composer.clear()
     w.store.set_first_turn(cid, 0)                 # (every turn in the prompt again)
+    left_out_on_reopen = w.chat.left_out_note is not None
     type_and_send(qtbot, w, "And one more?")
     qtbot.waitUntil(lambda: w.banner.isVisible() and "context holds" in w.banner.label.text()
                     and not w.busy, timeout=TIMEOUT_MS)
@@ -622,6 +629,10 @@ def test_full_context_offers_choices_in_the_window(qtbot, loaded):
     w.composer.setPlainText("Something else")
     w._on_overflow(cid, "It does not fit.", True, "And one more?")
     assert w.composer.toPlainText() == "And one more?\n\nSomething else"
+    # the line came back when the conversation was shown again, and goes once every turn is read
+    assert left_out_on_reopen
+    w.open_conversation(cid)
+    assert w.chat.left_out_note is None
 
 
 @pytest.mark.network

@@ -165,6 +165,10 @@ class MessageWidget(QFrame):
 _clock = time.perf_counter       # (tests give renders a cost)
 
 
+LEFT_OUT_NOTE = ("The turns above are left out of what the model reads, to make room in its context; "
+                 "they stay in the history.")
+
+
 class ChatView(QScrollArea):
     """Messages stacked top to bottom. While a reply streams, text is buffered and rendered at most
     every `REPAINT_MS`, and less often as the reply grows: each render lays out the whole reply's
@@ -190,6 +194,8 @@ class ChatView(QScrollArea):
         self._layout.addStretch(1)
         self.setWidget(self._container)
         self.messages: list[MessageWidget] = []
+        self.left_out_note: QLabel | None = None     # before the first message the model reads (mark_left_out)
+        self._left_out_at = 0
         self._streaming: MessageWidget | None = None
         self._pending = ""
         self._follow = FollowBottom(self, margin=8)
@@ -243,10 +249,31 @@ class ChatView(QScrollArea):
 
     def truncate(self, n: int) -> None:
         """Remove the messages from index n on."""
+        if self.left_out_note is not None and n <= self._left_out_at:
+            self.mark_left_out(0)
         for w in self.messages[n:]:
             w.setParent(None)
             w.deleteLater()
         del self.messages[n:]
+
+    def mark_left_out(self, first: int) -> None:
+        """A line before message `first`, the first the model reads: the turns above it were left out
+        of the prompt to make room (they stay in the history). Without it they looked like the rest,
+        and a user could not tell what the model still saw (a new user's try). 0: none left out."""
+        if self.left_out_note is not None:
+            self._layout.removeWidget(self.left_out_note)
+            self.left_out_note.hide()
+            self.left_out_note.deleteLater()
+            self.left_out_note = None
+        if not 0 < first < len(self.messages):
+            return
+        note = self.left_out_note = QLabel(LEFT_OUT_NOTE, self._container)
+        note.setObjectName("leftOutNote")
+        note.setWordWrap(True)
+        note.setAlignment(Qt.AlignCenter)
+        note.setStyleSheet("font-style: italic; border-top: 1px dashed palette(mid); padding-top: 4px;")
+        self._left_out_at = first
+        self._layout.insertWidget(self._layout.indexOf(self.messages[first]), note)
 
     def add_message(self, role: str, text: str, status: str = "done", message_id: int | None = None,
                     has_rounds: bool = False, *, stats: dict | None = None, settings: dict | None = None,

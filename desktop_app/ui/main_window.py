@@ -404,6 +404,10 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
             self.chat.end_reply(event.text, last.status if last else reply_status(event.stop_reason),
                                 last.id if last else None, bool(last and last.rounds),
                                 event.stats, last.settings if last else None)
+            try:                                        # (turns left out for this reply: the line moves)
+                self.chat.mark_left_out(self.store.conversation(conversation_id).first_turn)
+            except (KeyError, HistoryError):
+                pass
         self._say_why_it_ended(event, conversation_id)
         self.reply.end()
 

@@ -67,6 +67,7 @@ class ConversationsMixin:
         for m in messages:
             self.chat.add_message(m.role, m.content, m.status, m.id, bool(m.rounds), stats=m.stats,
                                   settings=m.settings, rounds=m.rounds)
+        self.chat.mark_left_out(conversation.first_turn)
         if live:
             self.chat.begin_reply().set_text(self.live_text)
         if self.stack.currentWidget() is not self.chat and (self.loaded or show):

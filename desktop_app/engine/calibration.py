@@ -20,14 +20,14 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
               steps: int = 5, verify_sizes: tuple[int, ...] = VERIFY_SIZES,
               remembered: Remembered | None = None) -> dict[int, float]:
     """Single-token passes of the target (the median of `steps` warm passes) and of the draft (a ratio to
-    the target's: _draft_step_ratio; the median of its own as a fallback), the
+    the target's: _draft_ratios; the median of its own as a fallback), the
     target's passes over each verify batch size, logits read at every position as a verify pass reads
     them, and a prompt pass of PREFILL_TOKENS through each (what auto's lazy catch-up will cost).
     Sizes on both sides of powers of two are timed, not interpolated: kernels work in tiles, and a
     batch of 16 can cost less than one of 15. Each size is timed as a ratio to a single-token pass
     timed beside it (_time_verify_batches), so that a machine that gets busier or idler during the
     load moves both alike; a draft step and a token of the draft's prompt pass likewise, against target
-    passes taken in turn with them (_draft_step_ratio, _draft_prefill_ratio).
+    passes taken in turn with them (_draft_ratios).
     `remembered`: earlier loads' timings on this machine (calibration_store), each a ratio to the
     single-token passes timed beside it. One warm timing scatters by 10-40 % on a shared machine, so a
     size is priced at the median of its last KEEP timings, times this load's single-token pass, and only the
@@ -65,75 +65,60 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
         ctx.clear()
     single = costs.verify_s.get(1, 0.0)
     if draft_ctx is not None and single > 0:
-        ratio = _draft_step_ratio(target_ctx, draft_ctx, steps)
-        if ratio is not None:
-            costs.draft_step_s["model"] = ratio * single
-        per_token = _draft_prefill_ratio(target_ctx, draft_ctx)
+        step, per_token = _draft_ratios(target_ctx, draft_ctx, steps)
+        if step is not None:
+            costs.draft_step_s["model"] = step * single
         if per_token is not None:
             costs.prefill_s["model"] = per_token * single
     return timed
 
 
-def _draft_prefill_ratio(target_ctx: backend.Context, draft_ctx: backend.Context, passes: int = 2) -> float | None:
-    """A token of the draft's prompt pass (auto's catch-up) in single-token target passes: the faster of
-    `passes` draft passes over PREFILL_TOKENS, per token, over the faster of as many target passes taken
-    in turn with them, as _draft_step_ratio does for a step. None: no room for a prompt pass."""
-    for ctx in (target_ctx, draft_ctx):
-        ctx.clear()
-        ctx.eval([ctx.model.bos if ctx.model.bos >= 0 else 0], logits="last")
-    n = min(PREFILL_TOKENS, draft_ctx.n_ctx - 1)
-    singles, prefills = [], []
-    if n >= 8 and target_ctx.n_ctx > 1:
-        start = draft_ctx.tokens[0]
-        for _ in range(passes):
-            token = int(np.argmax(target_ctx.logits(-1)))
-            t0 = time.perf_counter()
-            target_ctx.eval([token], logits="last")
-            int(np.argmax(target_ctx.logits(-1)))
-            singles.append(time.perf_counter() - t0)
-            target_ctx.truncate(1)
-            t0 = time.perf_counter()
-            draft_ctx.eval([start] * n, logits="none")
-            prefills.append(time.perf_counter() - t0)
-            draft_ctx.truncate(1)
-    for ctx in (target_ctx, draft_ctx):
-        ctx.clear()
-    return min(prefills) / n / min(singles) if singles and min(singles) > 0 else None
-
-
-def _draft_step_ratio(target_ctx: backend.Context, draft_ctx: backend.Context, steps: int) -> float | None:
-    """A draft step's cost in single-token target passes: the faster of `steps` draft steps over the
-    faster of as many target passes, taken in turn, so that other work on the machine slows both
+def _draft_ratios(target_ctx: backend.Context, draft_ctx: backend.Context,
+                  steps: int) -> tuple[float | None, float | None]:
+    """(a draft step, a token of the draft's prompt pass (auto's catch-up)) in single-token target
+    passes: the faster of `steps` draft steps, and of two prompt passes of PREFILL_TOKENS, over the
+    faster of the target passes taken in turn with them, so that other work on the machine slows both
     alike. Timed apart (the draft's median after all the target's timings), a load beside other work
     had priced a step of the 0.5B draft at 1.73 passes of its 1.5B target, where its real rounds took
     0.5-0.7 (a new user's try); auto, seeing no round with it pay, never drafted with it to learn
-    better. None: no room in a context."""
-    times = {id(target_ctx): [], id(draft_ctx): []}
+    better. None: no room in a context for it. Both contexts are left empty."""
     for ctx in (target_ctx, draft_ctx):
         ctx.clear()
         ctx.eval([ctx.model.bos if ctx.model.bos >= 0 else 0], logits="last")
+    singles, drafts, prefills = [], [], []
     for _ in range(min(steps, target_ctx.n_ctx - 1, draft_ctx.n_ctx - 1)):
-        for ctx in (target_ctx, draft_ctx):
-            token = int(np.argmax(ctx.logits(-1)))
+        singles.append(_pass_s(target_ctx))
+        drafts.append(_pass_s(draft_ctx))
+    n = min(PREFILL_TOKENS, draft_ctx.n_ctx - 1)
+    if n >= 8 and target_ctx.n_ctx > 1:
+        start = draft_ctx.tokens[0]
+        for _ in range(2):
+            target_ctx.truncate(1)
+            singles.append(_pass_s(target_ctx))
+            draft_ctx.truncate(1)
             t0 = time.perf_counter()
-            ctx.eval([token], logits="last")
-            int(np.argmax(ctx.logits(-1)))
-            times[id(ctx)].append(time.perf_counter() - t0)
+            draft_ctx.eval([start] * n, logits="none")
+            prefills.append(time.perf_counter() - t0)
     for ctx in (target_ctx, draft_ctx):
         ctx.clear()
-    target, draft = times[id(target_ctx)], times[id(draft_ctx)]
-    return min(draft) / min(target) if target and draft and min(target) > 0 else None
+    single = min(singles, default=0.0)
+    if single <= 0:
+        return None, None
+    return (min(drafts) / single if drafts else None), (min(prefills) / n / single if prefills else None)
+
+
+def _pass_s(ctx: backend.Context) -> float:
+    """Seconds of one single-token pass after the context's last token, its logits read (the token stays)."""
+    token = int(np.argmax(ctx.logits(-1)))
+    t0 = time.perf_counter()
+    ctx.eval([token], logits="last")
+    int(np.argmax(ctx.logits(-1)))
+    return time.perf_counter() - t0
 
 
 def _single_pass_s(ctx: backend.Context, steps: int) -> float:
     """The median of `steps` single-token passes, each after the context's last token (the tokens stay)."""
-    times = []
-    for _ in range(min(steps, ctx.n_ctx - len(ctx.tokens))):
-        token = int(np.argmax(ctx.logits(-1)))
-        t0 = time.perf_counter()
-        ctx.eval([token], logits="last")
-        int(np.argmax(ctx.logits(-1)))
-        times.append(time.perf_counter() - t0)
+    times = [_pass_s(ctx) for _ in range(min(steps, ctx.n_ctx - len(ctx.tokens)))]
     return float(np.median(times)) if times else 0.0
 
 

@@ -65,9 +65,10 @@ def _add_gpu_options(p: argparse.ArgumentParser) -> None:
                    "machines (experimental; unauthenticated: trusted networks only)")
 
 
-def _add_server_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--server", metavar="URL", help="chat through a running llama-server instead of local models "
-                   "(its speculation is set when it starts; rounds are rebuilt from its timings)")
+def _add_server_options(p: argparse.ArgumentParser,
+                        what: str = "chat through a running llama-server instead of local models (its speculation "
+                                    "is set when it starts; rounds are rebuilt from its timings)") -> None:
+    p.add_argument("--server", metavar="URL", help=what)
     p.add_argument("--api-key", metavar="KEY", default=None, help="llama-server's API key (also TANDEM_API_KEY)")
 
 
@@ -169,9 +170,8 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     p_bench.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default: all cores)")
     p_bench.add_argument("-c", "--ctx-size", type=int, default=4096, help="context size in tokens (default 4096)")
     _add_gpu_options(p_bench)
-    p_bench.add_argument("--server", metavar="URL", help="also time a running llama-server on the prompts, between "
-                         "the local plain runs: its speed (by its own count) beside this machine's")
-    p_bench.add_argument("--api-key", metavar="KEY", default=None, help="llama-server's API key (also TANDEM_API_KEY)")
+    _add_server_options(p_bench, "also time a running llama-server on the prompts, between the local plain runs: "
+                                 "its speed (by its own count) beside this machine's")
     _add_repack_option(p_bench)
     p_bench.add_argument("--json", metavar="OUT", help="write every run and the summary as JSON")
     p_bench.add_argument("--markdown", metavar="OUT", help="write the summary table as Markdown")

@@ -98,9 +98,10 @@ class CompareResult:
         if on.n_drafted and not on.n_accepted and s > NOISE:
             return ("No draft was kept, so speculation cannot have made this reply faster: the difference is "
                     "other work on the machine during one run. `tandem bench` repeats runs.")
-        if min(len(self.on.tokens), len(self.off.tokens)) < SHORT_RUN and abs(s - 1) > NOISE - 1:
-            return (f"One short run each ({min(len(self.on.tokens), len(self.off.tokens))} tokens): other work on the "
-                    "machine can move a difference this size. `tandem bench` repeats runs.")
+        shorter = min(len(self.on.tokens), len(self.off.tokens))
+        if shorter < SHORT_RUN and abs(s - 1) > NOISE - 1:
+            return (f"One short run each ({shorter} tokens): other work on the machine can move a difference "
+                    "this size. `tandem bench` repeats runs.")
         return ""
 
     @property

@@ -52,7 +52,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self._loaded: LoadedPair | None = None  # (self.loaded: ModelsMixin)
         self.lost_pair: tuple[str, str | None] | None = None   # the pair the engine had when it died
         self.pending_text = ""                  # a message sent but not yet stored: it stays in the box
-        self.pending_edit = False               # ... and it was an edit of the last one
+        self.pending_edit = False               # ... and it was an edit of the last one (read with pending_text)
         self._loads = 0                         # fetches, loads and connections not yet ended (ModelsMixin)
         self.queued: tuple[int | None, bool, str] | None = None   # a message sent meanwhile (queue_message)
         self.not_loaded_note: tuple[str, str] | None = None   # (message, banner) of the last _say_not_loaded
@@ -281,7 +281,6 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         if self.composer.toPlainText().strip() == self.pending_text:
             self.composer.clear()
         self.pending_text = ""
-        self.pending_edit = False
 
     def _start(self, request: GenerateRequest) -> None:
         self.reply.start(request.conversation_id)
@@ -404,10 +403,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
             self.chat.end_reply(event.text, last.status if last else reply_status(event.stop_reason),
                                 last.id if last else None, bool(last and last.rounds),
                                 event.stats, last.settings if last else None)
-            try:                                        # (turns left out for this reply: the line moves)
-                self.chat.mark_left_out(self.store.conversation(conversation_id).first_turn)
-            except (KeyError, HistoryError):
-                pass
+            self.mark_left_out(conversation_id)         # (turns left out for this reply: the line moves)
         self._say_why_it_ended(event, conversation_id)
         self.reply.end()
 

@@ -199,7 +199,6 @@ class SpecPanel(QWidget):
                                            # title, created_at, number); None: none
         self._live_stats: GenerationStats | None = None
         self._plain_known: float | None = None   # plain decoding's rate with the loaded pair, as last known
-        self._live_plain: float | None = None    # ... when the live reply began (LiveCharts.plain_rate)
         self._round_s = 0.0           # the live reply's rounds: seconds, on the engine's clock (as the
         self._round_tokens = 0        # chart's), and the tokens they emitted
         self._first_token_at: float | None = None    # when tokens reached the panel: the live speed of a
@@ -273,8 +272,7 @@ class SpecPanel(QWidget):
         self._recorder = StatsRecorder(0, 0)
         self._streaming = self._attached = True
         self.strip.clear()
-        self._live_plain = self._plain_known
-        self.charts.begin(self._live_plain)
+        self.charts.begin(self._plain_known)
         self.pay.waiting()
         self._shown = ("live",)
         self._show_header()
@@ -288,7 +286,7 @@ class SpecPanel(QWidget):
         self._attached = True
         self._pending = []
         self.strip.set_rounds(self._live_rounds)
-        self.charts.show_stored(self._live_rounds, None, self._live_plain)
+        self.charts.show_stored(self._live_rounds, None, self._plain_known)   # (set at the reply's end)
         self.pay.waiting()
         self._shown = ("live",)
         self._show_header()

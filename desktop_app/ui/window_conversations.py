@@ -67,7 +67,7 @@ class ConversationsMixin:
         for m in messages:
             self.chat.add_message(m.role, m.content, m.status, m.id, bool(m.rounds), stats=m.stats,
                                   settings=m.settings, rounds=m.rounds)
-        self.chat.mark_left_out(conversation.first_turn)
+        self.mark_left_out(conversation_id, conversation)
         if live:
             self.chat.begin_reply().set_text(self.live_text)
         if self.stack.currentWidget() is not self.chat and (self.loaded or show):
@@ -98,6 +98,14 @@ class ConversationsMixin:
             self._show_system_prompt(self.settings["generation"]["system_prompt"])   # (for the next one)
         self.refresh_conversations()
         self._update_buttons()
+
+    def mark_left_out(self, conversation_id: int, conversation=None) -> None:
+        """The chat's line before the first turn the model reads of `conversation_id` (ChatView.mark_left_out)."""
+        try:
+            conversation = conversation or self.store.conversation(conversation_id)
+        except (KeyError, HistoryError):
+            return
+        self.chat.mark_left_out(conversation.first_turn)
 
     def _show_system_prompt(self, text: str) -> None:
         self.settings_panel.system_prompt.blockSignals(True)

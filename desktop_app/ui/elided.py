@@ -36,8 +36,10 @@ class _Elided:
     def _elide(self) -> None:
         fm, width = self.fontMetrics(), max(0, self.contentsRect().width() - 2)
         forms = (self._full, *self._shorter)
-        text = next((t for t in forms if fm.horizontalAdvance(t) <= width), forms[-1])
-        super().setText(fm.elidedText(text, Qt.ElideRight, width))
+        shown = [fm.elidedText(t, Qt.ElideRight, width) for t in forms]
+        # (whole where the eliding itself leaves it whole: a text whose rounded advance just fits can
+        # still be cut, as "Speculation: au…" was in a bar 121 px wide, where "auto" would have fit)
+        super().setText(next((e for t, e in zip(forms, shown) if e == t), shown[-1]))
 
 
 class ElidedLabel(_Elided, QLabel):

@@ -225,6 +225,28 @@ def test_a_narrow_chat_drops_the_footers_details_before_its_speed_and_times_plai
     assert view.horizontalScrollBar().maximum() == 0
 
 
+def test_copy_puts_the_message_on_the_clipboard_and_says_so_for_a_moment(qtbot, monkeypatch):
+    """A message's Copy gave no sign that it had copied anything (a new user's try): it reads "Copied"
+    for COPIED_MS, whole, and takes no more room than it had."""
+    from desktop_app.ui import chat_view
+
+    monkeypatch.setattr(chat_view, "COPIED_MS", 200)
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(600, 400)
+    view.show()
+    w = view.add_message("assistant", "Hello there\n\nsecond line", status="done")
+    QApplication.processEvents()
+    before = w.copy_button.width()
+    QApplication.clipboard().clear()
+    qtbot.mouseClick(w.copy_button, Qt.MouseButton.LeftButton)
+    QApplication.processEvents()
+    assert QApplication.clipboard().text() == "Hello there\n\nsecond line"
+    assert w.copy_button.text() == "Copied" and w.copy_button.width() == before
+    assert w.copy_button.fontMetrics().horizontalAdvance("Copied") < w.copy_button.contentsRect().width()
+    qtbot.waitUntil(lambda: w.copy_button.text() == "Copy", timeout=5000)
+
+
 def test_a_streaming_reply_is_rendered_less_often_as_rendering_it_costs_more(qtbot, monkeypatch):
     """Each render lays out the whole reply again, on the cores llama.cpp runs on: the next render waits
     RENDER_DUTY times as long as the last took, from REPAINT_MS to REPAINT_MAX_MS, so a long reply is

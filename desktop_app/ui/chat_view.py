@@ -19,6 +19,9 @@ from desktop_app.ui.follow_bottom import FollowBottom
 from desktop_app.ui.message_text import MessageText
 
 
+COPIED_MS = 1500                 # how long a message's Copy button reads "Copied" after a click
+
+
 class MessageWidget(QFrame):
     showRounds = Signal(int)        # message id
 
@@ -44,7 +47,12 @@ class MessageWidget(QFrame):
         head.addWidget(self.status, 1)
         self.copy_button = QPushButton("Copy")
         self.copy_button.setFlat(True)
+        self.copy_button.setToolTip("Copy this message's text")
         self.copy_button.clicked.connect(self.copy)
+        self.copy_button.setMinimumWidth(                # (as wide as it will read once clicked)
+            self.copy_button.sizeHint().width() + self.copy_button.fontMetrics().horizontalAdvance("ied"))
+        self._copied = QTimer(self, singleShot=True, interval=COPIED_MS)    # "Copied" reads this long
+        self._copied.timeout.connect(lambda: self.copy_button.setText("Copy"))
         head.addWidget(self.copy_button)
         layout.addLayout(head)
         self.body = MessageText(self)
@@ -155,7 +163,11 @@ class MessageWidget(QFrame):
         return self.footer.text() if self.footer.isVisibleTo(self) else ""
 
     def copy(self) -> None:
+        """Put the message's text on the clipboard; the button says so for a moment (it gave no sign,
+        a new user's try)."""
         QGuiApplication.clipboard().setText(self._text)
+        self.copy_button.setText("Copied")
+        self._copied.start()
 
     @property
     def text(self) -> str:

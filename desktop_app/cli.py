@@ -93,7 +93,8 @@ def _add_spec_options(p: argparse.ArgumentParser) -> None:
                    help="stop drafting when the draft's top probability is below P")
     p.add_argument("--auto", action="store_true", help="choose the drafter and γ (0-32, whatever --draft-max says) "
                    "each round from this machine's measured costs and the acceptance seen so far; a draft model "
-                   "reads the prompt only once auto first drafts with it")
+                   "reads the prompt only once auto first drafts with it. With --drafter lookup auto weighs copies "
+                   "alone (a draft model loaded is left out), with --drafter none it decodes plainly")
 
 
 def _add_sampling_options(p: argparse.ArgumentParser) -> None:

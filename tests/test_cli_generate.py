@@ -108,6 +108,12 @@ def test_generate_auto_says_what_it_chose(test_model_path, q2k_draft_path):
     assert 1 <= sum(counts) <= int(said.group(1)) + 1   # every round adds a token (the last may add only the end)
     # a draft model left unused is explained, as in the window (it printed the counts alone: a new user's try)
     assert ("; auto did not draft with the draft model: " in out.stderr) != ("draft model" in said.group(2)), out.stderr
+    # with --drafter lookup, auto weighs copies alone (as --help says): the draft model is left out, unweighed
+    copies = tandem("generate", "-m", test_model_path, "-md", q2k_draft_path, "--auto", "--drafter", "lookup", "-p",
+                    "Repeat exactly: one two three four five six seven eight.", "-n", "24", "-c", "512")
+    said = re.search(r"; auto's rounds: ((?:\d+ (?:draft model|lookup|plain)(?:, )?)+)", copies.stderr)
+    assert copies.returncode == 0 and said and "draft model" not in said.group(1), copies.stderr
+    assert "did not draft with the draft model" not in copies.stderr
 
 
 def test_generate_text_summary_names_the_seed_and_adds_up(test_model_path, q2k_draft_path):

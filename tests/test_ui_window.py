@@ -281,6 +281,32 @@ def test_edit_last_message_and_resend(qtbot, loaded):
     assert [m.text for m in w.chat.messages if m.role == "user"] == ["What is 3 + 3?"]
 
 
+def test_an_edit_ends_with_its_conversation(qtbot, window):
+    """An edit under way belongs to its conversation: opening another (or deleting this one) cancels it.
+    It stayed on: Enter in the next conversation would have put the first one's message in place of
+    that one's last message, and everything after it."""
+    w = window
+    first = w.store.create_conversation("Cats", "SYSTEM")
+    w.store.add_message(first, "user", "Tell me about cats.")
+    w.store.add_message(first, "assistant", "Cats purr.")
+    second = w.store.create_conversation("Dogs", "SYSTEM")
+    w.store.add_message(second, "user", "Tell me about dogs.")
+    w.store.add_message(second, "assistant", "Dogs bark.")
+    w.refresh_conversations()
+    w.open_conversation(first, show=True)
+    w.edit_last()
+    assert w.editing and w.composer.toPlainText() == "Tell me about cats."
+    assert w.banner.isVisible() and w.banner.buttons[0].text() == "Cancel edit"
+    assert w.banner.close_button.isHidden()       # (beside "Cancel edit", a new user read Dismiss as the same)
+    w.open_conversation(second, show=True)
+    assert not w.editing and w.composer.toPlainText() == "" and w.banner.isHidden()
+    w.edit_last()
+    assert w.editing and w.composer.toPlainText() == "Tell me about dogs."
+    w._delete(second)
+    assert not w.editing and w.composer.toPlainText() == "" and w.banner.isHidden()
+    assert [m.content for m in w.store.messages(first)] == ["Tell me about cats.", "Cats purr."]
+
+
 @pytest.mark.network
 def test_switch_conversations(qtbot, loaded):
     w = loaded
@@ -556,10 +582,13 @@ def test_an_edit_the_context_cannot_hold_leaves_the_conversation_as_it_was(qtbot
     assert [(m.role, m.text) for m in w.chat.messages] == before
     assert w.composer.toPlainText() == huge and w.editing
     assert w.banner.buttons[0].text() == "Edit the message"
+    said = w.banner.label.text()
     qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)
     assert w.composer.hasFocus() and w.composer.toPlainText() == huge
+    assert w.banner.isVisible() and w.banner.label.text() == said    # how long it may be, still in view
     w.composer.setPlainText("Say hello.")                  # shortened, it goes through as the edit
     qtbot.keyClick(w.composer, Qt.Key_Return)
+    assert w.banner.isHidden()                              # (what it said is past)
     wait_idle(qtbot, w)
     after = stored(w)
     assert [(m.role, m.content) for m in after][:1] == [("user", "Say hello.")] and len(after) == 2
@@ -602,6 +631,7 @@ def test_full_context_offers_choices_in_the_window(qtbot, loaded):
     assert len(stored(w, cid)) == 122 and w.composer.toPlainText() == huge
     qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)
     assert not w.editing and w.composer.toPlainText() == huge and w.composer.hasFocus()
+    assert w.banner.isVisible() and "context holds" in w.banner.label.text()
     # too long even alone, a new conversation could not hold it either: the banner offers a larger context
     w.composer.clear()
     type_and_send(qtbot, w, huge)

@@ -25,10 +25,11 @@ class Banner(QFrame):
         for i, b in enumerate(self.buttons):
             b.clicked.connect(lambda _=False, i=i: self._clicked(i))
             row.addWidget(b)
-        close = QPushButton("Dismiss")
-        close.clicked.connect(self.hide)
-        row.addWidget(close)
+        self.close_button = QPushButton("Dismiss")
+        self.close_button.clicked.connect(self.hide)
+        row.addWidget(self.close_button)
         self.about: int | None = None
+        self._stays = [False, False]
         self.hide()
 
     def conversation_opened(self, conversation_id: int | None) -> None:
@@ -36,22 +37,29 @@ class Banner(QFrame):
         if self.about is not None and self.about != conversation_id:
             self.hide()
 
-    def show_message(self, text: str, actions: list[tuple[str, object]] = (), about: int | None = None) -> None:
-        """`about`: the conversation the message is about (it goes when another is opened); None: the app."""
+    def show_message(self, text: str, actions: list[tuple] = (), about: int | None = None,
+                     dismiss: bool = True) -> None:
+        """`actions`: (label, callback), or (label, callback, True) for one after which the message
+        stays (it says what the action is for: "Edit the message" beside how long it may be).
+        `about`: the conversation the message is about (it goes when another is opened); None: the app.
+        `dismiss`: whether it has a Dismiss button (not where an action is the way out: "Cancel edit")."""
         self.about = about
         self.label.setText(text)
         for i, button in enumerate(self.buttons):
             if i < len(actions):
                 button.setText(actions[i][0])
                 self._callbacks[i] = actions[i][1]
+                self._stays[i] = len(actions[i]) > 2 and actions[i][2]
                 button.show()
             else:
                 self._callbacks[i] = None
                 button.hide()
+        self.close_button.setVisible(dismiss)
         self.show()
 
     def _clicked(self, i: int) -> None:
         callback = self._callbacks[i]
-        self.hide()
+        if not self._stays[i]:
+            self.hide()
         if callback is not None:
             callback()

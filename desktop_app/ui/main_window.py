@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 
 from PySide6.QtCore import Qt, QThread, Signal
-from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QMainWindow, QPushButton, QScrollArea, QSplitter,
                                QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
 
@@ -272,7 +271,8 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         if kind == "edit":                      # the edited message replaces the last one and what followed
             users = user_positions(self.chat.messages)
             self.chat.truncate(users[-1] if users else len(self.chat.messages))
-            self.banner.hide()
+        if self.banner.about == self.current_id:    # what it said of this conversation is past (an edit
+            self.banner.hide()                      # under way; a message too long, now shortened)
         self.chat.add_message("user", text)
         self._start(GenerateRequest(kind, self.current_id, text, self._options()))
 
@@ -296,22 +296,6 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
             return
         self.chat.truncate(len(self.chat.messages) - 1)
         self._start(GenerateRequest("regenerate", self.current_id, "", self._options()))
-
-    def edit_last(self) -> None:
-        if self.busy or self.current_id is None:
-            return
-        last = last_user_message(self._history(self.store.messages, self.current_id, default=[]))
-        if last is not None:
-            self.editing = True
-            self.composer.setPlainText(last.content)
-            self.composer.moveCursor(QTextCursor.End)    # (typing goes on where the message ends)
-            self.composer.setFocus()
-            self.banner.show_message("Editing your last message: Enter resends it and replaces what followed.",
-                                     [("Cancel edit", self._cancel_edit)])
-
-    def _cancel_edit(self) -> None:
-        self.editing = False
-        self.composer.clear()
 
     def stop(self) -> None:
         """Stop the reply or compare running (Esc, Stop): not a load, which the model bar's Cancel stops."""

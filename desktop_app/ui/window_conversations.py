@@ -1,10 +1,15 @@
 """The main window's conversations: the list (and its search), opening one into the chat view, new,
-rename, delete, the conversation's system prompt, and showing a stored reply's rounds in the panel. A
-mixin of MainWindow (main_window.py)."""
+rename, delete, the conversation's system prompt, editing its last message, and showing a stored
+reply's rounds in the panel. A mixin of MainWindow (main_window.py)."""
 from __future__ import annotations
 
+from PySide6.QtGui import QTextCursor
+
 from desktop_app.chat.history import HistoryError
+from desktop_app.chat.rules import last_user_message
 from desktop_app.chat.session import DEFAULT_TITLE
+
+EDIT_NOTE = "Editing your last message: Enter resends it and replaces what followed."
 
 
 class ConversationsMixin:
@@ -33,6 +38,26 @@ class ConversationsMixin:
         self.open_conversation(self.current_id)
         self.composer.setFocus()
 
+    def edit_last(self) -> None:
+        """The last message of the conversation open, into the box to be edited (Enter resends it)."""
+        if self.busy or self.current_id is None:
+            return
+        last = last_user_message(self._history(self.store.messages, self.current_id, default=[]))
+        if last is not None:
+            self.editing = True
+            self.composer.setPlainText(last.content)
+            self.composer.moveCursor(QTextCursor.End)    # (typing goes on where the message ends)
+            self.composer.setFocus()
+            self.banner.show_message(EDIT_NOTE, [("Cancel edit", self._cancel_edit)], about=self.current_id,
+                                     dismiss=False)     # (beside "Cancel edit", a new user read Dismiss as one)
+
+    def _cancel_edit(self) -> None:
+        """No longer editing: the box empties, and the banner saying so goes."""
+        self.editing = False
+        self.composer.clear()
+        if self.banner.label.text() == EDIT_NOTE:
+            self.banner.hide()
+
     def _choose_conversation(self, conversation_id: int) -> None:
         """A conversation clicked in the list: opened, and shown even before any model is loaded (a
         click on the one open brings it back from the welcome page)."""
@@ -43,6 +68,8 @@ class ConversationsMixin:
         """Show the conversation in the chat view; the view takes the place of the welcome page once
         models are loaded, or at once when `show` (a conversation the user chose: it can be read before
         any model is loaded)."""
+        if conversation_id != self.current_id and self.editing:   # an edit of the one before: Enter would
+            self._cancel_edit()                                    # have put its text in place of this one's
         if conversation_id != self.current_id:      # another conversation: the panel shows none of its
             if conversation_id == self.generating_id:   # replies, except the one generating now
                 self.spec_panel.show_live()
@@ -92,6 +119,8 @@ class ConversationsMixin:
         if self._history(self.store.delete_conversation, conversation_id, default=False) is False:
             return
         if conversation_id == self.current_id:
+            if self.editing:
+                self._cancel_edit()
             self.current_id = None
             self.chat.clear()
             self.spec_panel.clear()

@@ -66,7 +66,7 @@ class FaultsMixin:
         self.reply.end()
         if request.text and not self.composer.toPlainText().strip():
             self.composer.setPlainText(request.text)
-            self.editing = request.kind == "edit"
+            self.editing = request.kind == "edit" and request.conversation_id == self.current_id
         if request.conversation_id == self.current_id:
             self.open_conversation(request.conversation_id)
         actions = [("Reload the models", self.reload_lost_pair)] if self.lost_pair and self.lost_pair[0] else []
@@ -91,13 +91,13 @@ class FaultsMixin:
             message += " Your message was not sent: it is still in the box."
         edited = not text and self.pending_edit and bool(self.pending_text)   # an edit, checked before it was
         if edited:                                                          # stored: the history is as it was
-            self.editing = True                      # (Enter sends it as the edit it is)
+            self.editing = conversation_id == self.current_id    # (Enter sends it as the edit it is, there)
             message += (" Your edited message was not sent: it is still in the box, and the conversation is "
                         "as it was.")
         drop = (("Leave out oldest turns and send", lambda: self._drop_and_retry(conversation_id, send=True))
                 if text else ("Leave out oldest turns", lambda: self._drop_and_retry(conversation_id)))
         actions = ([drop, ("New conversation", self.new_conversation)] if can_drop
-                   else [("Edit the message", self._shorten if text or edited else self.edit_last)]
+                   else [("Edit the message", self._shorten if text or edited else self.edit_last, True)]
                    + self._larger_context())
         self.banner.show_message(message, actions, about=conversation_id)
         if conversation_id == self.current_id:
@@ -109,7 +109,7 @@ class FaultsMixin:
         which cannot help: a new conversation holds the same message."""
         if self.loaded is not None and self.loaded.server is not None:
             return []
-        return [("Raise the context size…", self._show_context_size)]
+        return [("Raise the context size…", self._show_context_size, True)]
 
     def _show_context_size(self) -> None:
         self.tabs.setCurrentWidget(self.settings_scroll)

@@ -133,27 +133,30 @@ def test_at_1000_by_700_names_and_buttons_are_whole_and_the_chat_has_room(qtbot,
 
 
 def test_a_one_line_label_shows_a_form_whole_at_every_width(qtbot):
-    """The speculation bar's mode in its bold font: at every width one of its forms shows whole (the
-    last cut only where none fits). At 121 px "Speculation: auto" (an advance of 119, rounded) was cut
-    to "Speculation: au…" where "auto" fits, during every load in a 1000-px window."""
+    """A one-line label in any font: at every width one of its forms shows whole (the last cut only
+    where none fits). At 121 px the speculation bar's bold "Speculation: auto" (an advance of 119,
+    rounded) was cut to "Speculation: au…" where "auto" fits, during every load in a 1000-px window."""
     from PySide6.QtWidgets import QWidget
 
     from desktop_app.ui.elided import ElidedLabel
 
     bar = QWidget()
-    bar.setObjectName("bar")
-    bar.setStyleSheet("#mode { font-weight: bold; }")
     qtbot.addWidget(bar)
     label = ElidedLabel(bar)
     label.setObjectName("mode")
-    label.setText("Speculation: auto", "auto")
     bar.show()
-    fits = label.fontMetrics().horizontalAdvance("auto") + 4
-    for width in range(fits, 200):
-        label.resize(width, 20)
-        QApplication.processEvents()
-        assert QLabel.text(label) in ("Speculation: auto", "auto"), width
-    assert label.text() == "Speculation: auto"
+    forms = [("Speculation: auto", "auto"), ("Speculating: prompt lookup, γ 4", "prompt lookup, γ 4", "γ 4")]
+    for px in range(9, 17):
+        for weight in ("normal", "bold"):
+            bar.setStyleSheet(f"#mode {{ font-size: {px}px; font-weight: {weight}; }}")
+            for whole, *shorter in forms:
+                label.setText(whole, *shorter)
+                fits = label.fontMetrics().horizontalAdvance(shorter[-1]) + 4
+                for width in range(fits, label.fontMetrics().horizontalAdvance(whole) + 12):
+                    label.resize(width, 30)
+                    QApplication.processEvents()
+                    assert QLabel.text(label) in (whole, *shorter), (px, weight, width, QLabel.text(label))
+                assert label.text() == whole
 
 
 def test_the_chat_column_at_its_narrowest_still_shows_whole_names_and_buttons(qtbot, tmp_path, close_all,

@@ -238,6 +238,12 @@ def test_copy_puts_the_message_on_the_clipboard_and_says_so_for_a_moment(qtbot, 
     w = view.add_message("assistant", "Hello there\n\nsecond line", status="done")
     QApplication.processEvents()
     before = w.copy_button.width()
+    hints = []
+    for text in ("Copy", "Copied"):
+        b = QPushButton(text)
+        b.setFlat(True)
+        hints.append(b.sizeHint().width())
+    assert before == max(hints)                  # no wider than it needs to read "Copied" whole
     QApplication.clipboard().clear()
     qtbot.mouseClick(w.copy_button, Qt.MouseButton.LeftButton)
     QApplication.processEvents()

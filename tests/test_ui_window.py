@@ -282,9 +282,10 @@ def test_edit_last_message_and_resend(qtbot, loaded):
 
 
 def test_an_edit_ends_with_its_conversation(qtbot, window):
-    """An edit under way belongs to its conversation: opening another (or deleting this one) cancels it.
-    It stayed on: Enter in the next conversation would have put the first one's message in place of
-    that one's last message, and everything after it."""
+    """An edit under way belongs to its conversation: opening another, starting a new one or deleting
+    this one ends it. It stayed on: Enter in the next conversation would have put the first one's
+    message in place of that one's last message, and everything after it. Text the user changed stays
+    in the box, and the banner says it was not sent; unchanged, the box empties."""
     w = window
     first = w.store.create_conversation("Cats", "SYSTEM")
     w.store.add_message(first, "user", "Tell me about cats.")
@@ -301,10 +302,34 @@ def test_an_edit_ends_with_its_conversation(qtbot, window):
     w.open_conversation(second, show=True)
     assert not w.editing and w.composer.toPlainText() == "" and w.banner.isHidden()
     w.edit_last()
-    assert w.editing and w.composer.toPlainText() == "Tell me about dogs."
+    w.composer.setPlainText("Tell me about wolves.")
+    w.new_conversation()
+    assert not w.editing and w.composer.toPlainText() == "Tell me about wolves."
+    assert w.banner.isVisible() and "edit of the last message was not sent" in w.banner.label.text()
+    w.composer.clear()
+    w.open_conversation(second, show=True)
+    w.edit_last()
     w._delete(second)
     assert not w.editing and w.composer.toPlainText() == "" and w.banner.isHidden()
     assert [m.content for m in w.store.messages(first)] == ["Tell me about cats.", "Cats purr."]
+
+
+def test_an_edit_still_says_so_after_another_message_took_the_banner(qtbot, window):
+    """While editing, another message can take the banner (no model loaded, say). Once it was dismissed
+    nothing said that Enter would replace the last message, nor offered to cancel the edit."""
+    w = window
+    cid = w.store.create_conversation("Cats", "SYSTEM")
+    w.store.add_message(cid, "user", "Tell me about cats.")
+    w.store.add_message(cid, "assistant", "Cats purr.")
+    w.refresh_conversations()
+    w.open_conversation(cid, show=True)
+    w.edit_last()
+    w.submit("Tell me about lions.")                   # no model is loaded: the banner says so instead
+    assert w.banner.kind != "edit" and "No model is loaded" in w.banner.label.text() and w.editing
+    qtbot.mouseClick(w.banner.close_button, Qt.LeftButton)
+    assert w.banner.isVisible() and w.banner.kind == "edit" and w.banner.buttons[0].text() == "Cancel edit"
+    qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)
+    assert not w.editing and w.banner.isHidden() and w.composer.toPlainText() == ""
 
 
 @pytest.mark.network
@@ -592,6 +617,26 @@ def test_an_edit_the_context_cannot_hold_leaves_the_conversation_as_it_was(qtbot
     wait_idle(qtbot, w)
     after = stored(w)
     assert [(m.role, m.content) for m in after][:1] == [("user", "Say hello.")] and len(after) == 2
+
+
+def test_regenerating_a_message_too_long_offers_to_edit_it_with_the_size_in_view(qtbot, loaded):
+    """Regenerate where the last message alone no longer fits (a smaller context since): "Edit the
+    message" puts it in the box as an edit, and the banner still says how much the context holds."""
+    w = loaded
+    cid = w.store.create_conversation("Long", "SYSTEM")
+    huge = ("word " * 5000).strip()
+    w.store.add_message(cid, "user", huge)
+    w.store.add_message(cid, "assistant", "An answer from a larger context.")
+    w.refresh_conversations()
+    w.open_conversation(cid)
+    w.regenerate()
+    qtbot.waitUntil(lambda: w.banner.isVisible() and "context holds" in w.banner.label.text() and not w.busy,
+                    timeout=TIMEOUT_MS)
+    assert w.banner.buttons[0].text() == "Edit the message"
+    said = w.banner.label.text()
+    qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)
+    assert w.editing and w.composer.toPlainText() == huge and w.banner.kind == "edit"
+    assert w.banner.isVisible() and w.banner.label.text().endswith(said)
 
 
 def test_full_context_offers_choices_in_the_window(qtbot, loaded):

@@ -1,11 +1,14 @@
 """The banner across the top of the chat: a message for the user, with up to two actions."""
 from __future__ import annotations
 
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
 
 class Banner(QFrame):
     """A message across the top of the chat, with up to two actions."""
+
+    hidden = Signal()        # it was hidden, however (Dismiss, an action, the window)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -29,8 +32,14 @@ class Banner(QFrame):
         self.close_button.clicked.connect(self.hide)
         row.addWidget(self.close_button)
         self.about: int | None = None
+        self.kind = ""                            # what the message is, for those who must know it is theirs
         self._stays = [False, False]
         self.hide()
+
+    def setVisible(self, visible: bool) -> None:
+        super().setVisible(visible)
+        if not visible:
+            self.hidden.emit()
 
     def conversation_opened(self, conversation_id: int | None) -> None:
         """Another conversation is shown: a message about the one before goes."""
@@ -38,12 +47,14 @@ class Banner(QFrame):
             self.hide()
 
     def show_message(self, text: str, actions: list[tuple] = (), about: int | None = None,
-                     dismiss: bool = True) -> None:
+                     dismiss: bool = True, kind: str = "") -> None:
         """`actions`: (label, callback), or (label, callback, True) for one after which the message
         stays (it says what the action is for: "Edit the message" beside how long it may be).
         `about`: the conversation the message is about (it goes when another is opened); None: the app.
-        `dismiss`: whether it has a Dismiss button (not where an action is the way out: "Cancel edit")."""
+        `dismiss`: whether it has a Dismiss button (not where an action is the way out: "Cancel edit").
+        `kind`: a name for the message, read back as Banner.kind while it shows."""
         self.about = about
+        self.kind = kind
         self.label.setText(text)
         for i, button in enumerate(self.buttons):
             if i < len(actions):

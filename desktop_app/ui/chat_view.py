@@ -49,8 +49,11 @@ class MessageWidget(QFrame):
         self.copy_button.setFlat(True)
         self.copy_button.setToolTip("Copy this message's text")
         self.copy_button.clicked.connect(self.copy)
-        self.copy_button.setMinimumWidth(                # (as wide as it will read once clicked)
-            self.copy_button.sizeHint().width() + self.copy_button.fontMetrics().horizontalAdvance("ied"))
+        widths = []
+        for label in ("Copied", "Copy"):                # as wide as it will read once clicked
+            self.copy_button.setText(label)
+            widths.append(self.copy_button.sizeHint().width())
+        self.copy_button.setMinimumWidth(max(widths))
         self._copied = QTimer(self, singleShot=True, interval=COPIED_MS)    # "Copied" reads this long
         self._copied.timeout.connect(lambda: self.copy_button.setText("Copy"))
         head.addWidget(self.copy_button)

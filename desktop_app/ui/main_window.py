@@ -58,6 +58,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self._settings_warned = False
         self.busy = False
         self.editing = False
+        self.edit_original = ""                 # the message being edited, as it was (ConversationsMixin)
         self._closing = False
         self.compare_dialog: CompareDialog | None = None
 
@@ -138,6 +139,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.model_bar.folderAdded.connect(self.add_model_folder)
         self.model_bar.choiceChanged.connect(self._choice_changed)
         self.banner = Banner()
+        self.banner.hidden.connect(self._edit_note_again)     # (while editing, the banner says so)
         self.first_run = FirstRun()
         self.first_run.fetchRequested.connect(self.load_demo)
         self.first_run.pickRequested.connect(self.model_bar.browse_target)

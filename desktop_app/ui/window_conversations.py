@@ -31,6 +31,7 @@ class ConversationsMixin:
                             typed or self.settings["generation"]["system_prompt"])
         if cid is None:
             return
+        self._leave_edit()
         self.current_id = cid
         self.spec_panel.clear()
         self.sidebar.search.clear()
@@ -38,25 +39,52 @@ class ConversationsMixin:
         self.open_conversation(self.current_id)
         self.composer.setFocus()
 
-    def edit_last(self) -> None:
-        """The last message of the conversation open, into the box to be edited (Enter resends it)."""
+    def edit_last(self, note: str = "") -> None:
+        """The last message of the conversation open, into the box to be edited (Enter resends it).
+        `note`: said after the banner's "Editing …" (why the message is to be edited)."""
         if self.busy or self.current_id is None:
             return
         last = last_user_message(self._history(self.store.messages, self.current_id, default=[]))
         if last is not None:
             self.editing = True
+            self.edit_original = last.content
             self.composer.setPlainText(last.content)
             self.composer.moveCursor(QTextCursor.End)    # (typing goes on where the message ends)
             self.composer.setFocus()
-            self.banner.show_message(EDIT_NOTE, [("Cancel edit", self._cancel_edit)], about=self.current_id,
-                                     dismiss=False)     # (beside "Cancel edit", a new user read Dismiss as one)
+            self._edit_note(note)
+
+    def _edit_note(self, note: str = "") -> None:
+        """The banner says an edit is under way, with its way out: "Cancel edit" alone (beside it, a new
+        user read Dismiss as the same)."""
+        self.banner.show_message(f"{EDIT_NOTE} {note}".strip(), [("Cancel edit", self._cancel_edit)],
+                                 about=self.current_id, dismiss=False, kind="edit")
+
+    def _edit_note_again(self) -> None:
+        """The banner was hidden while an edit is under way: it says so again. (Another message took its
+        place, and once that was dismissed nothing said that Enter would replace the last message, nor
+        offered to cancel it.)"""
+        if self.editing and not self._closing:
+            self._edit_note()
 
     def _cancel_edit(self) -> None:
         """No longer editing: the box empties, and the banner saying so goes."""
         self.editing = False
         self.composer.clear()
-        if self.banner.label.text() == EDIT_NOTE:
+        if self.banner.kind == "edit":
             self.banner.hide()
+
+    def _leave_edit(self) -> None:
+        """Another conversation is to be shown, or none: an edit of this one ends (Enter would have put
+        its text in place of the next one's last message). Text the user changed stays in the box, as
+        a message to send, and the banner says so; unchanged, the box empties."""
+        if not self.editing:
+            return
+        text = self.composer.toPlainText()
+        self._cancel_edit()
+        if text.strip() != self.edit_original.strip():
+            self.composer.setPlainText(text)
+            self.banner.show_message("Your edit of the last message was not sent: its text is still in the box, "
+                                     "and Enter sends it as a new message here.")
 
     def _choose_conversation(self, conversation_id: int) -> None:
         """A conversation clicked in the list: opened, and shown even before any model is loaded (a
@@ -68,8 +96,8 @@ class ConversationsMixin:
         """Show the conversation in the chat view; the view takes the place of the welcome page once
         models are loaded, or at once when `show` (a conversation the user chose: it can be read before
         any model is loaded)."""
-        if conversation_id != self.current_id and self.editing:   # an edit of the one before: Enter would
-            self._cancel_edit()                                    # have put its text in place of this one's
+        if conversation_id != self.current_id:
+            self._leave_edit()
         if conversation_id != self.current_id:      # another conversation: the panel shows none of its
             if conversation_id == self.generating_id:   # replies, except the one generating now
                 self.spec_panel.show_live()
@@ -119,8 +147,7 @@ class ConversationsMixin:
         if self._history(self.store.delete_conversation, conversation_id, default=False) is False:
             return
         if conversation_id == self.current_id:
-            if self.editing:
-                self._cancel_edit()
+            self._leave_edit()
             self.current_id = None
             self.chat.clear()
             self.spec_panel.clear()

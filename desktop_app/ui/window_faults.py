@@ -84,6 +84,8 @@ class FaultsMixin:
         if self._closing:          # already-queued worker signals after close
             return
         self.reply.end()
+        if conversation_id != self.current_id:      # (another was opened meanwhile: the box and the banner's
+            self.open_conversation(conversation_id)  # choices are about this one)
         if text:
             typed = self.composer.toPlainText().strip()
             if not typed.startswith(text):           # (typed on after it, the box still holds it)
@@ -91,13 +93,14 @@ class FaultsMixin:
             message += " Your message was not sent: it is still in the box."
         edited = not text and self.pending_edit and bool(self.pending_text)   # an edit, checked before it was
         if edited:                                                          # stored: the history is as it was
-            self.editing = conversation_id == self.current_id    # (Enter sends it as the edit it is, there)
+            self.editing = True                      # (Enter sends it as the edit it is)
             message += (" Your edited message was not sent: it is still in the box, and the conversation is "
                         "as it was.")
         drop = (("Leave out oldest turns and send", lambda: self._drop_and_retry(conversation_id, send=True))
                 if text else ("Leave out oldest turns", lambda: self._drop_and_retry(conversation_id)))
         actions = ([drop, ("New conversation", self.new_conversation)] if can_drop
-                   else [("Edit the message", self._shorten if text or edited else self.edit_last, True)]
+                   else [("Edit the message", self._shorten if text or edited else lambda: self.edit_last(message),
+                          True)]
                    + self._larger_context())
         self.banner.show_message(message, actions, about=conversation_id)
         if conversation_id == self.current_id:

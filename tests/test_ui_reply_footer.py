@@ -291,6 +291,21 @@ def test_a_streaming_reply_is_rendered_less_often_as_rendering_it_costs_more(qtb
     assert view.begin_reply() is not w and view._timer.interval() == ChatView.REPAINT_MS   # a new reply starts fast
 
 
+def test_a_reply_shown_again_mid_way_says_it_is_writing(qtbot):
+    """Back from another conversation, the reply being written is shown again with its text so far
+    (MainWindow.open_conversation): it said "reading the prompt…" over 263 tokens (a new user's try)."""
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.show()
+    for highlight in (False, True):                  # (highlighted, a reply's text is set the same way)
+        view.set_highlight_origins(highlight)
+        w = view.begin_reply()
+        assert w.status.text() == "reading the prompt…"
+        w.set_text("The answer so far")
+        assert w.status.text() == "writing…"
+        view.end_reply("The answer so far.", "done", None, False)
+
+
 def test_a_reply_s_lines_and_indentation_show_as_written(qtbot):
     """Code a model wrote without a fence, a poem: each line on its own line, indented as written
     (Markdown joined them into one line: a user's try). Lists, tables, headings and indented code are

@@ -239,6 +239,18 @@ def test_stop_mid_reply_keeps_the_partial_text(qtbot, loaded):
     type_and_send(qtbot, w, LONG_PROMPT)
     qtbot.waitUntil(lambda: len(w.live_text) > 40, timeout=TIMEOUT_MS)
     assert w.send_button.text() == "Stop"
+    # in another conversation the button sends, and says why it cannot yet: it stopped the reply out of
+    # sight, and Enter there did nothing and said nothing (a new user's try)
+    writing = w.current_id
+    w.new_conversation()
+    assert w.send_button.text() == "Send"
+    type_and_send(qtbot, w, "What is 2+2?")
+    qtbot.mouseClick(w.send_button, Qt.LeftButton)
+    assert w.busy and w.generating_id == writing and w.composer.toPlainText() == "What is 2+2?"
+    assert w.banner.label.text().startswith("A reply is being written in “") and "stop it there" in w.banner.label.text()
+    w.composer.clear()
+    w.open_conversation(writing)
+    assert w.send_button.text() == "Stop"
     qtbot.mouseClick(w.send_button, Qt.LeftButton)
     wait_idle(qtbot, w)
     db = stored(w)
@@ -443,6 +455,7 @@ def test_a_loading_setting_changed_but_not_applied_says_so_until_applied(qtbot, 
     panel.n_threads.setValue(os.cpu_count() if panel.n_threads.value() == 0 else 0)   # the same threads
     assert panel.unapplied.text().startswith("Not applied yet: Weight repacking.")
     panel.reloadRequested.emit(panel.loading())              # Apply and reload
+    assert panel.unapplied.text().startswith("Applying: Weight repacking.")   # (not "Not applied yet", meanwhile)
     qtbot.waitUntil(lambda: w.loaded is not None and not w.loading and not w.busy, timeout=TIMEOUT_MS)
     assert panel.unapplied.isHidden()
 

@@ -83,6 +83,7 @@ class MessageWidget(QFrame):
 
     # -- text
     def set_text(self, text: str) -> None:
+        reading = self._status == "streaming" and not self._text
         self._text = text
         self._streamed = 0
         if self.highlight:
@@ -91,6 +92,8 @@ class MessageWidget(QFrame):
             self.body.set_plain(text)
         else:
             self.body.set_markdown(text)
+        if reading and text:        # no longer reading the prompt (a reply shown again mid-way, after another
+            self._update_footer()   # conversation, said "reading the prompt…" over its text: a new user's try)
 
     def set_highlight(self, on: bool) -> None:
         on = on and self.role == "assistant"
@@ -113,14 +116,14 @@ class MessageWidget(QFrame):
     def stream(self, text: str, origins: list[TokenOrigin]) -> None:
         """The streaming reply so far: its text and the origins of its tokens. Highlighted, the new
         tokens are appended as they come (MessageText.append_spans); the reply's end renders it."""
-        first = not self._text and text          # (its note then says it is no longer reading the prompt)
         if not self.highlight:
             self._origins = origins
-            self.set_text(text)
+            self.set_text(text)                  # (its note then says it is no longer reading the prompt)
         else:
+            first = not self._text and text
             self._append(text, origins)
-        if first:
-            self._update_footer()
+            if first:
+                self._update_footer()
 
     def _append(self, text: str, origins: list[TokenOrigin]) -> None:
         new = origins[self._streamed:]

@@ -257,10 +257,13 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         if not self.loaded:
             self._say_not_loaded(text)
             return
-        if self.busy:
-            if self.generating_id is None:
-                self.banner.show_message("Wait for the compare to finish, then send your message (it stays in "
-                                         "the box).")
+        if self.busy:                           # (Enter did nothing here, and said nothing: a new user's try)
+            where = ("" if self.generating_id in (None, self.current_id)
+                     else f" in “{self._title(self.generating_id)}”")
+            self.banner.show_message(("Wait for the compare to finish" if self.generating_id is None else
+                                      f"A reply is being written{where}: wait for it to end, or stop it"
+                                      + (" there" if where else "") + ",")
+                                     + " then send your message (it stays in the box).")
             return
         if self.current_id is None:
             self.new_conversation()
@@ -306,7 +309,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
             self.worker.cancel()
 
     def _send_or_stop(self) -> None:
-        if self.busy and self.generating_id is not None:
+        if self.busy and self.generating_id is not None and self.generating_id == self.current_id:
             self.stop()
         else:
             text = self.composer.toPlainText().strip()
@@ -401,7 +404,9 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
 
     def _update_buttons(self) -> None:
         ready = self.loaded is not None
-        self.send_button.setText("Stop" if self.busy and self.generating_id is not None else "Send")
+        # (Stop where the reply is written: in another conversation it stopped a reply out of sight)
+        writing_here = self.busy and self.generating_id is not None and self.generating_id == self.current_id
+        self.send_button.setText("Stop" if writing_here else "Send")
         # (Send stays enabled before any model is loaded: it does what Enter does, and the banner says how
         # to load one and send; greyed out, it looked as if the message could not be sent: a user's try)
         idle = ready and not self.busy and self.current_id is not None

@@ -111,6 +111,7 @@ class SettingsPanel(QWidget):
         self.unapplied.hide()
         form.addRow(self.unapplied)
         self._applied: dict | None = None
+        self._loading_now = False                 # models are loading, with the settings as they are now
         for signal in (self.n_ctx.valueChanged, self.n_threads.valueChanged, self.ngl.valueChanged,
                        self.ngld.valueChanged, self.repack.currentIndexChanged):
             signal.connect(self._show_unapplied)
@@ -147,12 +148,22 @@ class SettingsPanel(QWidget):
         self._applied = loading
         self._show_unapplied()
 
+    def set_models_loading(self, on: bool) -> None:
+        """Whether models are loading now (with these settings): a change not yet applied is being applied."""
+        self._loading_now = on
+        self._show_unapplied()
+
     def _show_unapplied(self) -> None:
         now, then = self.loading(), self._applied
         changed = [label for key, label in LOADING_LABELS.items()
                    if then is not None and _effective(now, key) != _effective(then, key)]
-        self.unapplied.setText(f"Not applied yet: {', '.join(changed)}. The models loaded now use the settings "
-                               f"they were loaded with, until Apply and reload." if changed else "")
+        if self._loading_now:         # ("Not applied yet … until Apply and reload" stayed through the reload)
+            them = "it" if len(changed) < 2 else "them"
+            text = f"Applying: {', '.join(changed)}. The models are loading again with {them}."
+        else:
+            text = (f"Not applied yet: {', '.join(changed)}. The models loaded now use the settings they were "
+                    "loaded with, until Apply and reload.")
+        self.unapplied.setText(text if changed else "")
         self.unapplied.setVisible(bool(changed))
 
     def generation(self) -> dict:

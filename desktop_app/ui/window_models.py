@@ -250,6 +250,7 @@ class ModelsMixin:
         sent meanwhile waits for the models (MainWindow.submit)."""
         self._loads += 1
         self.first_run.set_loading(True)
+        self.settings_panel.set_models_loading(True)
 
     def _end_load(self, ok: bool) -> None:
         """One ended (`ok`: with models ready). Once none is left, a message that waited is sent if the
@@ -259,6 +260,7 @@ class ModelsMixin:
         if self._loads:
             return
         self.first_run.set_loading(False)
+        self.settings_panel.set_models_loading(False)
         if ok and self.loaded is not None:
             self._forget_not_loaded()
             self.send_queued()

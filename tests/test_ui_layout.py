@@ -159,6 +159,27 @@ def test_a_one_line_label_shows_a_form_whole_at_every_width(qtbot):
                 assert label.text() == whole
 
 
+def test_does_it_pay_keeps_its_sentence_under_the_plot_in_a_short_panel(qtbot, tmp_path, close_all):
+    """At 1000×700 a long "Does it pay?" sentence was laid over the plot's γ axis: the tab squeezed the
+    two into less than they need, and the panel (which scrolls) did not grow (a new user's try)."""
+    w = open_window(qtbot, tmp_path)
+    close_all.append(w)
+    stats = GenerationStats(
+        n_tokens=56, n_rounds=56, n_plain_rounds=55, tokens_per_s=100.0, t_target_step_s=0.008, t_draft_s=0.0,
+        t_verify_s=0.5, t_plain_s=0.45, n_drafted=3, n_accepted=1, acceptance_rate=1 / 3, alpha=0.5,
+        mean_accepted=1.0, mean_drafted=3.0, c=0.0, predicted_speedup=0.96, predicted_speedup_measured=0.96,
+        ttft_s=0.1, verify_s_by_batch={1: 0.008, 2: 0.011, 4: 0.02, 5: 0.024, 9: 0.04, 17: 0.07})
+    w.spec_panel.show_stats(stats)
+    pay = w.spec_panel.pay
+    w.spec_panel.views.setCurrentWidget(pay)
+    for _ in range(5):
+        QApplication.processEvents()
+    assert len(pay.sentence.text()) > 200                  # (several lines at this width)
+    assert pay.sentence.geometry().top() >= pay.plot.geometry().bottom()
+    assert pay.sentence.geometry().bottom() <= pay.height()
+    assert (w.width(), w.height()) == SMALL
+
+
 def test_the_chat_column_at_its_narrowest_still_shows_whole_names_and_buttons(qtbot, tmp_path, close_all,
                                                                              test_model_path, q2k_draft_path):
     w = open_window(qtbot, tmp_path, settings=folder_settings(test_model_path))

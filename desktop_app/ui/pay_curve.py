@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QFont, QPalette
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
@@ -73,6 +73,20 @@ class PayCurve(QWidget):
         self.best_gamma = 0
         self.clear()
         self.plot.getPlotItem().getViewBox().sigResized.connect(self._fit_height)
+
+    def minimumSizeHint(self) -> QSize:
+        """The plot at its least and the sentence whole under it, as it wraps at this width: a tab does not
+        ask a wrapped label's height for its width, and in a short panel a long sentence was laid over the
+        plot's γ axis (a new user's try, 1000×700)."""
+        hint = super().minimumSizeHint()
+        width = max(self.width(), hint.width())
+        return QSize(hint.width(), self.plot.minimumHeight() + self.layout().spacing()
+                     + max(0, self.sentence.heightForWidth(width)))
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self.updateGeometry()                # (the sentence wraps anew: its height, and so the least)
 
     def clear(self) -> None:
         self.gammas, self.speedups, self.best_gamma = [], [], 0

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pyqtgraph as pg
 import pytest
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QApplication, QLabel, QWidget
 
 from desktop_app.chat.history import HistoryStore
 from desktop_app.engine import (GREEDY, Controls, FinishEvent, LoadOptions, ModelPair, RoundEvent, SpecSettings,
@@ -82,7 +82,7 @@ def assert_charts_show(charts: LiveCharts, rounds, stats: GenerationStats, abs_t
     # the title quotes the dashed line's plain speed as the panel's "vs plain" does (measured_text): the same
     # digits; not a label on the line, which covered the curve near plain's rate (a new user's try)
     plain = rate_text(stats.plain_tokens_per_s).removesuffix(" tok/s")
-    assert charts.speed_title.text() == f"Tokens/s; dashed: plain {plain}" and plain in measured_text(stats)
+    assert charts.speed_title.text() == f"Tokens/s over time (s); dashed: plain {plain}" and plain in measured_text(stats)
     assert getattr(charts.plain_line, "label", None) is None
     sx, sy = charts.speed_curve.getData()
     assert len(sx) > 3 and all(v > 0 for v in sy)
@@ -229,7 +229,11 @@ def test_a_reply_that_drafts_in_every_round_compares_itself_with_plain_as_known_
     panel.set_plain_rate(20.0)                                            # a pair loaded, its pass timed
     assert live() == f"≈ {speed / 20.0:.2f}× (plain ≈ 20.0 tok/s, earlier)"
     assert panel.charts.plain_line.isVisible() and panel.charts.plain_line.value() == 20.0
-    assert panel.charts.speed_title.text() == "Tokens/s; dashed: plain ≈ 20.0"      # (one line)
+    title = panel.charts.speed_title
+    assert title.text() == "Tokens/s over time (s); dashed: plain ≈ 20.0"
+    # one line, whole: a shorter form where it does not fit (wrapped, "20.0" stood alone under it: a user's try)
+    assert QLabel.text(title) in (title.text(), "Tokens/s; dashed: plain ≈ 20.0", "Tok/s; dashed: plain ≈ 20.0")
+    assert not title.wordWrap()
     panel.finish(stats)                                                   # a reply measured it since
     known = stats.plain_tokens_per_s
     # but not a stopped reply, one of a round or two, nor a llama-server's (measured elsewhere)

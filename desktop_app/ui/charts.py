@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from desktop_app.engine.events import GenerationStats, RoundEvent
 from desktop_app.engine.explain import rate_number
+from desktop_app.ui.elided import ElidedLabel
 
 DRAFTER_COLOURS = {"model": "#2ca02c", "lookup": "#9467bd", "server": "#1f77b4", "none": "#8c8c8c"}
 DRAFTER_NAMES = {"model": "model", "lookup": "lookup", "server": "server", "none": "plain"}
@@ -125,7 +126,7 @@ def _titled(title: QLabel, plot: pg.PlotWidget) -> QWidget:
     column = QVBoxLayout(box)
     column.setContentsMargins(0, 0, 0, 0)
     column.setSpacing(0)
-    title.setWordWrap(True)
+    title.setWordWrap(not isinstance(title, ElidedLabel))
     title.setAlignment(Qt.AlignCenter)
     font = title.font()
     font.setPointSizeF(max(7.0, font.pointSizeF() - 1))
@@ -149,7 +150,8 @@ class LiveCharts(QWidget):
         layout.setSpacing(4)
 
         self.speed_plot = _small_plot(fg, bg)
-        self.speed_title = QLabel(SPEED_TITLE)
+        self.speed_title = ElidedLabel()           # one line: wrapped, its rate stood alone under it
+        self.speed_title.setText(SPEED_TITLE, "Tokens/s")
         self.speed_title.setToolTip("Tokens per second over the last 16 tokens (at least a quarter second), "
                                     "against seconds since the reply's first round; the dashed line is plain "
                                     "decoding's rate, measured (or, until the reply ends, estimated from its "
@@ -339,7 +341,12 @@ class LiveCharts(QWidget):
         rate, label = self.plain_rate()
         self.plain_line.setVisible(rate is not None)
         label = PLAIN_SO_FAR if label == PLAIN_EARLIER else label    # (the title has one line: the panel's row says when)
-        self.speed_title.setText(SPEED_TITLE if rate is None else f"Tokens/s; dashed: {label} {rate_number(rate)}")
+        if rate is None:
+            self.speed_title.setText(SPEED_TITLE, "Tokens/s")
+        else:                                      # (the seconds' unit as long as it fits)
+            plain = f"{label} {rate_number(rate)}"
+            self.speed_title.setText(f"Tokens/s over time (s); dashed: {plain}", f"Tokens/s; dashed: {plain}",
+                                     f"Tok/s; dashed: {plain}")
         if rate is not None:
             self.plain_line.setValue(rate)
         self.speed_plot.setXRange(0, max(xs, default=0) or 1, padding=0.02)

@@ -326,6 +326,33 @@ def test_an_edit_ends_with_its_conversation(qtbot, window):
     assert [m.content for m in w.store.messages(first)] == ["Tell me about cats.", "Cats purr."]
 
 
+def test_opening_a_conversation_shows_its_last_reply_in_the_panel(qtbot, window):
+    """The panel said "No reply selected" beside a conversation of replies, until a footer was clicked
+    (a new user's try): it shows the conversation's last reply that has rounds, as that click does."""
+    from desktop_app.engine.events import RoundEvent, TokenKind
+    from desktop_app.ui.spec_panel import stored_header
+
+    w = window
+    round_ = RoundEvent(index=0, drafter="lookup", drafted=(5, 6), drafted_text=(" b", " c"), q=(1.0, 1.0),
+                        p=(0.9, 0.2), accepted=1, emitted=(5, 7), emitted_text=(" b", " d"),
+                        kinds=(TokenKind.ACCEPTED, TokenKind.CORRECTION), target_top=(5, 7, 8), t_draft_s=0.0,
+                        t_verify_s=0.02, t_round_s=0.021, n_past=10)
+    stats = GenerationStats(n_tokens=2, n_rounds=1, tokens_per_s=95.2, n_drafted=2, n_accepted=1, acceptance_rate=0.5,
+                            alpha=0.5, mean_accepted=1.0, mean_drafted=2.0, t_verify_s=0.02, t_target_step_s=0.01)
+    first = w.store.create_conversation("Letters", "SYSTEM")
+    w.store.add_message(first, "user", "Go on: a")
+    reply = w.store.add_message(first, "assistant", " b d")
+    w.store.update_message(reply.id, stats=stats.to_json(), rounds=[round_.to_record()])
+    second = w.store.create_conversation("Empty", "SYSTEM")
+    w.refresh_conversations()
+    w.open_conversation(first, show=True)
+    stored = w.store.messages(first)[-1]
+    assert w.spec_panel.header.text() == stored_header("Letters", stored.created_at, 2)
+    assert w.spec_panel.strip.round_model.rowCount() == 1
+    w.open_conversation(second, show=True)
+    assert w.spec_panel.header.text() == "No reply selected"
+
+
 def test_an_edit_still_says_so_after_another_message_took_the_banner(qtbot, window):
     """While editing, another message can take the banner (no model loaded, say). Once it was dismissed
     nothing said that Enter would replace the last message, nor offered to cancel the edit."""

@@ -98,8 +98,9 @@ class ConversationsMixin:
         any model is loaded)."""
         if conversation_id != self.current_id:
             self._leave_edit()
-        if conversation_id != self.current_id:      # another conversation: the panel shows none of its
-            if conversation_id == self.generating_id:   # replies, except the one generating now
+        another = conversation_id != self.current_id and conversation_id != self.generating_id
+        if conversation_id != self.current_id:      # another conversation: the panel shows its last reply
+            if conversation_id == self.generating_id:   # (below), or the one it is writing now
                 self.spec_panel.show_live()
             else:
                 self.spec_panel.clear()
@@ -123,11 +124,21 @@ class ConversationsMixin:
             self.chat.add_message(m.role, m.content, m.status, m.id, bool(m.rounds), stats=m.stats,
                                   settings=m.settings, rounds=m.rounds)
         self.mark_left_out(conversation_id, conversation)
+        if another:                  # (it said "No reply selected" beside a conversation of replies: a user's try)
+            self._show_last_reply(conversation_id, conversation.title, messages)
         if live:
             self.chat.begin_reply().set_text(self.live_text)
         if self.stack.currentWidget() is not self.chat and (self.loaded or show):
             self.stack.setCurrentWidget(self.chat)
         self._update_buttons()
+
+    def _show_last_reply(self, conversation_id: int, title: str, messages) -> None:
+        """The panel shows the last reply of `messages` that has rounds, as a click on its footer does."""
+        for n in range(len(messages), 0, -1):
+            m = messages[n - 1]
+            if m.role == "assistant" and m.rounds:
+                self.spec_panel.show_stored(m.rounds, m.stats, conversation_id, title, m.created_at, n)
+                return
 
     def _rename(self, conversation_id: int, title: str) -> None:
         self._history(self.store.rename, conversation_id, title)

@@ -234,6 +234,12 @@ def test_a_reply_that_drafts_in_every_round_compares_itself_with_plain_as_known_
     # one line, whole: a shorter form where it does not fit (wrapped, "20.0" stood alone under it: a user's try)
     assert QLabel.text(title) in (title.text(), "Tokens/s; dashed: plain ≈ 20.0", "Tok/s; dashed: plain ≈ 20.0")
     assert not title.wordWrap()
+    # and its seconds never run together: "0.05 0.10 0.15 0.2" under a fifth of a second, 140 px wide
+    seconds = panel.charts.speed_plot.getPlotItem().getAxis("bottom")
+    for low, high, px in ((0.0, 0.2, 140), (0.0, 0.23, 100), (0.0, 37.0, 140), (0.0, 12.5, 300), (0.0, 3.0, 60)):
+        values = seconds.tickValues(low, high, px)[0][1]
+        assert 2 <= len(values) and len(values) - 1 <= max(2, px / 45), (high, px, values)
+        assert all(abs(v / (values[1] - values[0]) - round(v / (values[1] - values[0]))) < 1e-6 for v in values)
     panel.finish(stats)                                                   # a reply measured it since
     known = stats.plain_tokens_per_s
     # but not a stopped reply, one of a round or two, nor a llama-server's (measured elsewhere)

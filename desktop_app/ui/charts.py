@@ -368,7 +368,7 @@ class LiveCharts(QWidget):
             self.speed_title.setText(SPEED_TITLE, "Tokens/s")
         else:                                      # (the seconds' unit as long as it fits)
             plain = f"{label} {rate_number(rate)}"
-            self.speed_title.setText(f"Tokens/s over time (s); dashed: {plain}", f"Tokens/s; dashed: {plain}",
+            self.speed_title.setText(f"{SPEED_TITLE}; dashed: {plain}", f"Tokens/s; dashed: {plain}",
                                      f"Tok/s; dashed: {plain}")
         if rate is not None:
             self.plain_line.setValue(rate)

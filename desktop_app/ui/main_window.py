@@ -258,12 +258,14 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
             self._say_not_loaded(text)
             return
         if self.busy:                           # (Enter did nothing here, and said nothing: a new user's try)
-            where = ("" if self.generating_id in (None, self.current_id)
-                     else f" in “{self._title(self.generating_id)}”")
-            self.banner.show_message(("Wait for the compare to finish" if self.generating_id is None else
-                                      f"A reply is being written{where}: wait for it to end, or stop it"
-                                      + (" there" if where else "") + ",")
-                                     + " then send your message (it stays in the box).")
+            if self.generating_id is None:
+                wait = "Wait for the compare to finish"
+            elif self.generating_id == self.current_id:
+                wait = "A reply is being written: wait for it to end, or stop it"
+            else:
+                wait = (f"A reply is being written in “{self._title(self.generating_id)}”: wait for it to end, "
+                        "or stop it there")
+            self.banner.show_message(f"{wait}, then send your message (it stays in the box).")
             return
         if self.current_id is None:
             self.new_conversation()

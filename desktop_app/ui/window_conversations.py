@@ -96,11 +96,10 @@ class ConversationsMixin:
         """Show the conversation in the chat view; the view takes the place of the welcome page once
         models are loaded, or at once when `show` (a conversation the user chose: it can be read before
         any model is loaded)."""
-        if conversation_id != self.current_id:
-            self._leave_edit()
         another = conversation_id != self.current_id and conversation_id != self.generating_id
-        if conversation_id != self.current_id:      # another conversation: the panel shows its last reply
-            if conversation_id == self.generating_id:   # (below), or the one it is writing now
+        if conversation_id != self.current_id:      # another conversation: an edit of this one ends, and
+            self._leave_edit()                      # the panel shows its last reply (below), or the one
+            if conversation_id == self.generating_id:   # it is writing now
                 self.spec_panel.show_live()
             else:
                 self.spec_panel.clear()

@@ -293,19 +293,23 @@ def test_edit_last_message_and_resend(qtbot, loaded):
     assert [m.text for m in w.chat.messages if m.role == "user"] == ["What is 3 + 3?"]
 
 
+def stored_exchange(window, title: str, question: str, answer: str) -> int:
+    """A conversation of one question and its answer, in the history and the list; its id."""
+    cid = window.store.create_conversation(title, "SYSTEM")
+    window.store.add_message(cid, "user", question)
+    window.store.add_message(cid, "assistant", answer)
+    window.refresh_conversations()
+    return cid
+
+
 def test_an_edit_ends_with_its_conversation(qtbot, window):
     """An edit under way belongs to its conversation: opening another, starting a new one or deleting
     this one ends it. It stayed on: Enter in the next conversation would have put the first one's
     message in place of that one's last message, and everything after it. Text the user changed stays
     in the box, and the banner says it was not sent; unchanged, the box empties."""
     w = window
-    first = w.store.create_conversation("Cats", "SYSTEM")
-    w.store.add_message(first, "user", "Tell me about cats.")
-    w.store.add_message(first, "assistant", "Cats purr.")
-    second = w.store.create_conversation("Dogs", "SYSTEM")
-    w.store.add_message(second, "user", "Tell me about dogs.")
-    w.store.add_message(second, "assistant", "Dogs bark.")
-    w.refresh_conversations()
+    first = stored_exchange(w, "Cats", "Tell me about cats.", "Cats purr.")
+    second = stored_exchange(w, "Dogs", "Tell me about dogs.", "Dogs bark.")
     w.open_conversation(first, show=True)
     w.edit_last()
     assert w.editing and w.composer.toPlainText() == "Tell me about cats."
@@ -357,10 +361,7 @@ def test_an_edit_still_says_so_after_another_message_took_the_banner(qtbot, wind
     """While editing, another message can take the banner (no model loaded, say). Once it was dismissed
     nothing said that Enter would replace the last message, nor offered to cancel the edit."""
     w = window
-    cid = w.store.create_conversation("Cats", "SYSTEM")
-    w.store.add_message(cid, "user", "Tell me about cats.")
-    w.store.add_message(cid, "assistant", "Cats purr.")
-    w.refresh_conversations()
+    cid = stored_exchange(w, "Cats", "Tell me about cats.", "Cats purr.")
     w.open_conversation(cid, show=True)
     w.edit_last()
     w.submit("Tell me about lions.")                   # no model is loaded: the banner says so instead

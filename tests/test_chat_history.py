@@ -80,6 +80,42 @@ def test_export_json_round_trips_and_markdown(store, tmp_path):
     other.close()
 
 
+def _regenerated(store, cid: int, text: str) -> None:
+    """What ChatSession.regenerate stores: the last reply set aside, a new one in its place."""
+    store.set_aside_reply(cid, store.messages(cid)[-1].position)
+    reply = store.add_message(cid, "assistant", text, settings={"spec": {"draft_max": 2}})
+    store.update_message(reply.id, stats={"n_tokens": 1, "tokens_per_s": 9.0})
+
+
+def test_regenerated_replies_stay_within_reach_until_the_conversation_goes_on(store, tmp_path):
+    cid = _fill(store)
+    first = store.messages(cid)[-1]
+    _regenerated(store, cid, "7 is prime.")
+    [user, second] = store.messages(cid)
+    [kept] = store.earlier_replies(cid, second.position)
+    assert (kept.content, kept.token_ids, kept.stats, kept.rounds, kept.settings, kept.created_at) == \
+        (first.content, first.token_ids, first.stats, first.rounds, first.settings, first.created_at)
+    store.swap_reply(cid, kept.id)                           # back to the first
+    [_, now] = store.messages(cid)
+    assert (now.content, now.rounds, now.position) == (first.content, first.rounds, first.position)
+    assert [e.content for e in store.earlier_replies(cid, now.position)] == ["7 is prime."]
+    with pytest.raises(KeyError):
+        store.swap_reply(cid, kept.id)                       # (that one is the reply now)
+    doc = store.export_json(cid)                             # an export keeps them, an import brings them back
+    other = HistoryStore(tmp_path / "other.db")
+    assert other.export_json(other.import_json(json.loads(json.dumps(doc)))) == doc
+    other.close()
+    store.add_message(cid, "user", "And 9?")                # the conversation goes on from the reply it shows
+    assert store.earlier_replies(cid, now.position) == []
+    with pytest.raises(KeyError):
+        store.set_aside_reply(cid, 2)                        # (a message of the user's is not a reply)
+    store.add_message(cid, "assistant", "No.")
+    _regenerated(store, cid, "No: 3 × 3.")
+    assert [e.content for e in store.earlier_replies(cid, 3)] == ["No."]
+    store.delete_messages_from(cid, 2)                       # an edit of the message: its replies go, all versions
+    assert store.earlier_replies(cid, 3) == [] and len(store.messages(cid)) == 2
+
+
 def test_streaming_rows_left_by_a_dead_process_become_interrupted(tmp_path):
     store = HistoryStore(tmp_path / "h.db")
     cid = store.create_conversation()

@@ -97,6 +97,9 @@ def test_regenerate_reevaluates_nothing_of_the_prompt(session, pair):
     assert len(after) == len(before) and after[-1].created_at > before[-1].created_at
     assert counted.finish.stats.n_prompt_evaluated == 1        # only the last prompt token, in the verify batch
     assert after[-1].content == before[-1].content             # greedy: the same reply again
+    [kept] = session.store.earlier_replies(cid, after[-1].position)    # the one it replaced stays within reach
+    assert (kept.content, kept.created_at, kept.token_ids) == (before[-1].content, before[-1].created_at,
+                                                               before[-1].token_ids)
 
 
 def test_edit_reevaluates_from_the_first_differing_token(session, pair):
@@ -158,6 +161,11 @@ def test_full_conversation_offers_to_drop_old_turns(test_model_path, tmp_path):
         with pytest.raises(ContextOverflow) as info:
             list(chat.reply(huge, options))
         assert not info.value.can_drop_turns and "use a larger context size" in str(info.value)
+        store.add_message(huge, "assistant", "An answer from a larger context.")    # a regenerate that cannot fit
+        with pytest.raises(ContextOverflow):                                         # keeps the reply in place
+            list(chat.regenerate(huge, options))
+        assert store.messages(huge)[-1].content == "An answer from a larger context."
+        assert store.earlier_replies(huge, 1) == []
         # nor when earlier turns could go but the last message alone is too long
         store.add_message(cid, "assistant", "Short answer.")
         store.add_message(cid, "user", "word " * 700)

@@ -9,6 +9,7 @@ aside (never deleted) and a fresh one started, with a notice for the user.
 from __future__ import annotations
 
 import array
+import contextlib
 import functools
 import json
 import os
@@ -52,6 +53,22 @@ MIGRATIONS: list[str] = [
         UNIQUE (conversation_id, position)
     );
     CREATE INDEX messages_by_conversation ON messages(conversation_id, position);
+    """,
+    # 2: the versions of the last reply that Regenerate replaced (kept until the conversation goes on)
+    """
+    CREATE TABLE earlier_replies (
+        id INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,               -- the position of the reply it was
+        content TEXT NOT NULL,
+        status TEXT NOT NULL,
+        token_ids BLOB,
+        settings TEXT,
+        stats TEXT,
+        rounds BLOB,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX earlier_replies_by_conversation ON earlier_replies(conversation_id, position);
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -199,11 +216,9 @@ class HistoryStore:
     @_reports('Reading the conversation')
     def messages(self, conversation_id: int) -> list[StoredMessage]:
         rows = self._db.execute(
-            "SELECT id, conversation_id, position, role, content, status, token_ids, settings, stats, rounds, "
-            "created_at FROM messages WHERE conversation_id=? ORDER BY position", (conversation_id,)).fetchall()
-        return [StoredMessage(r[0], r[1], r[2], r[3], r[4], r[5], unpack_tokens(r[6]),
-                              json.loads(r[7]) if r[7] else None, json.loads(r[8]) if r[8] else None,
-                              unpack_rounds(r[9]), r[10]) for r in rows]
+            f"SELECT id, conversation_id, position, role, {_BODY} FROM messages WHERE conversation_id=? "
+            "ORDER BY position", (conversation_id,)).fetchall()
+        return [_stored(r) for r in rows]
 
     @_reports('Saving the message')
     def add_message(self, conversation_id: int, role: str, content: str, status: str = "done",
@@ -218,6 +233,8 @@ class HistoryStore:
             (conversation_id, role, content, status, pack_tokens(token_ids),
              json.dumps(settings) if settings is not None else None, now, conversation_id)).fetchone()
         self._db.execute("UPDATE conversations SET updated_at=? WHERE id=?", (now, conversation_id))
+        if role == "user":              # the conversation goes on from the reply it has: the others are past
+            self._db.execute("DELETE FROM earlier_replies WHERE conversation_id=?", (conversation_id,))
         return StoredMessage(int(row[0]), conversation_id, int(row[1]), role, content, status, token_ids,
                              settings, None, None, now)
 
@@ -236,18 +253,86 @@ class HistoryStore:
 
     @_reports('Removing the messages')
     def delete_messages_from(self, conversation_id: int, position: int) -> None:
-        """Delete the message at `position` and everything after it (for edit and regenerate)."""
-        self._db.execute("DELETE FROM messages WHERE conversation_id=? AND position>=?", (conversation_id, position))
+        """Delete the message at `position` and everything after it (for an edit), earlier versions of
+        the replies among them too."""
+        with self._transaction():
+            for table in ("messages", "earlier_replies"):
+                self._db.execute(f"DELETE FROM {table} WHERE conversation_id=? AND position>=?",
+                                 (conversation_id, position))
+
+    # -- the earlier versions of the last reply (Regenerate keeps them; sending a message drops them)
+    @_reports('Keeping the earlier reply')
+    def set_aside_reply(self, conversation_id: int, position: int) -> int:
+        """Move the reply at `position`, the conversation's last message, to its earlier versions: the
+        reply Regenerate writes takes its place, and the old one stays within reach (swap_reply).
+        Returns its id among them; KeyError (nothing changed) where no reply is there."""
+        with self._transaction():
+            cur = self._db.execute(
+                f"INSERT INTO earlier_replies (conversation_id, position, {_BODY}) SELECT conversation_id, "
+                f"position, {_BODY} FROM messages WHERE conversation_id=? AND position=? AND role='assistant'",
+                (conversation_id, position))
+            if cur.rowcount != 1:
+                raise KeyError(f"no reply at {position} in conversation {conversation_id}")
+            self._db.execute("DELETE FROM messages WHERE conversation_id=? AND position>=?", (conversation_id, position))
+            return int(cur.lastrowid)
+
+    @_reports('Reading the earlier replies')
+    def earlier_replies(self, conversation_id: int, position: int) -> list[StoredMessage]:
+        """The replies that the reply at `position` replaced, oldest first (their ids are their own, not
+        messages' ids)."""
+        rows = self._db.execute(
+            f"SELECT id, conversation_id, position, 'assistant', {_BODY} FROM earlier_replies "
+            "WHERE conversation_id=? AND position=? ORDER BY created_at, id", (conversation_id, position)).fetchall()
+        return [_stored(r) for r in rows]
+
+    @_reports('Showing the other reply')
+    def swap_reply(self, conversation_id: int, earlier_id: int) -> None:
+        """Make the earlier reply `earlier_id` the conversation's last reply again; the finished reply
+        in its place, if any, becomes an earlier version. KeyError when that reply is gone, or its place
+        is no longer the end of the conversation (or holds a reply being written)."""
+        with self._transaction():
+            row = self._db.execute("SELECT position FROM earlier_replies WHERE id=? AND conversation_id=?",
+                                   (earlier_id, conversation_id)).fetchone()
+            last = self._db.execute("SELECT position, role, status FROM messages WHERE conversation_id=? "
+                                    "ORDER BY position DESC LIMIT 1", (conversation_id,)).fetchone()
+            if row is None or last is None:
+                raise KeyError(f"no earlier reply {earlier_id} in conversation {conversation_id}")
+            in_place = last[0] == row[0] and last[1] == "assistant"      # (else its place is empty, or past)
+            if not (in_place and last[2] != "streaming" or last[0] == row[0] - 1):
+                raise KeyError(f"the earlier reply {earlier_id} no longer ends conversation {conversation_id}")
+            if in_place:
+                self.set_aside_reply(conversation_id, row[0])
+            self._db.execute(
+                f"INSERT INTO messages (conversation_id, position, role, {_BODY}) SELECT conversation_id, "
+                f"position, 'assistant', {_BODY} FROM earlier_replies WHERE id=?", (earlier_id,))
+            self._db.execute("DELETE FROM earlier_replies WHERE id=?", (earlier_id,))
+
+    @contextlib.contextmanager
+    def _transaction(self):
+        """All or nothing; within a transaction already begun, part of it."""
+        if self._db.in_transaction:
+            yield
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     # -- export and import
     @_reports('Exporting the conversation')
     def export_json(self, conversation_id: int) -> dict:
         c = self.conversation(conversation_id)
+        messages = []
+        for m in c.messages:
+            messages.append(_exported(m))
+            earlier = self.earlier_replies(conversation_id, m.position) if m.role == "assistant" else []
+            if earlier:
+                messages[-1]["earlier_versions"] = [_exported(e) for e in earlier]
         return {"format": "tandem-conversation", "version": 1, "title": c.title, "system_prompt": c.system_prompt,
-                "created_at": c.created_at, "updated_at": c.updated_at,
-                "messages": [{"role": m.role, "content": m.content, "status": m.status, "token_ids": m.token_ids,
-                              "settings": m.settings, "stats": m.stats, "rounds": m.rounds,
-                              "created_at": m.created_at} for m in c.messages]}
+                "created_at": c.created_at, "updated_at": c.updated_at, "messages": messages}
 
     @_reports('Importing the conversation')
     def import_json(self, doc: dict) -> int:
@@ -255,14 +340,19 @@ class HistoryStore:
             raise ValueError("not a Tandem conversation export")
         cid = self.create_conversation(doc["title"], doc.get("system_prompt", ""))
         for m in doc["messages"]:
-            stored = self.add_message(cid, m["role"], m["content"], m.get("status", "done"), m.get("token_ids"),
-                                      m.get("settings"))
-            self.update_message(stored.id, stats=m.get("stats"), rounds=m.get("rounds"))
-            self._db.execute("UPDATE messages SET created_at=? WHERE id=?",
-                             (m.get("created_at", stored.created_at), stored.id))
+            for earlier in m.get("earlier_versions", []) if m["role"] == "assistant" else []:
+                self._import_message(cid, earlier)         # (added and set aside, as Regenerate did)
+                self.set_aside_reply(cid, self.messages(cid)[-1].position)
+            self._import_message(cid, m)
         self._db.execute("UPDATE conversations SET created_at=?, updated_at=? WHERE id=?",
                          (doc.get("created_at", time.time()), doc.get("updated_at", time.time()), cid))
         return cid
+
+    def _import_message(self, conversation_id: int, m: dict) -> None:
+        stored = self.add_message(conversation_id, m["role"], m["content"], m.get("status", "done"),
+                                  m.get("token_ids"), m.get("settings"))
+        self.update_message(stored.id, stats=m.get("stats"), rounds=m.get("rounds"))
+        self._db.execute("UPDATE messages SET created_at=? WHERE id=?", (m.get("created_at", stored.created_at), stored.id))
 
     @_reports('Exporting the conversation')
     def export_markdown(self, conversation_id: int) -> str:
@@ -282,6 +372,20 @@ class HistoryStore:
                     extra += f", {100 * s['acceptance_rate']:.0f} % of drafted tokens accepted"
                 lines += [f"_{extra}_", ""]
         return "\n".join(lines).rstrip() + "\n"
+
+
+_BODY = "content, status, token_ids, settings, stats, rounds, created_at"    # a reply's columns after its role
+
+
+def _exported(m: StoredMessage) -> dict:
+    return {"role": m.role, "content": m.content, "status": m.status, "token_ids": m.token_ids,
+            "settings": m.settings, "stats": m.stats, "rounds": m.rounds, "created_at": m.created_at}
+
+
+def _stored(r) -> StoredMessage:
+    """A row of id, conversation_id, position, role and _BODY."""
+    return StoredMessage(r[0], r[1], r[2], r[3], r[4], r[5], unpack_tokens(r[6]), json.loads(r[7]) if r[7] else None,
+                         json.loads(r[8]) if r[8] else None, unpack_rounds(r[9]), r[10])
 
 
 def _prepare(db: sqlite3.Connection) -> None:

@@ -127,12 +127,24 @@ class ChatSession:
         return True
 
     def regenerate(self, conversation_id: int, options: GenerationOptions) -> Iterator:
-        """Replace the last reply with a new one."""
+        """Write a new reply in place of the last one, which is kept as an earlier version (store.
+        earlier_replies; a reply with no text is not). A conversation the context can no longer hold
+        keeps its reply as it was and raises ContextOverflow (the reply was lost: a reading of the code)."""
         messages = self.store.messages(conversation_id)
         if not can_regenerate(messages):
             raise ValueError("there is no reply to regenerate")
-        self.store.delete_messages_from(conversation_id, messages[-1].position)
-        return self.reply(conversation_id, options)
+        last = messages[-1]
+        kept = None
+        if last.content.strip():
+            kept = self.store.set_aside_reply(conversation_id, last.position)
+        else:
+            self.store.delete_messages_from(conversation_id, last.position)
+        try:
+            return self.reply(conversation_id, options)
+        except ContextOverflow:
+            if kept is not None:
+                self.store.swap_reply(conversation_id, kept)
+            raise
 
     def edit_last_user_message(self, conversation_id: int, text: str, options: GenerationOptions) -> Iterator:
         """Change the last user message, drop what followed it, and answer again."""

@@ -128,8 +128,9 @@ class ChatSession:
 
     def regenerate(self, conversation_id: int, options: GenerationOptions) -> Iterator:
         """Write a new reply in place of the last one, which is kept as an earlier version (store.
-        earlier_replies; a reply with no text is not). A conversation the context can no longer hold
-        keeps its reply as it was and raises ContextOverflow (the reply was lost: a reading of the code)."""
+        earlier_replies; a reply with no text is not). Where no reply can start (ContextOverflow: the
+        context can no longer hold the conversation; a llama-server refusing), the reply stays as it was
+        (it was lost: a reading of the code)."""
         messages = self.store.messages(conversation_id)
         if not can_regenerate(messages):
             raise ValueError("there is no reply to regenerate")
@@ -141,7 +142,7 @@ class ChatSession:
             self.store.delete_messages_from(conversation_id, last.position)
         try:
             return self.reply(conversation_id, options)
-        except ContextOverflow:
+        except Exception:
             if kept is not None:
                 self.store.swap_reply(conversation_id, kept)
             raise

@@ -274,6 +274,23 @@ def test_regenerate_replaces_the_last_reply(qtbot, loaded):
     assert db[-1].created_at > first.created_at and db[-1].settings["sampling"]["seed"] == 1234
     assert [m.role for m in w.chat.messages] == ["user", "assistant"]
     assert w.chat.messages[-1].text == db[-1].content
+    # the reply it replaced is kept: ‹ shows it in its place, in the history and the panel too
+    second = db[-1]
+    switch = w.chat.messages[-1].versions
+    assert switch.isVisibleTo(w) and switch.label.text() == "2/2"
+    assert switch.back.isEnabled() and not switch.on.isEnabled()
+    qtbot.mouseClick(switch.back, Qt.LeftButton)
+    db = stored(w)
+    assert db[-1].content == first.content and db[-1].created_at == first.created_at
+    assert w.chat.messages[-1].text == first.content and w.chat.messages[-1].versions.label.text() == "1/2"
+    assert w.spec_panel._shown[3] == first.created_at and len(w.spec_panel.rounds_shown) == len(first.rounds)
+    qtbot.mouseClick(w.chat.messages[-1].versions.on, Qt.LeftButton)
+    assert stored(w)[-1].content == second.content and w.chat.messages[-1].text == second.content
+    type_and_send(qtbot, w, "And one more?")              # the conversation goes on from the reply shown
+    wait_idle(qtbot, w)
+    assert [m.content for m in stored(w)[:2]] == ["Name three colours.", second.content]
+    assert w.store.last_reply_versions(w.current_id) == [None]
+    assert not any(m.versions.isVisibleTo(w) for m in w.chat.messages)
 
 
 @pytest.mark.network
@@ -674,6 +691,8 @@ def test_regenerating_a_message_too_long_offers_to_edit_it_with_the_size_in_view
     qtbot.waitUntil(lambda: w.banner.isVisible() and "context holds" in w.banner.label.text() and not w.busy,
                     timeout=TIMEOUT_MS)
     assert w.banner.buttons[0].text() == "Edit the message"
+    assert [m.text for m in w.chat.messages] == [huge, "An answer from a larger context."]    # (it was lost)
+    assert stored(w, cid)[-1].content == "An answer from a larger context."
     said = w.banner.label.text()
     qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)
     assert w.editing and w.composer.toPlainText() == huge and w.banner.kind == "edit"

@@ -285,6 +285,19 @@ class HistoryStore:
             "WHERE conversation_id=? AND position=? ORDER BY created_at, id", (conversation_id, position)).fetchall()
         return [_stored(r) for r in rows]
 
+    @_reports('Reading the earlier replies')
+    def last_reply_versions(self, conversation_id: int) -> list[int | None]:
+        """The versions of the conversation's last reply, oldest first: each an earlier reply's id, and
+        None for the one in place ([] when the conversation does not end with a reply)."""
+        last = self._db.execute("SELECT position, role, created_at FROM messages WHERE conversation_id=? "
+                                "ORDER BY position DESC LIMIT 1", (conversation_id,)).fetchone()
+        if last is None or last[1] != "assistant":
+            return []
+        rows = self._db.execute("SELECT id, created_at FROM earlier_replies WHERE conversation_id=? AND position=?",
+                                (conversation_id, last[0])).fetchall()
+        return [version for _, version in sorted([(last[2], None), *((t, i) for i, t in rows)],
+                                                 key=lambda v: (v[0], v[1] or 0))]
+
     @_reports('Showing the other reply')
     def swap_reply(self, conversation_id: int, earlier_id: int) -> None:
         """Make the earlier reply `earlier_id` the conversation's last reply again; the finished reply

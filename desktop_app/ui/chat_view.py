@@ -17,6 +17,7 @@ from desktop_app.engine.events import GenerationStats, RoundEvent, TokenEvent
 from desktop_app.ui.elided import ElidedButton, ElidedLabel
 from desktop_app.ui.follow_bottom import FollowBottom
 from desktop_app.ui.message_text import MessageText
+from desktop_app.ui.reply_versions import VersionSwitch
 
 
 COPIED_MS = 1500                 # how long a message's Copy button reads "Copied" after a click
@@ -56,6 +57,8 @@ class MessageWidget(QFrame):
         self.copy_button.setMinimumWidth(max(widths))
         self._copied = QTimer(self, singleShot=True, interval=COPIED_MS)    # "Copied" reads this long
         self._copied.timeout.connect(lambda: self.copy_button.setText("Copy"))
+        self.versions = VersionSwitch()           # (the last reply's, once regenerated: the window sets it)
+        head.addWidget(self.versions)
         head.addWidget(self.copy_button)
         layout.addLayout(head)
         self.body = MessageText(self)
@@ -200,6 +203,7 @@ class ChatView(QScrollArea):
     REPAINT_MAX_MS = 1000
     RENDER_DUTY = 25             # renders take at most about 1/25 of a core
     showRounds = Signal(int)
+    versionStep = Signal(int)          # the last reply's ‹ (-1) or › (+1)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -300,6 +304,7 @@ class ChatView(QScrollArea):
         w = MessageWidget(role, text, status, message_id, has_rounds, self._container, stats=stats,
                           settings=settings, rounds=rounds, highlight=self._highlight)
         w.showRounds.connect(self.showRounds)
+        w.versions.step.connect(self.versionStep)
         self._layout.insertWidget(self._layout.count() - 1, w)
         self.messages.append(w)
         return w

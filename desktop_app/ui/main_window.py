@@ -147,6 +147,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.chat = ChatView()
         self.chat.setObjectName("chatView")
         self.chat.showRounds.connect(self._show_rounds)
+        self.chat.versionStep.connect(self._step_version)
         self.stack = QStackedWidget()
         self.stack.addWidget(self.first_run)
         self.stack.addWidget(self.chat)
@@ -414,6 +415,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         idle = ready and not self.busy and self.current_id is not None
         self.regenerate_button.setEnabled(idle and can_regenerate(self.chat.messages))
         self.edit_button.setEnabled(idle and self._has_user_message())
+        self.show_versions(not self.busy)        # (a model is not needed to read them)
         can_compare = ready and not self.busy and self.current_id is not None and self._has_user_message()
         self.compare_button.setEnabled(can_compare)
         if hasattr(self, "compare_action"):

@@ -139,6 +139,38 @@ class ConversationsMixin:
                 self.spec_panel.show_stored(m.rounds, m.stats, conversation_id, title, m.created_at, n)
                 return
 
+    def show_versions(self, enabled: bool) -> None:
+        """The last reply's ‹ n/m ›, where Regenerate has kept the replies it replaced (reply_versions);
+        none beside the replies before it (sending a message let their others go)."""
+        for w in self.chat.messages[:-1]:
+            w.versions.hide()
+        if self.current_id is not None and self.chat.messages and self.chat.messages[-1].role == "assistant":
+            versions = self._history(self.store.last_reply_versions, self.current_id, default=[])
+            self.chat.messages[-1].versions.set_versions(versions.index(None) + 1 if versions else 0, len(versions),
+                                                         enabled)
+
+    def _step_version(self, step: int) -> None:
+        """‹ or ›: the version before or after takes the last reply's place, in the history too (the
+        conversation goes on from the reply shown), and the panel shows its rounds."""
+        if self.busy or self.current_id is None:
+            return
+        versions = self._history(self.store.last_reply_versions, self.current_id, default=[])
+        i = versions.index(None) + step if None in versions else -1
+        if not 0 <= i < len(versions):
+            return
+        try:
+            self._history(self.store.swap_reply, self.current_id, versions[i])
+        except KeyError:                  # (the history changed meanwhile: shown as it is)
+            pass
+        self.open_conversation(self.current_id)
+        messages = self._history(self.store.messages, self.current_id, default=[])
+        if messages and messages[-1].rounds:         # (its rounds, not an earlier reply's)
+            m = messages[-1]
+            self.spec_panel.show_stored(m.rounds, m.stats, self.current_id, self._title(self.current_id),
+                                        m.created_at, len(messages))
+        else:
+            self.spec_panel.clear()
+
     def _rename(self, conversation_id: int, title: str) -> None:
         self._history(self.store.rename, conversation_id, title)
         self.refresh_conversations()

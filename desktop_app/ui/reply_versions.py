@@ -1,0 +1,46 @@
+"""The "‹ 2/3 ›" beside the last reply once Regenerate has replaced it: the replies it replaced stay
+in the history (HistoryStore.earlier_replies) until the next message is sent, and the arrows bring
+one back, so a regenerate loses nothing, and replies written with and without speculation can be
+read side by side, each with its footer's speed."""
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
+
+TIP = ("Regenerate keeps the replies it replaced: ‹ and › show them in this one's place, with how each was "
+       "made. The one shown when you send your next message is the one the conversation goes on from; the "
+       "others are then let go.")
+
+
+class VersionSwitch(QWidget):
+    """Which of a reply's versions is shown, of how many, and arrows to the one before and after."""
+
+    step = Signal(int)               # -1: the version before, +1: the one after
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        self.back, self.label, self.on = QToolButton(), QLabel(), QToolButton()
+        for button, text, step in ((self.back, "‹", -1), (self.on, "›", 1)):
+            button.setText(text)
+            button.setAutoRaise(True)
+            button.clicked.connect(lambda _=False, s=step: self.step.emit(s))
+        self.back.setToolTip("The version before this one")
+        self.on.setToolTip("The version after this one")
+        self.label.setToolTip(TIP)
+        layout.addWidget(self.back)
+        layout.addWidget(self.label)
+        layout.addWidget(self.on)
+        self.index, self.count = 0, 0
+        self.hide()
+
+    def set_versions(self, index: int, count: int, enabled: bool = True) -> None:
+        """Version `index` (from 1, oldest first) of `count` is shown; hidden with fewer than two. The
+        arrows are off while a reply is written (`enabled` False)."""
+        self.index, self.count = index, count
+        self.label.setText(f"{index}/{count}")
+        self.back.setEnabled(enabled and index > 1)
+        self.on.setEnabled(enabled and index < count)
+        self.setVisible(count > 1)

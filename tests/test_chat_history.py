@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from desktop_app.chat.history import SCHEMA_VERSION, HistoryStore
+from desktop_app.chat.history import MIGRATIONS, SCHEMA_VERSION, HistoryStore
 from desktop_app.chat.settings_file import DEFAULTS, SettingsFile
 
 
@@ -95,25 +95,71 @@ def test_regenerated_replies_stay_within_reach_until_the_conversation_goes_on(st
     [kept] = store.earlier_replies(cid, second.position)
     assert (kept.content, kept.token_ids, kept.stats, kept.rounds, kept.settings, kept.created_at) == \
         (first.content, first.token_ids, first.stats, first.rounds, first.settings, first.created_at)
+    assert store.last_reply_versions(cid) == [kept.id, None]
     store.swap_reply(cid, kept.id)                           # back to the first
     [_, now] = store.messages(cid)
     assert (now.content, now.rounds, now.position) == (first.content, first.rounds, first.position)
-    assert [e.content for e in store.earlier_replies(cid, now.position)] == ["7 is prime."]
+    [other] = store.earlier_replies(cid, now.position)
+    assert other.content == "7 is prime." and store.last_reply_versions(cid) == [None, other.id]
     with pytest.raises(KeyError):
         store.swap_reply(cid, kept.id)                       # (that one is the reply now)
     doc = store.export_json(cid)                             # an export keeps them, an import brings them back
-    other = HistoryStore(tmp_path / "other.db")
-    assert other.export_json(other.import_json(json.loads(json.dumps(doc)))) == doc
-    other.close()
-    store.add_message(cid, "user", "And 9?")                # the conversation goes on from the reply it shows
-    assert store.earlier_replies(cid, now.position) == []
+    other_store = HistoryStore(tmp_path / "other.db")
+    assert other_store.export_json(other_store.import_json(json.loads(json.dumps(doc)))) == doc
+    other_store.close()
+    # a message sent and taken back (the context could not hold it) leaves them; a regenerate's empty
+    # reply deleted (Regenerate again after a Stop before any text) leaves them
+    store.add_message(cid, "user", "And 9?")
+    assert store.last_reply_versions(cid) == []              # (the conversation ends with a message)
+    store.delete_messages_from(cid, 2)
+    assert store.last_reply_versions(cid) == [None, other.id]
+    store.set_aside_reply(cid, 1)
+    empty = store.add_message(cid, "assistant", "", status="cancelled")
+    store.delete_messages_from(cid, empty.position)
+    assert len(store.earlier_replies(cid, 1)) == 2
+    store.swap_reply(cid, store.earlier_replies(cid, 1)[0].id)
+    # the conversation goes on from the reply shown: once the next message has a reply, the others go
+    store.add_message(cid, "user", "And 9?")
+    store.add_message(cid, "assistant", "No.")
+    assert store.earlier_replies(cid, 1) == [] and store.messages(cid)[1].content == first.content
     with pytest.raises(KeyError):
         store.set_aside_reply(cid, 2)                        # (a message of the user's is not a reply)
-    store.add_message(cid, "assistant", "No.")
     _regenerated(store, cid, "No: 3 × 3.")
     assert [e.content for e in store.earlier_replies(cid, 3)] == ["No."]
     store.delete_messages_from(cid, 2)                       # an edit of the message: its replies go, all versions
     assert store.earlier_replies(cid, 3) == [] and len(store.messages(cid)) == 2
+
+
+def test_a_regenerate_cut_short_before_its_reply_gets_the_old_reply_back(tmp_path):
+    """The process died between setting the reply aside and writing the new one's first row: the
+    conversation ended with the user's message, the old reply out of sight until the next deleted it."""
+    store = HistoryStore(tmp_path / "h.db")
+    cid = _fill(store)
+    reply = store.messages(cid)[-1]
+    store.set_aside_reply(cid, reply.position)
+    store._db.close()                                    # as if the process died there
+    again = HistoryStore(tmp_path / "h.db")
+    assert [(m.position, m.content, m.rounds) for m in again.messages(cid)][-1] == \
+        (reply.position, reply.content, reply.rounds)
+    assert again.last_reply_versions(cid) == [None]
+    again.close()
+
+
+def test_a_version_1_history_gains_the_versions_table(tmp_path):
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript(MIGRATIONS[0] + "PRAGMA user_version=1;")
+    db.execute("INSERT INTO conversations (id, title, created_at, updated_at) VALUES (1, 'Old', 0, 0)")
+    for position, role in enumerate(("user", "assistant")):
+        db.execute("INSERT INTO messages (conversation_id, position, role, content, created_at) VALUES (1, ?, ?, ?, 0)",
+                   (position, role, f"{role} text"))
+    db.commit()
+    db.close()
+    store = HistoryStore(path)
+    assert store.last_reply_versions(1) == [None]
+    store.set_aside_reply(1, 1)
+    assert [e.content for e in store.earlier_replies(1, 1)] == ["assistant text"]
+    store.close()
 
 
 def test_streaming_rows_left_by_a_dead_process_become_interrupted(tmp_path):

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from desktop_app.chat import history_file
-from desktop_app.chat.history import HistoryError, HistoryStore, SCHEMA_VERSION
+from desktop_app.chat.history import MIGRATIONS, SCHEMA_VERSION, HistoryError, HistoryStore
 from desktop_app.chat.settings_file import SettingsFile
 
 from permissions import permissions_apply, read_only, writable
@@ -92,6 +92,32 @@ def test_a_read_only_data_folder_opens_the_history_read_only(tmp_path):
     finally:
         writable(folder)
     assert contents(path) == before and not list(folder.glob("history.db.*"))
+
+
+def test_an_older_history_read_only_has_no_versions_and_says_no_more(tmp_path):
+    """A schema-1 file that cannot be written is not migrated: it has no table of Regenerate's
+    earlier replies, and reading the window's "‹ n/m ›" raised a history error at every button update."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    path = folder / "history.db"
+    db = sqlite3.connect(path)
+    db.executescript(MIGRATIONS[0] + "PRAGMA user_version=1;")
+    db.execute("INSERT INTO conversations (id, title, created_at, updated_at) VALUES (1, 'Old', 0, 0)")
+    db.execute("INSERT INTO messages (conversation_id, position, role, content, created_at) VALUES (1, 0, 'user', 'q', 0)")
+    db.execute("INSERT INTO messages (conversation_id, position, role, content, created_at) VALUES (1, 1, 'assistant', "
+               "'a', 0)")
+    db.commit()
+    db.close()
+    read_only(folder)
+    try:
+        with permissions_apply():
+            store = HistoryStore(path)
+            assert not store.writable
+            assert store.last_reply_versions(1) == [] and store.earlier_replies(1, 1) == []
+            assert [m["content"] for m in store.export_json(1)["messages"]] == ["q", "a"]
+            store.close()
+    finally:
+        writable(folder)
 
 
 def test_damage_the_open_does_not_read_is_found_and_everything_readable_recovered(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtCore import QElapsedTimer, Qt, QTimer
 
 from desktop_app.chat.history import HistoryStore
-from desktop_app.engine.events import GenerationStats
+from desktop_app.engine.events import GenerationStats, RoundEvent
 from desktop_app.ui.chat_view import LEFT_OUT_NOTE
 from desktop_app.ui.main_window import MainWindow
 from desktop_app.ui.worker import GenerateRequest
@@ -283,7 +283,8 @@ def test_regenerate_replaces_the_last_reply(qtbot, loaded):
     db = stored(w)
     assert db[-1].content == first.content and db[-1].created_at == first.created_at
     assert w.chat.messages[-1].text == first.content and w.chat.messages[-1].versions.label.text() == "1/2"
-    assert w.spec_panel._shown[3] == first.created_at and len(w.spec_panel.rounds_shown) == len(first.rounds)
+    assert w.spec_panel.rounds_shown == [RoundEvent.from_record(i, r) for i, r in enumerate(first.rounds)]
+    assert first.content != second.content                # (sampled at 1.0: the panel's rounds tell them apart)
     qtbot.mouseClick(w.chat.messages[-1].versions.on, Qt.LeftButton)
     assert stored(w)[-1].content == second.content and w.chat.messages[-1].text == second.content
     type_and_send(qtbot, w, "And one more?")              # the conversation goes on from the reply shown
@@ -697,6 +698,30 @@ def test_regenerating_a_message_too_long_offers_to_edit_it_with_the_size_in_view
     qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)
     assert w.editing and w.composer.toPlainText() == huge and w.banner.kind == "edit"
     assert w.banner.isVisible() and w.banner.label.text().endswith(said)
+
+
+def test_a_regenerate_that_needs_turns_left_out_regenerates_after_them(qtbot, loaded):
+    """A regenerate the context cannot hold keeps its reply; "Leave out oldest turns" then answered
+    "the last message", the reply itself, writing a second reply after it."""
+    w = loaded
+    w.settings_panel.max_tokens.setValue(40)
+    cid = w.store.create_conversation("Long", "SYSTEM")
+    for i in range(60):
+        w.store.add_message(cid, "user", f"Question {i}: " + "tell me more " * 20)
+        w.store.add_message(cid, "assistant", f"Answer {i}: " + "here is more " * 20)
+    w.refresh_conversations()
+    w.open_conversation(cid)
+    w.regenerate()
+    qtbot.waitUntil(lambda: w.banner.isVisible() and "context holds" in w.banner.label.text() and not w.busy,
+                    timeout=TIMEOUT_MS)
+    assert w.banner.buttons[0].text() == "Leave out oldest turns"
+    assert stored(w, cid)[-1].content.startswith("Answer 59: ")        # kept while it did not fit
+    qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)
+    wait_idle(qtbot, w)
+    db = stored(w, cid)
+    assert len(db) == 120 and [m.role for m in db[-2:]] == ["user", "assistant"] and db[-1].complete
+    assert [e.content[:10] for e in w.store.earlier_replies(cid, 119)] == ["Answer 59:"]
+    assert w.chat.messages[-1].versions.label.text() == "2/2"
 
 
 def test_full_context_offers_choices_in_the_window(qtbot, loaded):

@@ -154,6 +154,8 @@ class HistoryStore:
         self.path = Path(path) if path else default_path()
         opened = open_history(self.path, _prepare)
         self._db, self.writable, self.notice = opened.db, opened.writable, opened.notice
+        self._versions = self._db.execute("SELECT 1 FROM sqlite_master WHERE name='earlier_replies'").fetchone() \
+            is not None             # (an older file opened read-only has no such table: none to show)
 
     def close(self) -> None:
         self._db.close()
@@ -233,8 +235,9 @@ class HistoryStore:
             (conversation_id, role, content, status, pack_tokens(token_ids),
              json.dumps(settings) if settings is not None else None, now, conversation_id)).fetchone()
         self._db.execute("UPDATE conversations SET updated_at=? WHERE id=?", (now, conversation_id))
-        if role == "user":              # the conversation goes on from the reply it has: the others are past
-            self._db.execute("DELETE FROM earlier_replies WHERE conversation_id=?", (conversation_id,))
+        if role == "assistant" and self._versions:      # a reply to a newer message: the conversation went on
+            self._db.execute("DELETE FROM earlier_replies WHERE conversation_id=? AND position<?",   # from the
+                             (conversation_id, int(row[1]) - 1))          # reply shown, and the others are past
         return StoredMessage(int(row[0]), conversation_id, int(row[1]), role, content, status, token_ids,
                              settings, None, None, now)
 
@@ -253,12 +256,13 @@ class HistoryStore:
 
     @_reports('Removing the messages')
     def delete_messages_from(self, conversation_id: int, position: int) -> None:
-        """Delete the message at `position` and everything after it (for an edit), earlier versions of
-        the replies among them too."""
+        """Delete the message at `position` and everything after it, and the earlier versions of the
+        replies after it (an edit deletes from the user's message: its reply's versions go; a
+        regenerate deleting an empty reply keeps those of its place)."""
         with self._transaction():
-            for table in ("messages", "earlier_replies"):
-                self._db.execute(f"DELETE FROM {table} WHERE conversation_id=? AND position>=?",
-                                 (conversation_id, position))
+            self._db.execute("DELETE FROM messages WHERE conversation_id=? AND position>=?", (conversation_id, position))
+            self._db.execute("DELETE FROM earlier_replies WHERE conversation_id=? AND position>?",
+                             (conversation_id, position))
 
     # -- the earlier versions of the last reply (Regenerate keeps them; sending a message drops them)
     @_reports('Keeping the earlier reply')
@@ -280,6 +284,8 @@ class HistoryStore:
     def earlier_replies(self, conversation_id: int, position: int) -> list[StoredMessage]:
         """The replies that the reply at `position` replaced, oldest first (their ids are their own, not
         messages' ids)."""
+        if not self._versions:
+            return []
         rows = self._db.execute(
             f"SELECT id, conversation_id, position, 'assistant', {_BODY} FROM earlier_replies "
             "WHERE conversation_id=? AND position=? ORDER BY created_at, id", (conversation_id, position)).fetchall()
@@ -291,7 +297,7 @@ class HistoryStore:
         None for the one in place ([] when the conversation does not end with a reply)."""
         last = self._db.execute("SELECT position, role, created_at FROM messages WHERE conversation_id=? "
                                 "ORDER BY position DESC LIMIT 1", (conversation_id,)).fetchone()
-        if last is None or last[1] != "assistant":
+        if last is None or last[1] != "assistant" or not self._versions:
             return []
         rows = self._db.execute("SELECT id, created_at FROM earlier_replies WHERE conversation_id=? AND position=?",
                                 (conversation_id, last[0])).fetchall()
@@ -329,10 +335,11 @@ class HistoryStore:
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield
+            self._db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:     # (a COMMIT that failed too: the connection is not left in it)
+                self._db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
 
     # -- export and import
     @_reports('Exporting the conversation')
@@ -351,14 +358,15 @@ class HistoryStore:
     def import_json(self, doc: dict) -> int:
         if doc.get("format") != "tandem-conversation":
             raise ValueError("not a Tandem conversation export")
-        cid = self.create_conversation(doc["title"], doc.get("system_prompt", ""))
-        for m in doc["messages"]:
-            for earlier in m.get("earlier_versions", []) if m["role"] == "assistant" else []:
-                self._import_message(cid, earlier)         # (added and set aside, as Regenerate did)
-                self.set_aside_reply(cid, self.messages(cid)[-1].position)
-            self._import_message(cid, m)
-        self._db.execute("UPDATE conversations SET created_at=?, updated_at=? WHERE id=?",
-                         (doc.get("created_at", time.time()), doc.get("updated_at", time.time()), cid))
+        with self._transaction():                          # (all of it, or nothing: no half conversation)
+            cid = self.create_conversation(doc["title"], doc.get("system_prompt", ""))
+            for m in doc["messages"]:
+                for earlier in m.get("earlier_versions", []) if m["role"] == "assistant" else []:
+                    self._import_message(cid, earlier)     # (added and set aside, as Regenerate did)
+                    self.set_aside_reply(cid, self.messages(cid)[-1].position)
+                self._import_message(cid, m)
+            self._db.execute("UPDATE conversations SET created_at=?, updated_at=? WHERE id=?",
+                             (doc.get("created_at", time.time()), doc.get("updated_at", time.time()), cid))
         return cid
 
     def _import_message(self, conversation_id: int, m: dict) -> None:
@@ -417,6 +425,14 @@ def _prepare(db: sqlite3.Connection) -> None:
         db.execute(f"PRAGMA user_version={number + 1}")
         db.execute("COMMIT")
     db.execute("UPDATE messages SET status='interrupted' WHERE status='streaming'")
+    db.execute("BEGIN IMMEDIATE")       # a regenerate whose process died before its reply's first write
+    for eid, in db.execute(             # (set_aside_reply, then nothing): the reply it set aside, back
+            "SELECT max(e.id) FROM earlier_replies e WHERE e.position = (SELECT coalesce(max(m.position), -1) + 1 "
+            "FROM messages m WHERE m.conversation_id = e.conversation_id) GROUP BY e.conversation_id").fetchall():
+        db.execute(f"INSERT INTO messages (conversation_id, position, role, {_BODY}) SELECT conversation_id, "
+                   f"position, 'assistant', {_BODY} FROM earlier_replies WHERE id=?", (eid,))
+        db.execute("DELETE FROM earlier_replies WHERE id=?", (eid,))
+    db.execute("COMMIT")
 
 
 def _statements(script: str) -> list[str]:

@@ -149,7 +149,7 @@ def _salvage(path: Path, prepare, why: str) -> Opened:
     aside = set_aside(path, "damaged", SQLITE_FILES)
     db = connect(path)
     prepare(db)
-    counts = {"conversations": 0, "messages": 0}
+    counts = {"conversations": 0, "messages": 0, "earlier_replies": 0}
     try:
         source = connect(f"{aside.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error:

@@ -86,6 +86,8 @@ class ChatSession:
         history). Returns the index of the first message kept; raises ContextOverflow if even the last
         user message alone does not fit."""
         conversation = self.store.conversation(conversation_id)
+        if conversation.messages and conversation.messages[-1].role == "assistant":   # (a regenerate's: the
+            conversation.messages = conversation.messages[:-1]                       # reply it replaces is not read)
         starts = [i for i, m in enumerate(conversation.messages) if m.role == "user" and i >= conversation.first_turn]
         for start in starts:
             conversation.first_turn = start

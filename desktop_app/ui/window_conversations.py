@@ -147,7 +147,7 @@ class ConversationsMixin:
         if self.current_id is not None and self.chat.messages and self.chat.messages[-1].role == "assistant":
             versions = self._history(self.store.last_reply_versions, self.current_id, default=[])
             self.chat.messages[-1].versions.set_versions(versions.index(None) + 1 if versions else 0, len(versions),
-                                                         enabled)
+                                                         enabled and self.store.writable)
 
     def _step_version(self, step: int) -> None:
         """‹ or ›: the version before or after takes the last reply's place, in the history too (the

@@ -20,6 +20,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from desktop_app import models
 from desktop_app.chat.compare import compare as run_compare
 from desktop_app.chat.history import HistoryError, HistoryStore
+from desktop_app.chat.rules import can_regenerate
 from desktop_app.chat.server_session import ServerChatSession
 from desktop_app.chat.session import ChatSession, ContextOverflow, GenerationOptions
 from desktop_app.engine.errors import IncompatiblePair, LoadCancelled, ModelLoadError
@@ -335,6 +336,8 @@ class EngineWorker(QObject):
                 self.session.add_user_message(conversation_id, text)
                 self.messageStored.emit(conversation_id)
             self.session.drop_oldest_turns(conversation_id, options)
+            # (a regenerate that did not fit kept its reply: answering "the last message" wrote a second one)
+            kind = "regenerate" if not text and can_regenerate(self.session.store.messages(conversation_id)) else "reply"
         except ContextOverflow as exc:
             self._overflowed(exc, conversation_id, text)
             return
@@ -346,7 +349,7 @@ class EngineWorker(QObject):
             return
         finally:
             self.busyChanged.emit(False)
-        self.generate(GenerateRequest("reply", conversation_id, text, options))   # (text: taken back if it overflows)
+        self.generate(GenerateRequest(kind, conversation_id, text, options))   # (text: taken back if it overflows)
 
     @Slot(int, object)
     def compare(self, conversation_id: int, options: GenerationOptions) -> None:

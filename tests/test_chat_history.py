@@ -130,6 +130,19 @@ def test_regenerated_replies_stay_within_reach_until_the_conversation_goes_on(st
     assert store.earlier_replies(cid, 3) == [] and len(store.messages(cid)) == 2
 
 
+def test_versions_written_at_one_time_keep_their_order_through_a_swap(store):
+    """Equal times (an import can bring them): the reply in place sorted first, so each of two read
+    "1/2" and ‹ led nowhere."""
+    cid = _fill(store)
+    _regenerated(store, cid, "7 is prime.")
+    store._db.execute("UPDATE messages SET created_at=5 WHERE role='assistant'")
+    store._db.execute("UPDATE earlier_replies SET created_at=5")
+    before = store.last_reply_versions(cid)
+    store.swap_reply(cid, next(v for v in before if v is not None))
+    after = store.last_reply_versions(cid)
+    assert after.index(None) != before.index(None)
+
+
 def test_a_regenerate_cut_short_before_its_reply_gets_the_old_reply_back(tmp_path):
     """The process died between setting the reply aside and writing the new one's first row: the
     conversation ended with the user's message, the old reply out of sight until the next deleted it."""

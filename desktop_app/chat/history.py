@@ -295,14 +295,15 @@ class HistoryStore:
     def last_reply_versions(self, conversation_id: int) -> list[int | None]:
         """The versions of the conversation's last reply, oldest first: each an earlier reply's id, and
         None for the one in place ([] when the conversation does not end with a reply)."""
-        last = self._db.execute("SELECT position, role, created_at FROM messages WHERE conversation_id=? "
+        last = self._db.execute("SELECT position, role, created_at, content FROM messages WHERE conversation_id=? "
                                 "ORDER BY position DESC LIMIT 1", (conversation_id,)).fetchone()
         if last is None or last[1] != "assistant" or not self._versions:
             return []
-        rows = self._db.execute("SELECT id, created_at FROM earlier_replies WHERE conversation_id=? AND position=?",
-                                (conversation_id, last[0])).fetchall()
-        return [version for _, version in sorted([(last[2], None), *((t, i) for i, t in rows)],
-                                                 key=lambda v: (v[0], v[1] or 0))]
+        rows = self._db.execute("SELECT created_at, content, id FROM earlier_replies WHERE conversation_id=? "
+                                "AND position=?", (conversation_id, last[0])).fetchall()
+        # (by time, then text: a key that stays with a reply wherever it is, so that equal times, as an
+        # import can bring, do not reorder them at every swap)
+        return [v[2] for v in sorted([(last[2], last[3], None), *rows], key=lambda v: v[:2])]
 
     @_reports('Showing the other reply')
     def swap_reply(self, conversation_id: int, earlier_id: int) -> None:

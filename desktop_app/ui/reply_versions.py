@@ -26,6 +26,10 @@ class VersionSwitch(QWidget):
         for button, text, step in ((self.back, "‹", -1), (self.on, "›", 1)):
             button.setText(text)
             button.setAutoRaise(True)
+            font = button.font()                 # (at the text's size they were a hard target: a glance
+            font.setPointSizeF(font.pointSizeF() * 1.4)    # at the window)
+            font.setBold(True)
+            button.setFont(font)
             button.clicked.connect(lambda _=False, s=step: self.step.emit(s))
         self.back.setToolTip("The version before this one")
         self.on.setToolTip("The version after this one")

@@ -264,7 +264,7 @@ class HistoryStore:
             self._db.execute("DELETE FROM earlier_replies WHERE conversation_id=? AND position>?",
                              (conversation_id, position))
 
-    # -- the earlier versions of the last reply (Regenerate keeps them; sending a message drops them)
+    # -- the earlier versions of the last reply (Regenerate keeps them; the next message's reply drops them)
     @_reports('Keeping the earlier reply')
     def set_aside_reply(self, conversation_id: int, position: int) -> int:
         """Move the reply at `position`, the conversation's last message, to its earlier versions: the
@@ -322,10 +322,7 @@ class HistoryStore:
                 raise KeyError(f"the earlier reply {earlier_id} no longer ends conversation {conversation_id}")
             if in_place:
                 self.set_aside_reply(conversation_id, row[0])
-            self._db.execute(
-                f"INSERT INTO messages (conversation_id, position, role, {_BODY}) SELECT conversation_id, "
-                f"position, 'assistant', {_BODY} FROM earlier_replies WHERE id=?", (earlier_id,))
-            self._db.execute("DELETE FROM earlier_replies WHERE id=?", (earlier_id,))
+            _bring_back(self._db, earlier_id)
 
     @contextlib.contextmanager
     def _transaction(self):
@@ -411,8 +408,9 @@ def _stored(r) -> StoredMessage:
 
 
 def _prepare(db: sqlite3.Connection) -> None:
-    """Bring a writable connection up to date: WAL, foreign keys, the schema's migrations, and the
-    replies a dead process left streaming, marked interrupted."""
+    """Bring a writable connection up to date: WAL, foreign keys, the schema's migrations, the replies
+    a dead process left streaming, marked interrupted, and the reply that a regenerate set aside where
+    its process died before the new one's first write, back in its place."""
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA foreign_keys=ON")
     db.execute("PRAGMA synchronous=NORMAL")
@@ -426,14 +424,19 @@ def _prepare(db: sqlite3.Connection) -> None:
         db.execute(f"PRAGMA user_version={number + 1}")
         db.execute("COMMIT")
     db.execute("UPDATE messages SET status='interrupted' WHERE status='streaming'")
-    db.execute("BEGIN IMMEDIATE")       # a regenerate whose process died before its reply's first write
-    for eid, in db.execute(             # (set_aside_reply, then nothing): the reply it set aside, back
+    db.execute("BEGIN IMMEDIATE")
+    for eid, in db.execute(
             "SELECT max(e.id) FROM earlier_replies e WHERE e.position = (SELECT coalesce(max(m.position), -1) + 1 "
             "FROM messages m WHERE m.conversation_id = e.conversation_id) GROUP BY e.conversation_id").fetchall():
-        db.execute(f"INSERT INTO messages (conversation_id, position, role, {_BODY}) SELECT conversation_id, "
-                   f"position, 'assistant', {_BODY} FROM earlier_replies WHERE id=?", (eid,))
-        db.execute("DELETE FROM earlier_replies WHERE id=?", (eid,))
+        _bring_back(db, eid)
     db.execute("COMMIT")
+
+
+def _bring_back(db: sqlite3.Connection, earlier_id: int) -> None:
+    """The earlier reply `earlier_id` back in the messages, at its place (which must be free)."""
+    db.execute(f"INSERT INTO messages (conversation_id, position, role, {_BODY}) SELECT conversation_id, position, "
+               f"'assistant', {_BODY} FROM earlier_replies WHERE id=?", (earlier_id,))
+    db.execute("DELETE FROM earlier_replies WHERE id=?", (earlier_id,))
 
 
 def _statements(script: str) -> list[str]:

@@ -7,11 +7,13 @@ import time
 
 import pytest
 from PySide6.QtCore import QElapsedTimer, Qt, QTimer
+from PySide6.QtGui import QAction
 
 from desktop_app.chat.history import HistoryStore
 from desktop_app.engine.events import GenerationStats, RoundEvent
 from desktop_app.ui.chat_view import LEFT_OUT_NOTE
 from desktop_app.ui.main_window import MainWindow
+from desktop_app.ui.window_conversations import EDIT_NOTE
 from desktop_app.ui.worker import GenerateRequest
 
 LONG_PROMPT = "Write a long story about a dragon who learns to code. Make it at least five paragraphs."
@@ -299,7 +301,11 @@ def test_edit_last_message_and_resend(qtbot, loaded):
     w = loaded
     type_and_send(qtbot, w, "What is 2 + 2?")
     wait_idle(qtbot, w)
-    w.edit_last()
+    qtbot.mouseClick(w.edit_button, Qt.LeftButton)        # (its clicked(False) was the banner's note: "… False")
+    assert w.banner.label.text() == EDIT_NOTE
+    w._cancel_edit()
+    next(a for a in w.findChildren(QAction) if a.text() == "Edit last message").trigger()
+    assert w.banner.label.text() == EDIT_NOTE
     assert w.composer.toPlainText() == "What is 2 + 2?"
     assert w.composer.textCursor().position() == len("What is 2 + 2?")      # the caret where it ends
     w.composer.setPlainText("What is 3 + 3?")

@@ -39,9 +39,10 @@ class ConversationsMixin:
         self.open_conversation(self.current_id)
         self.composer.setFocus()
 
-    def edit_last(self, note: str = "") -> None:
+    def edit_last(self, *, note: str = "") -> None:
         """The last message of the conversation open, into the box to be edited (Enter resends it).
-        `note`: said after the banner's "Editing …" (why the message is to be edited)."""
+        `note`: said after the banner's "Editing …" (why the message is to be edited). (Keyword only:
+        a button's or menu item's clicked(bool) passed False as the note, and the banner said "False".)"""
         if self.busy or self.current_id is None:
             return
         last = last_user_message(self._history(self.store.messages, self.current_id, default=[]))

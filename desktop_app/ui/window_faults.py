@@ -99,7 +99,7 @@ class FaultsMixin:
         drop = (("Leave out oldest turns and send", lambda: self._drop_and_retry(conversation_id, send=True))
                 if text else ("Leave out oldest turns", lambda: self._drop_and_retry(conversation_id)))
         actions = ([drop, ("New conversation", self.new_conversation)] if can_drop
-                   else [("Edit the message", self._shorten if text or edited else lambda: self.edit_last(message),
+                   else [("Edit the message", self._shorten if text or edited else lambda: self.edit_last(note=message),
                           True)]
                    + self._larger_context())
         self.banner.show_message(message, actions, about=conversation_id)

@@ -155,7 +155,12 @@ def test_a_regenerate_cut_short_before_its_reply_gets_the_old_reply_back(tmp_pat
     assert [(m.position, m.content, m.rounds) for m in again.messages(cid)][-1] == \
         (reply.position, reply.content, reply.rounds)
     assert again.last_reply_versions(cid) == [None]
-    again.close()
+    again.set_aside_reply(cid, reply.position)           # died again, its new reply's row written, no text yet
+    again.add_message(cid, "assistant", "", status="streaming")
+    again._db.close()
+    third = HistoryStore(tmp_path / "h.db")
+    assert third.messages(cid)[-1].content == reply.content and third.last_reply_versions(cid) == [None]
+    third.close()
 
 
 def test_a_version_1_history_gains_the_versions_table(tmp_path):

@@ -409,8 +409,9 @@ def _stored(r) -> StoredMessage:
 
 def _prepare(db: sqlite3.Connection) -> None:
     """Bring a writable connection up to date: WAL, foreign keys, the schema's migrations, the replies
-    a dead process left streaming, marked interrupted, and the reply that a regenerate set aside where
-    its process died before the new one's first write, back in its place."""
+    a dead process left streaming, marked interrupted, and the reply that a regenerate set aside, back
+    in its place where its process died before the new one had any text (a new user's try: an empty
+    "interrupted" reply became the newest version)."""
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA foreign_keys=ON")
     db.execute("PRAGMA synchronous=NORMAL")
@@ -423,8 +424,10 @@ def _prepare(db: sqlite3.Connection) -> None:
             db.execute(statement)
         db.execute(f"PRAGMA user_version={number + 1}")
         db.execute("COMMIT")
-    db.execute("UPDATE messages SET status='interrupted' WHERE status='streaming'")
     db.execute("BEGIN IMMEDIATE")
+    db.execute("DELETE FROM messages WHERE status='streaming' AND content='' AND EXISTS (SELECT 1 FROM earlier_replies "
+               "e WHERE e.conversation_id=messages.conversation_id AND e.position=messages.position)")  # (then back:)
+    db.execute("UPDATE messages SET status='interrupted' WHERE status='streaming'")
     for eid, in db.execute(
             "SELECT max(e.id) FROM earlier_replies e WHERE e.position = (SELECT coalesce(max(m.position), -1) + 1 "
             "FROM messages m WHERE m.conversation_id = e.conversation_id) GROUP BY e.conversation_id").fetchall():

@@ -7,9 +7,9 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
 
-TIP = ("Regenerate keeps the replies it replaced: ‹ and › put one of them in this one's place, in the "
-       "conversation too, each with how it was made. The reply shown is the conversation's: the next message "
-       "goes on from it, and once it is answered the others are deleted (as they are when you edit your message).")
+TIP = ("Regenerate keeps the replies it replaced. ‹ and › choose which one the conversation keeps, each "
+       "with its footer's speed. Your next message goes on from the reply shown: once its reply starts, the "
+       "others are deleted, as they are when you edit your message.")
 
 
 class VersionSwitch(QWidget):

@@ -287,6 +287,10 @@ def test_regenerate_replaces_the_last_reply(qtbot, loaded):
     assert w.chat.messages[-1].text == first.content and w.chat.messages[-1].versions.label.text() == "1/2"
     assert w.spec_panel.rounds_shown == [RoundEvent.from_record(i, r) for i, r in enumerate(first.rounds)]
     assert first.content != second.content                # (sampled at 1.0: the panel's rounds tell them apart)
+    qtbot.keyClick(w.composer, Qt.Key_Right, Qt.AltModifier)     # (the keys, as the arrows)
+    assert stored(w)[-1].content == second.content and w.chat.messages[-1].text == second.content
+    qtbot.keyClick(w.composer, Qt.Key_Left, Qt.AltModifier)
+    assert w.chat.messages[-1].text == first.content
     qtbot.mouseClick(w.chat.messages[-1].versions.on, Qt.LeftButton)
     assert stored(w)[-1].content == second.content and w.chat.messages[-1].text == second.content
     type_and_send(qtbot, w, "And one more?")              # the conversation goes on from the reply shown

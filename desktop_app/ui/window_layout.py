@@ -32,6 +32,8 @@ class LayoutMixin:
                 ("Search", QKeySequence.Find, lambda: self.sidebar.search.setFocus()),
                 ("Stop", Qt.Key_Escape, self._escape),
                 ("Regenerate", "Ctrl+R", self.regenerate),
+                ("Earlier version of the reply", "Alt+Left", lambda: self._step_version(-1)),
+                ("Later version of the reply", "Alt+Right", lambda: self._step_version(1)),
                 ("Edit last message", "Ctrl+E", self.edit_last),
                 ("Copy last reply", "Ctrl+Shift+C", self.copy_last_reply),
                 ("Compare with and without speculation", "Ctrl+Shift+K", self.compare),
@@ -49,7 +51,8 @@ class LayoutMixin:
         self._update_buttons()
         menus = self.menuBar()
         for title, names in (("&File", ("New conversation", "Open target model…", None, "Quit")),
-                             ("&Chat", ("Regenerate", "Edit last message", "Copy last reply", None,
+                             ("&Chat", ("Regenerate", "Earlier version of the reply", "Later version of the reply",
+                                        "Edit last message", "Copy last reply", None,
                                         "Compare with and without speculation")),
                              ("&Help", ("About Tandem and this system…",))):
             menu = menus.addMenu(title)

@@ -158,9 +158,37 @@ def test_a_regenerate_cut_short_before_its_reply_gets_the_old_reply_back(tmp_pat
     again.set_aside_reply(cid, reply.position)           # died again, its new reply's row written, no text yet
     again.add_message(cid, "assistant", "", status="streaming")
     again._db.close()
-    third = HistoryStore(tmp_path / "h.db")
+    third = HistoryStore(tmp_path / "h.db")               # (its row could be another window's, still written:
+    assert third.messages(cid)[-1].status == "interrupted"   # marked, as before, not taken away at open)
+    assert third.drop_empty_reply(cid)                    # the window, opening the conversation
     assert third.messages(cid)[-1].content == reply.content and third.last_reply_versions(cid) == [None]
+    assert not third.drop_empty_reply(cid)                # (a reply with text stays)
     third.close()
+
+
+def test_an_empty_reply_gives_way_only_to_a_kept_one_and_is_not_kept_itself(store, tmp_path):
+    cid = _fill(store)
+    first = store.messages(cid)[-1]
+    store.set_aside_reply(cid, first.position)
+    empty = store.add_message(cid, "assistant", " ", status="cancelled")
+    assert not store.bring_back_reply(cid, first.position)     # (its place is taken)
+    [kept] = store.earlier_replies(cid, first.position)
+    store.swap_reply(cid, kept.id)                              # away from a blank reply: it is not kept
+    assert store.last_reply_versions(cid) == [None] and store.messages(cid)[-1].content == first.content
+    other = store.create_conversation()
+    store.add_message(other, "user", "hi")
+    store.add_message(other, "assistant", "", status="error")
+    assert not store.drop_empty_reply(other) and store.messages(other)[-1].status == "error"   # nothing kept
+    assert empty.position == first.position
+
+
+def test_an_import_is_whole_or_not_at_all(store):
+    doc = store.export_json(_fill(store))
+    doc["messages"][-1]["earlier_versions"] = [{"content": "no role, no anything"}]
+    before = [c.id for c in store.list_conversations()]
+    with pytest.raises(KeyError):
+        store.import_json(doc)
+    assert [c.id for c in store.list_conversations()] == before
 
 
 def test_a_version_1_history_gains_the_versions_table(tmp_path):

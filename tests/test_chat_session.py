@@ -100,6 +100,12 @@ def test_regenerate_reevaluates_nothing_of_the_prompt(session, pair):
     [kept] = session.store.earlier_replies(cid, after[-1].position)    # the one it replaced stays within reach
     assert (kept.content, kept.created_at, kept.token_ids) == (before[-1].content, before[-1].created_at,
                                                                before[-1].token_ids)
+    # stopped before its first token, a regenerate gives the place back: an empty reply was the newest version
+    events = session.regenerate(cid, OPTIONS)
+    assert isinstance(next(events), RoundEvent)              # (a round comes before its tokens: no text yet)
+    events.close()
+    assert session.store.messages(cid)[-1].created_at == after[-1].created_at
+    assert session.store.last_reply_versions(cid) == [kept.id, None]
 
 
 def test_edit_reevaluates_from_the_first_differing_token(session, pair):

@@ -124,7 +124,10 @@ def test_damage_the_open_does_not_read_is_found_and_everything_readable_recovere
     """One index page overwritten: listing works, but reading any conversation fails. The integrity
     check at open finds it, and the rows are copied into a fresh history."""
     path = tmp_path / "history.db"
-    filled(path).close()
+    store = filled(path)
+    store.set_aside_reply(1, 9)                            # a reply Regenerate replaced, kept too
+    store.add_message(1, "assistant", "a regenerated reply")
+    store.close()
     before = contents(path)
     checkpoint(path)
     db = sqlite3.connect(path)
@@ -145,6 +148,7 @@ def test_damage_the_open_does_not_read_is_found_and_everything_readable_recovere
     assert "was damaged" in store.notice and "12 conversations and 120 messages were recovered" in store.notice
     aside = [p for p in tmp_path.glob("history.db.damaged-*") if not p.name.endswith(("-wal", "-shm"))]
     assert len(aside) == 1 and aside[0].name in store.notice
+    assert [e.content for e in store.earlier_replies(1, 9)] == ["message 9 of 0 " * 30]
     store.close()
     assert contents(path) == before
 

@@ -288,7 +288,7 @@ class HistoryStore:
             return []
         rows = self._db.execute(
             f"SELECT id, conversation_id, position, 'assistant', {_BODY} FROM earlier_replies "
-            "WHERE conversation_id=? AND position=? ORDER BY created_at, id", (conversation_id, position)).fetchall()
+            "WHERE conversation_id=? AND position=? ORDER BY created_at, content, id", (conversation_id, position)).fetchall()
         return [_stored(r) for r in rows]
 
     @_reports('Reading the earlier replies')
@@ -321,8 +321,40 @@ class HistoryStore:
             if not (in_place and last[2] != "streaming" or last[0] == row[0] - 1):
                 raise KeyError(f"the earlier reply {earlier_id} no longer ends conversation {conversation_id}")
             if in_place:
-                self.set_aside_reply(conversation_id, row[0])
+                aside = self.set_aside_reply(conversation_id, row[0])
+                content = self._db.execute("SELECT content FROM earlier_replies WHERE id=?", (aside,)).fetchone()[0]
+                if not content.strip():                  # (a reply with no text is nothing to keep)
+                    self._db.execute("DELETE FROM earlier_replies WHERE id=?", (aside,))
             _bring_back(self._db, earlier_id)
+
+    @_reports('Showing the earlier reply')
+    def bring_back_reply(self, conversation_id: int, position: int) -> bool:
+        """The newest earlier reply at `position` back in its place, where the conversation now ends
+        just before it (a regenerate that could not start); False where nothing was brought back."""
+        with self._transaction():
+            end = self._db.execute("SELECT max(position) FROM messages WHERE conversation_id=?",
+                                   (conversation_id,)).fetchone()[0]
+            newest = self._db.execute("SELECT max(id) FROM earlier_replies WHERE conversation_id=? AND position=?",
+                                      (conversation_id, position)).fetchone()[0] if self._versions else None
+            if newest is None or end != position - 1:
+                return False
+            _bring_back(self._db, newest)
+            return True
+
+    @_reports('Showing the earlier reply')
+    def drop_empty_reply(self, conversation_id: int) -> bool:
+        """The last reply, where it has no text and replaced others (a regenerate stopped, failed or cut
+        short by a crash before any): deleted, and the newest of those back in its place (a new user's
+        try: an empty reply became the newest version). False where the last message is not such."""
+        with self._transaction():
+            last = self._db.execute("SELECT position, role, content, status FROM messages WHERE conversation_id=? "
+                                    "ORDER BY position DESC LIMIT 1", (conversation_id,)).fetchone()
+            if last is None or last[1] != "assistant" or last[2].strip() or last[3] == "streaming":
+                return False
+            self._db.execute("DELETE FROM messages WHERE conversation_id=? AND position=?", (conversation_id, last[0]))
+            if not self.bring_back_reply(conversation_id, last[0]):
+                raise _Unchanged()                 # (nothing to put in its place: the empty reply stays)
+            return True
 
     @contextlib.contextmanager
     def _transaction(self):
@@ -334,10 +366,11 @@ class HistoryStore:
         try:
             yield
             self._db.execute("COMMIT")
-        except BaseException:
+        except BaseException as exc:
             if self._db.in_transaction:     # (a COMMIT that failed too: the connection is not left in it)
                 self._db.execute("ROLLBACK")
-            raise
+            if not isinstance(exc, _Unchanged):
+                raise
 
     # -- export and import
     @_reports('Exporting the conversation')
@@ -396,6 +429,10 @@ class HistoryStore:
 _BODY = "content, status, token_ids, settings, stats, rounds, created_at"    # a reply's columns after its role
 
 
+class _Unchanged(Exception):
+    """Raised in a HistoryStore._transaction to roll it back quietly."""
+
+
 def _exported(m: StoredMessage) -> dict:
     return {"role": m.role, "content": m.content, "status": m.status, "token_ids": m.token_ids,
             "settings": m.settings, "stats": m.stats, "rounds": m.rounds, "created_at": m.created_at}
@@ -410,8 +447,9 @@ def _stored(r) -> StoredMessage:
 def _prepare(db: sqlite3.Connection) -> None:
     """Bring a writable connection up to date: WAL, foreign keys, the schema's migrations, the replies
     a dead process left streaming, marked interrupted, and the reply that a regenerate set aside, back
-    in its place where its process died before the new one had any text (a new user's try: an empty
-    "interrupted" reply became the newest version)."""
+    in its place where its process died before the new one's first write. (One that died later left an
+    empty reply, which HistoryStore.drop_empty_reply takes away when the window opens it: here it
+    could be another window's, still being written.)"""
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA foreign_keys=ON")
     db.execute("PRAGMA synchronous=NORMAL")
@@ -424,10 +462,8 @@ def _prepare(db: sqlite3.Connection) -> None:
             db.execute(statement)
         db.execute(f"PRAGMA user_version={number + 1}")
         db.execute("COMMIT")
-    db.execute("BEGIN IMMEDIATE")
-    db.execute("DELETE FROM messages WHERE status='streaming' AND content='' AND EXISTS (SELECT 1 FROM earlier_replies "
-               "e WHERE e.conversation_id=messages.conversation_id AND e.position=messages.position)")  # (then back:)
     db.execute("UPDATE messages SET status='interrupted' WHERE status='streaming'")
+    db.execute("BEGIN IMMEDIATE")
     for eid, in db.execute(
             "SELECT max(e.id) FROM earlier_replies e WHERE e.position = (SELECT coalesce(max(m.position), -1) + 1 "
             "FROM messages m WHERE m.conversation_id = e.conversation_id) GROUP BY e.conversation_id").fetchall():

@@ -131,23 +131,33 @@ class ChatSession:
     def regenerate(self, conversation_id: int, options: GenerationOptions) -> Iterator:
         """Write a new reply in place of the last one, which is kept as an earlier version (store.
         earlier_replies; a reply with no text is not). Where no reply can start (ContextOverflow: the
-        context can no longer hold the conversation; a llama-server refusing), the reply stays as it was
-        (it was lost: a reading of the code)."""
+        context can no longer hold the conversation; a llama-server refusing), the newest reply kept
+        there is back in place (it was lost: a reading of the code), as where the new one ends empty."""
         messages = self.store.messages(conversation_id)
         if not can_regenerate(messages):
             raise ValueError("there is no reply to regenerate")
         last = messages[-1]
-        kept = None
         if last.content.strip():
-            kept = self.store.set_aside_reply(conversation_id, last.position)
+            self.store.set_aside_reply(conversation_id, last.position)
         else:
             self.store.delete_messages_from(conversation_id, last.position)
         try:
-            return self.reply(conversation_id, options)
+            events = self.reply(conversation_id, options)
         except Exception:
-            if kept is not None:
-                self.store.swap_reply(conversation_id, kept)
+            self.store.bring_back_reply(conversation_id, last.position)
             raise
+        return self._unless_empty(conversation_id, events)
+
+    def _unless_empty(self, conversation_id: int, events: Iterator) -> Iterator:
+        """A regenerate's events; where its reply ends with no text (stopped before any, failed, the
+        engine dead), the newest earlier reply takes its place again (store.drop_empty_reply)."""
+        try:
+            yield from events
+        finally:
+            try:
+                self.store.drop_empty_reply(conversation_id)
+            except HistoryError:
+                pass                    # (what ended the reply is what gets reported)
 
     def edit_last_user_message(self, conversation_id: int, text: str, options: GenerationOptions) -> Iterator:
         """Change the last user message, drop what followed it, and answer again."""

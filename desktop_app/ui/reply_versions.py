@@ -1,7 +1,7 @@
 """The "‹ 2/3 ›" beside the last reply once Regenerate has replaced it: the replies it replaced stay
-in the history (HistoryStore.earlier_replies) until the next message is sent, and the arrows bring
-one back, so a regenerate loses nothing, and replies written with and without speculation can be
-read side by side, each with its footer's speed."""
+in the history (HistoryStore.earlier_replies) until the reply to the next message starts, and the
+arrows bring one back, so a regenerate loses nothing, and replies written with and without
+speculation can be compared, each with its footer's speed."""
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
@@ -37,13 +37,11 @@ class VersionSwitch(QWidget):
         layout.addWidget(self.back)
         layout.addWidget(self.label)
         layout.addWidget(self.on)
-        self.index, self.count = 0, 0
         self.hide()
 
     def set_versions(self, index: int, count: int, enabled: bool = True) -> None:
         """Version `index` (from 1, oldest first) of `count` is shown; hidden with fewer than two. The
         arrows are off while a reply is written (`enabled` False)."""
-        self.index, self.count = index, count
         self.label.setText(f"{index}/{count}")
         self.back.setEnabled(enabled and index > 1)
         self.on.setEnabled(enabled and index < count)

@@ -107,6 +107,8 @@ class ConversationsMixin:
         self.current_id = conversation_id
         self.banner.conversation_opened(conversation_id)
         self.chat.clear()
+        if self.store.writable and conversation_id != self.generating_id:   # an empty reply a crash left where
+            self._history(self.store.drop_empty_reply, conversation_id)      # a regenerate began: the old one
         try:
             conversation = self.store.conversation(conversation_id)
         except (KeyError, HistoryError) as exc:
@@ -153,10 +155,10 @@ class ConversationsMixin:
     def _step_version(self, step: int) -> None:
         """‹ or ›: the version before or after takes the last reply's place, in the history too (the
         conversation goes on from the reply shown), and the panel shows its rounds."""
-        if self.busy or self.current_id is None:
+        if self.busy or self.current_id is None or not self.store.writable:
             return
         versions = self._history(self.store.last_reply_versions, self.current_id, default=[])
-        i = versions.index(None) + step if None in versions else -1
+        i = versions.index(None) + step if versions else -1
         if not 0 <= i < len(versions):
             return
         try:

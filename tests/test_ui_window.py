@@ -710,10 +710,8 @@ def test_regenerating_a_message_too_long_offers_to_edit_it_with_the_size_in_view
     assert w.banner.isVisible() and w.banner.label.text().endswith(said)
 
 
-def test_a_regenerate_that_needs_turns_left_out_regenerates_after_them(qtbot, loaded):
-    """A regenerate the context cannot hold keeps its reply; "Leave out oldest turns" then answered
-    "the last message", the reply itself, writing a second reply after it."""
-    w = loaded
+def long_conversation(w) -> int:
+    """60 long turns, open, with Max tokens at 40: more than the test pair's context holds."""
     w.settings_panel.max_tokens.setValue(40)
     cid = w.store.create_conversation("Long", "SYSTEM")
     for i in range(60):
@@ -721,6 +719,14 @@ def test_a_regenerate_that_needs_turns_left_out_regenerates_after_them(qtbot, lo
         w.store.add_message(cid, "assistant", f"Answer {i}: " + "here is more " * 20)
     w.refresh_conversations()
     w.open_conversation(cid)
+    return cid
+
+
+def test_a_regenerate_that_needs_turns_left_out_regenerates_after_them(qtbot, loaded):
+    """A regenerate the context cannot hold keeps its reply; "Leave out oldest turns" then answered
+    "the last message", the reply itself, writing a second reply after it."""
+    w = loaded
+    cid = long_conversation(w)
     w.regenerate()
     qtbot.waitUntil(lambda: w.banner.isVisible() and "context holds" in w.banner.label.text() and not w.busy,
                     timeout=TIMEOUT_MS)
@@ -736,13 +742,7 @@ def test_a_regenerate_that_needs_turns_left_out_regenerates_after_them(qtbot, lo
 
 def test_full_context_offers_choices_in_the_window(qtbot, loaded):
     w = loaded
-    w.settings_panel.max_tokens.setValue(40)
-    cid = w.store.create_conversation("Long", "SYSTEM")
-    for i in range(60):
-        w.store.add_message(cid, "user", f"Question {i}: " + "tell me more " * 20)
-        w.store.add_message(cid, "assistant", f"Answer {i}: " + "here is more " * 20)
-    w.refresh_conversations()
-    w.open_conversation(cid)
+    cid = long_conversation(w)
     type_and_send(qtbot, w, "And finally?")
     qtbot.waitUntil(lambda: w.banner.isVisible() and "context holds" in w.banner.label.text(), timeout=TIMEOUT_MS)
     # the message is not kept unanswered in the history (a user's try: it sat there, and the next one after

@@ -8,22 +8,19 @@ aside (never deleted) and a fresh one started, with a notice for the user.
 """
 from __future__ import annotations
 
-import array
-import contextlib
-import functools
 import json
 import os
 import sqlite3
 import time
-import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from platformdirs import user_data_dir
 
 from desktop_app import APP_NAME
-from desktop_app.chat.history_file import HistoryError, NewerSchema, failure, open_history
+from desktop_app.chat.earlier_replies import EarlierReplies, bring_back
+from desktop_app.chat.history_file import HistoryError, NewerSchema, open_history, reports  # noqa: F401 (HistoryError: re-exported)
+from desktop_app.chat.history_rows import (BODY, ConversationInfo, StoredMessage, pack_rounds, pack_tokens,
+                                           stored)
 
 HISTORY_DIR_ENV = "TANDEM_DATA_DIR"
 
@@ -80,72 +77,7 @@ def default_path() -> Path:
     return folder / "history.db"
 
 
-@dataclass
-class StoredMessage:
-    id: int
-    conversation_id: int
-    position: int
-    role: str
-    content: str
-    status: str = "done"
-    token_ids: list[int] | None = None
-    settings: dict | None = None
-    stats: dict | None = None
-    rounds: list | None = None
-    created_at: float = 0.0
-
-    @property
-    def complete(self) -> bool:
-        return self.status == "done"
-
-
-@dataclass
-class ConversationInfo:
-    id: int
-    title: str
-    system_prompt: str
-    created_at: float
-    updated_at: float
-    first_turn: int = 0
-    messages: list[StoredMessage] = field(default_factory=list)
-
-
-def pack_tokens(tokens: Iterable[int] | None) -> bytes | None:
-    return None if tokens is None else array.array("i", tokens).tobytes()
-
-
-def unpack_tokens(blob: bytes | None) -> list[int] | None:
-    if blob is None:
-        return None
-    a = array.array("i")
-    a.frombytes(blob)
-    return a.tolist()
-
-
-def pack_rounds(rounds: list | None) -> bytes | None:
-    return None if rounds is None else zlib.compress(json.dumps(rounds, separators=(",", ":")).encode())
-
-
-def unpack_rounds(blob: bytes | None) -> list | None:
-    return None if blob is None else json.loads(zlib.decompress(blob))
-
-
-def _reports(what: str):
-    """A store method whose database or disk failure becomes a HistoryError saying `what` failed, and why."""
-    def wrap(method):
-        @functools.wraps(method)
-        def run(self, *args, **kwargs):
-            try:
-                return method(self, *args, **kwargs)
-            except HistoryError:
-                raise
-            except (sqlite3.Error, OSError) as exc:
-                raise failure(what, exc) from exc
-        return run
-    return wrap
-
-
-class HistoryStore:
+class HistoryStore(EarlierReplies):
     """The conversations and their messages. `notice` is a sentence for the user when the file could
     not be used as it was (see history_file); `writable` is False when it opened read-only. Every
     method raises HistoryError, with a message for the window, when the database fails."""
@@ -161,20 +93,20 @@ class HistoryStore:
         self._db.close()
 
     # -- conversations
-    @_reports('Creating the conversation')
+    @reports('Creating the conversation')
     def create_conversation(self, title: str = "New conversation", system_prompt: str = "") -> int:
         now = time.time()
         cur = self._db.execute("INSERT INTO conversations (title, system_prompt, created_at, updated_at) "
                                "VALUES (?, ?, ?, ?)", (title, system_prompt, now, now))
         return int(cur.lastrowid)
 
-    @_reports('Listing the conversations')
+    @reports('Listing the conversations')
     def list_conversations(self) -> list[ConversationInfo]:
         rows = self._db.execute("SELECT id, title, system_prompt, created_at, updated_at, first_turn "
                                 "FROM conversations ORDER BY updated_at DESC, id DESC").fetchall()
         return [ConversationInfo(*r) for r in rows]
 
-    @_reports('Opening the conversation')
+    @reports('Opening the conversation')
     def conversation(self, conversation_id: int) -> ConversationInfo:
         row = self._db.execute("SELECT id, title, system_prompt, created_at, updated_at, first_turn "
                                "FROM conversations WHERE id=?", (conversation_id,)).fetchone()
@@ -184,26 +116,26 @@ class HistoryStore:
         info.messages = self.messages(conversation_id)
         return info
 
-    @_reports('Renaming the conversation')
+    @reports('Renaming the conversation')
     def rename(self, conversation_id: int, title: str) -> None:
         """A new title only: the list is ordered by the last change to a conversation's content (a
         message, its system prompt), and a rename moved it to the top (a user's try)."""
         self._db.execute("UPDATE conversations SET title=? WHERE id=?", (title, conversation_id))
 
-    @_reports('Saving the system prompt')
+    @reports('Saving the system prompt')
     def set_system_prompt(self, conversation_id: int, system_prompt: str) -> None:
         self._db.execute("UPDATE conversations SET system_prompt=?, updated_at=? WHERE id=?",
                          (system_prompt, time.time(), conversation_id))
 
-    @_reports('Leaving out the oldest turns')
+    @reports('Leaving out the oldest turns')
     def set_first_turn(self, conversation_id: int, first_turn: int) -> None:
         self._db.execute("UPDATE conversations SET first_turn=? WHERE id=?", (first_turn, conversation_id))
 
-    @_reports('Deleting the conversation')
+    @reports('Deleting the conversation')
     def delete_conversation(self, conversation_id: int) -> None:
         self._db.execute("DELETE FROM conversations WHERE id=?", (conversation_id,))
 
-    @_reports('Searching the conversations')
+    @reports('Searching the conversations')
     def search(self, text: str) -> list[ConversationInfo]:
         """Conversations whose title or any message contains `text` (case-insensitive)."""
         pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
@@ -215,14 +147,14 @@ class HistoryStore:
         return [ConversationInfo(*r) for r in rows]
 
     # -- messages
-    @_reports('Reading the conversation')
+    @reports('Reading the conversation')
     def messages(self, conversation_id: int) -> list[StoredMessage]:
         rows = self._db.execute(
-            f"SELECT id, conversation_id, position, role, {_BODY} FROM messages WHERE conversation_id=? "
+            f"SELECT id, conversation_id, position, role, {BODY} FROM messages WHERE conversation_id=? "
             "ORDER BY position", (conversation_id,)).fetchall()
-        return [_stored(r) for r in rows]
+        return [stored(r) for r in rows]
 
-    @_reports('Saving the message')
+    @reports('Saving the message')
     def add_message(self, conversation_id: int, role: str, content: str, status: str = "done",
                     token_ids: list[int] | None = None, settings: dict | None = None) -> StoredMessage:
         now = time.time()
@@ -241,7 +173,7 @@ class HistoryStore:
         return StoredMessage(int(row[0]), conversation_id, int(row[1]), role, content, status, token_ids,
                              settings, None, None, now)
 
-    @_reports('Saving the reply')
+    @reports('Saving the reply')
     def update_message(self, message_id: int, **fields) -> None:
         """Set the given fields of a message (content, status, token_ids, stats, rounds); None clears one."""
         encode = {"content": lambda v: v, "status": lambda v: v, "token_ids": pack_tokens,
@@ -254,7 +186,7 @@ class HistoryStore:
             values = [encode[column](value) for column, value in fields.items()]
             self._db.execute(f"UPDATE messages SET {sets} WHERE id=?", (*values, message_id))
 
-    @_reports('Removing the messages')
+    @reports('Removing the messages')
     def delete_messages_from(self, conversation_id: int, position: int) -> None:
         """Delete the message at `position` and everything after it, and the earlier versions of the
         replies after it (an edit deletes from the user's message: its reply's versions go; a
@@ -264,116 +196,8 @@ class HistoryStore:
             self._db.execute("DELETE FROM earlier_replies WHERE conversation_id=? AND position>?",
                              (conversation_id, position))
 
-    # -- the earlier versions of the last reply (Regenerate keeps them; the next message's reply drops them)
-    @_reports('Keeping the earlier reply')
-    def set_aside_reply(self, conversation_id: int, position: int) -> int:
-        """Move the reply at `position`, the conversation's last message, to its earlier versions: the
-        reply Regenerate writes takes its place, and the old one stays within reach (swap_reply).
-        Returns its id among them; KeyError (nothing changed) where no reply is there."""
-        with self._transaction():
-            cur = self._db.execute(
-                f"INSERT INTO earlier_replies (conversation_id, position, {_BODY}) SELECT conversation_id, "
-                f"position, {_BODY} FROM messages WHERE conversation_id=? AND position=? AND role='assistant'",
-                (conversation_id, position))
-            if cur.rowcount != 1:
-                raise KeyError(f"no reply at {position} in conversation {conversation_id}")
-            self._db.execute("DELETE FROM messages WHERE conversation_id=? AND position>=?", (conversation_id, position))
-            return int(cur.lastrowid)
-
-    @_reports('Reading the earlier replies')
-    def earlier_replies(self, conversation_id: int, position: int) -> list[StoredMessage]:
-        """The replies that the reply at `position` replaced, oldest first (their ids are their own, not
-        messages' ids)."""
-        if not self._versions:
-            return []
-        rows = self._db.execute(
-            f"SELECT id, conversation_id, position, 'assistant', {_BODY} FROM earlier_replies "
-            "WHERE conversation_id=? AND position=? ORDER BY created_at, content, id", (conversation_id, position)).fetchall()
-        return [_stored(r) for r in rows]
-
-    @_reports('Reading the earlier replies')
-    def last_reply_versions(self, conversation_id: int) -> list[int | None]:
-        """The versions of the conversation's last reply, oldest first: each an earlier reply's id, and
-        None for the one in place ([] when the conversation does not end with a reply)."""
-        last = self._db.execute("SELECT position, role, created_at, content FROM messages WHERE conversation_id=? "
-                                "ORDER BY position DESC LIMIT 1", (conversation_id,)).fetchone()
-        if last is None or last[1] != "assistant" or not self._versions:
-            return []
-        rows = self._db.execute("SELECT created_at, content, id FROM earlier_replies WHERE conversation_id=? "
-                                "AND position=?", (conversation_id, last[0])).fetchall()
-        # (by time, then text: a key that stays with a reply wherever it is, so that equal times, as an
-        # import can bring, do not reorder them at every swap)
-        return [v[2] for v in sorted([(last[2], last[3], None), *rows], key=lambda v: v[:2])]
-
-    @_reports('Showing the other reply')
-    def swap_reply(self, conversation_id: int, earlier_id: int) -> None:
-        """Make the earlier reply `earlier_id` the conversation's last reply again; the finished reply
-        in its place, if any, becomes an earlier version. KeyError when that reply is gone, or its place
-        is no longer the end of the conversation (or holds a reply being written)."""
-        with self._transaction():
-            row = self._db.execute("SELECT position FROM earlier_replies WHERE id=? AND conversation_id=?",
-                                   (earlier_id, conversation_id)).fetchone()
-            last = self._db.execute("SELECT position, role, status FROM messages WHERE conversation_id=? "
-                                    "ORDER BY position DESC LIMIT 1", (conversation_id,)).fetchone()
-            if row is None or last is None:
-                raise KeyError(f"no earlier reply {earlier_id} in conversation {conversation_id}")
-            in_place = last[0] == row[0] and last[1] == "assistant"      # (else its place is empty, or past)
-            if not (in_place and last[2] != "streaming" or last[0] == row[0] - 1):
-                raise KeyError(f"the earlier reply {earlier_id} no longer ends conversation {conversation_id}")
-            if in_place:
-                aside = self.set_aside_reply(conversation_id, row[0])
-                content = self._db.execute("SELECT content FROM earlier_replies WHERE id=?", (aside,)).fetchone()[0]
-                if not content.strip():                  # (a reply with no text is nothing to keep)
-                    self._db.execute("DELETE FROM earlier_replies WHERE id=?", (aside,))
-            _bring_back(self._db, earlier_id)
-
-    @_reports('Showing the earlier reply')
-    def bring_back_reply(self, conversation_id: int, position: int) -> bool:
-        """The newest earlier reply at `position` back in its place, where the conversation now ends
-        just before it (a regenerate that could not start); False where nothing was brought back."""
-        with self._transaction():
-            end = self._db.execute("SELECT max(position) FROM messages WHERE conversation_id=?",
-                                   (conversation_id,)).fetchone()[0]
-            newest = self._db.execute("SELECT max(id) FROM earlier_replies WHERE conversation_id=? AND position=?",
-                                      (conversation_id, position)).fetchone()[0] if self._versions else None
-            if newest is None or end != position - 1:
-                return False
-            _bring_back(self._db, newest)
-            return True
-
-    @_reports('Showing the earlier reply')
-    def drop_empty_reply(self, conversation_id: int) -> bool:
-        """The last reply, where it has no text and replaced others (a regenerate stopped, failed or cut
-        short by a crash before any): deleted, and the newest of those back in its place (a new user's
-        try: an empty reply became the newest version). False where the last message is not such."""
-        with self._transaction():
-            last = self._db.execute("SELECT position, role, content, status FROM messages WHERE conversation_id=? "
-                                    "ORDER BY position DESC LIMIT 1", (conversation_id,)).fetchone()
-            if last is None or last[1] != "assistant" or last[2].strip() or last[3] == "streaming":
-                return False
-            self._db.execute("DELETE FROM messages WHERE conversation_id=? AND position=?", (conversation_id, last[0]))
-            if not self.bring_back_reply(conversation_id, last[0]):
-                raise _Unchanged()                 # (nothing to put in its place: the empty reply stays)
-            return True
-
-    @contextlib.contextmanager
-    def _transaction(self):
-        """All or nothing; within a transaction already begun, part of it."""
-        if self._db.in_transaction:
-            yield
-            return
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-            self._db.execute("COMMIT")
-        except BaseException as exc:
-            if self._db.in_transaction:     # (a COMMIT that failed too: the connection is not left in it)
-                self._db.execute("ROLLBACK")
-            if not isinstance(exc, _Unchanged):
-                raise
-
     # -- export and import
-    @_reports('Exporting the conversation')
+    @reports('Exporting the conversation')
     def export_json(self, conversation_id: int) -> dict:
         c = self.conversation(conversation_id)
         messages = []
@@ -385,7 +209,7 @@ class HistoryStore:
         return {"format": "tandem-conversation", "version": 1, "title": c.title, "system_prompt": c.system_prompt,
                 "created_at": c.created_at, "updated_at": c.updated_at, "messages": messages}
 
-    @_reports('Importing the conversation')
+    @reports('Importing the conversation')
     def import_json(self, doc: dict) -> int:
         if doc.get("format") != "tandem-conversation":
             raise ValueError("not a Tandem conversation export")
@@ -406,7 +230,7 @@ class HistoryStore:
         self.update_message(stored.id, stats=m.get("stats"), rounds=m.get("rounds"))
         self._db.execute("UPDATE messages SET created_at=? WHERE id=?", (m.get("created_at", stored.created_at), stored.id))
 
-    @_reports('Exporting the conversation')
+    @reports('Exporting the conversation')
     def export_markdown(self, conversation_id: int) -> str:
         c = self.conversation(conversation_id)
         lines = [f"# {c.title}", ""]
@@ -426,22 +250,9 @@ class HistoryStore:
         return "\n".join(lines).rstrip() + "\n"
 
 
-_BODY = "content, status, token_ids, settings, stats, rounds, created_at"    # a reply's columns after its role
-
-
-class _Unchanged(Exception):
-    """Raised in a HistoryStore._transaction to roll it back quietly."""
-
-
 def _exported(m: StoredMessage) -> dict:
     return {"role": m.role, "content": m.content, "status": m.status, "token_ids": m.token_ids,
             "settings": m.settings, "stats": m.stats, "rounds": m.rounds, "created_at": m.created_at}
-
-
-def _stored(r) -> StoredMessage:
-    """A row of id, conversation_id, position, role and _BODY."""
-    return StoredMessage(r[0], r[1], r[2], r[3], r[4], r[5], unpack_tokens(r[6]), json.loads(r[7]) if r[7] else None,
-                         json.loads(r[8]) if r[8] else None, unpack_rounds(r[9]), r[10])
 
 
 def _prepare(db: sqlite3.Connection) -> None:
@@ -467,15 +278,8 @@ def _prepare(db: sqlite3.Connection) -> None:
     for eid, in db.execute(
             "SELECT max(e.id) FROM earlier_replies e WHERE e.position = (SELECT coalesce(max(m.position), -1) + 1 "
             "FROM messages m WHERE m.conversation_id = e.conversation_id) GROUP BY e.conversation_id").fetchall():
-        _bring_back(db, eid)
+        bring_back(db, eid)
     db.execute("COMMIT")
-
-
-def _bring_back(db: sqlite3.Connection, earlier_id: int) -> None:
-    """The earlier reply `earlier_id` back in the messages, at its place (which must be free)."""
-    db.execute(f"INSERT INTO messages (conversation_id, position, role, {_BODY}) SELECT conversation_id, position, "
-               f"'assistant', {_BODY} FROM earlier_replies WHERE id=?", (earlier_id,))
-    db.execute("DELETE FROM earlier_replies WHERE id=?", (earlier_id,))
 
 
 def _statements(script: str) -> list[str]:

@@ -13,6 +13,7 @@ Every failure after opening becomes a `HistoryError`, whose message says what fa
 """
 from __future__ import annotations
 
+import functools
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,3 +208,18 @@ def _copy_table(source: sqlite3.Connection, target: sqlite3.Connection, table: s
             except sqlite3.Error:
                 pass
     return copied
+
+
+def reports(what: str):
+    """A store method whose database or disk failure becomes a HistoryError saying `what` failed, and why."""
+    def wrap(method):
+        @functools.wraps(method)
+        def run(self, *args, **kwargs):
+            try:
+                return method(self, *args, **kwargs)
+            except HistoryError:
+                raise
+            except (sqlite3.Error, OSError) as exc:
+                raise failure(what, exc) from exc
+        return run
+    return wrap

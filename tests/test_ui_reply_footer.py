@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QApplication, QLabel, QPushButton, QToolTip
 
 from desktop_app.chat.history import HistoryStore
 from desktop_app.chat.line_breaks import keep_line_breaks
-from desktop_app.chat.reply_footer import footer_forms, footer_text, reply_note
+from desktop_app.chat.reply_footer import footer_forms, footer_text, reply_note, version_line
 from desktop_app.chat.token_origins import TokenOrigin, align, kind_counts, origins_from_rounds
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenKind
 from desktop_app.engine.explain import rate_text
@@ -48,6 +48,16 @@ def test_footer_of_a_draft_model_reply_says_gamma_kept_speed_and_measured_speedu
     text = footer_text(s.to_json(), _settings(drafter="model", draft_max=4))
     assert text == f"draft model · γ 4 · 46/76 drafted kept · 13.3 tok/s · {s.measured_speedup:.2f}× plain (measured)"
     assert footer_text(s, _settings(drafter="model", draft_max=4)) == text     # the live stats read the same
+
+
+def test_a_version_line_says_how_a_reply_was_made_its_speed_and_how_it_ended():
+    model = {"spec": {"enabled": True, "drafter": "model", "draft_max": 4}}
+    assert version_line(1, {"n_tokens": 5, "tokens_per_s": 58.6}, model) == "1. draft model · 58.6 tok/s"
+    assert version_line(2, {"n_tokens": 5, "tokens_per_s": 47.0}, {"spec": {"enabled": False}}, "cancelled") == \
+        "2. plain decoding · 47.0 tok/s · stopped"
+    assert version_line(3, {"n_tokens": 9, "tokens_per_s": 20.0, "stop_reason": "max_tokens"}, model) == \
+        "3. draft model · 20.0 tok/s · cut off"
+    assert version_line(4, None, None, "interrupted") == "4. a reply · no statistics · incomplete"
 
 
 def test_footer_of_a_plain_reply():

@@ -11,6 +11,7 @@ from PySide6.QtGui import QAction
 
 from desktop_app.chat.history import HistoryStore
 from desktop_app.engine.events import GenerationStats, RoundEvent
+from desktop_app.engine.explain import rate_text
 from desktop_app.ui.chat_view import LEFT_OUT_NOTE
 from desktop_app.ui.main_window import MainWindow
 from desktop_app.ui.window_conversations import EDIT_NOTE
@@ -281,6 +282,9 @@ def test_regenerate_replaces_the_last_reply(qtbot, loaded):
     switch = w.chat.messages[-1].versions
     assert switch.isVisibleTo(w) and switch.label.text() == "2/2"
     assert switch.back.isEnabled() and not switch.on.isEnabled()
+    lines = switch.label.toolTip().split("\n")            # the two side by side, as their footers say them
+    for n, reply in ((1, first), (2, second)):
+        assert any(line.startswith(f"{n}. auto · {rate_text(reply.stats['tokens_per_s'])}") for line in lines)
     qtbot.mouseClick(switch.back, Qt.LeftButton)
     db = stored(w)
     assert db[-1].content == first.content and db[-1].created_at == first.created_at

@@ -100,3 +100,13 @@ def footer_forms(stats: dict | GenerationStats | None, settings: dict | None, st
         if text not in out:
             out.append(text)
     return out
+
+
+def version_line(number: int, stats: dict | GenerationStats | None, settings: dict | None, status: str = "done") -> str:
+    """One version of a reply, for the list beside "‹ n/m ›": "2. draft model · 58.6 tok/s", with how
+    it ended where that was not its own choice ("· stopped")."""
+    s = GenerationStats.from_json(stats)
+    label = (s.remote if s is not None and s.remote else drafter_label(settings)) or "a reply"
+    speed = rate_text(s.tokens_per_s) if s is not None and s.n_tokens else "no statistics"
+    note = reply_note(status, stats)
+    return " · ".join(part for part in (f"{number}. {label}", speed, note.split(":")[0]) if part)

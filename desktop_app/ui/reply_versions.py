@@ -12,6 +12,9 @@ TIP = ("Regenerate keeps the replies it replaced. ‹ and › choose which one t
        "others are deleted, as they are when you edit your message.")
 
 
+EACH_AT_ITS_TIME = "Each speed is as measured when that reply was written: the machine may have been busier then."
+
+
 class VersionSwitch(QWidget):
     """Which of a reply's versions is shown, of how many, and arrows to the one before and after."""
 
@@ -39,10 +42,13 @@ class VersionSwitch(QWidget):
         layout.addWidget(self.on)
         self.hide()
 
-    def set_versions(self, index: int, count: int, enabled: bool = True) -> None:
+    def set_versions(self, index: int, count: int, enabled: bool = True, lines: list[str] = ()) -> None:
         """Version `index` (from 1, oldest first) of `count` is shown; hidden with fewer than two. The
-        arrows are off while a reply is written (`enabled` False)."""
+        arrows are off while a reply is written (`enabled` False). `lines`: each version in a line
+        (reply_footer.version_line), listed in the tooltip, so their speeds can be read together."""
         self.label.setText(f"{index}/{count}")
+        listed = "\n".join(lines)
+        self.label.setToolTip(f"{TIP}\n\n{listed}\n\n{EACH_AT_ITS_TIME}" if lines else TIP)
         self.back.setEnabled(enabled and index > 1)
         self.on.setEnabled(enabled and index < count)
         self.setVisible(count > 1)

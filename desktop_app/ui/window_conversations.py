@@ -6,6 +6,7 @@ from __future__ import annotations
 from PySide6.QtGui import QTextCursor
 
 from desktop_app.chat.history import HistoryError
+from desktop_app.chat.reply_footer import version_line
 from desktop_app.chat.rules import last_user_message
 from desktop_app.chat.session import DEFAULT_TITLE
 
@@ -149,8 +150,15 @@ class ConversationsMixin:
             w.versions.hide()
         if self.current_id is not None and self.chat.messages and self.chat.messages[-1].role == "assistant":
             versions = self._history(self.store.last_reply_versions, self.current_id, default=[])
+            lines = []
+            if len(versions) > 1:                    # how each was made, and its speed, side by side
+                shown = self._history(self.store.messages, self.current_id, default=[])[-1:]
+                earlier = {e.id: e for e in self._history(self.store.earlier_replies, self.current_id,
+                                                          shown[0].position, default=[])} if shown else {}
+                replies = [shown[0] if v is None else earlier.get(v) for v in versions] if shown else []
+                lines = [version_line(n, m.stats, m.settings, m.status) for n, m in enumerate(replies, 1) if m]
             self.chat.messages[-1].versions.set_versions(versions.index(None) + 1 if versions else 0, len(versions),
-                                                         enabled and self.store.writable)
+                                                         enabled and self.store.writable, lines)
 
     def _step_version(self, step: int) -> None:
         """‹ or ›: the version before or after takes the last reply's place, in the history too (the

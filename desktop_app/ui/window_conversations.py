@@ -145,7 +145,7 @@ class ConversationsMixin:
 
     def show_versions(self, enabled: bool) -> None:
         """The last reply's ‹ n/m ›, where Regenerate has kept the replies it replaced (reply_versions);
-        none beside the replies before it (sending a message let their others go)."""
+        none beside the replies before it (the reply to a newer message let their others go)."""
         for w in self.chat.messages[:-1]:
             w.versions.hide()
         if self.current_id is not None and self.chat.messages and self.chat.messages[-1].role == "assistant":

@@ -1,6 +1,7 @@
 """The chat window end to end (pytest-qt, offscreen) on the real test pair."""
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import time
@@ -302,6 +303,24 @@ def test_regenerate_replaces_the_last_reply(qtbot, loaded):
     assert [m.content for m in stored(w)[:2]] == ["Name three colours.", second.content]
     assert w.store.last_reply_versions(w.current_id) == [None]
     assert not any(m.versions.isVisibleTo(w) for m in w.chat.messages)
+
+
+@pytest.mark.network
+def test_a_regenerate_that_writes_nothing_shows_the_reply_back(qtbot, loaded, monkeypatch):
+    """The new reply ends before any text (here a stop string at its first word; a Stop while the
+    prompt is read; a failure): the history gives the place back to the reply it replaced, and the
+    view showed an empty reply over it."""
+    w = loaded
+    type_and_send(qtbot, w, "Name three colours.")
+    wait_idle(qtbot, w)
+    first = stored(w)[-1]
+    options = dataclasses.replace(w._options(), stop=(first.content.split()[0],))
+    monkeypatch.setattr(w, "_options", lambda: options)
+    w.regenerate()
+    wait_idle(qtbot, w)
+    assert stored(w)[-1].content == first.content and w.store.last_reply_versions(w.current_id) == [None]
+    assert [m.text for m in w.chat.messages] == ["Name three colours.", first.content]
+    assert not w.chat.messages[-1].versions.isVisibleTo(w)
 
 
 @pytest.mark.network

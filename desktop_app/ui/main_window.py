@@ -403,6 +403,9 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         if self._closing:          # already-queued worker signals after close
             return
         self.busy = busy
+        last = self.chat.messages[-1] if self.chat.messages else None
+        if not busy and last is not None and last.role == "assistant" and not last.text and self.current_id:
+            self.open_conversation(self.current_id)   # (a regenerate that wrote nothing gave its place back)
         self._update_buttons()
 
     def _update_buttons(self) -> None:

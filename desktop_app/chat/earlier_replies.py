@@ -48,15 +48,14 @@ class EarlierReplies:
     def last_reply_versions(self, conversation_id: int) -> list[int | None]:
         """The versions of the conversation's last reply, oldest first: each an earlier reply's id, and
         None for the one in place ([] when the conversation does not end with a reply)."""
-        last = self._db.execute("SELECT position, role, created_at, content FROM messages WHERE conversation_id=? "
-                                "ORDER BY position DESC LIMIT 1", (conversation_id,)).fetchone()
+        last = self._last_message(conversation_id)
         if last is None or last[1] != "assistant" or not self._versions:
             return []
         rows = self._db.execute("SELECT created_at, content, id FROM earlier_replies WHERE conversation_id=? "
                                 "AND position=?", (conversation_id, last[0])).fetchall()
         # (by time, then text: a key that stays with a reply wherever it is, so that equal times, as an
         # import can bring, do not reorder them at every swap)
-        return [v[2] for v in sorted([(last[2], last[3], None), *rows], key=lambda v: v[:2])]
+        return [v[2] for v in sorted([(last[4], last[3], None), *rows], key=lambda v: v[:2])]
 
     @reports('Showing the other reply')
     def swap_reply(self, conversation_id: int, earlier_id: int) -> None:
@@ -66,18 +65,16 @@ class EarlierReplies:
         with self._transaction():
             row = self._db.execute("SELECT position FROM earlier_replies WHERE id=? AND conversation_id=?",
                                    (earlier_id, conversation_id)).fetchone()
-            last = self._db.execute("SELECT position, role, status FROM messages WHERE conversation_id=? "
-                                    "ORDER BY position DESC LIMIT 1", (conversation_id,)).fetchone()
+            last = self._last_message(conversation_id)
             if row is None or last is None:
                 raise KeyError(f"no earlier reply {earlier_id} in conversation {conversation_id}")
             in_place = last[0] == row[0] and last[1] == "assistant"      # (else its place is empty, or past)
             if not (in_place and last[2] != "streaming" or last[0] == row[0] - 1):
                 raise KeyError(f"the earlier reply {earlier_id} no longer ends conversation {conversation_id}")
-            if in_place:
-                aside = self.set_aside_reply(conversation_id, row[0])
-                content = self._db.execute("SELECT content FROM earlier_replies WHERE id=?", (aside,)).fetchone()[0]
-                if not content.strip():                  # (a reply with no text is nothing to keep)
-                    self._db.execute("DELETE FROM earlier_replies WHERE id=?", (aside,))
+            if in_place and last[3].strip():
+                self.set_aside_reply(conversation_id, row[0])
+            elif in_place:                               # (a reply with no text is nothing to keep)
+                self._db.execute("DELETE FROM messages WHERE conversation_id=? AND position=?", (conversation_id, row[0]))
             bring_back(self._db, earlier_id)
 
     @reports('Showing the earlier reply')
@@ -100,14 +97,22 @@ class EarlierReplies:
         short by a crash before any): deleted, and the newest of those back in its place (a new user's
         try: an empty reply became the newest version). False where the last message is not such."""
         with self._transaction():
-            last = self._db.execute("SELECT position, role, content, status FROM messages WHERE conversation_id=? "
-                                    "ORDER BY position DESC LIMIT 1", (conversation_id,)).fetchone()
-            if last is None or last[1] != "assistant" or last[2].strip() or last[3] == "streaming":
+            last = self._last_message(conversation_id)
+            if last is None or last[1] != "assistant" or last[3].strip() or last[2] == "streaming" \
+                    or not self._versions:
+                return False
+            newest = self._db.execute("SELECT max(id) FROM earlier_replies WHERE conversation_id=? AND position=?",
+                                      (conversation_id, last[0])).fetchone()[0]
+            if newest is None:                    # (nothing to put in its place: the empty reply stays)
                 return False
             self._db.execute("DELETE FROM messages WHERE conversation_id=? AND position=?", (conversation_id, last[0]))
-            if not self.bring_back_reply(conversation_id, last[0]):
-                raise Unchanged()                 # (nothing to put in its place: the empty reply stays)
+            bring_back(self._db, newest)
             return True
+
+    def _last_message(self, conversation_id: int) -> tuple | None:
+        """(position, role, status, content, created_at) of the conversation's last message, or None."""
+        return self._db.execute("SELECT position, role, status, content, created_at FROM messages "
+                                "WHERE conversation_id=? ORDER BY position DESC LIMIT 1", (conversation_id,)).fetchone()
 
     @contextlib.contextmanager
     def _transaction(self):
@@ -119,15 +124,10 @@ class EarlierReplies:
         try:
             yield
             self._db.execute("COMMIT")
-        except BaseException as exc:
+        except BaseException:
             if self._db.in_transaction:     # (a COMMIT that failed too: the connection is not left in it)
                 self._db.execute("ROLLBACK")
-            if not isinstance(exc, Unchanged):
-                raise
-
-
-class Unchanged(Exception):
-    """Raised in a _transaction to roll it back quietly."""
+            raise
 
 
 def bring_back(db: sqlite3.Connection, earlier_id: int) -> None:

@@ -247,13 +247,15 @@ def test_stop_mid_reply_keeps_the_partial_text(qtbot, loaded):
     # sight, and Enter there did nothing and said nothing (a new user's try)
     writing = w.current_id
     w.new_conversation()
+    waiting = w.current_id
     assert w.send_button.text() == "Send"
     type_and_send(qtbot, w, "What is 2+2?")
     qtbot.mouseClick(w.send_button, Qt.LeftButton)
     assert w.busy and w.generating_id == writing and w.composer.toPlainText() == "What is 2+2?"
-    assert w.banner.label.text().startswith("A reply is being written in “") and "stop it there" in w.banner.label.text()
-    w.composer.clear()
-    w.open_conversation(writing)
+    assert w.banner.label.text().startswith("A reply is being written in “")
+    assert w.banner.label.text().endswith("your message will be sent when it ends.")
+    w.open_conversation(writing)              # (the message waits in its own conversation's box: not sent)
+    assert w.composer.toPlainText() == ""
     assert w.send_button.text() == "Stop"
     qtbot.mouseClick(w.send_button, Qt.LeftButton)
     wait_idle(qtbot, w)
@@ -261,6 +263,27 @@ def test_stop_mid_reply_keeps_the_partial_text(qtbot, loaded):
     assert db[-1].status == "cancelled" and len(db[-1].content) > 40
     assert len(db[-1].token_ids) < 2000
     assert "stopped" in w.chat.messages[-1].status.text()
+    assert "was not sent" in w.banner.label.text() and stored(w, waiting) == []
+    w.open_conversation(waiting)
+    assert w.composer.toPlainText() == "What is 2+2?"
+
+
+@pytest.mark.network
+def test_a_message_sent_while_a_reply_is_written_goes_when_it_ends(qtbot, loaded):
+    """Enter while a reply is written: the message waits, the banner says so, and it is sent once the
+    reply ends. (Enter said to wait and send it again, and that banner stayed after the reply: a new
+    user's try.)"""
+    w = loaded
+    type_and_send(qtbot, w, "Name three colours.")
+    assert w.busy
+    type_and_send(qtbot, w, "And three animals?")
+    assert w.banner.label.text() == "A reply is being written; your message will be sent when it ends."
+    assert w.composer.toPlainText() == "And three animals?"
+    qtbot.waitUntil(lambda: [m.role for m in stored(w)] == ["user", "assistant", "user", "assistant"]
+                    and not w.busy, timeout=TIMEOUT_MS)
+    assert [m.content for m in stored(w)][::2] == ["Name three colours.", "And three animals?"]
+    assert w.banner.isHidden() and w.composer.toPlainText() == ""
+    assert w.chat.messages[-1].text.strip() == stored(w)[-1].content.strip()
 
 
 @pytest.mark.network
@@ -354,10 +377,10 @@ def stored_exchange(window, title: str, question: str, answer: str) -> int:
 
 
 def test_an_edit_ends_with_its_conversation(qtbot, window):
-    """An edit under way belongs to its conversation: opening another, starting a new one or deleting
-    this one ends it. It stayed on: Enter in the next conversation would have put the first one's
-    message in place of that one's last message, and everything after it. Text the user changed stays
-    in the box, and the banner says it was not sent; unchanged, the box empties."""
+    """An edit under way belongs to its conversation: opening another or starting a new one puts it
+    away, and it is back, still an edit, when its conversation is; deleting the conversation ends it. It
+    stayed on: Enter in the next conversation would have put the first one's message in place of that
+    one's last message, and everything after it. An edit that changed nothing just ends."""
     w = window
     first = stored_exchange(w, "Cats", "Tell me about cats.", "Cats purr.")
     second = stored_exchange(w, "Dogs", "Tell me about dogs.", "Dogs bark.")
@@ -371,10 +394,14 @@ def test_an_edit_ends_with_its_conversation(qtbot, window):
     w.edit_last()
     w.composer.setPlainText("Tell me about wolves.")
     w.new_conversation()
-    assert not w.editing and w.composer.toPlainText() == "Tell me about wolves."
-    assert w.banner.isVisible() and "edit of the last message was not sent" in w.banner.label.text()
-    w.composer.clear()
+    assert not w.editing and w.composer.toPlainText() == "" and w.banner.isHidden()
+    w.open_conversation(first, show=True)
+    assert not w.editing and w.composer.toPlainText() == ""       # (unchanged, it ended)
     w.open_conversation(second, show=True)
+    assert w.editing and w.composer.toPlainText() == "Tell me about wolves."
+    assert w.banner.isVisible() and w.banner.label.text() == EDIT_NOTE
+    qtbot.keyClick(w.composer, Qt.Key_Escape)      # (Esc ends it too: only Cancel edit did, a new user's try)
+    assert not w.editing and w.composer.toPlainText() == "" and w.banner.isHidden()
     w.edit_last()
     w._delete(second)
     assert not w.editing and w.composer.toPlainText() == "" and w.banner.isHidden()

@@ -24,7 +24,7 @@ from desktop_app.ui.model_bar import ModelBar
 from desktop_app.ui.settings_panel import SettingsPanel
 from desktop_app.ui.spec_bar import SpecBar
 from desktop_app.ui.spec_panel import SpecPanel
-from desktop_app.ui.window_conversations import ConversationsMixin
+from desktop_app.ui.window_conversations import ConversationsMixin, Draft
 from desktop_app.ui.window_faults import FaultsMixin
 from desktop_app.ui.window_layout import CENTER, PANEL, SIDEBAR, LayoutMixin
 from desktop_app.ui.window_models import ModelsMixin
@@ -59,6 +59,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.busy = False
         self.editing = False
         self.edit_original = ""                 # the message being edited, as it was (ConversationsMixin)
+        self.drafts: dict[int, Draft] = {}      # what was typed in other conversations' boxes (the same)
         self._closing = False
         self.compare_dialog: CompareDialog | None = None
 
@@ -258,15 +259,14 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         if not self.loaded:
             self._say_not_loaded(text)
             return
-        if self.busy:                           # (Enter did nothing here, and said nothing: a new user's try)
-            if self.generating_id is None:
-                wait = "Wait for the compare to finish"
+        if self.busy:                           # (Enter did nothing here, and said nothing: a new user's try;
+            if self.generating_id is None:      # then the banner saying so stayed after the reply: another)
+                wait = "A compare is running"
             elif self.generating_id == self.current_id:
-                wait = "A reply is being written: wait for it to end, or stop it"
+                wait = "A reply is being written"
             else:
-                wait = (f"A reply is being written in “{self._title(self.generating_id)}”: wait for it to end, "
-                        "or stop it there")
-            self.banner.show_message(f"{wait}, then send your message (it stays in the box).")
+                wait = f"A reply is being written in “{self._title(self.generating_id)}”"
+            self.queue_message(text, f"{wait}; your message will be sent when it ends.")
             return
         if self.current_id is None:
             self.new_conversation()
@@ -283,12 +283,6 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
             self.banner.hide()                      # under way; a message too long, now shortened)
         self.chat.add_message("user", text)
         self._start(GenerateRequest(kind, self.current_id, text, self._options()))
-
-    def _on_message_stored(self, conversation_id: int) -> None:
-        """The message is safe in the history: now the box may be emptied (unless more was typed)."""
-        if self.composer.toPlainText().strip() == self.pending_text:
-            self.composer.clear()
-        self.pending_text = ""
 
     def _start(self, request: GenerateRequest) -> None:
         self.reply.start(request.conversation_id)
@@ -407,6 +401,8 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         if not busy and last is not None and last.role == "assistant" and not last.text and self.current_id:
             self.open_conversation(self.current_id)   # (a regenerate that wrote nothing gave its place back)
         self._update_buttons()
+        if not busy and not self.loading:             # a message sent meanwhile (submit)
+            self.send_queued()
 
     def _update_buttons(self) -> None:
         ready = self.loaded is not None

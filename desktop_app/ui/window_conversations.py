@@ -3,6 +3,8 @@ rename, delete, the conversation's system prompt, editing its last message, and 
 reply's rounds in the panel. A mixin of MainWindow (main_window.py)."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from PySide6.QtGui import QTextCursor
 
 from desktop_app.chat.history import HistoryError
@@ -11,6 +13,13 @@ from desktop_app.chat.rules import last_user_message
 from desktop_app.chat.session import DEFAULT_TITLE
 
 EDIT_NOTE = "Editing your last message: Enter resends it and replaces what followed."
+
+
+class Draft(NamedTuple):
+    """What was typed in a conversation's box and not sent, kept while another conversation is open.
+    `edit_of`: the last message it edits, as it was (an edit under way), or None (a message to send)."""
+    text: str
+    edit_of: str | None = None
 
 
 class ConversationsMixin:
@@ -32,12 +41,10 @@ class ConversationsMixin:
                             typed or self.settings["generation"]["system_prompt"])
         if cid is None:
             return
-        self._leave_edit()
-        self.current_id = cid
         self.spec_panel.clear()
         self.sidebar.search.clear()
+        self.open_conversation(cid)
         self.refresh_conversations()
-        self.open_conversation(self.current_id)
         self.composer.setFocus()
 
     def edit_last(self, *, note: str = "") -> None:
@@ -76,9 +83,9 @@ class ConversationsMixin:
             self.banner.hide()
 
     def _leave_edit(self) -> None:
-        """Another conversation is to be shown, or none: an edit of this one ends (Enter would have put
-        its text in place of the next one's last message). Text the user changed stays in the box, as
-        a message to send, and the banner says so; unchanged, the box empties."""
+        """The conversation is deleted: an edit of it ends (Enter would have put its text in place of the
+        next one's last message). Text the user changed stays in the box, as a message to send, and the
+        banner says so; unchanged, the box empties."""
         if not self.editing:
             return
         text = self.composer.toPlainText()
@@ -87,6 +94,53 @@ class ConversationsMixin:
             self.composer.setPlainText(text)
             self.banner.show_message("Your edit of the last message was not sent: its text is still in the box, "
                                      "and Enter sends it as a new message here.")
+
+    def _put_away_draft(self) -> None:
+        """Another conversation is to be opened: what the box holds is kept for the one open (a new user's
+        try: a half-typed message followed them into another conversation, and was sent there), an edit
+        under way with it (Enter would have put its text in place of the next one's last message). Text
+        typed with no conversation open goes along to the one opened."""
+        if self.current_id is None:
+            return
+        text = self.composer.toPlainText()
+        edit_of = self.edit_original if self.editing else None
+        if self.editing:
+            self._cancel_edit()
+        if text.strip() and text.strip() != (edit_of or "").strip():     # (an edit that changed nothing ends)
+            self.drafts[self.current_id] = Draft(text, edit_of)
+        else:
+            self.drafts.pop(self.current_id, None)
+        self.composer.clear()
+
+    def _take_out_draft(self, conversation_id: int) -> None:
+        """The conversation just opened: what was typed in its box is back, an edit under way with it
+        (unless its last message changed since: then it is a message to send, and the banner says so)."""
+        draft = self.drafts.pop(conversation_id, None)
+        if draft is None:
+            return
+        typed = self.composer.toPlainText().strip()     # (typed with no conversation open: kept too)
+        self.composer.setPlainText(f"{typed}\n\n{draft.text}" if typed else draft.text)
+        self.composer.moveCursor(QTextCursor.End)
+        if draft.edit_of is None:
+            return
+        last = last_user_message(self._history(self.store.messages, conversation_id, default=[]))
+        if not typed and last is not None and last.content == draft.edit_of:
+            self.editing = True
+            self.edit_original = draft.edit_of
+            self._edit_note()
+        else:
+            self.banner.show_message("Your unsent edit of the last message is back in the box as a new message: "
+                                     "the message it edited has changed.", about=conversation_id)
+
+    def _on_message_stored(self, conversation_id: int) -> None:
+        """The message is safe in the history: now the box may be emptied (unless more was typed). Where
+        another conversation was opened meanwhile, the text kept for this one goes."""
+        if conversation_id != self.current_id:
+            if conversation_id in self.drafts and self.drafts[conversation_id].text.strip() == self.pending_text:
+                del self.drafts[conversation_id]
+        elif self.composer.toPlainText().strip() == self.pending_text:
+            self.composer.clear()
+        self.pending_text = ""
 
     def _choose_conversation(self, conversation_id: int) -> None:
         """A conversation clicked in the list: opened, and shown even before any model is loaded (a
@@ -99,14 +153,19 @@ class ConversationsMixin:
         models are loaded, or at once when `show` (a conversation the user chose: it can be read before
         any model is loaded)."""
         another = conversation_id != self.current_id and conversation_id != self.generating_id
-        if conversation_id != self.current_id:      # another conversation: an edit of this one ends, and
-            self._leave_edit()                      # the panel shows its last reply (below), or the one
-            if conversation_id == self.generating_id:   # it is writing now
+        if conversation_id != self.current_id:      # another conversation: the box's text is kept for this
+            self._put_away_draft()                  # one, and the panel shows its last reply (below), or
+            if conversation_id == self.generating_id:   # the one it is writing now
                 self.spec_panel.show_live()
             else:
                 self.spec_panel.clear()
+            switched = True
+        else:
+            switched = False
         self.current_id = conversation_id
         self.banner.conversation_opened(conversation_id)
+        if switched:
+            self._take_out_draft(conversation_id)
         self.chat.clear()
         if self.store.writable and conversation_id != self.generating_id:   # an empty reply a crash left where
             self._history(self.store.drop_empty_reply, conversation_id)      # a regenerate began: the old one
@@ -199,6 +258,7 @@ class ConversationsMixin:
             return
         if self._history(self.store.delete_conversation, conversation_id, default=False) is False:
             return
+        self.drafts.pop(conversation_id, None)
         if conversation_id == self.current_id:
             self._leave_edit()
             self.current_id = None

@@ -19,11 +19,14 @@ SAVE_DELAY_MS = 1000                      # settings are saved this long after t
 
 class LayoutMixin:
     def _escape(self) -> None:
-        """Esc: stop the reply (or compare) running; with none, end a search."""
-        if self.busy or not self.sidebar.search.text():
+        """Esc: stop the reply (or compare) running; with none, end a search, or else an edit under way
+        (only the banner's Cancel edit did: a new user's try)."""
+        if self.busy:
             self.stop()
-        else:
+        elif self.sidebar.search.text():
             self.sidebar.search.clear()
+        elif self.editing:
+            self._cancel_edit()
 
     def _actions(self) -> None:
         actions = {}

@@ -221,27 +221,29 @@ class ModelsMixin:
         if self.load_pair(self.model_bar.target_path(), self.model_bar.draft_path()):
             self.queue_message(self.composer.toPlainText().strip() or text)
 
-    def queue_message(self, text: str) -> None:
-        """A message sent while the models get ready: it waits for them (it stays in the box meanwhile)."""
+    def queue_message(self, text: str, note: str = QUEUED_NOTE) -> None:
+        """A message sent while the models get ready, or while a reply or a compare runs: it waits for
+        them (it stays in the box meanwhile), and `note` says so."""
         self.queued = (self.current_id, self.editing, text)
-        self.banner.show_message(QUEUED_NOTE, [("Don't send it", self._drop_queued)])
+        self.banner.show_message(note, [("Don't send it", self._drop_queued)], dismiss=False, kind="queued")
 
     def _drop_queued(self) -> None:
         self.queued = None
         self.banner.hide()
 
     def send_queued(self) -> None:
-        """The models are ready: send the message that waited for them, if it is still the box's text in
-        the conversation it was written in; else say that it was not sent."""
+        """The models are ready, or the reply or compare has ended: send the message that waited, if it
+        is still the box's text in the conversation it was written in; else say that it was not sent."""
         queued, self.queued = self.queued, None
         if queued is None:
             return
         conversation, editing, text = queued
         if (conversation, editing, text) != (self.current_id, self.editing, self.composer.toPlainText().strip()):
-            self.banner.show_message("The message written while the models loaded was not sent: the box or the "
-                                     "conversation changed since. Send it again when you are ready.")
+            self.banner.show_message("The message that waited was not sent: the box or the conversation changed "
+                                     "since (what you typed is kept in its conversation's box). Send it again "
+                                     "when you are ready.")
             return
-        if self.banner.label.text() == QUEUED_NOTE:
+        if self.banner.kind == "queued":
             self.banner.hide()
         self.submit(text)
 

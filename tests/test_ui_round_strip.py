@@ -72,6 +72,29 @@ def test_the_strip_keeps_room_for_five_rows_of_its_font_when_the_font_changes(qt
     assert strip.minimumHeight() > small * 1.5
 
 
+def test_rows_narrowed_are_laid_out_again_and_none_is_drawn_over_the_next(qtbot):
+    """A new user's try, after a restart: a row wrapped onto one more line as the strip narrowed (the
+    panel's scroll bar appeared), and its last chip was drawn under the next row. QListView lays its
+    rows out again only when its height changes."""
+    strip = RoundStrip(Colours(False))
+    qtbot.addWidget(strip)
+    rounds = [make_round(i, [" multiple", " layers", " of", " the", " answer"], 2, [" multiple", " layers", " no"],
+                         [A, A, C]) for i in range(22)]
+    strip.resize(420, 200)
+    strip.show()
+    strip.set_rounds(rounds)
+
+    def rows():
+        return [strip.visualRect(strip.round_model.index(i)) for i in range(len(rounds))]
+
+    for width in (300, 240, 420):                            # narrower (more lines), then wider: height as is
+        strip.resize(width, 200)
+        qtbot.waitUntil(lambda: all(a.bottom() < b.top() for a, b in zip(rows(), rows()[1:])), timeout=2000)
+        for r, rect in zip(rounds, rows()):
+            assert strip.round_delegate.layout(r, rect, strip.font())[1] <= rect.height() + 1
+    assert rows()[0].height() < rows()[0].width() // 10     # (back to one line at 420 px)
+
+
 def test_5000_rounds_append_and_all_stay(qtbot):
     strip = RoundStrip(Colours(False))
     qtbot.addWidget(strip)

@@ -341,6 +341,10 @@ class RoundStrip(QListView):
     def resizeEvent(self, event) -> None:
         self.round_delegate.forget_sizes()
         super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self.scheduleDelayedItemsLayout()   # (QListView lays its rows out again only when its height
+            # changes, flowing top to bottom: narrower, rows wrapped onto more lines were drawn over the
+            # next one, e.g. as the panel's own scroll bar appeared after a restart; a new user's try)
 
     # -- content
     def append(self, rounds: list[RoundEvent]) -> None:

@@ -156,6 +156,7 @@ def test_a_sampled_compare_says_the_texts_differ_by_chance(session):
     d = result.first_difference
     assert result.off.tokens[:d.position] == result.on.tokens[:d.position]
     assert "by chance" in d.reason and "seed 7" in d.reason and d.gap is None
+    assert "to see identical texts" not in d.reason and "nearly tied" in d.reason   # (greedy texts can part too)
 
 
 # -- top_logits: the target's two best tokens, and a forced divergence explained with them
@@ -357,3 +358,24 @@ def test_a_sampled_compares_status_says_its_replies_are_new_ones(qtbot):
     dialog.show_result(result(SamplingParams(temperature=0.0)))
     assert "greedy (temperature 0)" in dialog.status.text() and "new replies" not in dialog.status.text()
 
+
+
+def test_total_times_are_called_shorter_or_longer_only_for_replies_of_one_length():
+    """A user's try: "1.36 s against 3.00 s, shorter with speculation", of a sampled reply of 156 tokens
+    against 343 at 1.01× the speed."""
+    from desktop_app.chat.compare import CompareResult
+    from desktop_app.engine.metrics import GenerationStats
+    from desktop_app.ui.compare_dialog import total_times
+
+    def result(on_tokens, on_s):
+        off = CompareRun("off", SpecSettings(enabled=False), "", (), [],
+                         GenerationStats(n_tokens=343, tokens_per_s=114.3, t_total_s=3.0), "eos", 343, True)
+        on = CompareRun("on", SpecSettings(), "", (), [],
+                        GenerationStats(n_tokens=on_tokens, tokens_per_s=on_tokens / on_s, t_total_s=on_s), "eos", 1, True)
+        return CompareResult(1, 10, SamplingParams(temperature=0.8, seed=5), 512, off, on)
+
+    different = total_times(result(156, 1.36))
+    assert "shorter" not in different and "156 tokens against 3.00 s for 343" in different
+    assert "the tokens per second are what compares" in different
+    assert total_times(result(343, 2.5)).endswith("2.50 s against 3.00 s, shorter with speculation.")
+    assert total_times(result(343, 3.5)).endswith("longer with speculation.")

@@ -227,8 +227,9 @@ def first_difference(pair, prompt: list[int], off: CompareRun, on: CompareRun,
                   f"but they do not make the same random draws. Speculation spends draws on drafting and on "
                   f"the accept/reject test of every drafted token, plain decoding one per token, so after the "
                   f"first round the two follow different draws and differ by chance. Each text is a fair "
-                  f"sample of the same distribution (the exact rule guarantees that), not the same sample; "
-                  f"compare with temperature 0 to see identical texts.")
+                  f"sample of the same distribution (the exact rule guarantees that), not the same sample. "
+                  f"At temperature 0 the texts agree up to the first place where the target's top two tokens "
+                  f"are nearly tied (its batched and single-token passes round differently).")
         return Difference(position, off_token, on_token, off_piece, on_piece, before, off_after, on_after, reason)
     top = tuple((t, logit, _piece(pair, t)) for t, logit in pair.top_logits(list(prompt) + list(a[:position]), 2))
     gap = top[0][1] - top[1][1] if len(top) > 1 else None

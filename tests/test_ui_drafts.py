@@ -68,3 +68,30 @@ def test_a_message_stored_after_its_conversation_was_left_is_not_kept_as_typed(q
     w.composer.setPlainText("And wolves?")
     w._on_message_stored(cats)
     assert cats not in w.drafts and w.composer.toPlainText() == "And wolves?" and w.pending_text == ""
+
+
+def test_the_window_opens_on_the_conversation_used_last_with_the_box_ready(qtbot, tmp_path):
+    """It opened on nothing, typing went into the search box, and once models were loaded the view was
+    blank (a new user's try): the conversation used last is open again, the box has the focus, and a
+    view with no messages says how to start."""
+    from desktop_app.ui.main_window import MainWindow
+
+    history, settings = str(tmp_path / "history.db"), str(tmp_path / "settings.json")
+    first = MainWindow(history, settings)
+    qtbot.addWidget(first)
+    assert first.current_id is None and first.focusWidget() is first.composer
+    first.new_conversation()
+    assert first.chat.messages == [] and first.chat.empty_note.isVisibleTo(first.chat)
+    cats = exchange(first, "Cats", "Tell me about cats.", "Cats purr.")
+    exchange(first, "Dogs", "Tell me about dogs.", "Dogs bark.")
+    first.store.add_message(cats, "user", "And lions?")        # (the cats' is now the one used last)
+    first.close()
+    again = MainWindow(history, settings)
+    qtbot.addWidget(again)
+    try:
+        assert again.current_id == cats and again.focusWidget() is again.composer
+        assert [m.text for m in again.chat.messages][-1] == "And lions?"
+        assert not again.chat.empty_note.isVisibleTo(again.chat)
+        assert again.sidebar.current_id() == cats
+    finally:
+        again.close()

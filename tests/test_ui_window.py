@@ -843,6 +843,7 @@ def test_full_context_offers_choices_in_the_window(qtbot, loaded):
     qtbot.mouseClick(w.banner.buttons[1], Qt.LeftButton)
     assert w.current_id != cid and w.composer.toPlainText() == "And one more?" and len(stored(w, cid)) == 122
     # the box is not written over: typed on after the message, it is left; other text, kept after it
+    w.open_conversation(cid)                       # (what the new one's box holds stays with it)
     w.composer.setPlainText("And one more? Also this.")
     w._on_overflow(cid, "It does not fit.", True, "And one more?")
     assert w.composer.toPlainText() == "And one more? Also this."

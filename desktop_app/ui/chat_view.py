@@ -21,6 +21,9 @@ from desktop_app.ui.reply_versions import VersionSwitch
 
 
 COPIED_MS = 1500                 # how long a message's Copy button reads "Copied" after a click
+EMPTY_NOTE = ("Write a message below to start. Under each reply a line says how it was made and how fast; "
+              "the speculation panel shows its rounds: the drafts the target kept, the one it rejected, "
+              "and the tokens it wrote itself.")
 
 
 class MessageWidget(QFrame):
@@ -213,6 +216,12 @@ class ChatView(QScrollArea):
         self._layout = QVBoxLayout(self._container)
         self._layout.setContentsMargins(12, 12, 12, 12)
         self._layout.setSpacing(8)
+        self.empty_note = QLabel(EMPTY_NOTE)          # (the view was blank, with no hint: a new user's try)
+        self.empty_note.setObjectName("emptyNote")
+        self.empty_note.setWordWrap(True)
+        self.empty_note.setAlignment(Qt.AlignCenter)
+        self.empty_note.setStyleSheet("color: palette(placeholder-text); padding: 24px;")
+        self._layout.addWidget(self.empty_note)
         self._layout.addStretch(1)
         self.setWidget(self._container)
         self.messages: list[MessageWidget] = []
@@ -277,6 +286,7 @@ class ChatView(QScrollArea):
             w.setParent(None)
             w.deleteLater()
         del self.messages[n:]
+        self.empty_note.setVisible(not self.messages)
 
     def mark_left_out(self, first: int) -> None:
         """A line before message `first`, the first the model reads: the turns above it were left out
@@ -307,6 +317,7 @@ class ChatView(QScrollArea):
         w.versions.step.connect(self.versionStep)
         self._layout.insertWidget(self._layout.count() - 1, w)
         self.messages.append(w)
+        self.empty_note.hide()
         return w
 
     def begin_reply(self) -> MessageWidget:

@@ -108,6 +108,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self._autosave()
         self.refresh_models()
         self.refresh_conversations()
+        self.open_latest()
         notices = [n for n in (self.settings.notice, self.store.notice) if n]
         if notices:
             self.banner.show_message(" ".join(notices))

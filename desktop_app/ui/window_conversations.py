@@ -29,9 +29,20 @@ class ConversationsMixin:
                          else self._history(self.store.list_conversations, default=[]))
         self.sidebar.set_conversations(conversations, self.current_id)
 
-    def new_conversation(self) -> None:
+    def open_latest(self) -> None:
+        """At start: the conversation used last is open again (shown once models are loaded; the view
+        was blank, a new user's try), and the box has the focus (typing went into the search box)."""
+        latest = self._history(self.store.list_conversations, default=[])
+        if latest:
+            self.open_conversation(latest[0].id)
+            self.refresh_conversations()
+        self.composer.setFocus()
+
+    def new_conversation(self, *, take_box: bool = False) -> None:
         """A new conversation, with the system prompt typed while none was open (else the default one).
-        An open conversation with nothing in it yet is that new conversation: no second empty one."""
+        An open conversation with nothing in it yet is that new conversation: no second empty one.
+        `take_box`: what the box holds goes along (a message the context could not hold); else it stays
+        with the conversation it was typed in. (Keyword only: a menu item's triggered(bool) would set it.)"""
         if self.current_id is not None and not self.chat.messages and self.generating_id != self.current_id:
             self.sidebar.search.clear()
             self.composer.setFocus()
@@ -41,9 +52,14 @@ class ConversationsMixin:
                             typed or self.settings["generation"]["system_prompt"])
         if cid is None:
             return
+        taken = self.composer.toPlainText() if take_box else ""
+        if take_box:
+            self.composer.clear()                   # (an edit under way ends: its text is a new message there)
         self.spec_panel.clear()
         self.sidebar.search.clear()
         self.open_conversation(cid)
+        if taken:
+            self.composer.setPlainText(taken)
         self.refresh_conversations()
         self.composer.setFocus()
 

@@ -27,7 +27,7 @@ class FaultsMixin:
             size = f" ({self.loaded.n_ctx} tokens)" if self.loaded is not None and self.loaded.n_ctx else ""
             self.banner.show_message(f"The reply was cut off: the conversation filled the context{size}. To go on, "
                                      "start a new conversation, or raise the context size in Settings (Apply and "
-                                     "reload).", [("New conversation", self.new_conversation)],
+                                     "reload).", [("New conversation", self._new_with_box)],
                                      about=conversation_id)
         else:
             self.banner.show_message(event.message[:1].upper() + event.message[1:])
@@ -77,6 +77,11 @@ class FaultsMixin:
         if self.lost_pair and self.lost_pair[0]:
             self.load_pair(*self.lost_pair)
 
+    def _new_with_box(self) -> None:
+        """The banner's New conversation: the message that did not fit (or what was typed to go on) goes
+        along, in the box."""
+        self.new_conversation(take_box=True)
+
     def _on_overflow(self, conversation_id: int, message: str, can_drop: bool, text: str = "") -> None:
         """The conversation does not fit in the context. A message just sent (`text`) was taken back out
         of the history: it goes back to the box, and the banner's choices send it on (found by a user's
@@ -98,7 +103,7 @@ class FaultsMixin:
                         "as it was.")
         drop = (("Leave out oldest turns and send", lambda: self._drop_and_retry(conversation_id, send=True))
                 if text else ("Leave out oldest turns", lambda: self._drop_and_retry(conversation_id)))
-        actions = ([drop, ("New conversation", self.new_conversation)] if can_drop
+        actions = ([drop, ("New conversation", self._new_with_box)] if can_drop
                    else [("Edit the message", self._shorten if text or edited else lambda: self.edit_last(note=message),
                           True)]
                    + self._larger_context())

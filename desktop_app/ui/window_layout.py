@@ -1,7 +1,8 @@
 """The main window's layout and menus: the three parts (conversations, chat, panel) in a splitter whose
 sides fold away from the View menu (or by dragging a handle to the edge; a folded side is hidden with
 its handle, and comes back from the View menu), sizes remembered; the menus
-and their shortcuts (File, Chat, Speculation, View with token-origin highlighting, Help). A mixin of
+and their shortcuts (File, Chat, Speculation, View with token-origin highlighting, Help with the keys
+and how to read the panel). A mixin of
 MainWindow (main_window.py)."""
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from PySide6.QtCore import QByteArray, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QMenu
 
+from desktop_app.ui.help_dialog import PANEL_HELP, HelpDialog, shortcuts_html
 from desktop_app.ui.system_dialog import SystemDialog
 
 SIDEBAR, CENTER, PANEL = 0, 1, 2          # the splitter's parts
@@ -40,9 +42,11 @@ class LayoutMixin:
                 ("Edit last message", "Ctrl+E", self.edit_last),
                 ("Copy last reply", "Ctrl+Shift+C", self.copy_last_reply),
                 ("Compare with and without speculation", "Ctrl+Shift+K", self.compare),
-                ("Focus composer", "Ctrl+L", lambda: self.composer.setFocus()),
+                ("Go to the message box", "Ctrl+L", lambda: self.composer.setFocus()),
                 ("Open target model…", QKeySequence.Open, self.model_bar.browse_target),
                 ("Rename conversation", "F2", self.sidebar.rename_current),
+                ("Keyboard shortcuts", "Ctrl+/", self.show_shortcuts),
+                ("Reading the speculation panel", "", self.show_panel_help),
                 ("About Tandem and this system…", QKeySequence.HelpContents, self.show_system),
                 ("Quit", QKeySequence.Quit, self.close)):
             action = actions[text] = QAction(text, self)
@@ -57,7 +61,8 @@ class LayoutMixin:
                              ("&Chat", ("Regenerate", "Earlier version of the reply", "Later version of the reply",
                                         "Edit last message", "Copy last reply", None,
                                         "Compare with and without speculation")),
-                             ("&Help", ("About Tandem and this system…",))):
+                             ("&Help", ("Keyboard shortcuts", "Reading the speculation panel", None,
+                                        "About Tandem and this system…"))):
             menu = menus.addMenu(title)
             for name in names:
                 if name:
@@ -67,6 +72,20 @@ class LayoutMixin:
         speculation = QMenu("&Speculation", self)          # the speculation bar's shortcuts, before Help
         speculation.addActions(self.spec_bar.actions_list)
         menus.insertMenu(menu.menuAction(), speculation)
+
+    def show_shortcuts(self) -> HelpDialog:
+        """Every key the window answers, read from its actions (Help ▸ Keyboard shortcuts, Ctrl+/)."""
+        return self._help("Keyboard shortcuts", shortcuts_html(self.actions()))
+
+    def show_panel_help(self) -> HelpDialog:
+        """What the panel's rounds, colours and numbers mean (Help ▸ Reading the speculation panel)."""
+        return self._help("Reading the speculation panel", PANEL_HELP)
+
+    def _help(self, title: str, body: str) -> HelpDialog:
+        dialog = HelpDialog(title, body, self)
+        dialog.setAttribute(Qt.WA_DeleteOnClose)
+        dialog.open()
+        return dialog
 
     def show_system(self) -> SystemDialog:
         """Versions, the llama.cpp build and its CPU features, the weight-repacking decision and the

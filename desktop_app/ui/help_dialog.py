@@ -1,0 +1,74 @@
+"""Help ▸ Keyboard shortcuts and Help ▸ Reading the speculation panel: what a new user found nowhere
+in the window (the Help menu held only the system report; Ctrl+F, F2, Esc and Ctrl+L were in no menu,
+and nothing said what γ, α or a bonus token is). The shortcuts are read from the window's own actions,
+so the list cannot drift from what the keys do."""
+from __future__ import annotations
+
+import html
+
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTextBrowser, QVBoxLayout
+
+TYPING = (("Enter", "Send the message (while a reply runs, it waits and goes when the reply ends)"),
+          ("Shift+Enter", "A new line in the message"))
+SAID_MORE = {"Stop": "Stop the reply or compare running; with none, end a search, or else an edit"}
+
+PANEL_HELP = """
+<p>Each <b>round</b>, a drafter guesses up to <b>γ</b> tokens and the target model checks them all in one
+pass. The draft model guesses by writing ahead; <b>prompt lookup</b> copies what followed an earlier
+occurrence of the text just written; <b>Auto</b> chooses between them, or plain decoding, round by
+round, from what it measures on this machine.</p>
+<p>The round strip shows every round, in colours the legend above it repeats:</p>
+<ul>
+<li><b>kept draft</b> (green): a guessed token the target agreed with; it cost no pass of its own.</li>
+<li><b>rejected</b> (red, struck through): the first guess the target did not keep.</li>
+<li><b>discarded</b> (grey): guesses after a rejected one; they are dropped without being judged.</li>
+<li><b>correction</b> (orange): the target's own token in place of the rejected one.</li>
+<li><b>bonus</b> (blue): when every guess was kept, the same pass yields one more token.</li>
+<li><b>plain</b>: a round with no guess, one token from one target pass, as without speculation.</li>
+</ul>
+<p>Hover a guess for q (the draft's probability of it), p (the target's) and min(1, p/q), the
+chance it is kept when sampling.</p>
+<p><b>Acceptance α</b> is the chance a guess is kept when those before it were. A round of γ guesses
+then gives (1 − α<sup>γ+1</sup>) / (1 − α) tokens for one target pass. Whether that is faster
+depends on what the pass costs: checking γ + 1 tokens costs more than one single-token pass, a little
+more on a GPU and several times more on a CPU, and each draft step costs <b>c</b> of a target pass.</p>
+<p><b>vs plain (measured)</b> is this reply's speed over plain decoding's on this machine, timed;
+<b>Predicted (cost model)</b> is what the measured costs and α predict. <b>Does it pay?</b> draws the
+prediction for every γ. Below 1.0× speculation is slower here, and the panel says so: try Auto, a
+shorter γ, or Speculate off.</p>
+"""
+
+
+def shortcut_rows(actions: list[QAction]) -> list[tuple[str, str]]:
+    """(keys, what they do) for every action with a shortcut, the typing keys first, once each."""
+    rows, seen = list(TYPING), set()
+    for action in actions:
+        keys = action.shortcut().toString(QKeySequence.NativeText)
+        name = action.text().replace("&", "").rstrip("…")
+        if keys and (keys, name) not in seen:
+            seen.add((keys, name))
+            rows.append((keys, SAID_MORE.get(name, name)))
+    return rows
+
+
+class HelpDialog(QDialog):
+    def __init__(self, title: str, body_html: str, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle(title)
+        self.resize(560, 520)
+        layout = QVBoxLayout(self)
+        self.text = QTextBrowser()
+        self.text.setObjectName("helpText")
+        self.text.setOpenExternalLinks(True)
+        self.text.setHtml(body_html)
+        layout.addWidget(self.text)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.close)
+        layout.addWidget(buttons)
+
+
+def shortcuts_html(actions: list[QAction]) -> str:
+    rows = "".join(f"<tr><td style='padding-right: 16px'><b>{html.escape(k)}</b></td><td>{html.escape(w)}</td></tr>"
+                   for k, w in shortcut_rows(actions))
+    return f"<table>{rows}</table>"

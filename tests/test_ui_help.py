@@ -1,0 +1,40 @@
+"""Help ▸ Keyboard shortcuts and Reading the speculation panel (a new user's try: the Help menu held only
+the system report, several keys were in no menu, and nothing explained γ, α or a bonus token)."""
+from __future__ import annotations
+
+import re
+
+from PySide6.QtGui import QKeySequence
+
+from desktop_app.ui.help_dialog import PANEL_HELP
+from desktop_app.ui.round_strip import Colours
+
+
+def test_the_shortcuts_list_every_key_the_window_answers(qtbot, window):
+    dialog = window.show_shortcuts()
+    qtbot.addWidget(dialog)
+    shown = dialog.text.toPlainText()
+    keyed = [a for a in window.actions() if not a.shortcut().isEmpty()]
+    assert len(keyed) >= 15
+    for action in keyed:
+        assert action.shortcut().toString(QKeySequence.NativeText) in shown, action.text()
+    for keys, what in (("Esc", "end a search, or else an edit"), ("Ctrl+F", "Search"), ("F2", "Rename"),
+                       ("Ctrl+L", "Go to the message box"), ("Enter", "Send"), ("Shift+Enter", "new line")):
+        assert re.search(rf"(^|\n){re.escape(keys)}\n[^\n]*{re.escape(what)}", shown), keys
+    menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&Help")
+    assert [a.text() for a in menu.actions() if a.text()] == ["Keyboard shortcuts", "Reading the speculation panel",
+                                                              "About Tandem and this system…"]
+
+
+def test_the_panel_help_names_every_colour_of_the_legend(qtbot, window):
+    dialog = window.show_panel_help()
+    qtbot.addWidget(dialog)
+    legend = re.sub(r"<[^>]+>", " ", Colours(False).legend_html()).replace("&nbsp;", " ")
+    names = [n for n in ("kept draft", "rejected", "discarded", "correction", "bonus", "plain") if n in legend]
+    assert len(names) == 6
+    for name in names:
+        assert f"<b>{name}</b>" in PANEL_HELP
+    shown = dialog.text.toPlainText()
+    for label in ("γ", "Acceptance α", "vs plain (measured)", "Predicted (cost model)", "Does it pay?"):
+        assert label in shown
+    assert "(1 − αγ+1) / (1 − α)" in shown               # (the formula of the brief; γ+1 is a superscript)

@@ -19,6 +19,8 @@ ROWS = (("ttft", "Time to first token"), ("speed", "Tokens per second"), ("total
         ("tokens", "Tokens"), ("prompt", "Prompt tokens evaluated"), ("drafts", "Drafts kept"),
         ("vs_off", "Speed-up over speculation off"), ("stop", "Stopped by"))
 COLUMNS = ("off", "on")
+NOT_DRAWN = ("Neither run is drawn as it is written, so both can be faster than a reply in the chat: on 2 "
+             "cores, a reply drawn as it streams ran 0.87–0.90× as fast (docs/window-cost.txt).")
 
 
 def run_cells(run: CompareRun, off_tokens_per_s: float) -> dict[str, str]:
@@ -170,7 +172,7 @@ class CompareDialog(QDialog):
                else f"sampled at temperature {sampling.temperature:g}, seed {sampling.seed} for both runs: "
                     "two new replies, not the one in the chat")
         self.status.setText(f"The last message answered twice, {how}, at most {result.max_tokens} tokens; "
-                            f"nothing was stored." if not result.cancelled
+                            f"nothing was stored. {NOT_DRAWN}" if not result.cancelled
                             else "Cancelled: what ran is shown; nothing was stored.")
         self._off_rate = 0.0
         for run in (result.off, result.on):

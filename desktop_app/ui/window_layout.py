@@ -34,7 +34,7 @@ class LayoutMixin:
         actions = {}
         for text, keys, slot in (
                 ("New conversation", QKeySequence.New, self.new_conversation),
-                ("Search", QKeySequence.Find, lambda: self.sidebar.search.setFocus()),
+                ("Search conversations", QKeySequence.Find, lambda: self.sidebar.search.setFocus()),
                 ("Stop", Qt.Key_Escape, self._escape),
                 ("Regenerate", "Ctrl+R", self.regenerate),
                 ("Earlier version of the reply", "Alt+Left", lambda: self._step_version(-1)),

@@ -2,21 +2,32 @@
 half-typed message followed them into another conversation, and was sent there)."""
 from __future__ import annotations
 
+import pytest
+
 from desktop_app.ui.window_conversations import EDIT_NOTE, Draft
+from desktop_app.ui.worker import GenerateRequest, LoadedPair
+from tests.test_ui_window import stored_exchange as exchange
 
 
-def exchange(window, title: str, question: str, answer: str) -> int:
-    cid = window.store.create_conversation(title, "SYSTEM")
-    window.store.add_message(cid, "user", question)
-    window.store.add_message(cid, "assistant", answer)
-    window.refresh_conversations()
-    return cid
+def cats_and_dogs(w) -> tuple[int, int]:
+    """Two conversations of one question and its answer each."""
+    return (exchange(w, "Cats", "Tell me about cats.", "Cats purr."),
+            exchange(w, "Dogs", "Tell me about dogs.", "Dogs bark."))
+
+
+def edit_put_away(w) -> tuple[int, int]:
+    """The cats' last message edited into "Tell me about lions.", then the dogs' conversation opened."""
+    cats, dogs = cats_and_dogs(w)
+    w.open_conversation(cats, show=True)
+    w.edit_last()
+    w.composer.setPlainText("Tell me about lions.")
+    w.open_conversation(dogs, show=True)
+    return cats, dogs
 
 
 def test_each_conversation_keeps_what_was_typed_in_its_box(qtbot, window):
     w = window
-    cats = exchange(w, "Cats", "Tell me about cats.", "Cats purr.")
-    dogs = exchange(w, "Dogs", "Tell me about dogs.", "Dogs bark.")
+    cats, dogs = cats_and_dogs(w)
     w.composer.setPlainText("typed with none open")      # (goes along to the conversation opened)
     w.open_conversation(cats, show=True)
     assert w.composer.toPlainText() == "typed with none open"
@@ -41,12 +52,7 @@ def test_each_conversation_keeps_what_was_typed_in_its_box(qtbot, window):
 
 def test_an_edit_put_away_comes_back_as_a_message_if_its_message_changed(qtbot, window):
     w = window
-    cats = exchange(w, "Cats", "Tell me about cats.", "Cats purr.")
-    dogs = exchange(w, "Dogs", "Tell me about dogs.", "Dogs bark.")
-    w.open_conversation(cats, show=True)
-    w.edit_last()
-    w.composer.setPlainText("Tell me about lions.")
-    w.open_conversation(dogs, show=True)
+    cats, dogs = edit_put_away(w)
     assert not w.editing
     w.store.add_message(cats, "user", "And tigers?")      # (another window went on meanwhile)
     w.open_conversation(cats, show=True)
@@ -58,8 +64,7 @@ def test_a_message_stored_after_its_conversation_was_left_is_not_kept_as_typed(q
     """Sent, then another conversation opened before the history had it: the text put away with its
     conversation goes once it is stored, as the box empties when it stays open (_on_message_stored)."""
     w = window
-    cats = exchange(w, "Cats", "Tell me about cats.", "Cats purr.")
-    dogs = exchange(w, "Dogs", "Tell me about dogs.", "Dogs bark.")
+    cats, dogs = cats_and_dogs(w)
     w.open_conversation(cats, show=True)
     w.composer.setPlainText("And lions?")
     w.pending_text = "And lions?"                        # (as submit leaves it, until the history has it)
@@ -70,16 +75,133 @@ def test_a_message_stored_after_its_conversation_was_left_is_not_kept_as_typed(q
     assert cats not in w.drafts and w.composer.toPlainText() == "And wolves?" and w.pending_text == ""
 
 
-def test_the_window_opens_on_the_conversation_used_last_with_the_box_ready(qtbot, tmp_path):
-    """It opened on nothing, typing went into the search box, and once models were loaded the view was
-    blank (a new user's try): the conversation used last is open again, the box has the focus, and a
-    view with no messages says how to start."""
+def test_deleting_the_open_conversation_deletes_what_was_typed_for_it(qtbot, window):
+    """(Kept, it followed into the next conversation opened: the very thing the box per conversation ends.)"""
+    w = window
+    cats, dogs = cats_and_dogs(w)
+    w.open_conversation(cats, show=True)
+    w.composer.setPlainText("half typed for the cats")
+    w._delete(cats)
+    assert w.composer.toPlainText() == "" and cats not in w.drafts
+    w.open_conversation(dogs, show=True)
+    assert w.composer.toPlainText() == ""
+
+
+def test_an_edit_put_away_behind_text_typed_with_none_open_says_why_it_is_a_message(qtbot, window):
+    w = window
+    cats, dogs = edit_put_away(w)
+    w._delete(dogs)                                       # (no conversation open)
+    w.composer.setPlainText("typed with none open")
+    w.open_conversation(cats, show=True)
+    assert not w.editing and w.composer.toPlainText() == "typed with none open\n\nTell me about lions."
+    assert "it follows what you typed with no conversation open" in w.banner.label.text()
+
+
+# -- a message sent while a reply runs: the window with its requests to the worker recorded, not sent
+
+@pytest.fixture
+def recorded(window):
+    """The window as if models were loaded, its requests to the worker recorded in `window.sent`."""
+    w = window
+    w.sent = []
+    for signal in (w.requestGenerate, w.requestDrop):
+        signal.disconnect()
+    w.requestGenerate.connect(lambda r: w.sent.append((r.kind, r.conversation_id, r.text)))
+    w.requestDrop.connect(lambda c, _options, text: w.sent.append(("drop", c, text)))
+    w.loaded = LoadedPair("/models/target.gguf", None, "", 2048)
+    w.stack.setCurrentWidget(w.chat)
+    return w
+
+
+def enter(w, text):
+    w.composer.setPlainText(text)
+    w.submit(text)
+
+
+def reply_ends(w):
+    w.reply.end()
+    w._on_busy(False)
+
+
+def test_a_message_sent_while_a_reply_runs_goes_once_when_it_ends(qtbot, recorded):
+    w = recorded
+    cats = exchange(w, "Cats", "Tell me about cats.", "Cats purr.")
+    w.open_conversation(cats, show=True)
+    enter(w, "And lions?")
+    assert w.sent == [("send", cats, "And lions?")] and w.busy
+    enter(w, "And lions?")                                # (Enter twice: it is on its way, nothing waits)
+    assert w.queued is None and w.banner.isHidden()
+    w._on_message_stored(cats)
+    enter(w, "And tigers?")
+    assert w.banner.label.text() == "A reply is being written; your message will be sent when it ends."
+    reply_ends(w)
+    assert w.sent[1:] == [("send", cats, "And tigers?")] and w.banner.isHidden() and w.queued is None
+    reply_ends(w)                                         # (sent once)
+    assert len(w.sent) == 2
+
+
+def test_a_message_that_waited_is_not_sent_once_the_conversation_changed_and_the_banner_says_so(qtbot, recorded):
+    w = recorded
+    cats, dogs = cats_and_dogs(w)
+    w.open_conversation(cats, show=True)
+    enter(w, "And lions?")
+    w._on_message_stored(cats)
+    enter(w, "And tigers?")
+    w.open_conversation(dogs, show=True)                  # (the promise goes with the conversation it was about)
+    assert w.banner.isHidden() and w.composer.toPlainText() == ""
+    reply_ends(w)
+    assert w.sent == [("send", cats, "And lions?")]
+    assert "was not sent" in w.banner.label.text() and w.drafts[cats] == Draft("And tigers?")
+
+
+def test_a_message_that_waited_leaves_an_overflow_banner_and_its_choices_alone(qtbot, recorded):
+    w = recorded
+    cats = exchange(w, "Cats", "Tell me about cats.", "Cats purr.")
+    w.open_conversation(cats, show=True)
+    enter(w, "And lions?")
+    enter(w, "And tigers?")
+    w._on_overflow(cats, "The conversation does not fit.", True, "And lions?")
+    reply_ends(w)
+    assert w.sent == [("send", cats, "And lions?")]       # (not "And tigers?" in its place)
+    assert w.banner.label.text().startswith("The conversation does not fit.")
+    assert [b.text() for b in w.banner.buttons] == ["Leave out oldest turns and send", "New conversation"]
+
+
+def test_esc_ends_an_edit_while_models_load(qtbot, recorded):
+    """Loads keep the window busy too: Esc stopped nothing, and the edit stayed."""
+    w = recorded
+    cats = exchange(w, "Cats", "Tell me about cats.", "Cats purr.")
+    w.open_conversation(cats, show=True)
+    w.edit_last()
+    w.busy = True                                         # (as a load leaves it: no reply, no compare)
+    w._escape()
+    assert not w.editing and w.composer.toPlainText() == ""
+
+
+def test_a_message_refused_in_another_conversation_goes_back_to_its_own_box(qtbot, recorded):
+    w = recorded
+    cats, dogs = cats_and_dogs(w)
+    w.open_conversation(dogs, show=True)
+    w.composer.setPlainText("for the dogs")
+    w._on_request_refused(GenerateRequest("send", cats, "And lions?", w._options()), "The engine is not running.")
+    assert w.composer.toPlainText() == "for the dogs" and w.drafts[cats] == Draft("And lions?")
+    w._on_request_refused(GenerateRequest("edit", dogs, "Tell me about wolves.", w._options()), "Not running.")
+    assert w.composer.toPlainText() == "for the dogs"     # (the box is not written over)
+
+
+@pytest.mark.network
+def test_the_conversation_used_last_opens_once_models_are_loaded(qtbot, tmp_path, test_model_path):
+    """After a restart the view was blank (a new user's try): once models are loaded the conversation used
+    last opens; not before, where a message sent from the welcome page would have gone into it out of
+    sight. At start the box has the focus (typing went into the search box), and a view with no
+    messages says how to start."""
     from desktop_app.ui.main_window import MainWindow
+    from tests.test_ui_window import load
 
     history, settings = str(tmp_path / "history.db"), str(tmp_path / "settings.json")
     first = MainWindow(history, settings)
     qtbot.addWidget(first)
-    assert first.current_id is None and first.focusWidget() is first.composer
+    assert first.focusWidget() is first.composer
     first.new_conversation()
     assert first.chat.messages == [] and first.chat.empty_note.isVisibleTo(first.chat)
     cats = exchange(first, "Cats", "Tell me about cats.", "Cats purr.")
@@ -89,9 +211,45 @@ def test_the_window_opens_on_the_conversation_used_last_with_the_box_ready(qtbot
     again = MainWindow(history, settings)
     qtbot.addWidget(again)
     try:
-        assert again.current_id == cats and again.focusWidget() is again.composer
+        assert again.current_id is None and again.focusWidget() is again.composer
+        load(qtbot, again, test_model_path, None)
+        assert again.current_id == cats and again.stack.currentWidget() is again.chat
         assert [m.text for m in again.chat.messages][-1] == "And lions?"
-        assert not again.chat.empty_note.isVisibleTo(again.chat)
-        assert again.sidebar.current_id() == cats
+        assert not again.chat.empty_note.isVisibleTo(again.chat) and again.sidebar.current_id() == cats
     finally:
         again.close()
+
+
+def test_leaving_out_turns_and_answering_is_one_busy_spell(qtbot, tmp_path):
+    """The worker said it was idle between leaving out the turns and answering, and a message waiting
+    for the reply's end went before the reply (a review's find)."""
+    from types import SimpleNamespace
+
+    from desktop_app.chat.session import ContextOverflow
+    from desktop_app.ui.worker import EngineWorker
+
+    class Session:                                        # what drop_oldest_turns asks of a session
+        overflow = False
+        store = SimpleNamespace(messages=lambda cid: [])
+
+        def add_user_message(self, cid, text):
+            pass
+
+        def drop_oldest_turns(self, cid, options):
+            if self.overflow:
+                raise ContextOverflow(5000, 2048, 0, False)
+
+        def take_back(self, cid, text):
+            return True
+
+    worker = EngineWorker(str(tmp_path / "history.db"))
+    worker.session = Session()
+    busy, answered = [], []
+    worker.busyChanged.connect(busy.append)
+    worker.generate = lambda request: answered.append((list(busy), request.kind, request.text))
+    worker.drop_oldest_turns(7, None, "And lions?")
+    assert answered == [([True], "reply", "And lions?")]  # (busy from the start to the answer's own end)
+    busy.clear()
+    worker.session.overflow = True
+    worker.drop_oldest_turns(7, None, "And lions?")
+    assert busy == [True, False] and len(answered) == 1

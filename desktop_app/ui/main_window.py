@@ -108,7 +108,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self._autosave()
         self.refresh_models()
         self.refresh_conversations()
-        self.open_latest()
+        self.composer.setFocus()                # (typing went into the search box: a new user's try)
         notices = [n for n in (self.settings.notice, self.store.notice) if n]
         if notices:
             self.banner.show_message(" ".join(notices))
@@ -261,7 +261,9 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
             self._say_not_loaded(text)
             return
         if self.busy:                           # (Enter did nothing here, and said nothing: a new user's try;
-            if self.generating_id is None:      # then the banner saying so stayed after the reply: another)
+            if text == self.pending_text and self.generating_id == self.current_id:   # then the banner saying
+                return                          # so stayed after the reply: another) (Enter twice: it is sent)
+            if self.generating_id is None:
                 wait = "A compare is running"
             elif self.generating_id == self.current_id:
                 wait = "A reply is being written"
@@ -300,11 +302,14 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.chat.truncate(len(self.chat.messages) - 1)
         self._start(GenerateRequest("regenerate", self.current_id, "", self._options()))
 
-    def stop(self) -> None:
-        """Stop the reply or compare running (Esc, Stop): not a load, which the model bar's Cancel stops."""
+    def stop(self) -> bool:
+        """Stop the reply or compare running (Esc, Stop): not a load, which the model bar's Cancel stops.
+        Whether there was one."""
         comparing = self.compare_dialog is not None and self.compare_dialog.running
         if self.busy and (self.generating_id is not None or comparing):
             self.worker.cancel()
+            return True
+        return False
 
     def _send_or_stop(self) -> None:
         if self.busy and self.generating_id is not None and self.generating_id == self.current_id:

@@ -155,6 +155,7 @@ class ModelsMixin:
         self._say(" ".join(n for n in (info.notice, unsaved) if n))
         self.setWindowTitle(f"Tandem — {names}")
         self.refresh_models()
+        self.open_latest()
         self.stack.setCurrentWidget(self.chat)
         self._update_buttons()
 
@@ -225,7 +226,8 @@ class ModelsMixin:
         """A message sent while the models get ready, or while a reply or a compare runs: it waits for
         them (it stays in the box meanwhile), and `note` says so."""
         self.queued = (self.current_id, self.editing, text)
-        self.banner.show_message(note, [("Don't send it", self._drop_queued)], dismiss=False, kind="queued")
+        self.banner.show_message(note, [("Don't send it", self._drop_queued)], about=self.current_id,
+                                 dismiss=False, kind="queued")     # (it goes when another conversation is opened)
 
     def _drop_queued(self) -> None:
         self.queued = None
@@ -233,19 +235,20 @@ class ModelsMixin:
 
     def send_queued(self) -> None:
         """The models are ready, or the reply or compare has ended: send the message that waited, if it
-        is still the box's text in the conversation it was written in; else say that it was not sent."""
+        is still the box's text in the conversation it was written in and the banner still says it waits;
+        else say that it was not sent, unless the banner says something else now (a message too long for
+        the context, a failure: its choices stay, and the text is in the box)."""
         queued, self.queued = self.queued, None
         if queued is None:
             return
-        conversation, editing, text = queued
-        if (conversation, editing, text) != (self.current_id, self.editing, self.composer.toPlainText().strip()):
+        waiting = self.banner.kind == "queued" and not self.banner.isHidden()
+        if waiting and queued == (self.current_id, self.editing, self.composer.toPlainText().strip()):
+            self.banner.hide()
+            self.submit(queued[2])
+        elif waiting or self.banner.isHidden():
             self.banner.show_message("The message that waited was not sent: the box or the conversation changed "
                                      "since (what you typed is kept in its conversation's box). Send it again "
                                      "when you are ready.")
-            return
-        if self.banner.kind == "queued":
-            self.banner.hide()
-        self.submit(text)
 
     def _begin_load(self) -> None:
         """A fetch, load or connection starts: the welcome page offers nothing meanwhile, and a message

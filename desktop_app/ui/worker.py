@@ -331,6 +331,7 @@ class EngineWorker(QObject):
             self._refuse(request)
             return
         self.busyChanged.emit(True)
+        answer = False              # (idle in between, a message waiting for the reply's end was sent before it)
         try:
             if text:
                 self.session.add_user_message(conversation_id, text)
@@ -338,6 +339,7 @@ class EngineWorker(QObject):
             self.session.drop_oldest_turns(conversation_id, options)
             # (a regenerate that did not fit kept its reply: answering "the last message" wrote a second one)
             kind = "regenerate" if not text and can_regenerate(self.session.store.messages(conversation_id)) else "reply"
+            answer = True
         except ContextOverflow as exc:
             self._overflowed(exc, conversation_id, text)
             return
@@ -348,7 +350,8 @@ class EngineWorker(QObject):
             self.generationFailed.emit(conversation_id, str(exc))
             return
         finally:
-            self.busyChanged.emit(False)
+            if not answer:
+                self.busyChanged.emit(False)
         self.generate(GenerateRequest(kind, conversation_id, text, options))   # (text: taken back if it overflows)
 
     @Slot(int, object)

@@ -623,9 +623,7 @@ def test_reply_footer_origins_and_tooltips_live_and_after_a_restart(qtbot, tmp_p
         assert w2.stack.currentWidget() is w2.first_run           # no model loaded: the welcome page, until
         item = next(w2.sidebar.list.item(i) for i in range(w2.sidebar.list.count())   # the conversation is
                     if w2.sidebar.list.item(i).data(Qt.UserRole) == cid)             # chosen: it can be read
-        assert w2.current_id == cid                                # (open again, as it was left)
-        rect = w2.sidebar.list.visualItemRect(item)                # a click on it shows it
-        qtbot.mouseClick(w2.sidebar.list.viewport(), Qt.LeftButton, pos=rect.center())
+        w2.sidebar.list.setCurrentItem(item)
         for _ in range(5):
             QApplication.processEvents()
         assert w2.stack.currentWidget() is w2.chat and w2.current_id == cid

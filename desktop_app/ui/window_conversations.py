@@ -30,13 +30,13 @@ class ConversationsMixin:
         self.sidebar.set_conversations(conversations, self.current_id)
 
     def open_latest(self) -> None:
-        """At start: the conversation used last is open again (shown once models are loaded; the view
-        was blank, a new user's try), and the box has the focus (typing went into the search box)."""
-        latest = self._history(self.store.list_conversations, default=[])
+        """Models are ready and no conversation is open: the one used last is, with the box's text (the
+        view was blank after a restart: a new user's try). Not before: behind the welcome page a message
+        sent would have gone into a conversation out of sight."""
+        latest = self._history(self.store.list_conversations, default=[]) if self.current_id is None else []
         if latest:
             self.open_conversation(latest[0].id)
             self.refresh_conversations()
-        self.composer.setFocus()
 
     def new_conversation(self, *, take_box: bool = False) -> None:
         """A new conversation, with the system prompt typed while none was open (else the default one).
@@ -98,19 +98,6 @@ class ConversationsMixin:
         if self.banner.kind == "edit":
             self.banner.hide()
 
-    def _leave_edit(self) -> None:
-        """The conversation is deleted: an edit of it ends (Enter would have put its text in place of the
-        next one's last message). Text the user changed stays in the box, as a message to send, and the
-        banner says so; unchanged, the box empties."""
-        if not self.editing:
-            return
-        text = self.composer.toPlainText()
-        self._cancel_edit()
-        if text.strip() != self.edit_original.strip():
-            self.composer.setPlainText(text)
-            self.banner.show_message("Your edit of the last message was not sent: its text is still in the box, "
-                                     "and Enter sends it as a new message here.")
-
     def _put_away_draft(self) -> None:
         """Another conversation is to be opened: what the box holds is kept for the one open (a new user's
         try: a half-typed message followed them into another conversation, and was sent there), an edit
@@ -140,13 +127,17 @@ class ConversationsMixin:
         if draft.edit_of is None:
             return
         last = last_user_message(self._history(self.store.messages, conversation_id, default=[]))
-        if not typed and last is not None and last.content == draft.edit_of:
+        if last is None or last.content != draft.edit_of:
+            why = "the message it edited has changed"
+        elif typed:
+            why = "it follows what you typed with no conversation open"
+        else:
             self.editing = True
             self.edit_original = draft.edit_of
             self._edit_note()
-        else:
-            self.banner.show_message("Your unsent edit of the last message is back in the box as a new message: "
-                                     "the message it edited has changed.", about=conversation_id)
+            return
+        self.banner.show_message(f"Your unsent edit of the last message is back in the box as a new message: {why}.",
+                                 about=conversation_id)
 
     def _on_message_stored(self, conversation_id: int) -> None:
         """The message is safe in the history: now the box may be emptied (unless more was typed). Where
@@ -275,9 +266,9 @@ class ConversationsMixin:
         if self._history(self.store.delete_conversation, conversation_id, default=False) is False:
             return
         self.drafts.pop(conversation_id, None)
-        if conversation_id == self.current_id:
-            self._leave_edit()
-            self.current_id = None
+        if conversation_id == self.current_id:      # what was typed for it goes with it (an edit too: Enter
+            self._cancel_edit()                     # would have put its text in place of the next one's last
+            self.current_id = None                  # message; kept, it followed into the next one opened)
             self.chat.clear()
             self.spec_panel.clear()
             self._show_system_prompt(self.settings["generation"]["system_prompt"])   # (for the next one)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from PySide6.QtGui import QTextCursor
 
+from desktop_app.chat.rules import last_user_message
 from desktop_app.engine.events import FinishEvent, StopReason
+from desktop_app.ui.window_conversations import Draft
 from desktop_app.ui.worker import GenerateRequest
 
 
@@ -60,13 +62,17 @@ class FaultsMixin:
 
     def _on_request_refused(self, request: GenerateRequest, message: str) -> None:
         """A message that reached the worker after the engine died: it was not stored, so it goes back
-        in the box, and the view shows the conversation as stored."""
+        in its conversation's box, and the view shows the conversation as stored."""
         if self._closing:
             return
         self.reply.end()
-        if request.text and not self.composer.toPlainText().strip():
+        if request.text and request.conversation_id != self.current_id:     # (its own box, not the one shown)
+            last = last_user_message(self._history(self.store.messages, request.conversation_id, default=[]))
+            edit_of = last.content if request.kind == "edit" and last is not None else None
+            self.drafts.setdefault(request.conversation_id, Draft(request.text, edit_of))
+        elif request.text and not self.composer.toPlainText().strip():
             self.composer.setPlainText(request.text)
-            self.editing = request.kind == "edit" and request.conversation_id == self.current_id
+            self.editing = request.kind == "edit"
         if request.conversation_id == self.current_id:
             self.open_conversation(request.conversation_id)
         actions = [("Reload the models", self.reload_lost_pair)] if self.lost_pair and self.lost_pair[0] else []

@@ -22,10 +22,10 @@ SAVE_DELAY_MS = 1000                      # settings are saved this long after t
 class LayoutMixin:
     def _escape(self) -> None:
         """Esc: stop the reply (or compare) running; with none, end a search, or else an edit under way
-        (only the banner's Cancel edit did: a new user's try)."""
-        if self.busy:
-            self.stop()
-        elif self.sidebar.search.text():
+        (only the banner's Cancel edit did: a new user's try), also while models load."""
+        if self.stop():
+            return
+        if self.sidebar.search.text():
             self.sidebar.search.clear()
         elif self.editing:
             self._cancel_edit()

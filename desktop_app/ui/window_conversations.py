@@ -159,16 +159,14 @@ class ConversationsMixin:
         """Show the conversation in the chat view; the view takes the place of the welcome page once
         models are loaded, or at once when `show` (a conversation the user chose: it can be read before
         any model is loaded)."""
-        another = conversation_id != self.current_id and conversation_id != self.generating_id
-        if conversation_id != self.current_id:      # another conversation: the box's text is kept for this
+        switched = conversation_id != self.current_id
+        another = switched and conversation_id != self.generating_id
+        if switched:                                # another conversation: the box's text is kept for this
             self._put_away_draft()                  # one, and the panel shows its last reply (below), or
             if conversation_id == self.generating_id:   # the one it is writing now
                 self.spec_panel.show_live()
             else:
                 self.spec_panel.clear()
-            switched = True
-        else:
-            switched = False
         self.current_id = conversation_id
         self.banner.conversation_opened(conversation_id)
         if switched:

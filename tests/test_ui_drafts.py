@@ -75,6 +75,21 @@ def test_a_message_stored_after_its_conversation_was_left_is_not_kept_as_typed(q
     assert cats not in w.drafts and w.composer.toPlainText() == "And wolves?" and w.pending_text == ""
 
 
+def test_edit_last_does_not_write_over_a_message_not_sent(qtbot, window):
+    """Ctrl+E put the last message in place of what was typed, and Esc then left the box empty (a new
+    user's try): with other text in the box, it says to send or clear it first."""
+    w = window
+    cats, _ = cats_and_dogs(w)
+    w.open_conversation(cats, show=True)
+    w.composer.setPlainText("draft B")
+    w.edit_last()
+    assert not w.editing and w.composer.toPlainText() == "draft B"
+    assert w.banner.label.text().startswith("The box holds a message you have not sent")
+    w.composer.setPlainText("Tell me about cats.")       # (the message itself, or nothing: editing starts)
+    w.edit_last()
+    assert w.editing and w.banner.label.text() == EDIT_NOTE
+
+
 def test_deleting_the_open_conversation_deletes_what_was_typed_for_it(qtbot, window):
     """(Kept, it followed into the next conversation opened: the very thing the box per conversation ends.)"""
     w = window
@@ -140,18 +155,35 @@ def test_a_message_sent_while_a_reply_runs_goes_once_when_it_ends(qtbot, recorde
     assert len(w.sent) == 2
 
 
-def test_a_message_that_waited_is_not_sent_once_the_conversation_changed_and_the_banner_says_so(qtbot, recorded):
+def test_a_message_that_waited_goes_to_its_own_conversation_while_another_is_open(qtbot, recorded):
+    """A user looked at another conversation while their message waited, and it was not sent, though the
+    banner had said it would be: it is sent in its own conversation, wherever the user is then. One
+    message waits at a time; changed meanwhile, it is not sent, and the banner says so."""
     w = recorded
     cats, dogs = cats_and_dogs(w)
     w.open_conversation(cats, show=True)
     enter(w, "And lions?")
     w._on_message_stored(cats)
     enter(w, "And tigers?")
-    w.open_conversation(dogs, show=True)                  # (the promise goes with the conversation it was about)
-    assert w.banner.isHidden() and w.composer.toPlainText() == ""
+    w.open_conversation(dogs, show=True)
+    assert w.banner.label.text().endswith("will be sent when it ends.") and w.composer.toPlainText() == ""
+    enter(w, "And wolves?")                               # (one at a time: this one stays in its box)
+    assert w.banner.label.text().startswith("A message is waiting already, in “Cats”")
+    w.open_conversation(cats, show=True)                  # (there and back: it still waits)
+    assert w.composer.toPlainText() == "And tigers?"
+    w.open_conversation(dogs, show=True)
     reply_ends(w)
-    assert w.sent == [("send", cats, "And lions?")]
-    assert "was not sent" in w.banner.label.text() and w.drafts[cats] == Draft("And tigers?")
+    assert w.sent == [("send", cats, "And lions?"), ("send", cats, "And tigers?")] and w.banner.isHidden()
+    assert w.current_id == dogs and w.composer.toPlainText() == "And wolves?"
+    w._on_message_stored(cats)
+    assert cats not in w.drafts
+    w.open_conversation(cats, show=True)
+    enter(w, "And bears?")
+    w.open_conversation(dogs, show=True)
+    w.drafts[cats] = Draft("And bears? No, and foxes.")   # (changed meanwhile, as if typed there)
+    reply_ends(w)
+    assert len(w.sent) == 2 and "was not sent" in w.banner.label.text()
+    assert w.drafts[cats] == Draft("And bears? No, and foxes.")
 
 
 def test_a_message_that_waited_leaves_an_overflow_banner_and_its_choices_alone(qtbot, recorded):
@@ -253,3 +285,23 @@ def test_leaving_out_turns_and_answering_is_one_busy_spell(qtbot, tmp_path):
     worker.session.overflow = True
     worker.drop_oldest_turns(7, None, "And lions?")
     assert busy == [True, False] and len(answered) == 1
+
+
+def test_edit_and_regenerate_say_why_they_wait_and_the_menu_offers_them_only_where_they_apply(qtbot, recorded):
+    """Ctrl+E during a reply did nothing and said nothing; in an empty conversation the Chat menu offered
+    Regenerate and Edit last message while their buttons were greyed out (a new user's try)."""
+    w = recorded
+    w.new_conversation()
+    assert not w.regenerate_action.isEnabled() and not w.edit_action.isEnabled()
+    cats, _ = cats_and_dogs(w)
+    w.open_conversation(cats, show=True)
+    assert w.regenerate_action.isEnabled() and w.edit_action.isEnabled()
+    enter(w, "And lions?")
+    assert w.busy and w.edit_action.isEnabled() and not w.edit_button.isEnabled()
+    w.edit_last()
+    assert not w.editing and w.banner.label.text().startswith("Edit last message waits for what is running to end")
+    w.regenerate()
+    assert w.banner.label.text().startswith("Regenerate waits") and len(w.sent) == 1
+    enter(w, "And tigers?")                               # (a message that waits: its note is not replaced)
+    w.edit_last()
+    assert w.banner.kind == "queued"

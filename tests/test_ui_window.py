@@ -254,7 +254,7 @@ def test_stop_mid_reply_keeps_the_partial_text(qtbot, loaded):
     assert w.busy and w.generating_id == writing and w.composer.toPlainText() == "What is 2+2?"
     assert w.banner.label.text().startswith("A reply is being written in “")
     assert w.banner.label.text().endswith("your message will be sent when it ends.")
-    w.open_conversation(writing)              # (the message waits in its own conversation's box: not sent)
+    w.open_conversation(writing)              # (the message waits in its own conversation's box)
     assert w.composer.toPlainText() == ""
     assert w.send_button.text() == "Stop"
     qtbot.mouseClick(w.send_button, Qt.LeftButton)
@@ -263,9 +263,12 @@ def test_stop_mid_reply_keeps_the_partial_text(qtbot, loaded):
     assert db[-1].status == "cancelled" and len(db[-1].content) > 40
     assert len(db[-1].token_ids) < 2000
     assert "stopped" in w.chat.messages[-1].status.text()
-    assert "was not sent" in w.banner.label.text() and stored(w, waiting) == []
+    # the reply stopped: the message that waited goes, in its own conversation (this one stays open)
+    qtbot.waitUntil(lambda: [m.role for m in stored(w, waiting)] == ["user", "assistant"] and not w.busy,
+                    timeout=TIMEOUT_MS)
+    assert stored(w, waiting)[0].content == "What is 2+2?" and w.current_id == writing
     w.open_conversation(waiting)
-    assert w.composer.toPlainText() == "What is 2+2?"
+    assert w.composer.toPlainText() == "" and w.chat.messages[0].text == "What is 2+2?"
 
 
 @pytest.mark.network

@@ -260,16 +260,8 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         if not self.loaded:
             self._say_not_loaded(text)
             return
-        if self.busy:                           # (Enter did nothing here, and said nothing: a new user's try;
-            if text == self.pending_text and self.generating_id == self.current_id:   # then the banner saying
-                return                          # so stayed after the reply: another) (Enter twice: it is sent)
-            if self.generating_id is None:
-                wait = "A compare is running"
-            elif self.generating_id == self.current_id:
-                wait = "A reply is being written"
-            else:
-                wait = f"A reply is being written in “{self._title(self.generating_id)}”"
-            self.queue_message(text, f"{wait}; your message will be sent when it ends.")
+        if self.busy:
+            self.wait_for_the_run(text)
             return
         if self.current_id is None:
             self.new_conversation()
@@ -294,6 +286,8 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.requestGenerate.emit(request)
 
     def regenerate(self) -> None:
+        if self.busy and self.current_id is not None:
+            self.say_busy("Regenerate")
         if self.busy or self.current_id is None or not self.loaded:
             return
         messages = self._history(self.store.messages, self.current_id, default=[])
@@ -423,8 +417,10 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.show_versions(not self.busy)        # (a model is not needed to read them)
         can_compare = ready and not self.busy and self.current_id is not None and self._has_user_message()
         self.compare_button.setEnabled(can_compare)
-        if hasattr(self, "compare_action"):
+        if hasattr(self, "compare_action"):     # (the menu's items as the buttons, but while busy: then they say why)
             self.compare_action.setEnabled(can_compare)
+            self.regenerate_action.setEnabled(ready and self.current_id is not None and can_regenerate(self.chat.messages))
+            self.edit_action.setEnabled(self.current_id is not None and self._has_user_message())
 
     # -- closing
     def closeEvent(self, event) -> None:

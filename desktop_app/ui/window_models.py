@@ -1,7 +1,7 @@
 """The main window's model loading: the models found and offered, loading a pair (on this machine or onto
 RPC servers), connecting to a llama-server, fetching the demo pair, and what the bar says after; a
-message sent meanwhile waits for the models. A mixin of MainWindow (main_window.py); the work itself is
-the worker's."""
+message sent meanwhile waits for the models (as one sent while a reply or compare runs waits for it).
+A mixin of MainWindow (main_window.py); the work itself is the worker's."""
 from __future__ import annotations
 
 import os
@@ -13,7 +13,7 @@ from desktop_app.engine.rpc import RpcError
 from desktop_app.models.discovery import find_gguf_files
 from desktop_app.models.pairing import suggest_pair
 from desktop_app.ui.settings_panel import load_options, rpc_options
-from desktop_app.ui.worker import CANCELLED, LoadedPair, LoadRequest, ServerRequest
+from desktop_app.ui.worker import CANCELLED, GenerateRequest, LoadedPair, LoadRequest, ServerRequest
 
 QUEUED_NOTE = "The models are loading; your message will be sent once they are ready."
 NOT_SENT_NOTE = "The models did not load, so your message was not sent; it is still in the box."
@@ -222,12 +222,33 @@ class ModelsMixin:
         if self.load_pair(self.model_bar.target_path(), self.model_bar.draft_path()):
             self.queue_message(self.composer.toPlainText().strip() or text)
 
-    def queue_message(self, text: str, note: str = QUEUED_NOTE) -> None:
+    def wait_for_the_run(self, text: str) -> None:
+        """Enter while a reply or compare runs: the message waits, and goes when it ends. (Enter did
+        nothing here, and said nothing: a new user's try; then the banner saying so stayed after the
+        reply: another.) Enter twice: it is on its way. One message waits at a time."""
+        if text == self.pending_text and self.generating_id == self.current_id:
+            return
+        if self.queued and self.queued[0] != self.current_id and self.banner.kind == "queued":
+            self.banner.show_message(f"A message is waiting already, in “{self._title(self.queued[0])}”, to be sent "
+                                     "when the run ends; send this one after it (it stays in the box).",
+                                     [("Don't send that one", self._drop_queued)], dismiss=False, kind="queued")
+            return
+        if self.generating_id is None:
+            wait = "A compare is running"
+        elif self.generating_id == self.current_id:
+            wait = "A reply is being written"
+        else:
+            wait = f"A reply is being written in “{self._title(self.generating_id)}”"
+        self.queue_message(text, f"{wait}; your message will be sent when it ends.", follows=True)
+
+    def queue_message(self, text: str, note: str = QUEUED_NOTE, follows: bool = False) -> None:
         """A message sent while the models get ready, or while a reply or a compare runs: it waits for
-        them (it stays in the box meanwhile), and `note` says so."""
+        them (it stays in the box meanwhile), and `note` says so. `follows`: the note stays while other
+        conversations are open, and the message is sent in its own when the wait ends (a user looked at
+        another conversation meanwhile, and the promise was taken back); else opening another takes it."""
         self.queued = (self.current_id, self.editing, text)
-        self.banner.show_message(note, [("Don't send it", self._drop_queued)], about=self.current_id,
-                                 dismiss=False, kind="queued")     # (it goes when another conversation is opened)
+        self.banner.show_message(note, [("Don't send it", self._drop_queued)],
+                                 about=None if follows else self.current_id, dismiss=False, kind="queued")
 
     def _drop_queued(self) -> None:
         self.queued = None
@@ -242,13 +263,19 @@ class ModelsMixin:
         if queued is None:
             return
         waiting = self.banner.kind == "queued" and not self.banner.isHidden()
+        conversation, editing, text = queued
+        kept = self.drafts.get(conversation)          # (its conversation's box, while another is open)
         if waiting and queued == (self.current_id, self.editing, self.composer.toPlainText().strip()):
             self.banner.hide()
-            self.submit(queued[2])
+            self.submit(text)
+        elif waiting and kept is not None and (kept.text.strip(), kept.edit_of is not None) == (text, editing):
+            self.banner.hide()
+            self.pending_text, self.pending_edit = text, editing    # (its box empties once it is stored)
+            self._start(GenerateRequest("edit" if editing else "send", conversation, text, self._options()))
         elif waiting or self.banner.isHidden():
             self.banner.show_message("The message that waited was not sent: the box or the conversation changed "
                                      "since (what you typed is kept in its conversation's box). Send it again "
-                                     "when you are ready.")
+                                     "when you are ready.", about=conversation)   # (not over the next one's)
 
     def _begin_load(self) -> None:
         """A fetch, load or connection starts: the welcome page offers nothing meanwhile, and a message

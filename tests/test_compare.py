@@ -358,7 +358,7 @@ def test_a_sampled_compares_status_says_its_replies_are_new_ones(qtbot):
     dialog.show_result(result(SamplingParams(temperature=0.0)))
     assert "greedy (temperature 0)" in dialog.status.text() and "new replies" not in dialog.status.text()
     # (its plain run was faster than the chat's plain rate: a user's try; the window's drawing is why)
-    assert "Neither run is drawn as it is written" in dialog.status.text()
+    assert "Neither run is shown while it is written" in dialog.status.text()
 
 
 

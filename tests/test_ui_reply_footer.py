@@ -109,6 +109,11 @@ def test_a_reply_cut_off_says_why_beside_its_name():
     # a llama-server says "length" for its context filling up as for max tokens: the note names neither alone
     assert reply_note("done", _stats(stop_reason="max_tokens", remote="llama-server")) == (
         "cut off: the server stopped it at a length limit (Max tokens, or its context)")
+    # ... and at the footer's end, in sight under a long reply (it seemed to end mid-word: a user's try)
+    forms = footer_forms(_stats(stop_reason="max_tokens").to_json(), _settings())
+    assert all(f.endswith(" · cut off at Max tokens") for f in forms) and len(forms) > 2
+    assert footer_text(_stats(stop_reason="context_full"), _settings()).endswith(" · cut off: context full")
+    assert "cut off" not in footer_text(_stats(stop_reason="eos"), _settings())
 
 
 def test_footer_of_a_reply_without_stats_says_why():

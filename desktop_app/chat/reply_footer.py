@@ -18,6 +18,8 @@ STATUS_NOTES = {"streaming": "writing…", "interrupted": "incomplete: interrupt
 CUT_OFF = {"max_tokens": "cut off: the reply reached Max tokens (Settings)",
            "context_full": "cut off: the conversation filled the context"}
 SERVER_CUT_OFF = "cut off: the server stopped it at a length limit (Max tokens, or its context)"
+CUT_OFF_SHORT = {"max_tokens": "cut off at Max tokens", "context_full": "cut off: context full"}   # (in the
+# footer too: the note beside the name is out of sight under a long reply, which seemed to end mid-word)
 NO_STATS = {"cancelled": "stopped before the end: no statistics were recorded",
             "interrupted": "interrupted: the model engine stopped before this reply's statistics were recorded",
             "error": "failed: no statistics were recorded"}
@@ -94,9 +96,10 @@ def footer_forms(stats: dict | GenerationStats | None, settings: dict | None, st
              (label, kept, speed, times),
              (label, speed, times),
              (speed, times)]
+    cut = "" if s.remote or status != "done" else CUT_OFF_SHORT.get(s.stop_reason, "")
     out: list[str] = []
     for parts in forms:
-        text = " · ".join(p for p in parts if p)
+        text = " · ".join(p for p in (*parts, cut) if p)
         if text not in out:
             out.append(text)
     return out

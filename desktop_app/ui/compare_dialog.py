@@ -19,8 +19,9 @@ ROWS = (("ttft", "Time to first token"), ("speed", "Tokens per second"), ("total
         ("tokens", "Tokens"), ("prompt", "Prompt tokens evaluated"), ("drafts", "Drafts kept"),
         ("vs_off", "Speed-up over speculation off"), ("stop", "Stopped by"))
 COLUMNS = ("off", "on")
-NOT_DRAWN = ("Neither run is drawn as it is written, so both can be faster than a reply in the chat: on 2 "
-             "cores, a reply drawn as it streams ran 0.87–0.90× as fast (docs/window-cost.txt).")
+NOT_DRAWN = ("Neither run is shown while it is written, so both can be faster than a reply in the chat, which "
+             "the window draws as it streams: on 2 cores, a streamed reply ran at 0.87–0.90× the speed.")
+# (measured: docs/window-cost.txt, scripts/window_render_cost.py)
 
 
 def run_cells(run: CompareRun, off_tokens_per_s: float) -> dict[str, str]:

@@ -67,9 +67,17 @@ class ConversationsMixin:
         """The last message of the conversation open, into the box to be edited (Enter resends it).
         `note`: said after the banner's "Editing …" (why the message is to be edited). (Keyword only:
         a button's or menu item's clicked(bool) passed False as the note, and the banner said "False".)"""
-        if self.busy or self.current_id is None:
+        if self.current_id is None:
+            return
+        if self.busy:
+            self.say_busy("Edit last message")
             return
         last = last_user_message(self._history(self.store.messages, self.current_id, default=[]))
+        typed = self.composer.toPlainText().strip()
+        if last is not None and typed and not self.editing and typed != last.content.strip():
+            self.banner.show_message("The box holds a message you have not sent: send it or clear it first, then "
+                                     "edit your last message.", about=self.current_id)   # (it was written over)
+            return
         if last is not None:
             self.editing = True
             self.edit_original = last.content
@@ -77,6 +85,14 @@ class ConversationsMixin:
             self.composer.moveCursor(QTextCursor.End)    # (typing goes on where the message ends)
             self.composer.setFocus()
             self._edit_note(note)
+
+    def say_busy(self, what: str) -> None:
+        """`what` (a key or menu item) cannot be done while a reply, compare or load runs: the banner says
+        so (Ctrl+E during a reply did nothing and said nothing: a new user's try), unless it says that a
+        message waits (replaced, it would not be sent)."""
+        if self.banner.kind != "queued" or self.banner.isHidden():
+            self.banner.show_message(f"{what} waits for what is running to end: wait for it, or stop it (Esc).",
+                                     about=self.current_id)
 
     def _edit_note(self, note: str = "") -> None:
         """The banner says an edit is under way, with its way out: "Cancel edit" alone (beside it, a new

@@ -55,6 +55,7 @@ class LayoutMixin:
             self.addAction(action)
         self.addActions(self.spec_bar.actions_list)
         self.compare_action = actions["Compare with and without speculation"]
+        self.regenerate_action, self.edit_action = actions["Regenerate"], actions["Edit last message"]
         self._update_buttons()
         menus = self.menuBar()
         for title, names in (("&File", ("New conversation", "Open target model…", None, "Quit")),

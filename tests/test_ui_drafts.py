@@ -184,6 +184,15 @@ def test_a_message_that_waited_goes_to_its_own_conversation_while_another_is_ope
     reply_ends(w)
     assert len(w.sent) == 2 and "was not sent" in w.banner.label.text()
     assert w.drafts[cats] == Draft("And bears? No, and foxes.")
+    w.open_conversation(dogs, show=True)
+    enter(w, "And wolves?")                               # (a reply in the dogs' conversation now)
+    w.open_conversation(cats, show=True)
+    enter(w, "And foxes?")
+    w.open_conversation(dogs, show=True)
+    w._delete(cats)                                       # (its conversation deleted: it waits no more)
+    assert w.queued is None and w.banner.isHidden(), w.banner.label.text()
+    reply_ends(w)
+    assert w.sent[2:] == [("send", dogs, "And wolves?")] and w.banner.isHidden()
 
 
 def test_a_message_that_waited_leaves_an_overflow_banner_and_its_choices_alone(qtbot, recorded):

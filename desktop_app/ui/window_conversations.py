@@ -280,6 +280,8 @@ class ConversationsMixin:
         if self._history(self.store.delete_conversation, conversation_id, default=False) is False:
             return
         self.drafts.pop(conversation_id, None)
+        if self.queued and self.queued[0] == conversation_id:   # (a message waiting to be sent there: gone too)
+            self._drop_queued()
         if conversation_id == self.current_id:      # what was typed for it goes with it (an edit too: Enter
             self._cancel_edit()                     # would have put its text in place of the next one's last
             self.current_id = None                  # message; kept, it followed into the next one opened)

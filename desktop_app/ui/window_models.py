@@ -252,7 +252,8 @@ class ModelsMixin:
 
     def _drop_queued(self) -> None:
         self.queued = None
-        self.banner.hide()
+        if self.banner.kind == "queued":
+            self.banner.hide()
 
     def send_queued(self) -> None:
         """The models are ready, or the reply or compare has ended: send the message that waited, if it

@@ -84,8 +84,7 @@ class EarlierReplies:
         with self._transaction():
             end = self._db.execute("SELECT max(position) FROM messages WHERE conversation_id=?",
                                    (conversation_id,)).fetchone()[0]
-            newest = self._db.execute("SELECT max(id) FROM earlier_replies WHERE conversation_id=? AND position=?",
-                                      (conversation_id, position)).fetchone()[0] if self._versions else None
+            newest = self._newest_earlier(conversation_id, position)
             if newest is None or end != position - 1:
                 return False
             bring_back(self._db, newest)
@@ -101,13 +100,19 @@ class EarlierReplies:
             if last is None or last[1] != "assistant" or last[3].strip() or last[2] == "streaming" \
                     or not self._versions:
                 return False
-            newest = self._db.execute("SELECT max(id) FROM earlier_replies WHERE conversation_id=? AND position=?",
-                                      (conversation_id, last[0])).fetchone()[0]
+            newest = self._newest_earlier(conversation_id, last[0])
             if newest is None:                    # (nothing to put in its place: the empty reply stays)
                 return False
             self._db.execute("DELETE FROM messages WHERE conversation_id=? AND position=?", (conversation_id, last[0]))
             bring_back(self._db, newest)
             return True
+
+    def _newest_earlier(self, conversation_id: int, position: int) -> int | None:
+        """The id of the reply at `position` set aside last, or None (none, or no table for them)."""
+        if not self._versions:
+            return None
+        return self._db.execute("SELECT max(id) FROM earlier_replies WHERE conversation_id=? AND position=?",
+                                (conversation_id, position)).fetchone()[0]
 
     def _last_message(self, conversation_id: int) -> tuple | None:
         """(position, role, status, content, created_at) of the conversation's last message, or None."""

@@ -288,7 +288,8 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
     def regenerate(self) -> None:
         if self.busy and self.current_id is not None:
             self.say_busy("Regenerate")
-        if self.busy or self.current_id is None or not self.loaded:
+            return
+        if self.current_id is None or not self.loaded:
             return
         messages = self._history(self.store.messages, self.current_id, default=[])
         if not can_regenerate(messages):
@@ -411,16 +412,18 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.send_button.setText("Stop" if writing_here else "Send")
         # (Send stays enabled before any model is loaded: it does what Enter does, and the banner says how
         # to load one and send; greyed out, it looked as if the message could not be sent: a user's try)
-        idle = ready and not self.busy and self.current_id is not None
-        self.regenerate_button.setEnabled(idle and can_regenerate(self.chat.messages))
-        self.edit_button.setEnabled(idle and self._has_user_message())
+        in_one = self.current_id is not None
+        regen_ok = ready and in_one and can_regenerate(self.chat.messages)
+        can_edit = in_one and self._has_user_message()
+        self.regenerate_button.setEnabled(regen_ok and not self.busy)
+        self.edit_button.setEnabled(can_edit and ready and not self.busy)
         self.show_versions(not self.busy)        # (a model is not needed to read them)
-        can_compare = ready and not self.busy and self.current_id is not None and self._has_user_message()
+        can_compare = can_edit and ready and not self.busy
         self.compare_button.setEnabled(can_compare)
         if hasattr(self, "compare_action"):     # (the menu's items as the buttons, but while busy: then they say why)
             self.compare_action.setEnabled(can_compare)
-            self.regenerate_action.setEnabled(ready and self.current_id is not None and can_regenerate(self.chat.messages))
-            self.edit_action.setEnabled(self.current_id is not None and self._has_user_message())
+            self.regenerate_action.setEnabled(regen_ok)
+            self.edit_action.setEnabled(can_edit)
 
     # -- closing
     def closeEvent(self, event) -> None:

@@ -205,7 +205,20 @@ def test_a_version_1_history_gains_the_versions_table(tmp_path):
     assert store.last_reply_versions(1) == [None]
     store.set_aside_reply(1, 1)
     assert [e.content for e in store.earlier_replies(1, 1)] == ["assistant text"]
+    store.keep_unsent({1: ("and the unsent text", None)})
+    assert store.unsent() == {1: ("and the unsent text", None)}
     store.close()
+
+
+def test_unsent_text_is_kept_whole_and_goes_with_its_conversation(tmp_path):
+    store = HistoryStore(tmp_path / "h.db")
+    cats, dogs = store.create_conversation("Cats"), store.create_conversation("Dogs")
+    store.keep_unsent({cats: ("line one\n\nline two ", "Tell me about cats."), dogs: ("wolves?", None)})
+    assert store.unsent() == {cats: ("line one\n\nline two ", "Tell me about cats."), dogs: ("wolves?", None)}
+    store.delete_conversation(cats)
+    assert store.unsent() == {dogs: ("wolves?", None)}
+    store.keep_unsent({cats: ("for a conversation gone", None)})     # (deleted by another window: left out)
+    assert store.unsent() == {}
 
 
 def test_streaming_rows_left_by_a_dead_process_become_interrupted(tmp_path):

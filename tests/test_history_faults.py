@@ -114,6 +114,7 @@ def test_an_older_history_read_only_has_no_versions_and_says_no_more(tmp_path):
             store = HistoryStore(path)
             assert not store.writable
             assert store.last_reply_versions(1) == [] and store.earlier_replies(1, 1) == []
+            assert store.unsent() == {}                # (no table of unsent text either)
             assert [m["content"] for m in store.export_json(1)["messages"]] == ["q", "a"]
             store.close()
     finally:

@@ -60,6 +60,37 @@ def test_an_edit_put_away_comes_back_as_a_message_if_its_message_changed(qtbot, 
     assert "back in the box as a new message" in w.banner.label.text() and w.banner.label.text() != EDIT_NOTE
 
 
+def test_what_was_typed_and_not_sent_is_back_after_a_restart(qtbot, tmp_path):
+    """A new user's text was lost at every restart: each conversation's, an edit under way with it,
+    is kept at Quit and back in its box when the conversation opens; and, once read, out of the
+    history, so a message sent since would not come back after a crash."""
+    from desktop_app.ui.main_window import MainWindow
+
+    history, settings = str(tmp_path / "history.db"), str(tmp_path / "settings.json")
+    first = MainWindow(history, settings)
+    qtbot.addWidget(first)
+    cats, dogs = edit_put_away(first)
+    gone = exchange(first, "Gone", "Tell me about moas.", "Moas are extinct.")
+    first.open_conversation(gone, show=True)
+    first.composer.setPlainText("for a conversation deleted")
+    first.open_conversation(dogs, show=True)
+    first.composer.setPlainText("half typed for the dogs")
+    first.store.delete_conversation(gone)                # (by another window)
+    first.close()
+    again = MainWindow(history, settings)
+    qtbot.addWidget(again)
+    try:
+        assert again.store.unsent() == {}
+        again.open_conversation(dogs, show=True)
+        assert again.composer.toPlainText() == "half typed for the dogs" and not again.editing
+        again.open_conversation(cats, show=True)
+        assert again.composer.toPlainText() == "Tell me about lions." and again.editing
+        assert again.banner.label.text().startswith(EDIT_NOTE)
+        assert set(again.drafts) == {dogs}
+    finally:
+        again.close()
+
+
 def test_a_message_stored_after_its_conversation_was_left_is_not_kept_as_typed(qtbot, window):
     """Sent, then another conversation opened before the history had it: the text put away with its
     conversation goes once it is stored, as the box empties when it stays open (_on_message_stored)."""

@@ -21,6 +21,7 @@ from desktop_app.chat.earlier_replies import EarlierReplies, bring_back
 from desktop_app.chat.history_file import HistoryError, NewerSchema, open_history, reports  # noqa: F401 (HistoryError: re-exported)
 from desktop_app.chat.history_rows import (BODY, ConversationInfo, StoredMessage, pack_rounds, pack_tokens,
                                            stored)
+from desktop_app.chat.unsent import Unsent
 
 HISTORY_DIR_ENV = "TANDEM_DATA_DIR"
 
@@ -67,6 +68,14 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX earlier_replies_by_conversation ON earlier_replies(conversation_id, position);
     """,
+    # 3: what was typed in a conversation's box and not sent, kept across a restart (unsent.py)
+    """
+    CREATE TABLE unsent (
+        conversation_id INTEGER PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+        text TEXT NOT NULL,
+        edit_of TEXT                             -- the last message it edits, as it was (NULL: a new message)
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -77,7 +86,7 @@ def default_path() -> Path:
     return folder / "history.db"
 
 
-class HistoryStore(EarlierReplies):
+class HistoryStore(EarlierReplies, Unsent):
     """The conversations and their messages. `notice` is a sentence for the user when the file could
     not be used as it was (see history_file); `writable` is False when it opened read-only. Every
     method raises HistoryError, with a message for the window, when the database fails."""
@@ -86,8 +95,9 @@ class HistoryStore(EarlierReplies):
         self.path = Path(path) if path else default_path()
         opened = open_history(self.path, _prepare)
         self._db, self.writable, self.notice = opened.db, opened.writable, opened.notice
-        self._versions = self._db.execute("SELECT 1 FROM sqlite_master WHERE name='earlier_replies'").fetchone() \
-            is not None             # (an older file opened read-only has no such table: none to show)
+        tables = {name for name, in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        self._versions = "earlier_replies" in tables    # (an older file opened read-only has no such table:
+        self._unsent = "unsent" in tables               # none to show)
 
     def close(self) -> None:
         self._db.close()

@@ -108,6 +108,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self._autosave()
         self.refresh_models()
         self.refresh_conversations()
+        self.read_unsent()
         self.composer.setFocus()                # (typing went into the search box: a new user's try)
         notices = [n for n in (self.settings.notice, self.store.notice) if n]
         if notices:
@@ -431,6 +432,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
             event.accept()
             return
         self.store_settings()
+        self.keep_unsent()
         self._closing = True
         self.worker.blockSignals(True)       # nothing more for this window
         self.worker.cancel_load()            # a load asked for is not started,

@@ -121,15 +121,39 @@ class ConversationsMixin:
         typed with no conversation open goes along to the one opened."""
         if self.current_id is None:
             return
-        text = self.composer.toPlainText()
-        edit_of = self.edit_original if self.editing else None
+        draft = self._draft_here()
         if self.editing:
             self._cancel_edit()
-        if text.strip() and text.strip() != (edit_of or "").strip():     # (an edit that changed nothing ends)
-            self.drafts[self.current_id] = Draft(text, edit_of)
+        if draft:
+            self.drafts[self.current_id] = draft
         else:
             self.drafts.pop(self.current_id, None)
         self.composer.clear()
+
+    def _draft_here(self) -> Draft | None:
+        """What the box holds for the conversation open, as a Draft (None: nothing, or an edit that
+        changed nothing)."""
+        text = self.composer.toPlainText()
+        edit_of = self.edit_original if self.editing else None
+        return Draft(text, edit_of) if text.strip() and text.strip() != (edit_of or "").strip() else None
+
+    def read_unsent(self) -> None:
+        """The unsent text kept at the last Quit (keep_unsent), each back with its conversation, and out
+        of the history: were the window to die later, a message sent since would not come back."""
+        kept = self._history(self.store.unsent, default={})
+        self.drafts.update({cid: Draft(*text) for cid, text in kept.items()})
+        if kept and self.store.writable:
+            self._history(self.store.keep_unsent, {})
+
+    def keep_unsent(self, *_args) -> None:
+        """Every conversation's unsent text (an edit under way too) into the history, for the next start:
+        at Quit, and when the desktop session ends. A new user's text was lost at every restart."""
+        drafts = dict(self.drafts)
+        here = self._draft_here() if self.current_id is not None else None
+        if here:
+            drafts[self.current_id] = here
+        if self.store.writable:
+            self._history(self.store.keep_unsent, {cid: tuple(d) for cid, d in drafts.items()})
 
     def _take_out_draft(self, conversation_id: int) -> None:
         """The conversation just opened: what was typed in its box is back, an edit under way with it

@@ -218,6 +218,7 @@ class LayoutMixin:
         self.settings_panel.changed.connect(self._save_soon)
         self.spec_bar.changed.connect(self._save_soon)
         QGuiApplication.instance().commitDataRequest.connect(self.store_settings)
+        QGuiApplication.instance().commitDataRequest.connect(self.keep_unsent)
 
     def _save_soon(self) -> None:
         if hasattr(self, "_save_timer") and not self._closing:

@@ -453,6 +453,30 @@ def test_an_edit_still_says_so_after_another_message_took_the_banner(qtbot, wind
     assert not w.editing and w.banner.isHidden() and w.composer.toPlainText() == ""
 
 
+def test_new_conversation_opens_the_empty_one_in_the_list_rather_than_make_another(qtbot, window):
+    """Each New conversation from a conversation with messages left another empty one in the list (a new
+    user's try). An empty one is reused, at the top of the list, unless it has text typed for it or a
+    system prompt of its own."""
+    w = window
+    cats = stored_exchange(w, "Cats", "Tell me about cats.", "Cats purr.")
+    w.open_conversation(cats, show=True)
+    w.new_conversation()
+    empty = w.current_id
+    w.store.add_message(stored_exchange(w, "Dogs", "Tell me about dogs.", "Dogs bark."), "user", "And wolves?")
+    w.open_conversation(cats, show=True)
+    w.new_conversation()
+    assert w.current_id == empty and w.sidebar.current_id() == empty
+    assert [c.id for c in w.store.list_conversations()][0] == empty and w.sidebar.list.count() == 3
+    w.composer.setPlainText("half typed")                # (text typed for it: it is not an empty one)
+    w.open_conversation(cats, show=True)
+    w.new_conversation()
+    assert w.current_id not in (empty, cats) and w.composer.toPlainText() == ""
+    w.store.set_system_prompt(w.current_id, "Answer like a pirate.")
+    w.open_conversation(cats, show=True)
+    w.new_conversation()
+    assert w.sidebar.list.count() == 5 and w.store.conversation(w.current_id).system_prompt == ""
+
+
 @pytest.mark.network
 def test_switch_conversations(qtbot, loaded):
     w = loaded

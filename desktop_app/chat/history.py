@@ -110,6 +110,21 @@ class HistoryStore(EarlierReplies, Unsent):
                                "VALUES (?, ?, ?, ?)", (title, system_prompt, now, now))
         return int(cur.lastrowid)
 
+    @reports('Creating the conversation')
+    def reuse_empty_conversation(self, title: str, system_prompt: str, skip=()) -> int | None:
+        """The newest conversation with no message yet, titled `title`, with `system_prompt`, and not in
+        `skip`, moved to the top of the list as if created now; None where there is none. A new
+        conversation asked for is that one: each New conversation left another empty one in the list
+        (a new user's try)."""
+        rows = self._db.execute("SELECT id FROM conversations c WHERE title=? AND system_prompt=? AND NOT EXISTS "
+                                "(SELECT 1 FROM messages m WHERE m.conversation_id=c.id) ORDER BY updated_at DESC, "
+                                "id DESC", (title, system_prompt)).fetchall()
+        cid = next((cid for cid, in rows if cid not in skip), None)
+        if cid is not None:
+            now = time.time()
+            self._db.execute("UPDATE conversations SET created_at=?, updated_at=? WHERE id=?", (now, now, cid))
+        return cid
+
     @reports('Listing the conversations')
     def list_conversations(self) -> list[ConversationInfo]:
         rows = self._db.execute("SELECT id, title, system_prompt, created_at, updated_at, first_turn "

@@ -40,7 +40,9 @@ class ConversationsMixin:
 
     def new_conversation(self, *, take_box: bool = False) -> None:
         """A new conversation, with the system prompt typed while none was open (else the default one).
-        An open conversation with nothing in it yet is that new conversation: no second empty one.
+        An open conversation with nothing in it yet is that new conversation: no second empty one; nor is
+        one made while the list holds an empty one with that system prompt and nothing typed for it: that
+        one opens, at the top of the list.
         `take_box`: what the box holds goes along (a message the context could not hold); else it stays
         with the conversation it was typed in. (Keyword only: a menu item's triggered(bool) would set it.)"""
         if self.current_id is not None and not self.chat.messages and self.generating_id != self.current_id:
@@ -48,8 +50,9 @@ class ConversationsMixin:
             self.composer.setFocus()
             return
         typed = self.settings_panel.system_prompt.toPlainText() if self.current_id is None else ""
-        cid = self._history(self.store.create_conversation, DEFAULT_TITLE,
-                            typed or self.settings["generation"]["system_prompt"])
+        prompt = typed or self.settings["generation"]["system_prompt"]
+        cid = self._history(self.store.reuse_empty_conversation, DEFAULT_TITLE, prompt, self.drafts) \
+            or self._history(self.store.create_conversation, DEFAULT_TITLE, prompt)   # (one empty in the list)
         if cid is None:
             return
         taken = self.composer.toPlainText() if take_box else ""

@@ -74,6 +74,11 @@ def test_first_run_page_without_models(qtbot, window):
     qtbot.mouseClick(window.send_button, Qt.LeftButton)
     assert "No model is loaded" in window.banner.label.text() and not window.banner.isHidden()
     assert window.composer.toPlainText() == "Hello?" and window.chat.messages == []
+    # a click on Send or on the banner's buttons leaves the focus in the box (typing went nowhere)
+    assert window.focusWidget() is window.composer
+    window.banner.show_message("Edit the message?", [("Edit", lambda: None, True)])   # (a button that stays)
+    qtbot.mouseClick(window.banner.buttons[0], Qt.LeftButton)
+    assert not window.banner.isHidden() and window.focusWidget() is window.composer
 
 
 def test_a_message_sent_while_the_models_load_is_sent_once_they_are_ready(qtbot, window, test_model_path,

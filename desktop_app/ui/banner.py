@@ -1,7 +1,7 @@
 """The banner across the top of the chat: a message for the user, with up to two actions."""
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
 
@@ -31,6 +31,8 @@ class Banner(QFrame):
         self.close_button = QPushButton("Dismiss")
         self.close_button.clicked.connect(self.hide)
         row.addWidget(self.close_button)
+        for b in (*self.buttons, self.close_button):     # a click leaves the focus where it was (the message
+            b.setFocusPolicy(Qt.TabFocus)                # box: after Dismiss, typing went nowhere); Tab reaches them
         self.about: int | None = None
         self.kind = ""                            # what the message is, for those who must know it is theirs
         self._stays = [False, False]

@@ -176,6 +176,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         for i, b in enumerate((self.send_button, self.regenerate_button, self.compare_button,   # which the
                                self.edit_button)):                # chat lost at 1000×700 (a user's try)
             buttons.addWidget(b, i // 2, i % 2)
+            b.setFocusPolicy(Qt.TabFocus)       # a click leaves the focus in the box (typing went nowhere)
         composer_row = QHBoxLayout()
         composer_row.addWidget(self.composer, 1)
         composer_row.addLayout(buttons)

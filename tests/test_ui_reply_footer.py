@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QApplication, QLabel, QPushButton, QToolTip
 
 from desktop_app.chat.history import HistoryStore
 from desktop_app.chat.line_breaks import keep_line_breaks
-from desktop_app.chat.reply_footer import footer_forms, footer_text, reply_note, version_line
+from desktop_app.chat.reply_footer import footer_forms, footer_text, made_with, reply_note, version_line
 from desktop_app.chat.token_origins import TokenOrigin, align, kind_counts, origins_from_rounds
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenKind
 from desktop_app.engine.explain import rate_text
@@ -58,6 +58,16 @@ def test_a_version_line_says_how_a_reply_was_made_its_speed_and_how_it_ended():
     assert version_line(3, {"n_tokens": 9, "tokens_per_s": 20.0, "stop_reason": "max_tokens"}, model) == \
         "3. draft model · 20.0 tok/s · cut off"
     assert version_line(4, None, None, "interrupted") == "4. a reply · no statistics · incomplete"
+
+
+def test_made_with_names_the_models_or_the_server_and_the_sampling():
+    sampled = {"temperature": 0.7, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "seed": None}
+    assert made_with({"target": "t.gguf", "draft": None, "sampling": sampled, "max_tokens": 1024}) == (
+        "Target: t.gguf\nDraft: none\nSampling: temperature 0.7, top-k 40, top-p 0.95, min-p 0.05, random seed\n"
+        "Max tokens: 1024")
+    assert made_with({"server": "http://127.0.0.1:8080", "target": "qwen", "sampling": dict(sampled, seed=7)}) == (
+        "Server: http://127.0.0.1:8080 (qwen)\nSampling: temperature 0.7, top-k 40, top-p 0.95, min-p 0.05, seed 7")
+    assert made_with(None) == made_with({"spec": {}}) == ""
 
 
 def test_footer_of_a_plain_reply():
@@ -235,6 +245,9 @@ def test_a_narrow_chat_drops_the_footers_details_before_its_speed_and_times_plai
     assert f"7.47 tok/s · {times}" in seen                     # then "…" only once that no longer fits
     assert all(times in t for t in seen[:seen.index(f"7.47 tok/s · {times}") + 1])
     assert w.footer.toolTip().startswith(w.footer.text())
+    # what wrote it: replies of two pairs looked alike, and their stored settings were shown nowhere
+    assert "\n\nTarget: t.gguf\nDraft: d.gguf\nSampling: greedy (temperature 0)\nMax tokens: 48\n\nNo rounds" \
+        in w.footer.toolTip()
     view.resize(320, 400)
     QApplication.processEvents()
     assert view.horizontalScrollBar().maximum() == 0

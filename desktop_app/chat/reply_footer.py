@@ -113,3 +113,29 @@ def version_line(number: int, stats: dict | GenerationStats | None, settings: di
     speed = rate_text(s.tokens_per_s) if s is not None and s.n_tokens else "no statistics"
     note = reply_note(status, stats)
     return " · ".join(part for part in (f"{number}. {label}", speed, note.split(":")[0]) if part)
+
+
+def made_with(settings: dict | None) -> str:
+    """What wrote a reply, for the footer's tooltip: the models (or the server) and the sampling, from
+    its stored settings; "" where they say nothing. Replies written by two pairs looked alike, and the
+    settings the history keeps with each were shown nowhere (a new user's try)."""
+    if not isinstance(settings, dict):
+        return ""
+    lines = []
+    if settings.get("server"):
+        lines.append(f"Server: {settings['server']}" + (f" ({settings['target']})" if settings.get("target") else ""))
+    elif settings.get("target"):
+        lines.append(f"Target: {settings['target']}")
+        lines.append(f"Draft: {settings.get('draft') or 'none'}")
+    sampling = settings.get("sampling")
+    if isinstance(sampling, dict) and isinstance(sampling.get("temperature"), (int, float)):
+        if sampling["temperature"] <= 0:
+            lines.append("Sampling: greedy (temperature 0)")
+        else:
+            seed = sampling.get("seed")
+            lines.append(f"Sampling: temperature {sampling['temperature']:g}, top-k {sampling.get('top_k')}, "
+                         f"top-p {sampling.get('top_p')}, min-p {sampling.get('min_p')}, "
+                         + (f"seed {seed}" if seed is not None else "random seed"))
+    if isinstance(settings.get("max_tokens"), int):
+        lines.append(f"Max tokens: {settings['max_tokens']}")
+    return "\n".join(lines)

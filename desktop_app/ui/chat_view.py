@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
-from desktop_app.chat.reply_footer import footer_forms, reply_note
+from desktop_app.chat.reply_footer import footer_forms, made_with, reply_note
 from desktop_app.chat.token_origins import TokenOrigin, align, origin, origins_from_rounds
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenEvent
 from desktop_app.ui.elided import ElidedButton, ElidedLabel
@@ -163,7 +163,9 @@ class MessageWidget(QFrame):
         self.footer.setText(*forms)
         action = ("Click: show this reply's rounds in the speculation panel" if self.has_rounds
                   else "No rounds were recorded for this reply")
-        self.footer.setToolTip(f"{text}\n\n{action}")      # (the whole line, which a narrow chat cuts)
+        made = made_with(self._settings) if self.role == "assistant" else ""
+        self.footer.setToolTip("\n\n".join(p for p in (text, made, action) if p))   # (the whole line, which
+                                                                                     # a narrow chat cuts)
         self.footer.setVisible(bool(text))
 
     def _footer_clicked(self) -> None:

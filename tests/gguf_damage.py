@@ -25,6 +25,7 @@ class Header:
     data: bytes        # the header alone: signature to the end of the last tensor's description
     fields: list[Field]
     kv_offsets: dict[str, int]    # metadata key -> offset of its value type field
+    size: int = 0      # the whole file's: a header fuzzed is written out to it, as if its weights followed
 
 
 def read_header(path: Path) -> Header:
@@ -52,7 +53,7 @@ def read_header(path: Path) -> Header:
     end = max(f.offset + f.size for f in fields)
     data = bytes(np.asarray(reader.data[:end]))
     del reader
-    return Header(data, fields, kv_offsets)
+    return Header(data, fields, kv_offsets, path.stat().st_size)
 
 
 def put(data: bytes, offset: int, size: int, value: int) -> bytes:

@@ -64,6 +64,20 @@ def test_the_intact_probe_model_is_read(probe):
     assert info.n_params > N_VOCAB * 256 and info.n_layer == 2 and info.n_head_kv == 2
 
 
+def test_a_file_cut_short_in_its_weights_is_an_error(tmp_path, probe):
+    """Its header is whole, so it read as a good model and paired, and only Load failed (a new user's
+    try, with a model cut to 60 MB). The weights' extent is the header's: the probe ends exactly there."""
+    from desktop_app.ui.model_bar import describe
+
+    data = probe.read_bytes()
+    assert read_info(damaged(tmp_path, data[:-1] + b"\0" * 64)).file_size == len(data) + 63   # (more is fine)
+    cut = damaged(tmp_path, data[:len(data) - 1])
+    with pytest.raises(GGUFError, match=f"cut short: its weights end at byte {len(data):,}, and it has "
+                                        f"{len(data) - 1:,} \\(100 %"):
+        read_info(cut)
+    assert describe(str(damaged(tmp_path, data[:len(data) * 3 // 5]))).startswith("cannot read: the file is cut short")
+
+
 def test_a_huge_tensor_count_is_an_error_of_its_own(tmp_path, probe):
     bad = damaged(tmp_path, put(probe.read_bytes(), N_TENSORS_AT, 8, 2**62))
     with pytest.raises(GGUFError, match="claims 4,611,686,018,427,387,904 tensors, more than the 1,180,352-byte file"):
@@ -165,6 +179,8 @@ def fuzz(tmp_path: Path, header: Header, rounds: int, seed: int) -> dict:
     for i in range(rounds):
         data = mutate(header, rng)
         path.write_bytes(data)
+        size = max(len(data), header.size)
+        os.truncate(path, size)                  # (zeros where the weights were: the reader checks their extent)
         try:
             info = read_info(path)
         except GGUFError as exc:
@@ -174,7 +190,7 @@ def fuzz(tmp_path: Path, header: Header, rounds: int, seed: int) -> dict:
         except BaseException as exc:  # noqa: BLE001 - the test's whole point
             (tmp_path / f"failing-{i}.gguf").write_bytes(data)
             raise AssertionError(f"damage {i} (kept as failing-{i}.gguf) raised {exc!r}") from exc
-        assert isinstance(info, GGUFInfo) and info.file_size == len(data)
+        assert isinstance(info, GGUFInfo) and info.file_size == size
         info.summary()
         outcomes["read"] += 1
     return outcomes

@@ -237,7 +237,8 @@ def _open(path: str, name: str) -> tuple[BinaryIO, int]:
         raise GGUFError(f"{name} cannot be read ({exc.strerror or exc})") from exc
 
 
-def _read_header(r: _Reader, name: str) -> tuple[dict, int]:
+def _read_header(r: _Reader, name: str) -> tuple[dict, int, list[tuple[int, int, int]]]:
+    """The metadata, the parameter count, and each tensor's (ggml type, elements, data offset)."""
     if r.size < 4 or r.read(4, "the signature") != b"GGUF":
         raise GGUFError(f"{name} is not a GGUF file")
     version = r.take("<I", "the version")
@@ -256,6 +257,7 @@ def _read_header(r: _Reader, name: str) -> tuple[dict, int]:
             raise GGUFError(f"metadata item {key} appears twice")
         meta[key] = r.value(r.take("<I", f"the type of {key}"), key)
     n_params = 0
+    tensors = []
     for i in range(n_tensors):
         r.string(f"the name of tensor {i}", keep=False)
         n_dims = r.take("<I", f"the dimension count of tensor {i}")
@@ -269,9 +271,21 @@ def _read_header(r: _Reader, name: str) -> tuple[dict, int]:
             count *= dim
         if count > _INT64_MAX:
             raise GGUFError(f"tensor {i} claims {count:,} elements")
-        r.skip(4 + 8, f"the type and offset of tensor {i}")
+        tensors.append((count, r.take("<I", f"the type of tensor {i}"), r.take("<Q", f"the offset of tensor {i}")))
         n_params += count
-    return meta, n_params
+    return meta, n_params, tensors
+
+
+def _weights_end(meta: dict, header_end: int, tensors: list[tuple[int, int, int]]) -> int:
+    """The byte at which the file's tensor data ends, as its header describes it (tensors of a type the
+    gguf package does not know are left out). A file cut short in its weights has a whole header:
+    it read as a good model, and only Load failed (a new user's try)."""
+    from gguf.constants import GGML_QUANT_SIZES        # (here: the package takes 0.1 s to import)
+    alignment = _int(meta, "general.alignment", 32) or 32
+    start = -(-header_end // alignment) * alignment
+    ends = [start + offset + count // GGML_QUANT_SIZES[kind][0] * GGML_QUANT_SIZES[kind][1]
+            for count, kind, offset in tensors if kind in GGML_QUANT_SIZES]
+    return max(ends, default=0)
 
 
 def _int(meta: dict, key: str, default: int | None = 0) -> int | None:
@@ -323,9 +337,13 @@ def _read(path: str | os.PathLike, keep_tokens: bool) -> tuple[GGUFInfo, list[by
     reader = _Reader(fh, size, keep_tokens)
     try:
         with fh:
-            meta, n_params = _read_header(reader, name)
+            meta, n_params, tensors = _read_header(reader, name)
     except OSError as exc:                    # an I/O error in the middle of the header
         raise GGUFError(f"{name} cannot be read ({exc.strerror or exc})") from exc
+    end = _weights_end(meta, reader.pos, tensors)
+    if end > size:
+        raise GGUFError(f"the file is cut short: its weights end at byte {end:,}, and it has {size:,} "
+                        f"({100 * size / end:.0f} %; a download or copy that did not finish?)")
     arch = _text(meta, "general.architecture") or "unknown"
     ftype = _int(meta, "general.file_type", None)
     tokens = meta.get("tokenizer.ggml.tokens")

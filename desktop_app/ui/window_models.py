@@ -82,8 +82,10 @@ class ModelsMixin:
         if not self.loaded:                # the welcome page names the pair loading, not another (it offered
             demo = tuple(str(models.model_path(m)) for m in models.resolve(["demo"]))   # the last pair, and to
             self.first_run.offer(target, draft, demo=(target, draft) == demo)   # fetch the demo that was loading)
-        self._begin_load()
-        self.model_bar.show_progress("Loading", 0.0)           # (its Cancel counts from now)
+        waits = self.busy                  # (a reply or compare runs: the load starts when it ends; "Loading 0 %"
+        self._begin_load()                 # said nothing of why it did not move, a new user's try)
+        self.model_bar.show_progress("Loading once the reply or compare ends" if waits else "Loading",
+                                     None if waits else 0.0)   # (its Cancel counts from now)
         self.worker.new_load()
         self.requestLoad.emit(LoadRequest(target, draft, t_opts, d_opts, settings))
         return True

@@ -153,9 +153,10 @@ def test_gamma_disabled_when_off_or_auto_and_auto_shows_its_rounds_live(qtbot, w
 
     qtbot.mouseClick(bar.switch, Qt.LeftButton)                                # off
     assert not bar.gamma.isEnabled() and not bar.gamma_up_action.isEnabled()
+    assert not bar.gamma.isVisibleTo(bar) and bar.gamma_label.text() == ""     # (a disabled slider looked live)
     assert bar.mode_text() == "Plain decoding" and not window.spec_bar.spec(True).speculating
     qtbot.mouseClick(bar.switch, Qt.LeftButton)                                # on again
-    assert bar.gamma.isEnabled()
+    assert bar.gamma.isEnabled() and bar.gamma.isVisibleTo(bar) and bar.gamma_label.text() == "γ = 4"
     qtbot.mouseClick(bar.drafter_buttons["lookup"], Qt.LeftButton)
     assert bar.gamma.isEnabled() and bar.spec(True).drafter == "lookup"
     qtbot.mouseClick(bar.drafter_buttons["auto"], Qt.LeftButton)               # auto

@@ -289,7 +289,7 @@ class SpecBar(QFrame):
         if on and auto:
             self.gamma_label.setText(auto_text(self._last_round) if self._last_round else f"auto: γ 0–{AUTO_GAMMA_MAX}")
         else:
-            self.gamma_label.setText(f"γ = {gamma}")
+            self.gamma_label.setText(f"γ = {gamma}" if on else "")
         self.gamma_label.setToolTip(         # (a new user asked what "auto: γ 0–32" meant)
             f"γ: the tokens drafted in a round, checked by the target in one pass. Auto picks 0 to {AUTO_GAMMA_MAX} "
             "each round, and which drafter drafts them; while a reply runs this shows the last round's choice."
@@ -313,8 +313,8 @@ class SpecBar(QFrame):
         # (where the bar is narrow: "prompt lookup, γ 4", then "γ 4"; "auto")
         for w in self._local_controls:                   # a llama-server's are not Tandem's to change
             w.setVisible(not self._remote)
-        for w in (self.gamma, self.gamma_caption):      # (auto's γ is the label's, not a setting)
-            w.setVisible(not self._remote and not (on and auto))
+        for w in (self.gamma, self.gamma_caption):      # (auto's γ is the label's, not a setting; off, a
+            w.setVisible(not self._remote and on and not auto)   # disabled slider looked live: a user's try)
         self.advanced.setVisible(not self._remote and self.advanced_button.isChecked())
         self.remote_hint.setVisible(bool(self._remote))
         if self._remote:

@@ -483,6 +483,24 @@ def test_new_conversation_opens_the_empty_one_in_the_list_rather_than_make_anoth
     assert w.sidebar.list.count() == 5 and w.store.conversation(w.current_id).system_prompt == ""
 
 
+def test_the_chat_menu_offers_copy_and_the_versions_only_where_they_apply(qtbot, window):
+    """Earlier and Later version and Copy last reply were offered in an empty conversation (a new user's
+    try): Copy where there is a reply, Earlier and Later where there is a version before or after."""
+    w = window
+    copy, (earlier, later) = w.copy_reply_action, w.version_actions
+    w.new_conversation()
+    assert not copy.isEnabled() and not earlier.isEnabled() and not later.isEnabled()
+    cats = stored_exchange(w, "Cats", "Tell me about cats.", "Cats purr.")
+    w.open_conversation(cats, show=True)
+    assert copy.isEnabled() and not earlier.isEnabled() and not later.isEnabled()
+    w.store.set_aside_reply(cats, 1)                       # (as Regenerate does, then its new reply)
+    w.store.add_message(cats, "assistant", "Cats meow.")
+    w.open_conversation(cats, show=True)
+    assert earlier.isEnabled() and not later.isEnabled()
+    earlier.trigger()
+    assert w.chat.messages[-1].text == "Cats purr." and not earlier.isEnabled() and later.isEnabled()
+
+
 @pytest.mark.network
 def test_switch_conversations(qtbot, loaded):
     w = loaded

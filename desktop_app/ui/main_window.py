@@ -422,10 +422,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMai
         self.show_versions(not self.busy)        # (a model is not needed to read them)
         can_compare = can_edit and ready and not self.busy
         self.compare_button.setEnabled(can_compare)
-        if hasattr(self, "compare_action"):     # (the menu's items as the buttons, but while busy: then they say why)
-            self.compare_action.setEnabled(can_compare)
-            self.regenerate_action.setEnabled(regen_ok)
-            self.edit_action.setEnabled(can_edit)
+        self._update_menu(regen_ok, can_edit, can_compare)
 
     # -- closing
     def closeEvent(self, event) -> None:

@@ -255,6 +255,8 @@ class ConversationsMixin:
         none beside the replies before it (the reply to a newer message let their others go)."""
         for w in self.chat.messages[:-1]:
             w.versions.hide()
+        for action in getattr(self, "version_actions", ()):    # (the Chat menu's: offered where they apply)
+            action.setEnabled(False)
         if self.current_id is not None and self.chat.messages and self.chat.messages[-1].role == "assistant":
             versions = self._history(self.store.last_reply_versions, self.current_id, default=[])
             lines = []
@@ -266,6 +268,9 @@ class ConversationsMixin:
                 lines = [version_line(n, m.stats, m.settings, m.status) for n, m in enumerate(replies, 1) if m]
             self.chat.messages[-1].versions.set_versions(versions.index(None) + 1 if versions else 0, len(versions),
                                                          enabled and self.store.writable, lines)
+            at = versions.index(None) if versions else 0        # (the one shown)
+            for action, there in zip(getattr(self, "version_actions", ()), (at > 0, at < len(versions) - 1)):
+                action.setEnabled(there and enabled and self.store.writable)
 
     def _step_version(self, step: int) -> None:
         """‹ or ›: the version before or after takes the last reply's place, in the history too (the

@@ -56,6 +56,8 @@ class LayoutMixin:
         self.addActions(self.spec_bar.actions_list)
         self.compare_action = actions["Compare with and without speculation"]
         self.regenerate_action, self.edit_action = actions["Regenerate"], actions["Edit last message"]
+        self.copy_reply_action = actions["Copy last reply"]
+        self.version_actions = (actions["Earlier version of the reply"], actions["Later version of the reply"])
         self._update_buttons()
         menus = self.menuBar()
         for title, names in (("&File", ("New conversation", "Open target model…", None, "Quit")),
@@ -73,6 +75,16 @@ class LayoutMixin:
         speculation = QMenu("&Speculation", self)          # the speculation bar's shortcuts, before Help
         speculation.addActions(self.spec_bar.actions_list)
         menus.insertMenu(menu.menuAction(), speculation)
+
+    def _update_menu(self, regen_ok: bool, can_edit: bool, can_compare: bool) -> None:
+        """The Chat menu's items where they apply: as the buttons beside the box, but also while a run is
+        under way (then they say why they wait); Copy last reply where there is a reply (they were
+        offered in an empty conversation: a new user's try). The versions' are show_versions'."""
+        if hasattr(self, "compare_action"):         # (not before the actions are made)
+            self.compare_action.setEnabled(can_compare)
+            self.regenerate_action.setEnabled(regen_ok)
+            self.edit_action.setEnabled(can_edit)
+            self.copy_reply_action.setEnabled(any(m.role == "assistant" for m in self.chat.messages))
 
     def show_shortcuts(self) -> HelpDialog:
         """Every key the window answers, read from its actions (Help ▸ Keyboard shortcuts, Ctrl+/)."""

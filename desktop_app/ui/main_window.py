@@ -26,6 +26,7 @@ from desktop_app.ui.spec_bar import SpecBar
 from desktop_app.ui.spec_panel import SpecPanel
 from desktop_app.ui.window_conversations import ConversationsMixin, Draft
 from desktop_app.ui.window_faults import FaultsMixin
+from desktop_app.ui.window_files import FilesMixin
 from desktop_app.ui.window_layout import CENTER, PANEL, SIDEBAR, LayoutMixin
 from desktop_app.ui.window_models import ModelsMixin
 from desktop_app.ui.worker import EngineWorker, GenerateRequest, LoadedPair
@@ -33,7 +34,7 @@ from desktop_app.ui.worker import EngineWorker, GenerateRequest, LoadedPair
 CLOSE_GRACE_S = 3.0             # how long closing waits for the engine to stop a request by itself
 
 
-class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, QMainWindow):
+class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, FilesMixin, QMainWindow):
     requestLoad = Signal(object)
     requestServer = Signal(object)
     requestGenerate = Signal(object)

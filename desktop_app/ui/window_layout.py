@@ -44,6 +44,8 @@ class LayoutMixin:
                 ("Compare with and without speculation", "Ctrl+Shift+K", self.compare),
                 ("Go to the message box", "Ctrl+L", lambda: self.composer.setFocus()),
                 ("Open target model…", QKeySequence.Open, self.model_bar.browse_target),
+                ("Export conversation…", "Ctrl+Shift+S", self.export_conversation),
+                ("Import conversation…", "", self.import_conversation),
                 ("Rename conversation", "F2", self.sidebar.rename_current),
                 ("Keyboard shortcuts", "Ctrl+/", self.show_shortcuts),
                 ("Reading the speculation panel", "", self.show_panel_help),
@@ -56,11 +58,12 @@ class LayoutMixin:
         self.addActions(self.spec_bar.actions_list)
         self.compare_action = actions["Compare with and without speculation"]
         self.regenerate_action, self.edit_action = actions["Regenerate"], actions["Edit last message"]
-        self.copy_reply_action = actions["Copy last reply"]
+        self.copy_reply_action, self.export_action = actions["Copy last reply"], actions["Export conversation…"]
         self.version_actions = (actions["Earlier version of the reply"], actions["Later version of the reply"])
         self._update_buttons()
         menus = self.menuBar()
-        for title, names in (("&File", ("New conversation", "Open target model…", None, "Quit")),
+        for title, names in (("&File", ("New conversation", "Open target model…", None, "Export conversation…",
+                                        "Import conversation…", None, "Quit")),
                              ("&Chat", ("Regenerate", "Earlier version of the reply", "Later version of the reply",
                                         "Edit last message", "Copy last reply", None,
                                         "Compare with and without speculation")),
@@ -85,6 +88,7 @@ class LayoutMixin:
             self.regenerate_action.setEnabled(regen_ok)
             self.edit_action.setEnabled(can_edit)
             self.copy_reply_action.setEnabled(any(m.role == "assistant" for m in self.chat.messages))
+            self.export_action.setEnabled(self.current_id is not None)
 
     def show_shortcuts(self) -> HelpDialog:
         """Every key the window answers, read from its actions (Help ▸ Keyboard shortcuts, Ctrl+/)."""

@@ -1,0 +1,65 @@
+"""File ▸ Export conversation… and Import conversation…: the history could do both, and nothing in the
+window offered them (a new user's try)."""
+from __future__ import annotations
+
+import json
+
+from PySide6.QtWidgets import QFileDialog
+
+from desktop_app.ui.window_files import MARKDOWN, TANDEM_JSON, file_name
+from tests.test_ui_window import stored_exchange
+
+
+def answer(monkeypatch, method: str, path, chosen: str = "") -> list:
+    """QFileDialog.`method` answers `path` (and the filter `chosen`); the calls' arguments, for the test."""
+    asked = []
+    monkeypatch.setattr(QFileDialog, method, lambda *a: asked.append(a) or (str(path), chosen))
+    return asked
+
+
+def test_a_conversation_exported_as_markdown_and_as_json_comes_back_whole(qtbot, window, tmp_path, monkeypatch):
+    w = window
+    assert not w.export_action.isEnabled()                 # (none open)
+    cats = stored_exchange(w, "Cats: a study / part 1", "Tell me about cats.", "Cats purr.")
+    w.open_conversation(cats, show=True)
+    assert w.export_action.isEnabled()
+    asked = answer(monkeypatch, "getSaveFileName", tmp_path / "cats", MARKDOWN)
+    w.export_action.trigger()
+    assert asked[0][2].endswith("Cats a study part 1.md")   # (a title's "/" and ":" are no file name's)
+    text = (tmp_path / "cats.md").read_text(encoding="utf-8")
+    assert text.startswith("# Cats: a study / part 1\n") and "Tell me about cats." in text and "Cats purr." in text
+    assert w.banner.label.text() == f"Exported to {tmp_path / 'cats.md'}."
+    answer(monkeypatch, "getSaveFileName", tmp_path / "cats.json", TANDEM_JSON)
+    w.export_conversation()
+    doc = json.loads((tmp_path / "cats.json").read_text(encoding="utf-8"))
+    assert doc == w.store.export_json(cats)
+
+    answer(monkeypatch, "getOpenFileName", tmp_path / "cats.json")
+    w.import_conversation()
+    assert w.current_id not in (None, cats) and w.sidebar.current_id() == w.current_id
+    assert [m.text for m in w.chat.messages] == ["Tell me about cats.", "Cats purr."]
+    assert w.store.export_json(w.current_id)["messages"] == doc["messages"]
+
+
+def test_a_file_that_is_not_an_export_is_not_imported_and_says_why(qtbot, window, tmp_path, monkeypatch):
+    w = window
+    cats = stored_exchange(w, "Cats", "Tell me about cats.", "Cats purr.")
+    w.open_conversation(cats, show=True)
+    for name, content in (("notes.json", "not JSON at all"), ("other.json", json.dumps({"format": "other"})),
+                          ("list.json", "[1, 2]"),
+                          ("half.json", json.dumps({"format": "tandem-conversation", "title": "Half",
+                                                    "messages": [{"role": "user", "content": "Hi"}, {"role": "x"}]}))):
+        (tmp_path / name).write_text(content, encoding="utf-8")
+        answer(monkeypatch, "getOpenFileName", tmp_path / name)
+        w.import_conversation()
+        assert w.banner.label.text() == f"{name} could not be imported: it is not a conversation exported by " \
+                                        "Tandem as JSON.", name
+        assert [c.id for c in w.store.list_conversations()] == [cats] and w.current_id == cats   # (nothing half)
+    answer(monkeypatch, "getOpenFileName", tmp_path / "missing.json")
+    w.import_conversation()
+    assert w.banner.label.text() == "missing.json could not be imported: No such file or directory."
+
+
+def test_a_file_name_from_a_title():
+    assert file_name('a/b\\c: "d"?') == "a b c d"
+    assert file_name(" . ") == "conversation" and len(file_name("x" * 200)) == 80

@@ -594,9 +594,12 @@ def test_incompatible_pair_is_explained_and_the_old_pair_keeps_working(qtbot, lo
     assert bar.info.isHidden() and bar.verdict.isHidden()
     bar.select(test_model_path, None)                               # another choice: the error gives way
     assert bar.status.text().startswith("Loaded SmolLM2") and not bar.status.styleSheet()   # (it stayed,
-    type_and_send(qtbot, w, "Say hello.")                                                  # a user's try)
-    wait_idle(qtbot, w)
+    load_fails(qtbot, w, test_model_path, gemma_path)                                      # a user's try)
+    assert bar.status.styleSheet()
+    type_and_send(qtbot, w, "Say hello.")                            # a reply with the old pair: so it does
+    wait_idle(qtbot, w)                                              # (it stayed through later replies)
     assert stored(w)[-1].role == "assistant" and stored(w)[-1].complete
+    assert bar.status.text().startswith("Loaded SmolLM2") and not bar.status.styleSheet()
 
 
 def test_a_loading_setting_changed_but_not_applied_says_so_until_applied(qtbot, loaded):

@@ -396,6 +396,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
             self.mark_left_out(conversation_id)         # (turns left out for this reply: the line moves)
         self._say_why_it_ended(event, conversation_id)
         self.reply.end()
+        self.model_bar.error_is_past()
 
     def _on_busy(self, busy: bool) -> None:
         if self._closing:          # already-queued worker signals after close

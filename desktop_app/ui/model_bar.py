@@ -345,6 +345,12 @@ class ModelBar(QWidget):
         self.hide_progress()
         self._show_status(text, error=True)
 
+    def error_is_past(self) -> None:
+        """A reply ended with the pair loaded: the red line of an attempt before gives way to what is
+        loaded (it stayed through later replies: a new user's try). Not while another load runs."""
+        if self._error_choice is not None and self._status_before is None and self.progress.isHidden():
+            self._show_status(self._loaded_text)
+
     def _show_status(self, text: str, error: bool = False) -> None:
         self.status.setStyleSheet("color: #c0392b;" if error else "")
         self.status.setText(text)

@@ -182,13 +182,48 @@ def test_an_empty_reply_gives_way_only_to_a_kept_one_and_is_not_kept_itself(stor
     assert empty.position == first.position
 
 
-def test_an_import_is_whole_or_not_at_all(store):
+def test_an_import_is_whole_or_not_at_all(store, monkeypatch):
+    from desktop_app.chat.history import HistoryError
+
     doc = store.export_json(_fill(store))
-    doc["messages"][-1]["earlier_versions"] = [{"content": "no role, no anything"}]
     before = [c.id for c in store.list_conversations()]
-    with pytest.raises(KeyError):
+    broken = json.loads(json.dumps(doc))
+    broken["messages"][-1]["earlier_versions"] = [{"content": "no role, no anything"}]
+    with pytest.raises(ValueError, match="message 2 has the role None"):     # (checked before anything is written)
+        store.import_json(broken)
+    real, calls = HistoryStore.update_message, []
+
+    def fails_second(self, message_id, **fields):     # the disk fails midway: nothing of it stays
+        calls.append(message_id)
+        if len(calls) == 2:
+            raise sqlite3.OperationalError("disk I/O error")
+        return real(self, message_id, **fields)
+
+    monkeypatch.setattr(HistoryStore, "update_message", fails_second)
+    with pytest.raises(HistoryError, match="Importing the conversation failed"):
         store.import_json(doc)
-    assert [c.id for c in store.list_conversations()] == before
+    assert [c.id for c in store.list_conversations()] == before and len(calls) == 2
+
+
+def test_an_imported_file_is_taken_as_the_history_stores_it_or_refused_with_why(store):
+    """A round that was not a stored round's shape imported, and every opening of the conversation
+    then failed; a role of "system" read as a damaged database (a review's find)."""
+    doc = store.export_json(_fill(store))
+    for change, why in ((lambda d: d["messages"][0].update(role="system"), "message 1 has the role 'system'"),
+                        (lambda d: d["messages"][1].update(content={"a": 1}), "message 2 has no text"),
+                        (lambda d: d.update(messages="none"), "no list of messages"),
+                        (lambda d: d.update(title=3), "its title is not text"),
+                        (lambda d: d["messages"].append("hello"), "message 3 is not an object")):
+        bad = json.loads(json.dumps(doc))
+        change(bad)
+        with pytest.raises(ValueError, match=why):
+            store.import_json(bad)
+    odd = json.loads(json.dumps(doc))
+    odd["messages"][1].update(status="streaming", rounds=["zzz"], token_ids=[1, "2"], stats=[], created_at="soon")
+    cid = store.import_json(odd)
+    reply = store.messages(cid)[1]
+    assert (reply.status, reply.rounds, reply.token_ids, reply.stats) == ("interrupted", None, None, None)
+    assert reply.content == doc["messages"][1]["content"] and abs(reply.created_at - time.time()) < 60
 
 
 def test_a_version_1_history_gains_the_versions_table(tmp_path):
@@ -218,6 +253,11 @@ def test_unsent_text_is_kept_whole_and_goes_with_its_conversation(tmp_path):
     store.delete_conversation(cats)
     assert store.unsent() == {dogs: ("wolves?", None)}
     store.keep_unsent({cats: ("for a conversation gone", None)})     # (deleted by another window: left out)
+    assert store.unsent() == {dogs: ("wolves?", None)}               # (and another window's text stays)
+    store.keep_unsent({None: ("typed with none open", None)})
+    store.keep_unsent({None: ("typed again", None)})                 # (one such text, the last)
+    assert store.unsent() == {dogs: ("wolves?", None), None: ("typed again", None)}
+    store.keep_unsent({}, [dogs, None])                              # (a window's own, replaced by none)
     assert store.unsent() == {}
 
 

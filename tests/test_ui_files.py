@@ -29,13 +29,19 @@ def test_a_conversation_exported_as_markdown_and_as_json_comes_back_whole(qtbot,
     text = (tmp_path / "cats.md").read_text(encoding="utf-8")
     assert text.startswith("# Cats: a study / part 1\n") and "Tell me about cats." in text and "Cats purr." in text
     assert w.banner.label.text() == f"Exported to {tmp_path / 'cats.md'}."
-    answer(monkeypatch, "getSaveFileName", tmp_path / "cats.json", TANDEM_JSON)
-    w.export_conversation()
+    answer(monkeypatch, "getSaveFileName", tmp_path / "cats.md", TANDEM_JSON)   # (the name offered, the JSON
+    w.export_conversation()                                                    # filter: it was written as .md)
     doc = json.loads((tmp_path / "cats.json").read_text(encoding="utf-8"))
-    assert doc == w.store.export_json(cats)
+    assert doc == w.store.export_json(cats) and w.banner.label.text() == f"Exported to {tmp_path / 'cats.json'}."
+    answer(monkeypatch, "getSaveFileName", tmp_path / "cats.txt", MARKDOWN)     # (a suffix of one's own stays)
+    w.export_conversation()
+    assert (tmp_path / "cats.txt").read_text(encoding="utf-8") == text
 
-    answer(monkeypatch, "getOpenFileName", tmp_path / "cats.json")
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + (tmp_path / "cats.json").read_bytes())   # (Notepad's)
+    answer(monkeypatch, "getOpenFileName", tmp_path / "bom.json")
+    w.banner.show_message("notes.json could not be imported: …")
     w.import_conversation()
+    assert w.banner.isHidden()                             # (what an earlier try said is past)
     assert w.current_id not in (None, cats) and w.sidebar.current_id() == w.current_id
     assert [m.text for m in w.chat.messages] == ["Tell me about cats.", "Cats purr."]
     assert w.store.export_json(w.current_id)["messages"] == doc["messages"]
@@ -45,15 +51,16 @@ def test_a_file_that_is_not_an_export_is_not_imported_and_says_why(qtbot, window
     w = window
     cats = stored_exchange(w, "Cats", "Tell me about cats.", "Cats purr.")
     w.open_conversation(cats, show=True)
-    for name, content in (("notes.json", "not JSON at all"), ("other.json", json.dumps({"format": "other"})),
-                          ("list.json", "[1, 2]"),
-                          ("half.json", json.dumps({"format": "tandem-conversation", "title": "Half",
-                                                    "messages": [{"role": "user", "content": "Hi"}, {"role": "x"}]}))):
+    for name, content, why in (("notes.json", "not JSON at all", ""), ("deep.json", "[" * 100_000, ""),
+                               ("other.json", json.dumps({"format": "other"}), ""), ("list.json", "[1, 2]", ""),
+                               ("half.json", json.dumps({"format": "tandem-conversation", "title": "Half", "messages":
+                                                         [{"role": "user", "content": "Hi"}, {"role": "system"}]}),
+                                " (message 2 has the role 'system')")):
         (tmp_path / name).write_text(content, encoding="utf-8")
         answer(monkeypatch, "getOpenFileName", tmp_path / name)
         w.import_conversation()
         assert w.banner.label.text() == f"{name} could not be imported: it is not a conversation exported by " \
-                                        "Tandem as JSON.", name
+                                        f"Tandem as JSON{why}.", name
         assert [c.id for c in w.store.list_conversations()] == [cats] and w.current_id == cats   # (nothing half)
     answer(monkeypatch, "getOpenFileName", tmp_path / "missing.json")
     w.import_conversation()

@@ -17,6 +17,7 @@ from pathlib import Path
 from platformdirs import user_data_dir
 
 from desktop_app import APP_NAME
+from desktop_app.chat.conversation_file import FORMAT, checked
 from desktop_app.chat.earlier_replies import EarlierReplies, bring_back
 from desktop_app.chat.history_file import HistoryError, NewerSchema, open_history, reports  # noqa: F401 (HistoryError: re-exported)
 from desktop_app.chat.history_rows import (BODY, ConversationInfo, StoredMessage, pack_rounds, pack_tokens,
@@ -71,7 +72,7 @@ MIGRATIONS: list[str] = [
     # 3: what was typed in a conversation's box and not sent, kept across a restart (unsent.py)
     """
     CREATE TABLE unsent (
-        conversation_id INTEGER PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+        conversation_id INTEGER UNIQUE REFERENCES conversations(id) ON DELETE CASCADE,   -- NULL: none open
         text TEXT NOT NULL,
         edit_of TEXT                             -- the last message it edits, as it was (NULL: a new message)
     );
@@ -111,15 +112,16 @@ class HistoryStore(EarlierReplies, Unsent):
         return int(cur.lastrowid)
 
     @reports('Creating the conversation')
-    def reuse_empty_conversation(self, title: str, system_prompt: str, skip=()) -> int | None:
-        """The newest conversation with no message yet, titled `title`, with `system_prompt`, and not in
-        `skip`, moved to the top of the list as if created now; None where there is none. A new
-        conversation asked for is that one: each New conversation left another empty one in the list
-        (a new user's try)."""
-        rows = self._db.execute("SELECT id FROM conversations c WHERE title=? AND system_prompt=? AND NOT EXISTS "
-                                "(SELECT 1 FROM messages m WHERE m.conversation_id=c.id) ORDER BY updated_at DESC, "
-                                "id DESC", (title, system_prompt)).fetchall()
-        cid = next((cid for cid, in rows if cid not in skip), None)
+    def reuse_empty_conversation(self, title: str, system_prompt: str, skip=(), ours=(),
+                                 before: float = 0.0) -> int | None:
+        """The newest conversation with no message yet, titled `title`, with `system_prompt`, not in
+        `skip`, and in `ours` or made before `before` (another window's new one is that window's), moved
+        to the top of the list as if created now; None where there is none. A new conversation asked for
+        is that one: each New conversation left another empty one in the list (a new user's try)."""
+        rows = self._db.execute("SELECT id, created_at FROM conversations c WHERE title=? AND system_prompt=? AND NOT "
+                                "EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id=c.id) ORDER BY updated_at "
+                                "DESC, id DESC", (title, system_prompt)).fetchall()
+        cid = next((cid for cid, made in rows if cid not in skip and (cid in ours or made < before)), None)
         if cid is not None:
             now = time.time()
             self._db.execute("UPDATE conversations SET created_at=?, updated_at=? WHERE id=?", (now, now, cid))
@@ -231,29 +233,29 @@ class HistoryStore(EarlierReplies, Unsent):
             earlier = self.earlier_replies(conversation_id, m.position) if m.role == "assistant" else []
             if earlier:
                 messages[-1]["earlier_versions"] = [_exported(e) for e in earlier]
-        return {"format": "tandem-conversation", "version": 1, "title": c.title, "system_prompt": c.system_prompt,
+        return {"format": FORMAT, "version": 1, "title": c.title, "system_prompt": c.system_prompt,
                 "created_at": c.created_at, "updated_at": c.updated_at, "messages": messages}
 
     @reports('Importing the conversation')
     def import_json(self, doc: dict) -> int:
-        if doc.get("format") != "tandem-conversation":
-            raise ValueError("not a Tandem conversation export")
+        """A conversation exported by export_json, as a new one; ValueError (nothing imported) where
+        `doc` is not one (conversation_file.checked)."""
+        doc = checked(doc)
         with self._transaction():                          # (all of it, or nothing: no half conversation)
-            cid = self.create_conversation(doc["title"], doc.get("system_prompt", ""))
+            cid = self.create_conversation(doc["title"], doc["system_prompt"])
             for m in doc["messages"]:
-                for earlier in m.get("earlier_versions", []) if m["role"] == "assistant" else []:
+                for earlier in m.get("earlier_versions", []):
                     self._import_message(cid, earlier)     # (added and set aside, as Regenerate did)
                     self.set_aside_reply(cid, self.messages(cid)[-1].position)
                 self._import_message(cid, m)
             self._db.execute("UPDATE conversations SET created_at=?, updated_at=? WHERE id=?",
-                             (doc.get("created_at", time.time()), doc.get("updated_at", time.time()), cid))
+                             (doc["created_at"], doc["updated_at"], cid))
         return cid
 
     def _import_message(self, conversation_id: int, m: dict) -> None:
-        stored = self.add_message(conversation_id, m["role"], m["content"], m.get("status", "done"),
-                                  m.get("token_ids"), m.get("settings"))
-        self.update_message(stored.id, stats=m.get("stats"), rounds=m.get("rounds"))
-        self._db.execute("UPDATE messages SET created_at=? WHERE id=?", (m.get("created_at", stored.created_at), stored.id))
+        stored = self.add_message(conversation_id, m["role"], m["content"], m["status"], m["token_ids"], m["settings"])
+        self.update_message(stored.id, stats=m["stats"], rounds=m["rounds"])
+        self._db.execute("UPDATE messages SET created_at=? WHERE id=?", (m["created_at"], stored.id))
 
     @reports('Exporting the conversation')
     def export_markdown(self, conversation_id: int) -> str:

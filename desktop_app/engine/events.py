@@ -72,6 +72,25 @@ class RoundEvent:
             record["end"] = self.end
         return record
 
+    @staticmethod
+    def record_ok(r) -> bool:
+        """Whether `r` has a stored round's shape (to_record's keys, each of its type where present): what
+        an imported file holds is checked before the window draws it."""
+        def ints(v):
+            return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+
+        def of(kind):
+            return lambda v: isinstance(v, list) and all(isinstance(x, kind) for x in v)
+
+        def number(v):
+            return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+        types = {"s": lambda v: isinstance(v, str), "d": ints, "dt": of(str), "a": lambda v: ints([v]), "e": ints,
+                 "ets": of(str), "k": lambda v: isinstance(v, str), "q": of((int, float)), "p": of((int, float)),
+                 "tt": ints, "td": number, "tv": number, "tr": number, "n": lambda v: ints([v]),
+                 "end": lambda v: isinstance(v, str), "et": lambda v: isinstance(v, str)}
+        return isinstance(r, dict) and all(check(r[key]) for key, check in types.items() if key in r)
+
     @classmethod
     def from_record(cls, index: int, r: dict) -> "RoundEvent":
         """A stored round (`to_record`'s format, or the older one that kept only the last emitted text)."""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog
 
+from desktop_app.chat.conversation_file import NOT_AN_EXPORT
 from desktop_app.chat.history import HistoryError
 from desktop_app.json_file import write_atomic, write_text_atomic
 
@@ -23,6 +24,13 @@ def file_name(title: str) -> str:
     return re.sub(r"\s+", " ", name)[:80] or "conversation"
 
 
+def _with_suffix(path: Path, chosen: str) -> Path:
+    """`path` as the file to write: the chosen filter's suffix where it has none or the other one (the
+    name offered ends in .md, and a JSON export kept it where the dialog does not change it: a review's
+    find); any other suffix the user typed stays."""
+    return path.with_suffix(chosen) if path.suffix.lower() in (".md", ".json", "") else path
+
+
 class FilesMixin:
     def export_conversation(self) -> None:
         """The conversation open, into a file the user names (Markdown, or Tandem's JSON)."""
@@ -33,8 +41,8 @@ class FilesMixin:
         path, chosen = QFileDialog.getSaveFileName(self, "Export conversation", start, f"{MARKDOWN};;{TANDEM_JSON}")
         if not path:
             return
-        as_json = chosen == TANDEM_JSON or path.lower().endswith(".json")
-        target = Path(path if Path(path).suffix else path + (".json" if as_json else ".md"))
+        target = _with_suffix(Path(path), ".json" if chosen == TANDEM_JSON else ".md")
+        as_json = target.suffix.lower() == ".json"
         try:
             if as_json:
                 write_atomic(target, self.store.export_json(self.current_id))
@@ -53,17 +61,25 @@ class FilesMixin:
         path, _ = QFileDialog.getOpenFileName(self, "Import conversation", str(Path.home()), TANDEM_JSON)
         if not path:
             return
+        name = Path(path).name
         try:
-            doc = json.loads(Path(path).read_text(encoding="utf-8"))
+            doc = json.loads(Path(path).read_text(encoding="utf-8-sig"))     # (-sig: as Notepad saves it)
+        except OSError as exc:
+            self.banner.show_message(f"{name} could not be imported: {exc.strerror or exc}.")
+            return
+        except (ValueError, RecursionError):        # not text, not JSON, or nested past Python's depth
+            doc = None
+        try:
             cid = self.store.import_json(doc)
         except HistoryError as exc:
             self.banner.show_message(f"{exc}.")
             return
-        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else \
-                "it is not a conversation exported by Tandem as JSON"
-            self.banner.show_message(f"{Path(path).name} could not be imported: {why}.")
+        except ValueError as exc:                   # (conversation_file.checked: what is wrong, where it is JSON)
+            detail = "" if doc is None or str(exc) == NOT_AN_EXPORT else f" ({exc})"
+            self.banner.show_message(f"{name} could not be imported: it is not a conversation exported by Tandem "
+                                     f"as JSON{detail}.")
             return
+        self.banner.hide()                          # (one that could not be imported said so)
         self.sidebar.search.clear()
         self.open_conversation(cid, show=True)
         self.refresh_conversations()

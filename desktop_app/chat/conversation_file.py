@@ -1,0 +1,73 @@
+"""A conversation as Tandem exports it (HistoryStore.export_json, format "tandem-conversation"), and
+the check a file passes before HistoryStore.import_json takes it: anything of the wrong shape is a
+ValueError that says what, never a half conversation or one the window cannot open (a review's find:
+a round that was not a dict imported, and then every opening of the conversation failed).
+
+What cannot be wrong in a reply read back is made right rather than refused: a status other than a
+finished reply's (one exported while it was written, say "streaming") is "interrupted", rounds not of
+a stored round's shape are left out (the reply shows no rounds), a time that is not a number is now.
+"""
+from __future__ import annotations
+
+import time
+
+from desktop_app.engine.events import RoundEvent
+
+FORMAT = "tandem-conversation"
+NOT_AN_EXPORT = "not a Tandem conversation export"
+ENDED = ("done", "interrupted", "cancelled", "error")     # a reply's statuses once it is no longer written
+
+
+def checked(doc) -> dict:
+    """`doc` with every field of the type the history stores, or ValueError naming what is wrong."""
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ValueError(NOT_AN_EXPORT)
+    messages = doc.get("messages")
+    if not isinstance(messages, list):
+        raise ValueError("it has no list of messages")
+    return {"format": FORMAT, "title": _text(doc.get("title"), "title") or "Imported conversation",
+            "system_prompt": _text(doc.get("system_prompt"), "system prompt"),
+            "created_at": _time(doc.get("created_at")), "updated_at": _time(doc.get("updated_at")),
+            "messages": [_message(m, i) for i, m in enumerate(messages, 1)]}
+
+
+def _message(m, n: int, earlier: bool = False) -> dict:
+    if not isinstance(m, dict):
+        raise ValueError(f"message {n} is not an object")
+    role = m.get("role")
+    if role not in ("user", "assistant") or (earlier and role != "assistant"):
+        raise ValueError(f"message {n} has the role {role!r}")
+    content = m.get("content")
+    if not isinstance(content, str):
+        raise ValueError(f"message {n} has no text")
+    tokens, rounds = m.get("token_ids"), m.get("rounds")
+    out = {"role": role, "content": content,
+           "status": m.get("status") if role == "assistant" and m.get("status") in ENDED
+           else "interrupted" if role == "assistant" else "done",
+           "token_ids": tokens if _ints(tokens) else None,
+           "settings": m.get("settings") if isinstance(m.get("settings"), dict) else None,
+           "stats": m.get("stats") if isinstance(m.get("stats"), dict) else None,
+           "rounds": rounds if isinstance(rounds, list) and all(map(RoundEvent.record_ok, rounds)) else None,
+           "created_at": _time(m.get("created_at"))}
+    versions = m.get("earlier_versions", [])
+    if role == "assistant" and not earlier and versions:
+        if not isinstance(versions, list):
+            raise ValueError(f"message {n}'s earlier versions are not a list")
+        out["earlier_versions"] = [_message(v, n, earlier=True) for v in versions]
+    return out
+
+
+def _text(value, what: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"its {what} is not text")
+    return value
+
+
+def _ints(value) -> bool:
+    return isinstance(value, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in value)
+
+
+def _time(value) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else time.time()

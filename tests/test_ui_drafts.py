@@ -91,6 +91,42 @@ def test_what_was_typed_and_not_sent_is_back_after_a_restart(qtbot, tmp_path):
         again.close()
 
 
+def test_unsent_text_is_each_window_s_own_and_what_was_typed_with_none_open_is_kept_too(qtbot, tmp_path):
+    """A second window's Quit deleted the first one's unsent text, and its New conversation took the
+    other's new empty conversation (a review's finds); text typed with no conversation open was lost at
+    Quit, and a message sent but not yet stored came back after the restart, as well as in the history."""
+    from desktop_app.chat.history import HistoryStore
+    from desktop_app.ui.main_window import MainWindow
+
+    history, settings = str(tmp_path / "history.db"), str(tmp_path / "settings.json")
+    a, b = MainWindow(history, settings), MainWindow(history, settings)
+    qtbot.addWidget(a)
+    qtbot.addWidget(b)
+    cats, dogs = cats_and_dogs(a)
+    a.open_conversation(cats, show=True)
+    a.composer.setPlainText("half typed in A")
+    b.new_conversation()
+    a.open_conversation(dogs, show=True)
+    a.new_conversation()
+    assert a.current_id != b.current_id                  # (B's new one is B's)
+    b.composer.setPlainText("And lions?")
+    b.pending_text = "And lions?"                        # (sent: as submit leaves it, until the history has it)
+    a.close()
+    b.close()
+    assert HistoryStore(history).unsent() == {cats: ("half typed in A", None)}
+    again = MainWindow(history, settings)
+    qtbot.addWidget(again)
+    try:
+        again.composer.setPlainText("typed with none open")
+        again.close()
+        last = MainWindow(history, settings)
+        qtbot.addWidget(last)
+        assert last.composer.toPlainText() == "typed with none open" and last.drafts == {cats: Draft("half typed in A")}
+        last.close()
+    finally:
+        again.close()
+
+
 def test_a_message_stored_after_its_conversation_was_left_is_not_kept_as_typed(qtbot, window):
     """Sent, then another conversation opened before the history had it: the text put away with its
     conversation goes once it is stored, as the box empties when it stays open (_on_message_stored)."""

@@ -3,6 +3,7 @@ the right. All model work goes through the one EngineWorker on its own thread.""
 from __future__ import annotations
 
 import threading
+import time
 
 from PySide6.QtCore import Qt, QThread, Signal
 from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QMainWindow, QPushButton, QScrollArea, QSplitter,
@@ -56,12 +57,12 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
         self._loads = 0                         # fetches, loads and connections not yet ended (ModelsMixin)
         self.queued: tuple[int | None, bool, str] | None = None   # a message sent meanwhile (queue_message)
         self.not_loaded_note: tuple[str, str] | None = None   # (message, banner) of the last _say_not_loaded
-        self._settings_warned = False
-        self.busy = False
-        self.editing = False
+        self._settings_warned = self._closing = False
+        self.busy = self.editing = False
         self.edit_original = ""                 # the message being edited, as it was (ConversationsMixin)
-        self.drafts: dict[int, Draft] = {}      # what was typed in other conversations' boxes (the same)
-        self._closing = False
+        self.drafts: dict[int, Draft] = {}          # what was typed in other conversations' boxes (the same)
+        self.opened_here: set[int | None] = set()   # the conversations this window has opened (the same), and
+        self.started_at = time.time()               # when it started: another window's are that window's
         self.compare_dialog: CompareDialog | None = None
 
         # the worker and its thread

@@ -51,7 +51,8 @@ class ConversationsMixin:
             return
         typed = self.settings_panel.system_prompt.toPlainText() if self.current_id is None else ""
         prompt = typed or self.settings["generation"]["system_prompt"]
-        cid = self._history(self.store.reuse_empty_conversation, DEFAULT_TITLE, prompt, self.drafts) \
+        cid = self._history(self.store.reuse_empty_conversation, DEFAULT_TITLE, prompt, self.drafts,
+                            self.opened_here, self.started_at) \
             or self._history(self.store.create_conversation, DEFAULT_TITLE, prompt)   # (one empty in the list)
         if cid is None:
             return
@@ -141,22 +142,28 @@ class ConversationsMixin:
         return Draft(text, edit_of) if text.strip() and text.strip() != (edit_of or "").strip() else None
 
     def read_unsent(self) -> None:
-        """The unsent text kept at the last Quit (keep_unsent), each back with its conversation, and out
-        of the history: were the window to die later, a message sent since would not come back."""
+        """The unsent text kept at the last Quit (keep_unsent), each back with its conversation (what was
+        typed with none open, in the box), and out of the history: were the window to die later, a
+        message sent since would not come back. They are this window's now (opened_here)."""
         kept = self._history(self.store.unsent, default={})
+        typed = kept.pop(None, None)
+        if typed:
+            self.composer.setPlainText(typed[0])
         self.drafts.update({cid: Draft(*text) for cid, text in kept.items()})
-        if kept and self.store.writable:
-            self._history(self.store.keep_unsent, {})
+        self.opened_here.update({*kept, *([None] if typed else [])})
+        if self.store.writable and self.opened_here:
+            self._history(self.store.keep_unsent, {}, self.opened_here)
 
     def keep_unsent(self, *_args) -> None:
-        """Every conversation's unsent text (an edit under way too) into the history, for the next start:
-        at Quit, and when the desktop session ends. A new user's text was lost at every restart."""
-        drafts = dict(self.drafts)
-        here = self._draft_here() if self.current_id is not None else None
-        if here:
-            drafts[self.current_id] = here
+        """Every conversation's unsent text (an edit under way too, and what is typed with none open) into
+        the history, for the next start: at Quit, and when the desktop session ends (a new user's text
+        was lost at every restart). Not a message sent and not yet stored (it would come back after the
+        restart as well as in the history), nor another window's."""
+        drafts = {**self.drafts, self.current_id: self._draft_here()}
+        texts = {cid: tuple(d) for cid, d in drafts.items() if d and not (self.pending_text and
+                                                                       d.text.strip() == self.pending_text)}
         if self.store.writable:
-            self._history(self.store.keep_unsent, {cid: tuple(d) for cid, d in drafts.items()})
+            self._history(self.store.keep_unsent, texts, {*self.opened_here, self.current_id})
 
     def _take_out_draft(self, conversation_id: int) -> None:
         """The conversation just opened: what was typed in its box is back, an edit under way with it
@@ -211,6 +218,7 @@ class ConversationsMixin:
             else:
                 self.spec_panel.clear()
         self.current_id = conversation_id
+        self.opened_here.add(conversation_id)
         self.banner.conversation_opened(conversation_id)
         if switched:
             self._take_out_draft(conversation_id)

@@ -78,6 +78,19 @@ def test_a_file_cut_short_in_its_weights_is_an_error(tmp_path, probe):
     assert describe(str(damaged(tmp_path, data[:len(data) * 3 // 5]))).startswith("cannot read: the file is cut short")
 
 
+def test_an_alignment_that_is_not_a_power_of_two_is_an_error(tmp_path):
+    import gguf
+
+    path = tmp_path / "aligned.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_uint32("general.alignment", 48)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    with pytest.raises(GGUFError, match="general.alignment is 48, not a power of 2"):
+        read_info(path)
+
+
 def test_a_huge_tensor_count_is_an_error_of_its_own(tmp_path, probe):
     bad = damaged(tmp_path, put(probe.read_bytes(), N_TENSORS_AT, 8, 2**62))
     with pytest.raises(GGUFError, match="claims 4,611,686,018,427,387,904 tensors, more than the 1,180,352-byte file"):

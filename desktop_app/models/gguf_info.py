@@ -238,7 +238,7 @@ def _open(path: str, name: str) -> tuple[BinaryIO, int]:
 
 
 def _read_header(r: _Reader, name: str) -> tuple[dict, int, list[tuple[int, int, int]]]:
-    """The metadata, the parameter count, and each tensor's (ggml type, elements, data offset)."""
+    """The metadata, the parameter count, and each tensor's (elements, ggml type, data offset)."""
     if r.size < 4 or r.read(4, "the signature") != b"GGUF":
         raise GGUFError(f"{name} is not a GGUF file")
     version = r.take("<I", "the version")
@@ -281,7 +281,9 @@ def _weights_end(meta: dict, header_end: int, tensors: list[tuple[int, int, int]
     gguf package does not know are left out). A file cut short in its weights has a whole header:
     it read as a good model, and only Load failed (a new user's try)."""
     from gguf.constants import GGML_QUANT_SIZES        # (here: the package takes 0.1 s to import)
-    alignment = _int(meta, "general.alignment", 32) or 32
+    alignment = _int(meta, "general.alignment", 32)
+    if alignment <= 0 or alignment & (alignment - 1):       # (as llama.cpp's gguf.cpp refuses it)
+        raise GGUFError(f"general.alignment is {alignment:,}, not a power of 2")
     start = -(-header_end // alignment) * alignment
     ends = [start + offset + count // GGML_QUANT_SIZES[kind][0] * GGML_QUANT_SIZES[kind][1]
             for count, kind, offset in tensors if kind in GGML_QUANT_SIZES]

@@ -18,6 +18,7 @@ STATUS_NOTES = {"streaming": "writing…", "interrupted": "incomplete: interrupt
 CUT_OFF = {"max_tokens": "cut off: the reply reached Max tokens (Settings)",
            "context_full": "cut off: the conversation filled the context"}
 SERVER_CUT_OFF = "cut off: the server stopped it at a length limit (Max tokens, or its context)"
+SERVER_CUT_OFF_SHORT = "cut off at a length limit"
 CUT_OFF_SHORT = {"max_tokens": "cut off at Max tokens", "context_full": "cut off: context full"}   # (in the
 # footer too: the note beside the name is out of sight under a long reply, which seemed to end mid-word)
 NO_STATS = {"cancelled": "stopped before the end: no statistics were recorded",

@@ -340,8 +340,9 @@ class ModelBar(QWidget):
         self._show_status(text)
 
     def show_error(self, text: str) -> None:
-        """An attempt failed: said in red until another file is chosen (then the line says what is
-        loaded again: the error stayed, and piled up under later ones, a user's try)."""
+        """An attempt failed: said in red until another file is chosen or a reply ends (error_is_past;
+        then the line says what is loaded again: the error stayed, and piled up under later ones, a
+        user's try)."""
         self.hide_progress()
         self._show_status(text, error=True)
 

@@ -219,7 +219,8 @@ def test_an_imported_file_is_taken_as_the_history_stores_it_or_refused_with_why(
         with pytest.raises(ValueError, match=why):
             store.import_json(bad)
     odd = json.loads(json.dumps(doc))
-    odd["messages"][1].update(status="streaming", rounds=["zzz"], token_ids=[1, "2"], stats=[], created_at="soon")
+    odd["messages"][1].update(status="streaming", rounds=["zzz"], token_ids=[1, "2"], created_at="soon",
+                              stats={"n_tokens": "many", "tokens_per_s": 12.0})   # (read "nothing was written")
     cid = store.import_json(odd)
     reply = store.messages(cid)[1]
     assert (reply.status, reply.rounds, reply.token_ids, reply.stats) == ("interrupted", None, None, None)

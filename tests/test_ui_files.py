@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from desktop_app.ui.window_files import MARKDOWN, TANDEM_JSON, file_name
 from tests.test_ui_window import stored_exchange
@@ -29,20 +29,33 @@ def test_a_conversation_exported_as_markdown_and_as_json_comes_back_whole(qtbot,
     text = (tmp_path / "cats.md").read_text(encoding="utf-8")
     assert text.startswith("# Cats: a study / part 1\n") and "Tell me about cats." in text and "Cats purr." in text
     assert w.banner.label.text() == f"Exported to {tmp_path / 'cats.md'}."
-    answer(monkeypatch, "getSaveFileName", tmp_path / "cats.md", TANDEM_JSON)   # (the name offered, the JSON
-    w.export_conversation()                                                    # filter: it was written as .md)
-    doc = json.loads((tmp_path / "cats.json").read_text(encoding="utf-8"))
-    assert doc == w.store.export_json(cats) and w.banner.label.text() == f"Exported to {tmp_path / 'cats.json'}."
+    offered = tmp_path / "Cats a study part 1.md"
+    answer(monkeypatch, "getSaveFileName", offered, TANDEM_JSON)   # (the name offered, the JSON filter: it was
+    w.export_conversation()                                        # written as .md, a review's find)
+    doc = json.loads(offered.with_suffix(".json").read_text(encoding="utf-8"))
+    assert doc == w.store.export_json(cats) and w.banner.label.text() == f"Exported to {offered.with_suffix('.json')}."
+    (tmp_path / "keep.md").write_text("IMPORTANT NOTES", encoding="utf-8")
+    answer(monkeypatch, "getSaveFileName", tmp_path / "keep.json", MARKDOWN)   # (a name typed: it says the format;
+    w.export_conversation()                                                   # it wrote over keep.md, a user's try)
+    assert json.loads((tmp_path / "keep.json").read_text(encoding="utf-8")) == doc
+    assert (tmp_path / "keep.md").read_text(encoding="utf-8") == "IMPORTANT NOTES"
+    asked = []
+    monkeypatch.setattr(QMessageBox, "question", lambda *a: asked.append(a) or QMessageBox.No)
+    offered.with_suffix(".json").write_text("OLD", encoding="utf-8")
+    answer(monkeypatch, "getSaveFileName", offered, TANDEM_JSON)   # (its .json exists: asked, as the dialog
+    w.export_conversation()                                        # asked of the .md)
+    assert asked and offered.with_suffix(".json").read_text(encoding="utf-8") == "OLD"
     answer(monkeypatch, "getSaveFileName", tmp_path / "cats.txt", MARKDOWN)     # (a suffix of one's own stays)
     w.export_conversation()
     assert (tmp_path / "cats.txt").read_text(encoding="utf-8") == text
 
-    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + (tmp_path / "cats.json").read_bytes())   # (Notepad's)
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + (tmp_path / "keep.json").read_bytes())   # (Notepad's)
     answer(monkeypatch, "getOpenFileName", tmp_path / "bom.json")
     w.banner.show_message("notes.json could not be imported: …")
     w.import_conversation()
     assert w.banner.isHidden()                             # (what an earlier try said is past)
     assert w.current_id not in (None, cats) and w.sidebar.current_id() == w.current_id
+    assert w.store.conversation(w.current_id).title == "Cats: a study / part 1 (imported)"   # (not the same twice)
     assert [m.text for m in w.chat.messages] == ["Tell me about cats.", "Cats purr."]
     assert w.store.export_json(w.current_id)["messages"] == doc["messages"]
 
@@ -51,16 +64,23 @@ def test_a_file_that_is_not_an_export_is_not_imported_and_says_why(qtbot, window
     w = window
     cats = stored_exchange(w, "Cats", "Tell me about cats.", "Cats purr.")
     w.open_conversation(cats, show=True)
-    for name, content, why in (("notes.json", "not JSON at all", ""), ("deep.json", "[" * 100_000, ""),
-                               ("other.json", json.dumps({"format": "other"}), ""), ("list.json", "[1, 2]", ""),
-                               ("half.json", json.dumps({"format": "tandem-conversation", "title": "Half", "messages":
-                                                         [{"role": "user", "content": "Hi"}, {"role": "system"}]}),
-                                " (message 2 has the role 'system')")):
+    not_one = "it is not a conversation exported by Tandem as JSON"
+    export = json.dumps(w.store.export_json(cats), indent=2)
+    for name, content, why in (
+            ("notes.json", "not JSON at all", f"it is not valid JSON (line 1: Expecting value); an export cut short "
+                                              f"or changed, or {not_one}"),
+            ("cut.json", export[:len(export) // 2], "it is not valid JSON (line "),    # (it read as not an export)
+            ("deep.json", "[" * 100_000, not_one), ("other.json", json.dumps({"format": "other"}), not_one),
+            ("list.json", "[1, 2]", not_one),
+            ("newer.json", json.dumps({"format": "tandem-conversation", "version": 99, "messages": []}),
+             f"{not_one} (it was written by a newer Tandem (format version 99; this one reads 1))"),
+            ("half.json", json.dumps({"format": "tandem-conversation", "title": "Half", "messages":
+                                      [{"role": "user", "content": "Hi"}, {"role": "system"}]}),
+             f"{not_one} (message 2 has the role 'system')")):
         (tmp_path / name).write_text(content, encoding="utf-8")
         answer(monkeypatch, "getOpenFileName", tmp_path / name)
         w.import_conversation()
-        assert w.banner.label.text() == f"{name} could not be imported: it is not a conversation exported by " \
-                                        f"Tandem as JSON{why}.", name
+        assert w.banner.label.text().startswith(f"{name} could not be imported: {why}"), name
         assert [c.id for c in w.store.list_conversations()] == [cats] and w.current_id == cats   # (nothing half)
     answer(monkeypatch, "getOpenFileName", tmp_path / "missing.json")
     w.import_conversation()

@@ -5,15 +5,17 @@ a round that was not a dict imported, and then every opening of the conversation
 
 What cannot be wrong in a reply read back is made right rather than refused: a status other than a
 finished reply's (one exported while it was written, say "streaming") is "interrupted", rounds not of
-a stored round's shape are left out (the reply shows no rounds), a time that is not a number is now.
+a stored round's shape and statistics not of theirs are left out (the reply shows no rounds, no
+statistics), a time that is not a number is now. A file of a newer format version is refused.
 """
 from __future__ import annotations
 
 import time
 
-from desktop_app.engine.events import RoundEvent
+from desktop_app.engine.events import GenerationStats, RoundEvent
 
 FORMAT = "tandem-conversation"
+VERSION = 1                     # the format's, as export_json writes it
 NOT_AN_EXPORT = "not a Tandem conversation export"
 ENDED = ("done", "interrupted", "cancelled", "error")     # a reply's statuses once it is no longer written
 
@@ -22,6 +24,9 @@ def checked(doc) -> dict:
     """`doc` with every field of the type the history stores, or ValueError naming what is wrong."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ValueError(NOT_AN_EXPORT)
+    version = doc.get("version", VERSION)
+    if not isinstance(version, int) or isinstance(version, bool) or version > VERSION:
+        raise ValueError(f"it was written by a newer Tandem (format version {version!r}; this one reads {VERSION})")
     messages = doc.get("messages")
     if not isinstance(messages, list):
         raise ValueError("it has no list of messages")
@@ -46,7 +51,7 @@ def _message(m, n: int, earlier: bool = False) -> dict:
            else "interrupted" if role == "assistant" else "done",
            "token_ids": tokens if _ints(tokens) else None,
            "settings": m.get("settings") if isinstance(m.get("settings"), dict) else None,
-           "stats": m.get("stats") if isinstance(m.get("stats"), dict) else None,
+           "stats": m.get("stats") if _stats_ok(m.get("stats")) else None,
            "rounds": rounds if isinstance(rounds, list) and all(map(RoundEvent.record_ok, rounds)) else None,
            "created_at": _time(m.get("created_at"))}
     versions = m.get("earlier_versions", [])
@@ -63,6 +68,13 @@ def _text(value, what: str) -> str:
     if not isinstance(value, str):
         raise ValueError(f"its {what} is not text")
     return value
+
+
+def _stats_ok(stats) -> bool:
+    """Whether every field of GenerationStats that `stats` has is of its type (from_json drops the others,
+    and a reply then read "nothing was written" under its text: a new user's try)."""
+    s = GenerationStats.from_json(stats) if isinstance(stats, dict) else None
+    return s is not None and all(getattr(s, key, value) == value for key, value in stats.items())
 
 
 def _ints(value) -> bool:

@@ -17,7 +17,7 @@ from pathlib import Path
 from platformdirs import user_data_dir
 
 from desktop_app import APP_NAME
-from desktop_app.chat.conversation_file import FORMAT, checked
+from desktop_app.chat.conversation_file import FORMAT, VERSION, checked
 from desktop_app.chat.earlier_replies import EarlierReplies, bring_back
 from desktop_app.chat.history_file import HistoryError, NewerSchema, open_history, reports  # noqa: F401 (HistoryError: re-exported)
 from desktop_app.chat.history_rows import (BODY, ConversationInfo, StoredMessage, pack_rounds, pack_tokens,
@@ -233,7 +233,7 @@ class HistoryStore(EarlierReplies, Unsent):
             earlier = self.earlier_replies(conversation_id, m.position) if m.role == "assistant" else []
             if earlier:
                 messages[-1]["earlier_versions"] = [_exported(e) for e in earlier]
-        return {"format": FORMAT, "version": 1, "title": c.title, "system_prompt": c.system_prompt,
+        return {"format": FORMAT, "version": VERSION, "title": c.title, "system_prompt": c.system_prompt,
                 "created_at": c.created_at, "updated_at": c.updated_at, "messages": messages}
 
     @reports('Importing the conversation')

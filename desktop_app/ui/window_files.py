@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from desktop_app.chat.conversation_file import NOT_AN_EXPORT
 from desktop_app.chat.history import HistoryError
@@ -24,10 +24,13 @@ def file_name(title: str) -> str:
     return re.sub(r"\s+", " ", name)[:80] or "conversation"
 
 
-def _with_suffix(path: Path, chosen: str) -> Path:
-    """`path` as the file to write: the chosen filter's suffix where it has none or the other one (the
-    name offered ends in .md, and a JSON export kept it where the dialog does not change it: a review's
-    find); any other suffix the user typed stays."""
+def _target(path: Path, chosen: str, offered: str) -> Path:
+    """The file to write for the dialog's `path`, its filter's suffix `chosen` and the name `offered`: a
+    name the user typed with .md or .json is theirs, and says the format (keep.json typed under the
+    Markdown filter wrote Markdown over keep.md: a new user's try); the name offered, or one without
+    a suffix, takes the filter's (a JSON export kept the offered .md: a review's find)."""
+    if path.suffix.lower() in (".md", ".json") and path.name != offered:
+        return path
     return path.with_suffix(chosen) if path.suffix.lower() in (".md", ".json", "") else path
 
 
@@ -37,11 +40,15 @@ class FilesMixin:
         if self.current_id is None:
             self.banner.show_message("Open a conversation to export it.")
             return
-        start = str(Path.home() / f"{file_name(self._title(self.current_id))}.md")
-        path, chosen = QFileDialog.getSaveFileName(self, "Export conversation", start, f"{MARKDOWN};;{TANDEM_JSON}")
+        offered = f"{file_name(self._title(self.current_id))}.md"
+        path, chosen = QFileDialog.getSaveFileName(self, "Export conversation", str(Path.home() / offered),
+                                                   f"{MARKDOWN};;{TANDEM_JSON}")
         if not path:
             return
-        target = _with_suffix(Path(path), ".json" if chosen == TANDEM_JSON else ".md")
+        target = _target(Path(path), ".json" if chosen == TANDEM_JSON else ".md", offered)
+        if target != Path(path) and target.exists() and QMessageBox.question(   # (the dialog asked of another name)
+                self, "Export conversation", f"{target.name} already exists. Replace it?") != QMessageBox.Yes:
+            return
         as_json = target.suffix.lower() == ".json"
         try:
             if as_json:
@@ -62,23 +69,28 @@ class FilesMixin:
         if not path:
             return
         name = Path(path).name
+        not_one = "it is not a conversation exported by Tandem as JSON"
         try:
             doc = json.loads(Path(path).read_text(encoding="utf-8-sig"))     # (-sig: as Notepad saves it)
-        except OSError as exc:
-            self.banner.show_message(f"{name} could not be imported: {exc.strerror or exc}.")
-            return
-        except (ValueError, RecursionError):        # not text, not JSON, or nested past Python's depth
-            doc = None
-        try:
             cid = self.store.import_json(doc)
         except HistoryError as exc:
             self.banner.show_message(f"{exc}.")
             return
-        except ValueError as exc:                   # (conversation_file.checked: what is wrong, where it is JSON)
-            detail = "" if doc is None or str(exc) == NOT_AN_EXPORT else f" ({exc})"
-            self.banner.show_message(f"{name} could not be imported: it is not a conversation exported by Tandem "
-                                     f"as JSON{detail}.")
+        except OSError as exc:
+            self.banner.show_message(f"{name} could not be imported: {exc.strerror or exc}.")
             return
+        except json.JSONDecodeError as exc:         # ("not an export" of a damaged one misled: a new user's try)
+            self.banner.show_message(f"{name} could not be imported: it is not valid JSON (line {exc.lineno}: "
+                                     f"{exc.msg}); an export cut short or changed, or {not_one}.")
+            return
+        except (ValueError, RecursionError) as exc:  # not text; nested past Python's depth; checked's why
+            detail = f" ({exc})" if isinstance(exc, ValueError) and str(exc) != NOT_AN_EXPORT \
+                and not isinstance(exc, UnicodeDecodeError) else ""
+            self.banner.show_message(f"{name} could not be imported: {not_one}{detail}.")
+            return
+        title = self._title(cid)                    # (a second copy read as the first: a new user's try)
+        if sum(c.title == title for c in self._history(self.store.list_conversations, default=[])) > 1:
+            self._history(self.store.rename, cid, f"{title} (imported)")
         self.banner.hide()                          # (one that could not be imported said so)
         self.sidebar.search.clear()
         self.open_conversation(cid, show=True)

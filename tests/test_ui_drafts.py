@@ -314,7 +314,8 @@ def test_the_conversation_used_last_opens_once_models_are_loaded(qtbot, tmp_path
     assert first.chat.messages == [] and first.chat.empty_note.isVisibleTo(first.chat)
     cats = exchange(first, "Cats", "Tell me about cats.", "Cats purr.")
     exchange(first, "Dogs", "Tell me about dogs.", "Dogs bark.")
-    first.store.add_message(cats, "user", "And lions?")        # (the cats' is now the one used last)
+    first.store.add_message(cats, "user", "And lions?")        # (the cats' is now the newest)
+    first._delete(first.current_id)                            # (the empty one: none is open at Quit)
     first.close()
     again = MainWindow(history, settings)
     qtbot.addWidget(again)
@@ -326,6 +327,38 @@ def test_the_conversation_used_last_opens_once_models_are_loaded(qtbot, tmp_path
         assert not again.chat.empty_note.isVisibleTo(again.chat) and again.sidebar.current_id() == cats
     finally:
         again.close()
+
+
+def test_after_a_restart_the_conversation_open_at_quit_opens_and_text_typed_with_none_open_stays_apart(
+        qtbot, tmp_path):
+    """The newest conversation opened after a restart, not the one open at Quit; and text typed with none
+    open joined that conversation's own unsent text (a new user's tries). open_latest runs once models
+    are loaded (test_the_conversation_used_last_opens_once_models_are_loaded)."""
+    from desktop_app.ui.main_window import MainWindow
+
+    history, settings = str(tmp_path / "history.db"), str(tmp_path / "settings.json")
+    first = MainWindow(history, settings)
+    qtbot.addWidget(first)
+    cats, dogs = cats_and_dogs(first)                  # (the dogs' is the newest)
+    first.open_conversation(cats, show=True)
+    first.composer.setPlainText("for the cats")
+    first.open_conversation(dogs, show=True)
+    first.open_conversation(cats, show=True)
+    first.close()
+    again = MainWindow(history, settings)
+    qtbot.addWidget(again)
+    again.open_latest()
+    assert again.current_id == cats and again.composer.toPlainText() == "for the cats"
+    again._delete(cats)
+    again.composer.setPlainText("typed with none open")
+    again.close()
+    last = MainWindow(history, settings)
+    qtbot.addWidget(last)
+    try:
+        last.open_latest()
+        assert last.current_id is None and last.composer.toPlainText() == "typed with none open"
+    finally:
+        last.close()
 
 
 def test_leaving_out_turns_and_answering_is_one_busy_spell(qtbot, tmp_path):

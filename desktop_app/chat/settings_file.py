@@ -40,7 +40,7 @@ DEFAULTS: dict = {
     },
     "loading": {"n_ctx": 4096, "n_threads": 0, "n_gpu_layers": 0, "n_gpu_layers_draft": 0,
                 "repack": "auto"},  # repack: "auto" (CPU probe), "off" or "on" (engine/repack.py)
-    "window": {},                  # geometry and splitter state, as the UI stores them
+    "window": {},                  # geometry and splitter state, as the UI stores them; the conversation open
 }
 
 Check = Callable[[Any], bool]

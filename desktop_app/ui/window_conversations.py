@@ -30,12 +30,17 @@ class ConversationsMixin:
         self.sidebar.set_conversations(conversations, self.current_id)
 
     def open_latest(self) -> None:
-        """Models are ready and no conversation is open: the one used last is, with the box's text (the
-        view was blank after a restart: a new user's try). Not before: behind the welcome page a message
-        sent would have gone into a conversation out of sight."""
-        latest = self._history(self.store.list_conversations, default=[]) if self.current_id is None else []
-        if latest:
-            self.open_conversation(latest[0].id)
+        """Models are ready and no conversation is open: the one open at the last Quit opens, else the
+        newest (the view was blank after a restart; then the newest opened, not the one open at Quit:
+        new users' tries). Not before: behind the welcome page a message sent would have gone into a
+        conversation out of sight. Nor where the box holds text typed with none open: it would have
+        joined that conversation's own unsent text (a new user's try)."""
+        if self.current_id is not None or self.composer.toPlainText().strip():
+            return
+        ids = [c.id for c in self._history(self.store.list_conversations, default=[])]
+        last = self.settings["window"].get("conversation", "")
+        if ids:
+            self.open_conversation(int(last) if last.isdigit() and int(last) in ids else ids[0])
             self.refresh_conversations()
 
     def new_conversation(self, *, take_box: bool = False) -> None:

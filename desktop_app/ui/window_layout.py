@@ -253,7 +253,8 @@ class LayoutMixin:
                                              "folded": " ".join(SIDE_NAMES[i] for i in self.folded_sides()),
                                              # (the splitter's state would restore a hidden side as shown)
                                              "widths": " ".join(f"{SIDE_NAMES[i]}:{w}" for i, w in
-                                                                sorted(self._side_widths.items()))})
+                                                                sorted(self._side_widths.items())),
+                                             "conversation": "" if self.current_id is None else str(self.current_id)})
                                              # (a folded side's width, to unfold at after a restart)
         self.settings.data["generation"].update(self.settings_panel.generation())
         self.settings.data["generation"].update(self.spec_bar.generation())

@@ -459,6 +459,34 @@ def test_an_edit_still_says_so_after_another_message_took_the_banner(qtbot, wind
     assert not w.editing and w.banner.isHidden() and w.composer.toPlainText() == ""
 
 
+def test_conversations_by_keyboard(qtbot, window):
+    """No key went to the next or previous conversation, Down in the search box did nothing, Esc left the
+    focus in the search (the next words typed became a search), and after Return in the list typing
+    went nowhere (a new user's tries)."""
+    w = window
+    w.activateWindow()
+    cats = stored_exchange(w, "Cats", "Tell me about cats.", "Cats purr.")
+    dogs = stored_exchange(w, "Dogs", "Tell me about dogs.", "Dogs bark.")     # (the newest: first in the list)
+    actions = {a.text(): a for a in w.actions()}
+    assert actions["Next conversation"].shortcut().toString() == "Ctrl+PgDown"
+    actions["Next conversation"].trigger()                 # (none chosen yet: the first)
+    assert w.current_id == dogs
+    actions["Next conversation"].trigger()
+    actions["Next conversation"].trigger()                 # (none past the end)
+    assert w.current_id == cats
+    actions["Previous conversation"].trigger()
+    assert w.current_id == dogs
+    w.sidebar.search.setFocus()
+    qtbot.keyClicks(w.sidebar.search, "purr")
+    qtbot.keyClick(w.sidebar.search, Qt.Key_Down)
+    assert w.focusWidget() is w.sidebar.list and w.current_id == cats
+    qtbot.keyClick(w.sidebar.list, Qt.Key_Return)
+    assert w.focusWidget() is w.composer
+    w.sidebar.search.setFocus()
+    w._escape()
+    assert w.sidebar.search.text() == "" and w.focusWidget() is w.composer
+
+
 def test_new_conversation_opens_the_empty_one_in_the_list_rather_than_make_another(qtbot, window):
     """Each New conversation from a conversation with messages left another empty one in the list (a new
     user's try). An empty one is reused, at the top of the list, unless it has text typed for it or a

@@ -1,7 +1,7 @@
 """The sidebar: conversations, newest first, with search, new, rename and delete."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import (QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget, QListWidgetItem,
                                QMessageBox, QPushButton, QSizePolicy, QVBoxLayout, QWidget)
 
@@ -10,6 +10,7 @@ from desktop_app.chat.history import ConversationInfo
 
 class ConversationList(QWidget):
     selected = Signal(int)
+    activated = Signal()             # Return (or a double click) on a conversation: on to its message box
     newRequested = Signal()
     renamed = Signal(int, str)
     deleteRequested = Signal(int)
@@ -35,6 +36,8 @@ class ConversationList(QWidget):
         self.list.setTextElideMode(Qt.ElideRight)
         self.list.currentItemChanged.connect(self._current_changed)
         self.list.itemClicked.connect(lambda item: self._current_changed(item, None))   # (the current one, too)
+        self.list.itemActivated.connect(lambda _item: self.activated.emit())
+        self.search.installEventFilter(self)     # (Down goes from the search to the list)
         layout.addWidget(self.list, 1)
         row = QHBoxLayout()
         row.setSpacing(4)
@@ -65,6 +68,24 @@ class ConversationList(QWidget):
             if c.id == current:
                 self.list.setCurrentItem(item)
         self.list.blockSignals(False)
+
+    def eventFilter(self, watched, event) -> bool:
+        """Down in the search box goes on to the list, at its first conversation (it did nothing: a new
+        user's try)."""
+        if watched is self.search and event.type() == QEvent.KeyPress and event.key() == Qt.Key_Down \
+                and self.list.count():
+            self.list.setFocus()
+            if self.list.currentRow() < 0:
+                self.list.setCurrentRow(0)
+            return True
+        return super().eventFilter(watched, event)
+
+    def step(self, by: int) -> None:
+        """The conversation `by` rows below the one chosen (above, for a negative `by`) is chosen, as a
+        click chooses it (Ctrl+PgDown, Ctrl+PgUp); none past either end."""
+        row = min(max(self.list.currentRow() + by, 0), self.list.count() - 1)
+        if row >= 0 and row != self.list.currentRow():
+            self.list.setCurrentRow(row)
 
     def current_id(self) -> int | None:
         item = self.list.currentItem()

@@ -27,6 +27,7 @@ class LayoutMixin:
             return
         if self.sidebar.search.text():
             self.sidebar.search.clear()
+            self.composer.setFocus()              # (the next words typed became a search: a new user's try)
         elif self.editing:
             self._cancel_edit()
 
@@ -34,6 +35,8 @@ class LayoutMixin:
         actions = {}
         for text, keys, slot in (
                 ("New conversation", QKeySequence.New, self.new_conversation),
+                ("Next conversation", "Ctrl+PgDown", lambda: self.sidebar.step(1)),
+                ("Previous conversation", "Ctrl+PgUp", lambda: self.sidebar.step(-1)),
                 ("Search conversations", QKeySequence.Find, lambda: self.sidebar.search.setFocus()),
                 ("Stop", Qt.Key_Escape, self._escape),
                 ("Regenerate", "Ctrl+R", self.regenerate),
@@ -56,13 +59,15 @@ class LayoutMixin:
             action.triggered.connect(slot)
             self.addAction(action)
         self.addActions(self.spec_bar.actions_list)
+        self.sidebar.activated.connect(self.composer.setFocus)   # (Return in the list: on to the box)
         self.compare_action = actions["Compare with and without speculation"]
         self.regenerate_action, self.edit_action = actions["Regenerate"], actions["Edit last message"]
         self.copy_reply_action, self.export_action = actions["Copy last reply"], actions["Export conversation…"]
         self.version_actions = (actions["Earlier version of the reply"], actions["Later version of the reply"])
         self._update_buttons()
         menus = self.menuBar()
-        for title, names in (("&File", ("New conversation", "Open target model…", None, "Export conversation…",
+        for title, names in (("&File", ("New conversation", "Next conversation", "Previous conversation",
+                                        "Search conversations", None, "Open target model…", None, "Export conversation…",
                                         "Import conversation…", None, "Quit")),
                              ("&Chat", ("Regenerate", "Earlier version of the reply", "Later version of the reply",
                                         "Edit last message", "Copy last reply", None,

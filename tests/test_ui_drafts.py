@@ -152,6 +152,14 @@ def test_edit_last_does_not_write_over_a_message_not_sent(qtbot, window):
     w.edit_last()
     assert not w.editing and w.composer.toPlainText() == "draft B"
     assert w.banner.label.text().startswith("The box holds a message you have not sent")
+    w.composer.setPlainText("draft B, longer")           # (typing on: the note stays)
+    assert not w.banner.isHidden()
+    w.worker.busyChanged.emit(True)                      # (a regenerate begins: it is past; it stayed up, a
+    assert w.banner.isHidden()                           # new user's try)
+    w.worker.busyChanged.emit(False)
+    w.edit_last()
+    w.composer.clear()                                   # (emptied: past too)
+    assert w.banner.isHidden()
     w.composer.setPlainText("Tell me about cats.")       # (the message itself, or nothing: editing starts)
     w.edit_last()
     assert w.editing and w.banner.label.text() == EDIT_NOTE
@@ -202,7 +210,7 @@ def enter(w, text):
 
 def reply_ends(w):
     w.reply.end()
-    w._on_busy(False)
+    w.worker.busyChanged.emit(False)
 
 
 def test_a_message_sent_while_a_reply_runs_goes_once_when_it_ends(qtbot, recorded):

@@ -85,8 +85,8 @@ class ConversationsMixin:
         typed = self.composer.toPlainText().strip()
         if last is not None and typed and not self.editing and typed != last.content.strip():
             self.banner.show_message("The box holds a message you have not sent: send it or clear it first, then "
-                                     "edit your last message.", about=self.current_id)   # (it was written over)
-            return
+                                     "edit your last message.", about=self.current_id, kind="unsent")
+            return                                  # (it was written over)
         if last is not None:
             self.editing = True
             self.edit_original = last.content
@@ -94,6 +94,13 @@ class ConversationsMixin:
             self.composer.moveCursor(QTextCursor.End)    # (typing goes on where the message ends)
             self.composer.setFocus()
             self._edit_note(note)
+
+    def _unsent_note_is_past(self, busy: bool | None = None) -> None:
+        """Edit's note on the unsent text goes once it is past: a run begins or another version is shown
+        (`busy` True), or the box is emptied (None: the box changed). It stayed up through a regenerate
+        and a version switch (a new user's try)."""
+        if self.banner.kind == "unsent" and (busy or (busy is None and not self.composer.toPlainText().strip())):
+            self.banner.hide()
 
     def say_busy(self, what: str) -> None:
         """`what` (a key or menu item) cannot be done while a reply, compare or load runs: the banner says
@@ -290,6 +297,7 @@ class ConversationsMixin:
         conversation goes on from the reply shown), and the panel shows its rounds."""
         if self.busy or self.current_id is None or not self.store.writable:
             return
+        self._unsent_note_is_past(True)
         versions = self._history(self.store.last_reply_versions, self.current_id, default=[])
         i = versions.index(None) + step if versions else -1
         if not 0 <= i < len(versions):

@@ -60,6 +60,8 @@ class LayoutMixin:
             self.addAction(action)
         self.addActions(self.spec_bar.actions_list)
         self.sidebar.activated.connect(self.composer.setFocus)   # (Return in the list: on to the box)
+        self.worker.busyChanged.connect(self._unsent_note_is_past)    # (methods: Qt calls them on this thread)
+        self.composer.textChanged.connect(self._unsent_note_is_past)
         self.compare_action = actions["Compare with and without speculation"]
         self.regenerate_action, self.edit_action = actions["Regenerate"], actions["Edit last message"]
         self.copy_reply_action, self.export_action = actions["Copy last reply"], actions["Export conversation…"]

@@ -34,6 +34,18 @@ def _target(path: Path, chosen: str, offered: str) -> Path:
     return path.with_suffix(chosen) if path.suffix.lower() in (".md", ".json", "") else path
 
 
+def _why_not(exc: BaseException) -> str:
+    """Why a file could not be imported, from what reading, parsing or checking it raised."""
+    not_one = "it is not a conversation exported by Tandem as JSON"
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    if isinstance(exc, json.JSONDecodeError):      # ("not an export" of a damaged one misled: a new user's try)
+        return f"it is not valid JSON (line {exc.lineno}: {exc.msg}); an export cut short or changed, or {not_one}"
+    if isinstance(exc, (UnicodeDecodeError, RecursionError)) or str(exc) == NOT_AN_EXPORT:   # (not text; nested
+        return not_one                                                                     # past Python's depth)
+    return f"{not_one} ({exc})"                    # (conversation_file.checked's why)
+
+
 class FilesMixin:
     def export_conversation(self) -> None:
         """The conversation open, into a file the user names (Markdown, or Tandem's JSON)."""
@@ -55,11 +67,9 @@ class FilesMixin:
                 write_atomic(target, self.store.export_json(self.current_id))
             else:
                 write_text_atomic(target, self.store.export_markdown(self.current_id))
-        except HistoryError as exc:
-            self.banner.show_message(f"{exc}.")
-            return
-        except OSError as exc:
-            self.banner.show_message(f"The conversation could not be written to {target}: {exc.strerror or exc}.")
+        except (HistoryError, OSError) as exc:
+            self.banner.show_message(f"{exc}." if isinstance(exc, HistoryError) else
+                                     f"The conversation could not be written to {target}: {exc.strerror or exc}.")
             return
         self.banner.show_message(f"Exported to {target}.")
 
@@ -68,25 +78,12 @@ class FilesMixin:
         path, _ = QFileDialog.getOpenFileName(self, "Import conversation", str(Path.home()), TANDEM_JSON)
         if not path:
             return
-        name = Path(path).name
-        not_one = "it is not a conversation exported by Tandem as JSON"
         try:
             doc = json.loads(Path(path).read_text(encoding="utf-8-sig"))     # (-sig: as Notepad saves it)
             cid = self.store.import_json(doc)
-        except HistoryError as exc:
-            self.banner.show_message(f"{exc}.")
-            return
-        except OSError as exc:
-            self.banner.show_message(f"{name} could not be imported: {exc.strerror or exc}.")
-            return
-        except json.JSONDecodeError as exc:         # ("not an export" of a damaged one misled: a new user's try)
-            self.banner.show_message(f"{name} could not be imported: it is not valid JSON (line {exc.lineno}: "
-                                     f"{exc.msg}); an export cut short or changed, or {not_one}.")
-            return
-        except (ValueError, RecursionError) as exc:  # not text; nested past Python's depth; checked's why
-            detail = f" ({exc})" if isinstance(exc, ValueError) and str(exc) != NOT_AN_EXPORT \
-                and not isinstance(exc, UnicodeDecodeError) else ""
-            self.banner.show_message(f"{name} could not be imported: {not_one}{detail}.")
+        except (HistoryError, OSError, ValueError, RecursionError) as exc:
+            self.banner.show_message(f"{exc}." if isinstance(exc, HistoryError) else
+                                     f"{Path(path).name} could not be imported: {_why_not(exc)}.")
             return
         title = self._title(cid)                    # (a second copy read as the first: a new user's try)
         if sum(c.title == title for c in self._history(self.store.list_conversations, default=[])) > 1:

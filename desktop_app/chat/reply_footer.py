@@ -18,9 +18,10 @@ STATUS_NOTES = {"streaming": "writing…", "interrupted": "incomplete: interrupt
 CUT_OFF = {"max_tokens": "cut off: the reply reached Max tokens (Settings)",
            "context_full": "cut off: the conversation filled the context"}
 SERVER_CUT_OFF = "cut off: the server stopped it at a length limit (Max tokens, or its context)"
-SERVER_CUT_OFF_SHORT = "cut off at a length limit"
 CUT_OFF_SHORT = {"max_tokens": "cut off at Max tokens", "context_full": "cut off: context full"}   # (in the
 # footer too: the note beside the name is out of sight under a long reply, which seemed to end mid-word)
+SHORT_NOTES = {**{CUT_OFF[k]: v for k, v in CUT_OFF_SHORT.items()},   # a note's shorter form, for a narrow chat
+               SERVER_CUT_OFF: "cut off at a length limit"}           # (at 1000 px "…Max tokens (Setti…")
 NO_STATS = {"cancelled": "stopped before the end: no statistics were recorded",
             "interrupted": "interrupted: the model engine stopped before this reply's statistics were recorded",
             "error": "failed: no statistics were recorded"}

@@ -11,8 +11,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
-from desktop_app.chat.reply_footer import (CUT_OFF, CUT_OFF_SHORT, SERVER_CUT_OFF, SERVER_CUT_OFF_SHORT, footer_forms,
-                                           made_with, reply_note)
+from desktop_app.chat.reply_footer import SHORT_NOTES, footer_forms, made_with, reply_note
 from desktop_app.chat.token_origins import TokenOrigin, align, origin, origins_from_rounds
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenEvent
 from desktop_app.ui.elided import ElidedButton, ElidedLabel
@@ -157,9 +156,8 @@ class MessageWidget(QFrame):
         # for a minute read as stuck, a new user's try)
         reading = self._status == "streaming" and not self._text
         note = "reading the prompt…" if reading else reply_note(self._status, self._stats)
-        short = {**{v: CUT_OFF_SHORT[k] for k, v in CUT_OFF.items()}, SERVER_CUT_OFF: SERVER_CUT_OFF_SHORT}
-        self.status.setText(note, *filter(None, [short.get(note)]))     # (at 1000 px "…Max tokens (Setti…": a
-        self.status.setToolTip(note)                                    # user's try)
+        self.status.setText(note, *filter(None, [SHORT_NOTES.get(note)]))
+        self.status.setToolTip(note)
         forms = footer_forms(self._stats, self._settings, self._status) if self.role == "assistant" else [""]
         text = forms[0]
         self.footer.setText(*forms)

@@ -425,7 +425,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
         self.show_versions(not self.busy)        # (a model is not needed to read them)
         can_compare = can_edit and ready and not self.busy
         self.compare_button.setEnabled(can_compare)
-        self._update_menu(regen_ok, can_edit, can_compare)
+        self._update_menu(regen_ok, can_edit, can_compare, writing_here)
 
     # -- closing
     def closeEvent(self, event) -> None:

@@ -86,16 +86,15 @@ class LayoutMixin:
         speculation.addActions(self.spec_bar.actions_list)
         menus.insertMenu(menu.menuAction(), speculation)
 
-    def _update_menu(self, regen_ok: bool, can_edit: bool, can_compare: bool) -> None:
+    def _update_menu(self, regen_ok: bool, can_edit: bool, can_compare: bool, writing_here: bool) -> None:
         """The Chat menu's items where they apply: as the buttons beside the box, but also while a run is
         under way (then they say why they wait); Copy last reply where there is a reply, or one is being
-        written (they were offered in an empty conversation: a new user's try). The versions' are
+        written here (`writing_here`; they were offered in an empty conversation: a new user's try). The versions' are
         show_versions'."""
         if hasattr(self, "compare_action"):         # (not before the actions are made)
             self.compare_action.setEnabled(can_compare)
             self.regenerate_action.setEnabled(regen_ok)
             self.edit_action.setEnabled(can_edit)
-            writing_here = self.busy and self.generating_id is not None and self.generating_id == self.current_id
             self.copy_reply_action.setEnabled(writing_here or any(m.role == "assistant" for m in self.chat.messages))
             self.export_action.setEnabled(self.current_id is not None)
 

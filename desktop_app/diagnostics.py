@@ -61,8 +61,10 @@ def _folders() -> dict:
 
 def _cpu() -> dict:
     from desktop_app import machine
+    from desktop_app.engine.threads import physical_cores
 
-    return {"model": machine.cpu_model(), "logical_cores": machine.logical_cores(), "flags": list(machine.cpu_flags())}
+    return {"model": machine.cpu_model(), "physical_cores": physical_cores(), "logical_cores": machine.logical_cores(),
+            "flags": list(machine.cpu_flags())}
 
 
 def _llama() -> dict:
@@ -165,7 +167,8 @@ def format_text(doc: dict) -> str:
     flags = cpu.get("flags", [])
     amx = "AMX" if any(f.startswith("amx") for f in flags) else "no AMX"
     lines.append(f"CPU: unknown: {cpu['error']}" if "error" in cpu else
-                 f"CPU: {cpu.get('model', '?')} · {cpu.get('logical_cores', '?')} logical cores · "
+                 f"CPU: {cpu.get('model', '?')} · {cpu.get('physical_cores', '?')} cores, "
+                 f"{cpu.get('logical_cores', '?')} logical · "
                  f"{' '.join(flags) or 'flags unknown'} · {amx}")
     llama = doc.get("llama_cpp", {})
     if "error" in llama:

@@ -98,6 +98,28 @@ def test_loads_price_each_size_at_the_median_of_its_last_timings(cache, test_mod
                                              f"{OPTIONS.n_threads} threads, batch {OPTIONS.n_batch}, repacking {repack}, {built}"]
 
 
+@pytest.mark.skipif(machine.llama_build()["gpu_offload"], reason="timings are remembered for CPU-only builds")
+def test_a_load_on_fewer_threads_times_every_size_and_remembers_none(cache, test_model_path, timed_sizes,
+                                                                      monkeypatch):
+    """Automatic threads on two CPUs, one of which another program keeps busy while the models load:
+    calibration times the one thread replies will start on, every size (the remembered timings are of
+    two), and keeps nothing for later loads; on a quiet machine the same load is remembered."""
+    others = [1.0]
+    monkeypatch.setattr("desktop_app.engine.pair.OthersLoad", lambda: lambda threads, cpus: others[0])
+    monkeypatch.setattr("desktop_app.engine.threads.cpus", lambda: 2)
+    monkeypatch.setattr("desktop_app.engine.load_options.physical_cores", lambda: 2)
+    automatic = LoadOptions(n_ctx=512)
+    with ModelPair.load(test_model_path, target_options=automatic) as pair:
+        assert (pair.decoder.threads.current, pair.decoder.threads.most, pair.target_ctx.n_threads) == (1, 2, 1)
+        assert timed_sizes[-1] == VERIFY_SIZES
+    assert not (cache / calibration_store.FILE).exists()
+    others[0] = 0.0
+    with ModelPair.load(test_model_path, target_options=automatic) as pair:
+        assert (pair.decoder.threads.current, pair.target_ctx.n_threads) == (2, 2)
+        key = calibration_store.key(test_model_path, replace(automatic, repack=pair.repack.enabled))
+    assert calibration_store.remembered(key).loads == 1
+
+
 def test_one_file_under_two_llama_cpp_builds_reads_as_two(monkeypatch):
     # the key differs (machine.machine_key holds the build); the line `tandem doctor` shows must too
     built = machine.llama_build()

@@ -43,7 +43,7 @@ def test_doctor_json_reports_every_section(env, tmp_path):
 
     cpu = doc["cpu"]
     assert isinstance(cpu["model"], str) and cpu["model"]
-    assert cpu["logical_cores"] == os.cpu_count()
+    assert cpu["logical_cores"] == os.cpu_count() and 1 <= cpu["physical_cores"] <= cpu["logical_cores"]
     assert set(cpu["flags"]) <= set(RELEVANT_FLAGS)
 
     llama = doc["llama_cpp"]

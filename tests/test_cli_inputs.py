@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from desktop_app.engine.threads import physical_cores
+
 MISSING = "/nonexistent/model.gguf"       # the checks must come before any model is looked at
 
 
@@ -117,13 +119,14 @@ def test_bench_names_a_prompts_file_it_cannot_use(tmp_path):
 
 @pytest.mark.network
 def test_llama_cpp_conventions_and_values_it_would_not_take(test_model_path):
-    """--seed -1 is random, -t 0 or below every CPU, --top-k and --temp 0 or below off and greedy; -t 1000
+    """--seed -1 is random, -t 0 or below automatic threads, --top-k and --temp 0 or below off and greedy; -t 1000
     (it used to start 1000 threads and crawl) is capped and -c 64 (raised silently) is said."""
     first = tandem("generate", "-m", test_model_path, "-p", "Say hi.", "-n", "4", "--json", "--seed", "-1",
                    "-t", "1000", "-c", "64", "--top-k", "-1", "--temp", "-2", timeout=120)
     assert first.returncode == 0, first.stderr
     doc = json.loads(first.stdout)
     assert doc["settings"]["threads"] == os.cpu_count() and doc["settings"]["n_ctx"] == 256
+    assert doc["settings"]["threads_follow_load"] is False            # (a count given is kept)
     assert (doc["settings"]["top_k"], doc["settings"]["temp"]) == (0, 0.0)
     assert f"note: -t 1000: this machine has {os.cpu_count()} CPUs; using {os.cpu_count()} threads" in first.stderr
     assert "note: -c 64: the context holds 256 tokens" in first.stderr
@@ -131,7 +134,7 @@ def test_llama_cpp_conventions_and_values_it_would_not_take(test_model_path):
                     "-t", "-1", "--temp", "1")
     assert second.returncode == 0, second.stderr
     doc2 = json.loads(second.stdout)
-    assert doc2["settings"]["threads"] == os.cpu_count()
+    assert doc2["settings"]["threads"] == physical_cores() and doc2["settings"]["threads_follow_load"] is True
     seeds = [doc["samples"][0]["seed"], doc2["samples"][0]["seed"]]
     assert all(0 <= s < 2**32 for s in seeds) and seeds[0] != seeds[1]
     from desktop_app.machine import llama_build

@@ -640,7 +640,10 @@ def test_a_loading_setting_changed_but_not_applied_says_so_until_applied(qtbot, 
     assert panel.unapplied.text().startswith("Not applied yet: Context size, Weight repacking.")
     panel.n_ctx.setValue(panel.n_ctx.value() - 512)
     assert panel.unapplied.text().startswith("Not applied yet: Weight repacking.")
-    panel.n_threads.setValue(os.cpu_count() if panel.n_threads.value() == 0 else 0)   # the same threads
+    threads = panel.n_threads.value()
+    panel.n_threads.setValue(os.cpu_count() if threads == 0 else 0)   # (automatic follows the load: not the same)
+    assert panel.unapplied.text().startswith("Not applied yet: Threads, Weight repacking.")
+    panel.n_threads.setValue(threads)
     assert panel.unapplied.text().startswith("Not applied yet: Weight repacking.")
     panel.reloadRequested.emit(panel.loading())              # Apply and reload
     assert panel.unapplied.text().startswith("Applying: Weight repacking.")   # (not "Not applied yet", meanwhile)

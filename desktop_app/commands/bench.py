@@ -197,7 +197,8 @@ def run(args: argparse.Namespace) -> int:
             interrupted = phase
     meta = {"command": "tandem " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
             "target": target, "draft": draft, "target_name": os.path.basename(target),
-            "draft_name": os.path.basename(draft) if draft else None, "threads": threads, "n_ctx": n_ctx,
+            "draft_name": os.path.basename(draft) if draft else None, "threads": target_opts.threads,
+            "threads_follow_load": not threads, "n_ctx": n_ctx,
             "n_tokens": args.n_tokens, "repeats": args.repeat, "seed": seed, "prompts": [p.name for p in prompts],
             "lookup_ceiling_draft_max": ceiling_draft_max(settings),
             "repack": {"enabled": pair.repack.enabled, "reason": pair.repack.reason},

@@ -142,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
                    "settings": {"drafter": spec.drafter if spec.enabled else "none", "draft_max": spec.draft_max,
                                 "draft_min": spec.draft_min, "draft_p_min": spec.draft_p_min, "auto": spec.auto,
                                 "temp": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,
-                                "min_p": sampling.min_p, "threads": threads, "n_ctx": n_ctx},
+                                "min_p": sampling.min_p, "threads": target_opts.threads,
+                                "threads_follow_load": not threads, "n_ctx": n_ctx},
                    "samples": [{"seed": seed, "text": f.text, "tokens": list(f.tokens),
                                 "rounds": [r.to_json() for r in rounds], "stats": f.stats.to_json()}
                                for seed, rounds, f in samples]})
@@ -253,7 +254,7 @@ def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | N
     """The reply's numbers on stderr: how fast, what was kept, its rounds (for auto, counted by
     drafter), and the seed where sampling drew on one (with --samples, said before the reply)."""
     from desktop_app.counts import count
-    from desktop_app.engine.explain import rate_text, unused_draft
+    from desktop_app.engine.explain import fewer_threads, rate_text, unused_draft
 
     s = finish.stats
     head = f"[sample {k + 1}/{n}] " if n > 1 else ""
@@ -285,6 +286,9 @@ def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | N
         parts.append(f"rounds: {s.n_rounds - s.n_plain_rounds} drafted, {s.n_plain_rounds} plain")
     if s.measured_speedup is not None:
         parts.append(f"measured {s.measured_speedup:.2f}x plain decoding ({rate_text(s.plain_tokens_per_s)})")
+    fewer = fewer_threads(s)                             # (the window's sentence says it too)
+    if fewer:
+        parts.append(fewer[0].lower() + fewer[1:].rstrip("."))
     if finish.message:
         parts.append(finish.message)
     print(head + "; ".join(parts), file=sys.stderr)

@@ -253,6 +253,14 @@ class Context:
         self._want = np.ctypeslib.as_array(self._batch.logits, shape=(n_batch,))
         self.n_evaluated = 0            # tokens ever sent through the model (for tests and stats)
 
+    def set_threads(self, n_threads: int) -> None:
+        """Run the next passes on `n_threads` threads (single-token and batched alike): free between passes."""
+        L.llama_set_n_threads(self._ptr, n_threads, n_threads)
+
+    @property
+    def n_threads(self) -> int:
+        return L.llama_n_threads(self._ptr)
+
     def close(self) -> None:
         if self._ptr is not None:
             L.llama_batch_free(self._batch)

@@ -62,7 +62,7 @@ def rememberable(options: LoadOptions) -> bool:
 def key(model_path: str, options: LoadOptions) -> str:
     """What a verify pass's cost depends on: this machine and build, the target file, how it runs."""
     facts = {"machine": machine.machine_key(), "model": os.path.basename(model_path),
-             "bytes": os.path.getsize(model_path), "threads": options.n_threads, "batch": options.n_batch,
+             "bytes": os.path.getsize(model_path), "threads": options.threads, "batch": options.n_batch,
              "repack": options.repack, "method": METHOD}
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -74,7 +74,7 @@ def setup(options: LoadOptions) -> str:
     repack = {True: ", repacking on", False: ", repacking off"}.get(options.repack, "")
     build = machine.llama_build()
     digest = hashlib.sha256(build["system_info"].encode()).hexdigest()[:6]
-    return (f"{count(options.n_threads, 'thread')}, batch {options.n_batch}{repack}, "
+    return (f"{count(options.threads, 'thread')}, batch {options.n_batch}{repack}, "
             f"llama-cpp-python {build['version']} build {digest}")
 
 

@@ -35,6 +35,7 @@ from desktop_app.engine.metrics import StatsRecorder
 from desktop_app.engine.sampling import SamplingParams, process, softmax_prob
 from desktop_app.engine.settings import Controls, SpecSettings
 from desktop_app.engine.text import TextStream
+from desktop_app.engine.threads import ThreadCount
 
 Event = RoundEvent | TokenEvent | FinishEvent
 
@@ -102,8 +103,10 @@ def judge(proposal: Proposal, views: Sequence[np.ndarray], sampling: SamplingPar
 class SpeculativeDecoder:
     """Runs generations on a loaded target context and optional draft context."""
 
-    def __init__(self, target_ctx: backend.Context, draft_ctx: backend.Context | None = None):
+    def __init__(self, target_ctx: backend.Context, draft_ctx: backend.Context | None = None,
+                 threads: ThreadCount | None = None):
         self.target_ctx = target_ctx
+        self.threads = threads or ThreadCount([target_ctx, draft_ctx], target_ctx.n_threads, follow_load=False)
         self.model = target_ctx.model
         self.costs = CostModel()
         self.policy = AutoPolicy(self.costs)
@@ -136,6 +139,7 @@ class SpeculativeDecoder:
                       stop=lambda: controls.cancelled)
         if not reply.tokens:
             raise ValueError("the prompt is empty")
+        self.threads.adjust(force=True)
         refused = self._prefill(reply, controls)
         if refused is not None:
             yield refused
@@ -145,6 +149,7 @@ class SpeculativeDecoder:
             if controls.cancelled:
                 yield self._finish(reply, StopReason.CANCELLED)
                 return
+            self.threads.adjust()
             t_round = time.perf_counter()
             if len(reply.tokens) > ctx.n_ctx:        # the verify batch needs 1 + γ slots after n-1 tokens
                 yield self._finish(reply, StopReason.CONTEXT_FULL, f"the context of {ctx.n_ctx} tokens is full")
@@ -344,6 +349,8 @@ class SpeculativeDecoder:
         stats = reply.recorder.finish(len(reply.reply), t_end - reply.t_start, reply.t_prompt,
                                       (reply.t_first or t_end) - reply.t_start, reason.value, self.costs)
         stats.t_catch_up_s = reply.t_catch_up_s
+        stats.threads, stats.threads_most, stats.others_cpus = self.threads.current, self.threads.most, \
+            self.threads.others
         step, single = self.costs.draft_step_s.get("model"), self.costs.verify_cost(1)
         if reply.model_offered and not reply.model_drafted and step and single:
             stats.unused_draft_c = step / single

@@ -170,6 +170,9 @@ class GenerationStats:
     predicted_speedup_measured: float | None = None  # same, with the measured cost of verify batches
     stop_reason: str = ""
     remote: str = ""                  # "llama-server": rounds rebuilt from its timings (no split, no costs)
+    threads: int = 0                  # llama.cpp's threads when the reply ended (0: not recorded) ...
+    threads_most: int = 0             # ... of at most this many (fewer while other programs kept CPUs busy)
+    others_cpus: float | None = None  # CPUs other programs kept busy at the last look (threads.py)
     verify_s_by_batch: dict[int, float] = field(default_factory=dict)  # the pair's measured verify pass
                                       # seconds per batch size when the reply ended (auto mode's costs)
 

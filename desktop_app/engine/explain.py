@@ -81,8 +81,17 @@ def verdict(stats: GenerationStats) -> str:
 
 def explain(stats: GenerationStats) -> str:
     """The panel's sentence on one reply: what was kept, and why it paid or did not."""
-    unused = unused_draft(stats)
-    return f"{_explain(stats)} {unused}" if unused else _explain(stats)
+    return " ".join(part for part in (_explain(stats), unused_draft(stats), fewer_threads(stats)) if part)
+
+
+def fewer_threads(stats: GenerationStats) -> str:
+    """That the reply ended on fewer threads than it may use, because other programs kept CPUs busy
+    (threads.py); "" where it did not."""
+    if not stats.n_tokens or not 0 < stats.threads < stats.threads_most or stats.others_cpus is None:
+        return ""
+    return (f"Other programs kept about {stats.others_cpus:.1f} CPUs busy, so this reply ended on "
+            f"{count(stats.threads, 'thread')} of {stats.threads_most}: llama.cpp's threads wait for each other "
+            "at every step, and one sharing a CPU would hold up the rest.")
 
 
 def unused_draft(stats: GenerationStats) -> str:

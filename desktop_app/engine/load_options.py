@@ -1,8 +1,9 @@
 """How a model is loaded and run: one small dataclass, importable without llama.cpp."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+
+from desktop_app.engine.threads import physical_cores
 
 
 @dataclass(frozen=True)
@@ -10,9 +11,15 @@ class LoadOptions:
     """How one model is loaded and run."""
 
     n_gpu_layers: int = 0
-    n_threads: int = max(1, os.cpu_count() or 1)
+    n_threads: int = 0         # 0: automatic, one per physical core and fewer while other programs keep
+                               # CPUs busy (threads.py); a count: that many, always
     n_ctx: int = 4096
     n_batch: int = 512
     use_mmap: bool = False     # see backend.load_model_ptr: mmap doubles memory where weights are repacked
     repack: bool | None = None  # repacked weights (llama.cpp's extra buffer types); None: decided by repack.decide
     rpc_servers: tuple[str, ...] = ()  # llama.cpp RPC servers (host:port) the offloaded layers go to (rpc.py)
+
+    @property
+    def threads(self) -> int:
+        """The thread count a load starts with (automatic: the physical cores)."""
+        return self.n_threads if self.n_threads > 0 else physical_cores()

@@ -83,6 +83,6 @@ def load_model(path: str, options: LoadOptions = LoadOptions(), vocab_only: bool
 
 def open_context(model: backend.Model, options: LoadOptions) -> backend.Context:
     try:
-        return backend.Context(model, options.n_ctx, options.n_threads, options.n_batch)
+        return backend.Context(model, options.n_ctx, options.threads, options.n_batch)
     except backend.BackendError as exc:
         raise ModelLoadError(model.path, str(exc)) from None

@@ -12,6 +12,7 @@ from desktop_app.engine.compat import IncompatiblePair, compare_vocabularies
 from desktop_app.engine.decoding import SpeculativeDecoder
 from desktop_app.engine.loading import LoadCancelled, LoadOptions, check_gguf_header, load_model, open_context
 from desktop_app.engine.repack import RepackDecision, decide
+from desktop_app.engine.threads import OthersLoad, ThreadCount
 
 LoadProgress = Callable[[str, float], None]     # (what is loading, overall fraction 0..1)
 
@@ -19,13 +20,13 @@ LoadProgress = Callable[[str, float], None]     # (what is loading, overall frac
 class ModelPair:
     def __init__(self, target: backend.Model, target_ctx: backend.Context,
                  draft: backend.Model | None = None, draft_ctx: backend.Context | None = None,
-                 repack: RepackDecision | None = None):
+                 repack: RepackDecision | None = None, threads: ThreadCount | None = None):
         self.target = target
         self.target_ctx = target_ctx
         self.draft = draft
         self.draft_ctx = draft_ctx
         self.repack = repack            # how the weights were loaded, and the notice to show once
-        self.decoder = SpeculativeDecoder(target_ctx, draft_ctx)
+        self.decoder = SpeculativeDecoder(target_ctx, draft_ctx, threads)
 
     @classmethod
     def load(cls, target_path: str, draft_path: str | None = None,
@@ -49,6 +50,8 @@ class ModelPair:
                 raise IncompatiblePair(f"{os.path.basename(draft_path)} cannot draft for "
                                        f"{os.path.basename(target_path)}: {verdict.reason}")
         draft_options = draft_options or target_options
+        follow_load = not target_options.n_threads           # automatic threads (threads.py) ...
+        others = OthersLoad() if follow_load else None        # ... look at the load over the loading time
         override = _repack_override(target_options, draft_options)
         repack = decide(override, probe=False)
         if repack is None:                       # the first model on this machine: the CPU probe runs
@@ -83,7 +86,9 @@ class ModelPair:
                 if obj is not None:
                     obj.close()
             raise
-        pair = cls(target, target_ctx, draft, draft_ctx, repack)
+        threads = ThreadCount([target_ctx, draft_ctx], target_options.threads, follow_load, others)
+        threads.adjust(force=True)                           # (calibration times the count replies start on)
+        pair = cls(target, target_ctx, draft, draft_ctx, repack, threads)
         if progress:
             progress("measuring", 1.0)
         try:
@@ -97,9 +102,13 @@ class ModelPair:
 
     def _calibrate(self, target_path: str, options: LoadOptions) -> None:
         """Time the passes auto mode and the predictions rest on, with what earlier loads of this target
-        on this machine timed (calibration_store); a store that fails is no store."""
+        on this machine timed (calibration_store); a store that fails is no store, and so is a load on
+        fewer threads than it may use (other programs busy: the stored timings are not of this count,
+        and its own would mislead later loads)."""
+        threads = self.decoder.threads
         try:
-            store_key = calibration_store.key(target_path, options) if calibration_store.rememberable(options) else None
+            store_key = calibration_store.key(target_path, options) \
+                if calibration_store.rememberable(options) and threads.current == threads.most else None
             remembered = calibration_store.remembered(store_key) if store_key else None
         except Exception:                      # (a file gone since loading, a damaged machine probe)
             store_key = remembered = None

@@ -2,7 +2,6 @@
 ui/spec_bar.py); context size, threads, GPU layers and weight repacking reload the models."""
 from __future__ import annotations
 
-import os
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QLabel, QPlainTextEdit,
@@ -84,7 +83,11 @@ class SettingsPanel(QWidget):
         self.n_ctx.setToolTip("Tokens the conversation can hold: 256 to 131,072 (a smaller number typed "
                               "becomes 256). More needs more memory.")
         self.n_threads = _spin(0, 256, 0)
-        self.n_threads.setSpecialValueText("all cores")
+        self.n_threads.setSpecialValueText("automatic")
+        self.n_threads.setToolTip("Threads llama.cpp runs on. Automatic: one per physical core, and one fewer "
+                                  "for each CPU other programs keep busy (its threads wait for each other at "
+                                  "every step, so one that shares a CPU holds up the rest). A number: that "
+                                  "many, always.")
         self.ngl = _spin(0, 999, 0)
         self.ngld = _spin(0, 999, 0)
         form.addRow(LOADING_LABELS["n_ctx"], self.n_ctx)
@@ -156,7 +159,7 @@ class SettingsPanel(QWidget):
     def _show_unapplied(self) -> None:
         now, then = self.loading(), self._applied
         changed = [label for key, label in LOADING_LABELS.items()
-                   if then is not None and _effective(now, key) != _effective(then, key)]
+                   if then is not None and now.get(key) != then.get(key)]
         if self._loading_now:         # ("Not applied yet … until Apply and reload" stayed through the reload)
             them = "it" if len(changed) < 2 else "them"
             text = f"Applying: {', '.join(changed)}. The models are loading again with {them}."
@@ -184,15 +187,8 @@ class SettingsPanel(QWidget):
         return GenerationOptions(sampling=sampling, spec=spec, max_tokens=g["max_tokens"])
 
 
-def _effective(d: dict, key: str):
-    """A loading setting as a load applies it: 0 threads ("all cores") is every core."""
-    if key == "n_threads":
-        return d.get("n_threads") or max(1, os.cpu_count() or 1)
-    return d.get(key)
-
-
 def load_options(d: dict) -> tuple[LoadOptions, LoadOptions]:
-    threads = _effective(d, "n_threads")
+    threads = d.get("n_threads", 0)
     repack = REPACK_OPTION.get(d.get("repack", "auto"))
     return (LoadOptions(n_gpu_layers=d.get("n_gpu_layers", 0), n_threads=threads, n_ctx=d.get("n_ctx", 4096),
                         repack=repack),

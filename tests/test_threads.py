@@ -85,7 +85,7 @@ def test_a_reply_runs_on_one_thread_fewer_while_a_cpu_is_busy_and_says_why(pair)
         assert pair.target_ctx.n_threads == 1
         assert (busy.stats.threads, busy.stats.threads_most, busy.stats.others_cpus) == (1, 2, 1.0)
         assert len(tokens) == 8
-        assert ("Other programs kept about 1.0 CPUs busy, so this reply ended on 1 thread of 2"
+        assert ("Other programs were using about 1.0 of this machine's CPUs, so this reply ended on 1 thread of 2"
                 in explain(busy.stats))
         wanted.append(0.0)
         _, _, quiet = run(pair, prompt, GREEDY, max_tokens=8, enabled=False)

@@ -89,9 +89,9 @@ def fewer_threads(stats: GenerationStats) -> str:
     (threads.py); "" where it did not."""
     if not stats.n_tokens or not 0 < stats.threads < stats.threads_most or stats.others_cpus is None:
         return ""
-    return (f"Other programs kept about {stats.others_cpus:.1f} CPUs busy, so this reply ended on "
-            f"{count(stats.threads, 'thread')} of {stats.threads_most}: llama.cpp's threads wait for each other "
-            "at every step, and one sharing a CPU would hold up the rest.")
+    return (f"Other programs were using about {stats.others_cpus:.1f} of this machine's CPUs, so this reply "
+            f"ended on {count(stats.threads, 'thread')} of {stats.threads_most}: llama.cpp's threads wait for each "
+            "other at every step, and one sharing a CPU would hold up the rest.")
 
 
 def unused_draft(stats: GenerationStats) -> str:

@@ -64,8 +64,8 @@ class OthersLoad:
         idle = machine.idle + getattr(machine, "iowait", 0.0)
         # (Linux counts guest time inside user time as well: left out of the total so it counts once)
         total = sum(machine) - getattr(machine, "guest", 0.0) - getattr(machine, "guest_nice", 0.0)
-        own = self._process.cpu_times()
-        return time.monotonic(), total - idle, own.user + own.system
+        own = self._process.cpu_times()      # (with the children it waited for: the CPU probe's, at a load)
+        return time.monotonic(), total - idle, own.user + own.system + own.children_user + own.children_system
 
     def __call__(self, threads: int, n_cpus: int) -> float | None:
         """CPUs other programs would keep busy, on average since the last call, while this process ran

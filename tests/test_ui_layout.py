@@ -180,6 +180,30 @@ def test_does_it_pay_keeps_its_sentence_under_the_plot_in_a_short_panel(qtbot, t
     assert (w.width(), w.height()) == SMALL
 
 
+def test_tab_from_the_message_box_stops_only_where_the_focus_shows(qtbot, tmp_path, close_all):
+    """Tab went through the panel's scroll area and each plot (twice: a plot and its viewport took the
+    focus and showed nothing): 26 stops around the window, 5 of them invisible, before the list (a new
+    user's try). Now only controls, tab bars and lists, and the conversation search is the fifth."""
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QAbstractItemView, QComboBox, QLineEdit, QTabBar
+
+    w = open_window(qtbot, tmp_path)
+    close_all.append(w)
+    w.activateWindow()
+    w.composer.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is w.composer)
+    stops = []
+    for _ in range(60):
+        QTest.keyClick(QApplication.focusWidget(), Qt.Key_Tab)
+        if QApplication.focusWidget() is w.composer:
+            break
+        stops.append(QApplication.focusWidget())
+    assert stops and QApplication.focusWidget() is w.composer                        # (round the window)
+    shows = (QAbstractButton, QTabBar, QAbstractItemView, QLineEdit, QComboBox)
+    assert [type(s).__name__ for s in stops if not isinstance(s, shows)] == []
+    assert stops.index(w.sidebar.search) == 4
+
+
 def test_the_chat_column_at_its_narrowest_still_shows_whole_names_and_buttons(qtbot, tmp_path, close_all,
                                                                              test_model_path, q2k_draft_path):
     w = open_window(qtbot, tmp_path, settings=folder_settings(test_model_path))

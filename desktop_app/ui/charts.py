@@ -120,6 +120,8 @@ def quiet_plot(fg: QColor, bg: QColor, min_width: int, min_height: int, whole: t
     axes = {name: WholeAxis(name) for name in whole} | {name: SparseAxis(name) for name in sparse}
     w = pg.PlotWidget(background=bg, axisItems=axes)
     w.setMinimumSize(min_width, min_height)
+    for still in (w, w.viewport()):                  # nothing to do there by keyboard, and nothing showed the
+        still.setFocusPolicy(Qt.NoFocus)             # focus: two Tab stops a plot (a new user's try)
     item = w.getPlotItem()
     item.setMenuEnabled(False)
     item.hideButtons()

@@ -6,8 +6,8 @@ import threading
 import time
 
 from PySide6.QtCore import Qt, QThread, Signal
-from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QMainWindow, QPushButton, QScrollArea, QSplitter,
-                               QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QMainWindow, QPushButton, QSplitter,
+                               QStackedWidget, QVBoxLayout, QWidget)
 
 from desktop_app.chat.history import HistoryError, HistoryStore
 from desktop_app.chat.rules import can_regenerate, last_user_message, reply_status, user_positions
@@ -28,7 +28,7 @@ from desktop_app.ui.spec_panel import SpecPanel
 from desktop_app.ui.window_conversations import ConversationsMixin, Draft
 from desktop_app.ui.window_faults import FaultsMixin
 from desktop_app.ui.window_files import FilesMixin
-from desktop_app.ui.window_layout import CENTER, PANEL, SIDEBAR, LayoutMixin
+from desktop_app.ui.window_layout import CENTER, PANEL, SIDEBAR, LayoutMixin, side_tabs
 from desktop_app.ui.window_models import ModelsMixin
 from desktop_app.ui.worker import EngineWorker, GenerateRequest, LoadedPair
 
@@ -199,19 +199,8 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
         self.settings_panel = SettingsPanel(self.settings["generation"], self.settings["loading"])
         self.settings_panel.reloadRequested.connect(self._reload_with)
         self.settings_panel.systemPromptEdited.connect(self._system_prompt_edited)
-        self.tabs = QTabWidget()
-        self.spec_scroll = QScrollArea()         # the panel scrolls in a short window: a reply's numbers,
-        self.spec_scroll.setWidgetResizable(True)  # sentence and charts never make the window outgrow the screen
-        self.spec_scroll.setFrameShape(QScrollArea.NoFrame)
-        self.spec_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
-        self.spec_scroll.setWidget(self.spec_panel)
-        self.tabs.addTab(self.spec_scroll, "Speculation")
-        self.settings_scroll = QScrollArea()     # the settings scroll in a short window, never squeeze
-        self.settings_scroll.setWidgetResizable(True)
-        self.settings_scroll.setFrameShape(QScrollArea.NoFrame)
-        self.settings_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
-        self.settings_scroll.setWidget(self.settings_panel)
-        self.tabs.addTab(self.settings_scroll, "Settings")
+        self.tabs = side_tabs({"Speculation": self.spec_panel, "Settings": self.settings_panel})
+        self.spec_scroll, self.settings_scroll = self.tabs.widget(0), self.tabs.widget(1)
         self.tabs.setMinimumWidth(300)           # what a page asks for beyond this is its own to fit, never
                                                  # a reason for the window to outgrow the screen
 

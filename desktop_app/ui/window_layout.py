@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import QMenu
+from PySide6.QtWidgets import QMenu, QScrollArea, QTabWidget, QWidget
 
 from desktop_app.ui.help_dialog import PANEL_HELP, HelpDialog, shortcuts_html
 from desktop_app.ui.system_dialog import SystemDialog
@@ -17,6 +17,22 @@ SIDEBAR, CENTER, PANEL = 0, 1, 2          # the splitter's parts
 SIDE_NAMES = {SIDEBAR: "conversations", PANEL: "panel"}   # as the settings' "window" names the folded ones
 MIN_CHAT_WIDTH = 500                      # what the default layout leaves the chat, at 1000 px and up
 SAVE_DELAY_MS = 1000                      # settings are saved this long after their last change
+
+
+def side_tabs(pages: dict[str, QWidget]) -> QTabWidget:
+    """The panel's tabs, each page in a scroll area: a short window scrolls it, never outgrows the
+    screen. A scroll area is no Tab stop: nothing showed the focus there (a new user's Tab went
+    through 11 such stops, the plots' among them); the tab bar and the pages' own controls are."""
+    tabs = QTabWidget()
+    for title, page in pages.items():
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        scroll.setFocusPolicy(Qt.NoFocus)
+        scroll.setWidget(page)
+        tabs.addTab(scroll, title)
+    return tabs
 
 
 class LayoutMixin:

@@ -77,7 +77,7 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
                    "(tandem models list); needed unless --server")
     p.add_argument("-md", "--model-draft", dest="draft", metavar="DRAFT", help="draft GGUF file, or a catalogue key")
     p.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default, or 0: automatic: one per "
-                   "physical core, one fewer for each CPU other programs keep busy)")
+                   "performance core, fewer while other work keeps the CPUs busy)")
     p.add_argument("-c", "--ctx-size", type=int, default=4096, help="context size in tokens (default 4096)")
     _add_gpu_options(p)
     _add_repack_option(p)
@@ -169,8 +169,8 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     p_bench.add_argument("-n", "--n-tokens", type=int, default=128, help="tokens per run (default 128)")
     p_bench.add_argument("--repeat", type=int, default=3, help="repeats of every run (default 3)")
     p_bench.add_argument("--seed", type=int, default=0, help="random seed of sampled runs (default 0)")
-    p_bench.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default, or 0: automatic: "
-                         "one per physical core, one fewer for each CPU other programs keep busy)")
+    p_bench.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default, or 0: one per "
+                         "performance core, held for the whole run so that its runs compare like with like)")
     p_bench.add_argument("-c", "--ctx-size", type=int, default=4096, help="context size in tokens (default 4096)")
     _add_gpu_options(p_bench)
     _add_server_options(p_bench, "also time a running llama-server on the prompts, between the local plain runs: "

@@ -306,6 +306,14 @@ def test_the_compare_button_shows_both_runs_side_by_side(qtbot, window, test_mod
     assert "No draft was kept, so speculation cannot have made this reply faster" in dialog.speedup.text()
     dialog.show_result(result)
     assert "No draft was kept" not in dialog.speedup.text()
+    # runs on different thread counts (automatic threads, other work busy) are not like for like
+    busy = dataclasses.replace(
+        result, off=dataclasses.replace(result.off, stats=dataclasses.replace(result.off.stats, threads=1, threads_most=2)),
+        on=dataclasses.replace(result.on, stats=dataclasses.replace(on_stats, threads=2, threads_most=2)))
+    dialog.show_result(busy)
+    assert ("llama.cpp ran on fewer threads for some of this compare (at fewest 1 without speculation and 2 "
+            "with, of 2): the two runs may not be like for like") in dialog.speedup.text()
+    dialog.show_result(result)
     # one speed-up in the dialog: the table's is the summary's (not each run's against a plain rate timed apart)
     assert dialog.cells["vs_off"]["off"].text() == "1.00×" and dialog.cells["vs_off"]["on"].text() == f"{result.speedup:.2f}×"
     # the conversation, shown and stored, is as it was; the reply is the one the compare reproduced

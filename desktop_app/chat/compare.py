@@ -90,7 +90,8 @@ class CompareResult:
     def caveat(self) -> str:
         """What the one speed-up cannot say, or "": with no draft kept, speculation cannot have made the
         reply faster (4.33x with 0 of 3 drafts kept, the plain run slowed by other work, read as a
-        gain: a new user's try); one short run each is within the machine's noise."""
+        gain: a new user's try); runs on fewer threads (automatic threads, engine/threads.py) compare
+        unlike runs; one short run each is within the machine's noise."""
         s = self.speedup
         if s is None:
             return ""
@@ -98,6 +99,11 @@ class CompareResult:
         if on.n_drafted and not on.n_accepted and s > NOISE:
             return ("No draft was kept, so speculation cannot have made this reply faster: the difference is "
                     "other work on the machine during one run. `tandem bench` repeats runs.")
+        off = self.off.stats
+        if on.threads != off.threads or (on.threads or 0) < on.threads_most:
+            return ("Other work kept the CPUs busy, so llama.cpp ran on fewer threads for some of this compare "
+                    f"(at fewest {off.threads} without speculation and {on.threads} with, of {on.threads_most}): "
+                    "the two runs may not be like for like. `tandem bench` holds the thread count.")
         shorter = min(len(self.on.tokens), len(self.off.tokens))
         if shorter < SHORT_RUN and abs(s - 1) > NOISE - 1:
             return (f"One short run each ({shorter} tokens): other work on the machine can move a difference "

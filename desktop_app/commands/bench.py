@@ -10,6 +10,7 @@ from desktop_app.commands import checks
 from desktop_app.commands.interrupt import Interrupt
 from desktop_app.commands.output import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, fail
 from desktop_app.counts import count
+from desktop_app.engine.threads import physical_cores
 
 OUTPUTS = (("--json", "json"), ("--markdown", "markdown"), ("--plot", "plot"))
 
@@ -128,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
             if not args.replay:
                 raise ValueError("--save-traces needs --replay")
             check_writable("--save-traces", args.save_traces)
-        threads = checks.threads(args.threads)
+        threads = checks.threads(args.threads) or physical_cores()   # (held: runs compare like with like)
         ngl, ngld, rpc_servers = checks.offload(args)
     except (ValueError, OSError) as exc:
         return fail(args, str(exc), EXIT_USAGE)
@@ -197,8 +198,7 @@ def run(args: argparse.Namespace) -> int:
             interrupted = phase
     meta = {"command": "tandem " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
             "target": target, "draft": draft, "target_name": os.path.basename(target),
-            "draft_name": os.path.basename(draft) if draft else None, "threads": target_opts.threads,
-            "threads_follow_load": not threads, "n_ctx": n_ctx,
+            "draft_name": os.path.basename(draft) if draft else None, "threads": threads, "n_ctx": n_ctx,
             "n_tokens": args.n_tokens, "repeats": args.repeat, "seed": seed, "prompts": [p.name for p in prompts],
             "lookup_ceiling_draft_max": ceiling_draft_max(settings),
             "repack": {"enabled": pair.repack.enabled, "reason": pair.repack.reason},

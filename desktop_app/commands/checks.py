@@ -1,8 +1,8 @@
 """Checks of what a command line gives `generate` and `bench`, before any model loads.
 
 Where llama.cpp has a convention, it is followed (common/arg.cpp and its samplers):
-  -t 0 or below     automatic: one thread per physical core (llama.cpp's default counts physical cores too,
-                    common.cpp cpu_get_num_math), fewer while other programs keep CPUs busy (engine/threads.py)
+  -t 0 or below     llama.cpp's default count (common.cpp cpu_get_num_math: one thread per performance core);
+                    `generate` follows the machine's load from there (engine/threads.py), `bench` holds it
   --seed -1         a random seed (llama.cpp's default, LLAMA_DEFAULT_SEED); seeds are 32-bit
   --temp 0 or below greedy decoding
   --top-k 0 or below off;  --top-p 1: off;  --min-p 0: off
@@ -33,8 +33,8 @@ def cpu_count() -> int:
 
 
 def threads(value: int | None) -> int:
-    """-t: None, 0 or below mean automatic (0, as LoadOptions.n_threads takes it); more than the CPUs here
-    is capped to them, with a note."""
+    """-t: None, 0 or below mean the default count (0, as LoadOptions.n_threads takes it: automatic); more
+    than the CPUs here is capped to them, with a note."""
     if value is None or value <= 0:
         return 0
     if value > cpu_count():

@@ -18,6 +18,7 @@ Invariant at the start of every round: the target's KV cache holds every token b
 """
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Generator, Iterator, NamedTuple, Sequence
@@ -60,6 +61,8 @@ class Reply:
     stop: Callable[[], bool] = lambda: False   # whether the reply was cancelled (checked inside long passes)
     model_offered: bool = False          # auto mode weighed the draft model in some round
     model_drafted: bool = False          # ... and chose it in some round
+    threads: int = 0                     # the fewest threads it ran on (threads.py) ...
+    others_cpus: float | None = None     # ... and the most CPUs other work wanted at a look during it
     t_recorded: float = 0.0              # when the last round was recorded (at first: the prompt read): the
                                          # next round's time runs from there, so the rounds' times add up to the
                                          # reply's (a round's token events and the bookkeeping between rounds are
@@ -106,10 +109,12 @@ class SpeculativeDecoder:
     def __init__(self, target_ctx: backend.Context, draft_ctx: backend.Context | None = None,
                  threads: ThreadCount | None = None):
         self.target_ctx = target_ctx
-        self.threads = threads or ThreadCount([target_ctx, draft_ctx], target_ctx.n_threads, follow_load=False)
+        self.threads = threads or ThreadCount([target_ctx, draft_ctx], target_ctx.n_threads)
         self.model = target_ctx.model
         self.costs = CostModel()
         self.policy = AutoPolicy(self.costs)
+        self._costs_by_count = {self.threads.current: self.costs}   # (what a pass costs depends on the count:
+                                                                    # each count's own, see _follow_threads)
         self.drafters: dict[str, Drafter] = {"none": NoDrafter(), "lookup": PromptLookupDrafter(ends=self.model.is_eog)}
         if draft_ctx is not None:
             self.drafters["model"] = ModelDrafter(draft_ctx, target_ctx.n_vocab, ends=self.model.is_eog)
@@ -139,7 +144,7 @@ class SpeculativeDecoder:
                       stop=lambda: controls.cancelled)
         if not reply.tokens:
             raise ValueError("the prompt is empty")
-        self.threads.adjust(force=True)
+        self._follow_threads(reply, force=True)
         refused = self._prefill(reply, controls)
         if refused is not None:
             yield refused
@@ -149,7 +154,7 @@ class SpeculativeDecoder:
             if controls.cancelled:
                 yield self._finish(reply, StopReason.CANCELLED)
                 return
-            self.threads.adjust()
+            self._follow_threads(reply)
             t_round = time.perf_counter()
             if len(reply.tokens) > ctx.n_ctx:        # the verify batch needs 1 + γ slots after n-1 tokens
                 yield self._finish(reply, StopReason.CONTEXT_FULL, f"the context of {ctx.n_ctx} tokens is full")
@@ -169,6 +174,19 @@ class SpeculativeDecoder:
             times = RoundTimes(reply.t_recorded, t_draft, time.perf_counter() - t_verify)
             if (yield from self._commit(reply, drafter, proposal, judgement, times, max_tokens)):
                 return
+
+    def _follow_threads(self, reply: Reply, force: bool = False) -> None:
+        """The thread count the machine's load calls for (threads.py), with the costs measured at it: a
+        single-token pass is memory-bound and a batch is not, so one thread fewer changes their ratios,
+        on which auto's choices rest. A count met for the first time starts from the costs in use, which
+        its own rounds then correct; a count met again has its own back."""
+        n = self.threads.adjust(force)
+        reply.threads = min(reply.threads or n, n)
+        if self.threads.others is not None:
+            reply.others_cpus = max(reply.others_cpus or 0.0, self.threads.others)
+        if self.costs is not self._costs_by_count.get(n):
+            self.costs = self._costs_by_count.setdefault(n, copy.deepcopy(self.costs))
+            self.policy.costs = self.costs
 
     # -- the steps of a reply, in order
 
@@ -349,8 +367,7 @@ class SpeculativeDecoder:
         stats = reply.recorder.finish(len(reply.reply), t_end - reply.t_start, reply.t_prompt,
                                       (reply.t_first or t_end) - reply.t_start, reason.value, self.costs)
         stats.t_catch_up_s = reply.t_catch_up_s
-        stats.threads, stats.threads_most, stats.others_cpus = self.threads.current, self.threads.most, \
-            self.threads.others
+        stats.threads, stats.threads_most, stats.others_cpus = reply.threads, self.threads.most, reply.others_cpus
         step, single = self.costs.draft_step_s.get("model"), self.costs.verify_cost(1)
         if reply.model_offered and not reply.model_drafted and step and single:
             stats.unused_draft_c = step / single

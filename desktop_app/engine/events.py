@@ -170,9 +170,9 @@ class GenerationStats:
     predicted_speedup_measured: float | None = None  # same, with the measured cost of verify batches
     stop_reason: str = ""
     remote: str = ""                  # "llama-server": rounds rebuilt from its timings (no split, no costs)
-    threads: int = 0                  # llama.cpp's threads when the reply ended (0: not recorded) ...
-    threads_most: int = 0             # ... of at most this many (fewer while other programs kept CPUs busy)
-    others_cpus: float | None = None  # CPUs other programs kept busy at the last look (threads.py)
+    threads: int = 0                  # the fewest threads llama.cpp ran the reply on (0: not recorded) ...
+    threads_most: int = 0             # ... of at most this many (fewer while other work kept the CPUs busy)
+    others_cpus: float | None = None  # the most CPUs other work wanted at a look during the reply (threads.py)
     verify_s_by_batch: dict[int, float] = field(default_factory=dict)  # the pair's measured verify pass
                                       # seconds per batch size when the reply ended (auto mode's costs)
 

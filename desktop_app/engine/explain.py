@@ -85,13 +85,13 @@ def explain(stats: GenerationStats) -> str:
 
 
 def fewer_threads(stats: GenerationStats) -> str:
-    """That the reply ended on fewer threads than it may use, because other programs kept CPUs busy
-    (threads.py); "" where it did not."""
+    """That the reply ran on fewer threads than it may use, for some or all of it, because other work
+    wanted the CPUs (threads.py); "" where it did not."""
     if not stats.n_tokens or not 0 < stats.threads < stats.threads_most or stats.others_cpus is None:
         return ""
-    return (f"Other programs were using about {stats.others_cpus:.1f} of this machine's CPUs, so this reply "
-            f"ended on {count(stats.threads, 'thread')} of {stats.threads_most}: llama.cpp's threads wait for each "
-            "other at every step, and one sharing a CPU would hold up the rest.")
+    return (f"Other work wanted about {stats.others_cpus:.1f} of this machine's CPUs, so llama.cpp ran this "
+            f"reply on {count(stats.threads, 'thread')} of {stats.threads_most} for some or all of it: its "
+            "threads wait for each other at every step, and one sharing a CPU would hold up the rest.")
 
 
 def unused_draft(stats: GenerationStats) -> str:

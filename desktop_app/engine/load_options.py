@@ -11,8 +11,8 @@ class LoadOptions:
     """How one model is loaded and run."""
 
     n_gpu_layers: int = 0
-    n_threads: int = 0         # 0: automatic, one per physical core and fewer while other programs keep
-                               # CPUs busy (threads.py); a count: that many, always
+    n_threads: int = 0         # 0: automatic, one per performance core and fewer while other work keeps
+                               # the CPUs busy (threads.py); a count: that many, always
     n_ctx: int = 4096
     n_batch: int = 512
     use_mmap: bool = False     # see backend.load_model_ptr: mmap doubles memory where weights are repacked
@@ -20,6 +20,11 @@ class LoadOptions:
     rpc_servers: tuple[str, ...] = ()  # llama.cpp RPC servers (host:port) the offloaded layers go to (rpc.py)
 
     @property
+    def automatic(self) -> bool:
+        """Whether the thread count is automatic (0, or below as llama.cpp's -t -1)."""
+        return self.n_threads <= 0
+
+    @property
     def threads(self) -> int:
-        """The thread count a load starts with (automatic: the physical cores)."""
-        return self.n_threads if self.n_threads > 0 else physical_cores()
+        """The thread count a load starts with (automatic: llama.cpp's default, threads.physical_cores)."""
+        return physical_cores() if self.automatic else self.n_threads

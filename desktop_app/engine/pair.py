@@ -50,8 +50,6 @@ class ModelPair:
                 raise IncompatiblePair(f"{os.path.basename(draft_path)} cannot draft for "
                                        f"{os.path.basename(target_path)}: {verdict.reason}")
         draft_options = draft_options or target_options
-        follow_load = not target_options.n_threads           # automatic threads (threads.py) ...
-        others = OthersLoad() if follow_load else None        # ... look at the load over the loading time
         override = _repack_override(target_options, draft_options)
         repack = decide(override, probe=False)
         if repack is None:                       # the first model on this machine: the CPU probe runs
@@ -86,8 +84,9 @@ class ModelPair:
                 if obj is not None:
                     obj.close()
             raise
-        threads = ThreadCount([target_ctx, draft_ctx], target_options.threads, follow_load, others)
-        threads.adjust(force=True)                           # (calibration times the count replies start on)
+        threads = ThreadCount([target_ctx, draft_ctx], target_options.threads, _others_load(target_options,
+                                                                                        draft_options))
+        threads.look_quietly()                               # (calibration times the count replies start on)
         pair = cls(target, target_ctx, draft, draft_ctx, repack, threads)
         if progress:
             progress("measuring", 1.0)
@@ -157,6 +156,17 @@ class ModelPair:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _others_load(*options: LoadOptions) -> OthersLoad | None:
+    """What automatic threads follow (threads.py), where every model's count is automatic; None where
+    a count was set, or psutil cannot read the machine's counters."""
+    if not all(o.automatic for o in options):
+        return None
+    try:
+        return OthersLoad()
+    except Exception:
+        return None
 
 
 def _repack_override(*options: LoadOptions) -> bool | None:

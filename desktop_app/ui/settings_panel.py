@@ -2,7 +2,6 @@
 ui/spec_bar.py); context size, threads, GPU layers and weight repacking reload the models."""
 from __future__ import annotations
 
-
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QLabel, QPlainTextEdit,
                                QPushButton, QSpinBox, QVBoxLayout, QWidget)
@@ -84,10 +83,10 @@ class SettingsPanel(QWidget):
                               "becomes 256). More needs more memory.")
         self.n_threads = _spin(0, 256, 0)
         self.n_threads.setSpecialValueText("automatic")
-        self.n_threads.setToolTip("Threads llama.cpp runs on. Automatic: one per physical core, and one fewer "
-                                  "for each CPU other programs keep busy (its threads wait for each other at "
-                                  "every step, so one that shares a CPU holds up the rest). A number: that "
-                                  "many, always.")
+        self.n_threads.setToolTip("Threads llama.cpp runs on. Automatic: one per performance core (llama.cpp's "
+                                  "default), fewer while other work keeps the CPUs busy (its threads wait for "
+                                  "each other at every step, so one that shares a CPU holds up the rest). A "
+                                  "number: that many, always.")
         self.ngl = _spin(0, 999, 0)
         self.ngld = _spin(0, 999, 0)
         form.addRow(LOADING_LABELS["n_ctx"], self.n_ctx)

@@ -62,7 +62,7 @@ class Reply:
     model_offered: bool = False          # auto mode weighed the draft model in some round
     model_drafted: bool = False          # ... and chose it in some round
     threads: int = 0                     # the fewest threads it ran on (threads.py) ...
-    others_cpus: float | None = None     # ... and the most CPUs other work wanted at a look during it
+    others_cpus: float | None = None     # ... and the most CPUs other work used at a look during it
     t_recorded: float = 0.0              # when the last round was recorded (at first: the prompt read): the
                                          # next round's time runs from there, so the rounds' times add up to the
                                          # reply's (a round's token events and the bookkeeping between rounds are

@@ -172,7 +172,8 @@ class GenerationStats:
     remote: str = ""                  # "llama-server": rounds rebuilt from its timings (no split, no costs)
     threads: int = 0                  # the fewest threads llama.cpp ran the reply on (0: not recorded) ...
     threads_most: int = 0             # ... of at most this many (fewer while other work kept the CPUs busy)
-    others_cpus: float | None = None  # the most CPUs other work wanted at a look during the reply (threads.py)
+    others_cpus: float | None = None  # the most CPUs other work used at a look during the reply, as the thread
+                                      # count's rule works it out (threads._wanted)
     verify_s_by_batch: dict[int, float] = field(default_factory=dict)  # the pair's measured verify pass
                                       # seconds per batch size when the reply ended (auto mode's costs)
 

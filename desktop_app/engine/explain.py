@@ -89,7 +89,7 @@ def fewer_threads(stats: GenerationStats) -> str:
     wanted the CPUs (threads.py); "" where it did not."""
     if not stats.n_tokens or not 0 < stats.threads < stats.threads_most or stats.others_cpus is None:
         return ""
-    return (f"Other work wanted about {stats.others_cpus:.1f} of this machine's CPUs, so llama.cpp ran this "
+    return (f"Other work was using about {stats.others_cpus:.1f} of this machine's CPUs, so llama.cpp ran this "
             f"reply on {count(stats.threads, 'thread')} of {stats.threads_most} for some or all of it: its "
             "threads wait for each other at every step, and one sharing a CPU would hold up the rest.")
 

@@ -236,7 +236,8 @@ class ThreadCount:
         self.most = self.current = most
         self._others = others
         self._n_cpus = n_cpus or cpus()
-        self.others: float | None = None     # CPUs other work wanted at the last look
+        self.others: float | None = None     # CPUs other work wanted at the last look (_wanted: what
+                                             # fitting worked out from the reading, and the panel says)
         self._checked = time.monotonic()
 
     @property
@@ -269,9 +270,9 @@ class ThreadCount:
             return
         if others is None:
             return
-        self.others = others
-        wanted = fitting(self.current, self.most, others, self._n_cpus)
-        if wanted != self.current:
+        self.others = _wanted(self.current, others, self._n_cpus)
+        count = fitting(self.current, self.most, others, self._n_cpus)
+        if count != self.current:
             for ctx in self.contexts:
-                ctx.set_threads(wanted)
-            self.current = wanted
+                ctx.set_threads(count)
+            self.current = count

@@ -38,6 +38,9 @@ more on a GPU and several times more on a CPU, and each draft step costs <b>c</b
 <b>Predicted (cost model)</b> is what the measured costs and α predict. <b>Does it pay?</b> draws the
 prediction for every γ. Below 1.0× speculation is slower here, and the panel says so: try Auto, a
 shorter γ, or Speculate off.</p>
+<p>Other programs busy on the CPUs slow every pass: llama.cpp's threads wait for each other at every
+step. With Settings ▸ Threads at automatic, a reply runs on fewer threads while they are, and the
+panel's sentence ends by saying so.</p>
 """
 
 

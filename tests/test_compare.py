@@ -311,8 +311,8 @@ def test_the_compare_button_shows_both_runs_side_by_side(qtbot, window, test_mod
         result, off=dataclasses.replace(result.off, stats=dataclasses.replace(result.off.stats, threads=1, threads_most=2)),
         on=dataclasses.replace(result.on, stats=dataclasses.replace(on_stats, threads=2, threads_most=2)))
     dialog.show_result(busy)
-    assert ("llama.cpp ran on fewer threads for some of this compare (at fewest 1 without speculation and 2 "
-            "with, of 2): the two runs may not be like for like") in dialog.speedup.text()
+    assert ("llama.cpp ran on fewer threads for some of this compare (without speculation 1 thread of 2, with "
+            "it 2 threads): the two runs are not like for like") in dialog.speedup.text()
     dialog.show_result(result)
     # one speed-up in the dialog: the table's is the summary's (not each run's against a plain rate timed apart)
     assert dialog.cells["vs_off"]["off"].text() == "1.00×" and dialog.cells["vs_off"]["on"].text() == f"{result.speedup:.2f}×"

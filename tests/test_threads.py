@@ -106,37 +106,59 @@ def test_a_pair_loaded_with_automatic_threads_follows_the_load_and_one_with_a_co
     with ModelPair.load(test_model_path, None, LoadOptions(n_ctx=256, n_threads=1)) as fixed:
         threads = fixed.decoder.threads
         assert not threads.follow_load and threads.most == threads.current == 1
-        assert fixed.target_ctx.n_threads == 1
-        assert threads.adjust(force=True) == 1 and threads.others is None   # (never looks)
+        assert threads.adjust(force=True) == 1 == fixed.target_ctx.n_threads    # (looks, and keeps the count)
 
 
-def test_a_reply_runs_on_one_thread_fewer_while_a_cpu_is_busy_with_that_counts_costs(pair):
+def test_a_reply_runs_on_one_thread_fewer_while_a_cpu_is_busy_with_that_counts_costs(pair, monkeypatch):
     """The count others call for is set on the context before the reply's first pass, with costs of its
     own; the reply's statistics and the panel's sentence say it; the next reply on a quiet machine has
-    the count, and its costs, back."""
-    wanted = []
+    the count, and its costs, back. A reply whose count changed midway says its comparison with plain
+    decoding mixes two counts; a count the user set stays, and the sentence says what automatic would
+    have run."""
+    readings = [1.0]
     saved = pair.decoder.threads
-    pair.decoder.threads = ThreadCount([pair.target_ctx], 2, others=lambda threads, cpus: wanted[-1], n_cpus=2)
+
+    def threads(follow=True):
+        return ThreadCount([pair.target_ctx], 2, others=lambda t, cpus: readings[0] if len(readings) == 1
+                           else readings.pop(0), n_cpus=2, follow=follow)
+
+    pair.decoder.threads = threads()
     pair.target_ctx.set_threads(2)
-    pair.decoder._follow_threads(type("Reply", (), {"threads": 0, "others_cpus": None})())
+    pair.decoder._follow_threads(type("Reply", (), {"threads": 0, "threads_last": 0, "threads_mixed": False,
+                                                    "threads_suggested": 0, "others_cpus": None})())
     two = pair.decoder.costs
+    prompt = prompt_tokens(pair.target)
     try:
-        prompt = prompt_tokens(pair.target)
-        wanted.append(1.0)
         _, tokens, busy = run(pair, prompt, GREEDY, max_tokens=8, enabled=False)
         assert pair.target_ctx.n_threads == 1 and pair.decoder.costs is not two
         assert pair.decoder.costs.verify_s[1] != two.verify_s[1]      # (this reply's passes, on one thread)
-        # (read 1.0 beside two spinning threads: other work got 1/3 of both CPUs, so it wanted 2/3 or more)
-        assert (busy.stats.threads, busy.stats.threads_most) == (1, 2)
-        assert busy.stats.others_cpus == pytest.approx(2 / 3)
-        assert len(tokens) == 8
-        assert ("Other work was using about 0.7 of this machine's CPUs, so llama.cpp ran this reply on 1 thread "
-                "of 2 for some or all of it") in explain(busy.stats)
-        wanted.append(0.0)
+        assert (busy.stats.threads, busy.stats.threads_most, busy.stats.others_cpus) == (1, 2, 1.0)
+        assert len(tokens) == 8 and not busy.stats.threads_mixed
+        assert ("Other work was using about 1.0 of this machine's CPUs, so llama.cpp ran this reply on 1 thread "
+                "of 2: llama.cpp's threads wait for each other") in explain(busy.stats)
+        readings[0] = 0.0
         _, _, quiet = run(pair, prompt, GREEDY, max_tokens=8, enabled=False)
         assert pair.target_ctx.n_threads == 2 and (quiet.stats.threads, quiet.stats.threads_most) == (2, 2)
         assert pair.decoder.costs is two and pair.decoder.policy.costs is two
         assert "Other work" not in explain(quiet.stats)
+        # a look every round: quiet for three rounds, then a busy CPU
+        monkeypatch.setattr("desktop_app.engine.threads.CHECK_S", 0.0)
+        readings[:] = [0.0, 0.0, 0.0, 1.0]
+        _, _, midway = run(pair, prompt, GREEDY, max_tokens=8, enabled=False)
+        assert (midway.stats.threads, midway.stats.threads_mixed) == (1, True)
+        assert ("so llama.cpp ran part of this reply on 1 thread of 2 (llama.cpp's threads wait for each other at "
+                "every step, and one sharing a CPU holds up the rest): its comparison with plain decoding mixes "
+                "steps on two thread counts, not like for like.") in explain(midway.stats)
+        # a count the user set: kept beside a busy CPU, and the sentence says what automatic would run
+        pair.decoder.threads = threads(follow=False)
+        pair.target_ctx.set_threads(2)
+        readings[:] = [1.0]
+        _, _, fixed = run(pair, prompt, GREEDY, max_tokens=8, enabled=False)
+        assert pair.target_ctx.n_threads == 2
+        assert (fixed.stats.threads, fixed.stats.threads_suggested, fixed.stats.threads_mixed) == (2, 1, False)
+        assert ("Other work was using about 1.0 of this machine's CPUs while llama.cpp ran this reply on 2 threads, "
+                "the number set (Settings ▸ Threads, or -t): llama.cpp's threads wait for each other at every step, "
+                "and one sharing a CPU holds up the rest. Automatic threads would have run 1.") in explain(fixed.stats)
     finally:
         pair.decoder.threads = saved
         pair.target_ctx.set_threads(saved.current)

@@ -77,6 +77,14 @@ def test_footer_of_a_plain_reply():
     assert footer_forms(s.to_json(), _settings(drafter="none")) == ["plain decoding · 14.1 tok/s", "14.1 tok/s"]
 
 
+def test_footer_of_a_reply_on_fewer_threads_says_so_while_it_fits():
+    """(A reply slowed by other work looked like any other in the chat: a new user's try.)"""
+    s = _stats(n_drafted=0, n_accepted=0, mean_drafted=None, acceptance_rate=None, tokens_per_s=20.4,
+               threads=1, threads_most=2, others_cpus=1.0)
+    assert footer_forms(s.to_json(), _settings(drafter="none")) == [
+        "plain decoding · 20.4 tok/s on 1 thread of 2", "plain decoding · 20.4 tok/s", "20.4 tok/s"]
+
+
 def test_footer_of_a_prompt_lookup_reply():
     s = _stats(n_drafted=20, n_accepted=15)
     text = footer_text(s.to_json(), _settings(drafter="lookup", draft_max=6))

@@ -19,6 +19,7 @@ from typing import Callable
 from desktop_app.chat.history import ConversationInfo
 from desktop_app.chat.rules import user_positions
 from desktop_app.chat.session import ChatSession, ContextOverflow, GenerationOptions
+from desktop_app.counts import count
 from desktop_app.engine.events import FinishEvent, GenerationStats, RoundEvent, StopReason, TokenEvent
 from desktop_app.engine.sampling import SamplingParams
 from desktop_app.engine.settings import Controls, SpecSettings
@@ -100,10 +101,10 @@ class CompareResult:
             return ("No draft was kept, so speculation cannot have made this reply faster: the difference is "
                     "other work on the machine during one run. `tandem bench` repeats runs.")
         off = self.off.stats
-        if on.threads != off.threads or (on.threads or 0) < on.threads_most:
+        if on.threads != off.threads or on.threads_mixed or off.threads_mixed:
             return ("Other work kept the CPUs busy, so llama.cpp ran on fewer threads for some of this compare "
-                    f"(at fewest {off.threads} without speculation and {on.threads} with, of {on.threads_most}): "
-                    "the two runs may not be like for like. `tandem bench` holds the thread count.")
+                    f"(without speculation {_threads(off)}, with it {_threads(on)}): the two runs are not like "
+                    "for like. `tandem bench` holds the thread count.")
         shorter = min(len(self.on.tokens), len(self.off.tokens))
         if shorter < SHORT_RUN and abs(s - 1) > NOISE - 1:
             return (f"One short run each ({shorter} tokens): other work on the machine can move a difference "
@@ -116,6 +117,13 @@ class CompareResult:
         if not (self.off.finished and self.on.finished and self.on.stats.t_total_s):
             return None
         return self.off.stats.t_total_s / self.on.stats.t_total_s
+
+
+def _threads(stats: GenerationStats) -> str:
+    """A run's thread count, as Compare's caveat says it: "2 threads", "1 of 2 for part of it"."""
+    if stats.threads_mixed:
+        return f"{stats.threads} of {stats.threads_most} for part of it"
+    return f"{count(stats.threads, 'thread')}" + (f" of {stats.threads_most}" if stats.threads < stats.threads_most else "")
 
 
 def compare_prompt(session: ChatSession, conversation: ConversationInfo) -> list[int]:

@@ -75,8 +75,11 @@ def footer_forms(stats: dict | GenerationStats | None, settings: dict | None, st
     if not s.n_tokens:                                  # stopped before its first token, or that token ended it
         return [f"{label} · nothing was written"]
     speed = rate_text(s.tokens_per_s)
+    fewer = f"{speed} on {count(s.threads, 'thread')} of {s.threads_most}" \
+        if 0 < s.threads < s.threads_most else speed     # (other work busy, threads.py: a slowed reply looked
+                                                         # like any other in the chat, a new user's try)
     if (label == DRAFTER_LABELS["none"] or s.remote) and not s.n_drafted:
-        return [f"{label} · {speed}", speed]
+        return list(dict.fromkeys([f"{label} · {fewer}", f"{label} · {speed}", speed]))
     mean = f"{s.mean_drafted:.1f}" if s.mean_drafted is not None else "–"
     gamma, gamma_short = "", ""
     if not s.n_drafted:                                 # every round a plain step: no γ, nothing kept
@@ -93,8 +96,8 @@ def footer_forms(stats: dict | GenerationStats | None, settings: dict | None, st
     kept = f"{s.n_accepted}/{s.n_drafted} drafted kept" if s.n_drafted else ""
     measured = s.measured_speedup
     times = f"{measured:.2f}× plain" if measured is not None else ""
-    forms = [(label, gamma, kept, speed, times + " (measured)" if times else ""),
-             (label, gamma_short, kept, speed, times),
+    forms = [(label, gamma, kept, fewer, times + " (measured)" if times else ""),
+             (label, gamma_short, kept, fewer, times),
              (label, kept, speed, times),
              (label, speed, times),
              (speed, times)]

@@ -61,8 +61,11 @@ class Reply:
     stop: Callable[[], bool] = lambda: False   # whether the reply was cancelled (checked inside long passes)
     model_offered: bool = False          # auto mode weighed the draft model in some round
     model_drafted: bool = False          # ... and chose it in some round
-    threads: int = 0                     # the fewest threads it ran on (threads.py) ...
-    others_cpus: float | None = None     # ... and the most CPUs other work used at a look during it
+    threads: int = 0                     # the fewest threads it ran on (threads.py), ...
+    threads_last: int = 0                # ... the count of its last round ...
+    threads_mixed: bool = False          # ... and whether the count changed during it
+    threads_suggested: int = 0           # the fewest automatic threads would have run (a set count's replies)
+    others_cpus: float | None = None     # the most CPUs other work used at a look during it
     t_recorded: float = 0.0              # when the last round was recorded (at first: the prompt read): the
                                          # next round's time runs from there, so the rounds' times add up to the
                                          # reply's (a round's token events and the bookkeeping between rounds are
@@ -180,10 +183,13 @@ class SpeculativeDecoder:
         single-token pass is memory-bound and a batch is not, so one thread fewer changes their ratios,
         on which auto's choices rest. A count met for the first time starts from the costs in use, which
         its own rounds then correct; a count met again has its own back."""
-        n = self.threads.adjust(force)
-        reply.threads = min(reply.threads or n, n)
-        if self.threads.others is not None:
-            reply.others_cpus = max(reply.others_cpus or 0.0, self.threads.others)
+        threads = self.threads
+        n = threads.adjust(force)
+        reply.threads_mixed |= bool(reply.threads) and n != reply.threads_last
+        reply.threads, reply.threads_last = min(reply.threads or n, n), n
+        reply.threads_suggested = min(reply.threads_suggested or threads.suggested, threads.suggested)
+        if threads.others is not None:
+            reply.others_cpus = max(reply.others_cpus or 0.0, threads.others)
         if self.costs is not self._costs_by_count.get(n):
             self.costs = self._costs_by_count.setdefault(n, copy.deepcopy(self.costs))
             self.policy.costs = self.costs
@@ -368,6 +374,7 @@ class SpeculativeDecoder:
                                       (reply.t_first or t_end) - reply.t_start, reason.value, self.costs)
         stats.t_catch_up_s = reply.t_catch_up_s
         stats.threads, stats.threads_most, stats.others_cpus = reply.threads, self.threads.most, reply.others_cpus
+        stats.threads_mixed, stats.threads_suggested = reply.threads_mixed, reply.threads_suggested
         step, single = self.costs.draft_step_s.get("model"), self.costs.verify_cost(1)
         if reply.model_offered and not reply.model_drafted and step and single:
             stats.unused_draft_c = step / single

@@ -172,8 +172,9 @@ class GenerationStats:
     remote: str = ""                  # "llama-server": rounds rebuilt from its timings (no split, no costs)
     threads: int = 0                  # the fewest threads llama.cpp ran the reply on (0: not recorded) ...
     threads_most: int = 0             # ... of at most this many (fewer while other work kept the CPUs busy)
-    others_cpus: float | None = None  # the most CPUs other work used at a look during the reply, as the thread
-                                      # count's rule works it out (threads._wanted)
+    threads_mixed: bool = False       # the count changed during the reply (its steps ran on two counts)
+    threads_suggested: int = 0        # the fewest automatic threads would have run (a count the user set)
+    others_cpus: float | None = None  # the most CPUs other work used at a look during the reply (threads.py)
     verify_s_by_batch: dict[int, float] = field(default_factory=dict)  # the pair's measured verify pass
                                       # seconds per batch size when the reply ended (auto mode's costs)
 
@@ -196,7 +197,9 @@ class GenerationStats:
             if key not in cls.__dataclass_fields__:
                 continue
             default = getattr(defaults, key)
-            if isinstance(default, str):
+            if isinstance(default, bool):
+                ok = isinstance(value, bool)
+            elif isinstance(default, str):
                 ok = isinstance(value, str)
             elif isinstance(default, list):
                 ok = isinstance(value, list)

@@ -85,13 +85,25 @@ def explain(stats: GenerationStats) -> str:
 
 
 def fewer_threads(stats: GenerationStats) -> str:
-    """That the reply ran on fewer threads than it may use, for some or all of it, because other work
-    wanted the CPUs (threads.py); "" where it did not."""
-    if not stats.n_tokens or not 0 < stats.threads < stats.threads_most or stats.others_cpus is None:
+    """What other work on the CPUs did to the reply (threads.py): automatic threads ran it on fewer, for
+    all of it or, mixing two counts in its comparison with plain decoding, for part; or a count the
+    user set ran it on more than automatic would have (beside one busy CPU, two threads crawled at 1.2
+    tok/s in the window, a new user's try). "" where other work did neither."""
+    if not stats.n_tokens or stats.others_cpus is None or not stats.threads:
         return ""
-    return (f"Other work was using about {stats.others_cpus:.1f} of this machine's CPUs, so llama.cpp ran this "
-            f"reply on {count(stats.threads, 'thread')} of {stats.threads_most} for some or all of it: its "
-            "threads wait for each other at every step, and one sharing a CPU would hold up the rest.")
+    busy = f"Other work was using about {stats.others_cpus:.1f} of this machine's CPUs"
+    wait = "llama.cpp's threads wait for each other at every step, and one sharing a CPU holds up the rest"
+    if stats.threads < stats.threads_most:
+        if stats.threads_mixed:
+            return (f"{busy}, so llama.cpp ran part of this reply on {count(stats.threads, 'thread')} of "
+                    f"{stats.threads_most} ({wait}): its comparison with plain decoding mixes steps on two "
+                    "thread counts, not like for like.")
+        return f"{busy}, so llama.cpp ran this reply on {count(stats.threads, 'thread')} of {stats.threads_most}: {wait}."
+    if 0 < stats.threads_suggested < stats.threads:
+        return (f"{busy} while llama.cpp ran this reply on {count(stats.threads, 'thread')}, the number set "
+                f"(Settings ▸ Threads, or -t): {wait}. Automatic threads would have run "
+                f"{stats.threads_suggested}.")
+    return ""
 
 
 def unused_draft(stats: GenerationStats) -> str:

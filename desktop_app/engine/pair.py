@@ -84,8 +84,8 @@ class ModelPair:
                 if obj is not None:
                     obj.close()
             raise
-        threads = ThreadCount([target_ctx, draft_ctx], target_options.threads, _others_load(target_options,
-                                                                                        draft_options))
+        threads = ThreadCount([target_ctx, draft_ctx], target_options.threads, _others_load(),
+                              follow=target_options.automatic and draft_options.automatic)
         threads.look_quietly()                               # (calibration times the count replies start on)
         pair = cls(target, target_ctx, draft, draft_ctx, repack, threads)
         if progress:
@@ -158,11 +158,9 @@ class ModelPair:
         self.close()
 
 
-def _others_load(*options: LoadOptions) -> OthersLoad | None:
-    """What automatic threads follow (threads.py), where every model's count is automatic; None where
-    a count was set, or psutil cannot read the machine's counters."""
-    if not all(o.automatic for o in options):
-        return None
+def _others_load() -> OthersLoad | None:
+    """The load automatic threads follow (threads.py), and a set count's replies are told of; None
+    where psutil cannot read the machine's counters."""
     try:
         return OthersLoad()
     except Exception:

@@ -228,25 +228,27 @@ def fitting(current: int, most: int, reading: float, n_cpus: int) -> int:
 
 class ThreadCount:
     """The thread count of a pair's contexts. `most`: the count to start with and never exceed;
-    `others`: the load to follow (None: the count stays `most`)."""
+    `others`: the load to look at (None: none); `follow`: whether the count follows it (automatic) or
+    stays `most` (a count the user set: the looks then only say what automatic would run)."""
 
     def __init__(self, contexts: Sequence, most: int, others: OthersLoad | None = None,
-                 n_cpus: int | None = None):
+                 n_cpus: int | None = None, follow: bool = True):
         self.contexts = [c for c in contexts if c is not None]
-        self.most = self.current = most
+        self.most = self.current = self.suggested = most
         self._others = others
+        self._follow = follow
         self._n_cpus = n_cpus or cpus()
-        self.others: float | None = None     # CPUs other work wanted at the last look (_wanted: what
-                                             # fitting worked out from the reading, and the panel says)
+        self.others: float | None = None     # CPUs other work used at the last look: the reading, at most
+                                             # every CPU (beside threads that spin, scaled as OthersLoad does)
         self._checked = time.monotonic()
 
     @property
     def follow_load(self) -> bool:
-        return self._others is not None
+        return self._follow and self._others is not None
 
     def adjust(self, force: bool = False) -> int:
         """Look at the load if CHECK_S passed since the last look (or `force`), and set the count it
-        calls for on every context. Returns the count in use."""
+        calls for on every context where the count follows it. Returns the count in use."""
         if self._others is not None and (force or time.monotonic() - self._checked >= CHECK_S):
             self._look(lambda: self._others(self.current, self._n_cpus))
         return self.current
@@ -254,9 +256,9 @@ class ThreadCount:
     def look_quietly(self) -> int:
         """Look at the load over QUIET_S of this process doing nothing (a load's, before calibration:
         the weights' reading, and on another OS the CPU probe, would count as other work)."""
-        if self._others is not None:
+        if self.follow_load:
             self._look(self._others.mark)            # (a reading to start from)
-        if self._others is not None:
+        if self.follow_load:
             time.sleep(QUIET_S)
             self._look(lambda: self._others(self.current, self._n_cpus, QUIET_S))
         return self.current
@@ -270,9 +272,9 @@ class ThreadCount:
             return
         if others is None:
             return
-        self.others = _wanted(self.current, others, self._n_cpus)
-        count = fitting(self.current, self.most, others, self._n_cpus)
-        if count != self.current:
+        self.others = min(others, float(self._n_cpus))
+        self.suggested = fitting(self.current, self.most, others, self._n_cpus)
+        if self._follow and self.suggested != self.current:
             for ctx in self.contexts:
-                ctx.set_threads(count)
-            self.current = count
+                ctx.set_threads(self.suggested)
+            self.current = self.suggested

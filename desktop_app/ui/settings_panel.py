@@ -86,7 +86,8 @@ class SettingsPanel(QWidget):
         self.n_threads.setToolTip("Threads llama.cpp runs on. Automatic: one per performance core (llama.cpp's "
                                   "default), fewer while other work keeps the CPUs busy (its threads wait for "
                                   "each other at every step, so one that shares a CPU holds up the rest). A "
-                                  "number: that many, always.")
+                                  "number: that many, always, however busy the CPUs; 0, or the arrow down "
+                                  "to the bottom, is automatic again.")
         self.ngl = _spin(0, 999, 0)
         self.ngld = _spin(0, 999, 0)
         form.addRow(LOADING_LABELS["n_ctx"], self.n_ctx)

@@ -395,7 +395,11 @@ class SpecPanel(QWidget):
         m = s.measured_speedup
         L["vs_plain"].setText(measured_text(s), f"{m:.2f}× of {rate_text(s.plain_tokens_per_s)}" if m else "")
         rounds = f" in {count(s.n_rounds, 'round')}" if s.n_rounds else ""     # (a llama-server's are untimed)
-        L["tokens"].setText(f"{s.n_tokens}{rounds} (first after {1000 * s.ttft_s:.0f} ms)")
+        first = f"{s.ttft_s:.2f} s" if s.ttft_s >= 1 else f"{1000 * s.ttft_s:.0f} ms"
+        # (the compact form keeps the first token's time where the panel is narrow: a long sentence below
+        # gives it a scroll bar, and "(…)" stood for it on every busy machine's reply, a new user's try)
+        L["tokens"].setText(f"{s.n_tokens}{rounds} (first after {first})",
+                            f"{s.n_tokens} in {s.n_rounds} (first {first})" if s.n_rounds else "")
         if s.n_drafted:
             self._show_drafts(s)
             L["c"].setText("–" if s.c is None else "none (copies only)" if s.c == 0

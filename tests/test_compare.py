@@ -313,6 +313,15 @@ def test_the_compare_button_shows_both_runs_side_by_side(qtbot, window, test_mod
     dialog.show_result(busy)
     assert ("llama.cpp ran on fewer threads for some of this compare (without speculation 1 thread of 2, with "
             "it 2 threads): the two runs are not like for like") in dialog.speedup.text()
+
+    def threads(n, mixed=False):
+        return {run: dataclasses.replace(getattr(result, run), stats=dataclasses.replace(
+            getattr(result, run).stats, threads=n, threads_most=2, threads_mixed=mixed and run == "on"))
+            for run in ("off", "on")}
+
+    assert "fewer threads" not in dataclasses.replace(result, **threads(1)).caveat   # (both alike: one thread)
+    assert "(without speculation 1 thread of 2, with it 1 thread of 2 for part of it)" in \
+        dataclasses.replace(result, **threads(1, mixed=True)).caveat
     dialog.show_result(result)
     # one speed-up in the dialog: the table's is the summary's (not each run's against a plain rate timed apart)
     assert dialog.cells["vs_off"]["off"].text() == "1.00×" and dialog.cells["vs_off"]["on"].text() == f"{result.speedup:.2f}×"

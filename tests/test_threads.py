@@ -3,10 +3,12 @@ busy (engine/threads.py), and a count the user set kept as it is."""
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
-from desktop_app.engine.explain import explain
+from desktop_app.engine.events import GenerationStats
+from desktop_app.engine.explain import explain, fewer_threads
 from desktop_app.engine.load_options import LoadOptions
 from desktop_app.engine.pair import ModelPair
 from desktop_app.engine.sampling import GREEDY
@@ -103,10 +105,31 @@ def test_a_pair_loaded_with_automatic_threads_follows_the_load_and_one_with_a_co
     threads = pair.decoder.threads
     assert threads.follow_load and threads.most == physical_cores()
     assert pair.target_ctx.n_threads == threads.current <= threads.most
-    with ModelPair.load(test_model_path, None, LoadOptions(n_ctx=256, n_threads=1)) as fixed:
+    with ModelPair.load(test_model_path, None, LoadOptions(n_ctx=256, n_threads=2)) as fixed:
         threads = fixed.decoder.threads
-        assert not threads.follow_load and threads.most == threads.current == 1
-        assert threads.adjust(force=True) == 1 == fixed.target_ctx.n_threads    # (looks, and keeps the count)
+        assert not threads.follow_load and threads.most == threads.current == 2
+        threads._others = lambda t, cpus: 2.0                 # (both CPUs busy beside it)
+        threads._n_cpus, threads.automatic = 2, 2
+        assert threads.adjust(force=True) == 2 == fixed.target_ctx.n_threads    # (looks, and keeps the count)
+        assert threads.others == 2.0 and threads.suggested == 1
+    with ModelPair.load(test_model_path, None, LoadOptions(n_ctx=256, n_gpu_layers=1)) as offloaded:
+        assert not offloaded.decoder.threads.follow_load            # (layers on a GPU: nothing to follow)
+        assert offloaded.decoder.threads.adjust(force=True) == offloaded.decoder.threads.most
+        assert offloaded.decoder.threads.others is None
+
+
+def test_what_a_reply_says_of_threads_and_where_it_says_nothing():
+    base = GenerationStats(n_tokens=10, tokens_per_s=20.0, n_rounds=10)
+    quiet_set = replace(base, threads=8, threads_most=8, threads_suggested=8, others_cpus=0.0)
+    assert fewer_threads(quiet_set) == ""                            # a set count on a quiet machine
+    near = replace(base, threads=2, threads_most=2, threads_suggested=1, others_cpus=0.6)
+    assert fewer_threads(near) == ""                                 # (near the edge either count is as fast)
+    assert fewer_threads(replace(near, others_cpus=1.0)).endswith("Automatic threads would have run 1.")
+    assert fewer_threads(replace(base, threads=0, others_cpus=1.0)) == ""   # a llama-server's reply
+    assert fewer_threads(replace(base, threads=2, threads_most=2, others_cpus=None)) == ""
+    stored = GenerationStats.from_json(replace(base, threads=1, threads_most=2, threads_mixed=True).to_json())
+    assert stored.threads_mixed is True
+    assert GenerationStats.from_json({"threads_mixed": 1}).threads_mixed is False   # (not a bool: left out)
 
 
 def test_a_reply_runs_on_one_thread_fewer_while_a_cpu_is_busy_with_that_counts_costs(pair, monkeypatch):
@@ -148,7 +171,7 @@ def test_a_reply_runs_on_one_thread_fewer_while_a_cpu_is_busy_with_that_counts_c
         assert (midway.stats.threads, midway.stats.threads_mixed) == (1, True)
         assert ("so llama.cpp ran part of this reply on 1 thread of 2 (llama.cpp's threads wait for each other at "
                 "every step, and one sharing a CPU holds up the rest): its comparison with plain decoding mixes "
-                "steps on two thread counts, not like for like.") in explain(midway.stats)
+                "steps on more than one thread count, not like for like.") in explain(midway.stats)
         # a count the user set: kept beside a busy CPU, and the sentence says what automatic would run
         pair.decoder.threads = threads(follow=False)
         pair.target_ctx.set_threads(2)

@@ -83,6 +83,10 @@ def test_footer_of_a_reply_on_fewer_threads_says_so_while_it_fits():
                threads=1, threads_most=2, others_cpus=1.0)
     assert footer_forms(s.to_json(), _settings(drafter="none")) == [
         "plain decoding · 20.4 tok/s on 1 thread of 2", "plain decoding · 20.4 tok/s", "20.4 tok/s"]
+    drafted = _stats(threads=1, threads_most=2, threads_mixed=True)
+    forms = footer_forms(drafted.to_json(), _settings())
+    assert forms[0] == "draft model · γ 4 · 46/76 drafted kept · 13.3 tok/s on 1 thread of 2 for part of it · 1.53× plain (measured)"
+    assert " thread" in forms[1] and not any(" thread" in f for f in forms[2:])
 
 
 def test_footer_of_a_prompt_lookup_reply():

@@ -122,7 +122,7 @@ class CompareResult:
 def _threads(stats: GenerationStats) -> str:
     """A run's thread count, as Compare's caveat says it: "2 threads", "1 of 2 for part of it"."""
     if stats.threads_mixed:
-        return f"{stats.threads} of {stats.threads_most} for part of it"
+        return f"{count(stats.threads, 'thread')} of {stats.threads_most} for part of it"
     return f"{count(stats.threads, 'thread')}" + (f" of {stats.threads_most}" if stats.threads < stats.threads_most else "")
 
 

@@ -75,7 +75,7 @@ def footer_forms(stats: dict | GenerationStats | None, settings: dict | None, st
     if not s.n_tokens:                                  # stopped before its first token, or that token ended it
         return [f"{label} · nothing was written"]
     speed = rate_text(s.tokens_per_s)
-    fewer = f"{speed} on {count(s.threads, 'thread')} of {s.threads_most}" \
+    fewer = f"{speed} on {count(s.threads, 'thread')} of {s.threads_most}{' for part of it' if s.threads_mixed else ''}" \
         if 0 < s.threads < s.threads_most else speed     # (other work busy, threads.py: a slowed reply looked
                                                          # like any other in the chat, a new user's try)
     if (label == DRAFTER_LABELS["none"] or s.remote) and not s.n_drafted:

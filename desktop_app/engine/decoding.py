@@ -147,7 +147,7 @@ class SpeculativeDecoder:
                       stop=lambda: controls.cancelled)
         if not reply.tokens:
             raise ValueError("the prompt is empty")
-        self._follow_threads(reply, force=True)
+        self._follow_threads(None, force=True)       # (the prompt's pass runs on it; the reply counts its rounds')
         refused = self._prefill(reply, controls)
         if refused is not None:
             yield refused
@@ -178,18 +178,19 @@ class SpeculativeDecoder:
             if (yield from self._commit(reply, drafter, proposal, judgement, times, max_tokens)):
                 return
 
-    def _follow_threads(self, reply: Reply, force: bool = False) -> None:
+    def _follow_threads(self, reply: Reply | None, force: bool = False) -> None:
         """The thread count the machine's load calls for (threads.py), with the costs measured at it: a
         single-token pass is memory-bound and a batch is not, so one thread fewer changes their ratios,
         on which auto's choices rest. A count met for the first time starts from the costs in use, which
         its own rounds then correct; a count met again has its own back."""
         threads = self.threads
         n = threads.adjust(force)
-        reply.threads_mixed |= bool(reply.threads) and n != reply.threads_last
-        reply.threads, reply.threads_last = min(reply.threads or n, n), n
-        reply.threads_suggested = min(reply.threads_suggested or threads.suggested, threads.suggested)
-        if threads.others is not None:
-            reply.others_cpus = max(reply.others_cpus or 0.0, threads.others)
+        if reply is not None:                          # (what a reply's rounds ran on)
+            reply.threads_mixed |= bool(reply.threads) and n != reply.threads_last
+            reply.threads, reply.threads_last = min(reply.threads or n, n), n
+            reply.threads_suggested = min(reply.threads_suggested or threads.suggested, threads.suggested)
+            if threads.others is not None:
+                reply.others_cpus = max(reply.others_cpus or 0.0, threads.others)
         if self.costs is not self._costs_by_count.get(n):
             self.costs = self._costs_by_count.setdefault(n, copy.deepcopy(self.costs))
             self.policy.costs = self.costs

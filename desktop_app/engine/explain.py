@@ -13,6 +13,8 @@ from desktop_app.engine.costs import CostModel
 from desktop_app.engine.events import GenerationStats, StopReason
 
 PAYS, COSTS = 1.05, 0.95     # measured speed-ups at or beyond which speculation pays / costs time
+SET_COUNT_BUSY = 0.9          # CPUs of other work past which a set thread count's reply says what automatic would
+                             # run (near the edge, two threads were as fast as one: docs/performance.md)
 BUSY_CHECK = 1.25            # a check of k tokens never costs k single passes on a steady machine (the cost
                              # model caps it there, costs.verify_cost): past this many times that, other
                              # work slowed the checks (a user's try: 133× a single pass for 9.6 tokens)
@@ -96,10 +98,10 @@ def fewer_threads(stats: GenerationStats) -> str:
     if stats.threads < stats.threads_most:
         if stats.threads_mixed:
             return (f"{busy}, so llama.cpp ran part of this reply on {count(stats.threads, 'thread')} of "
-                    f"{stats.threads_most} ({wait}): its comparison with plain decoding mixes steps on two "
-                    "thread counts, not like for like.")
+                    f"{stats.threads_most} ({wait}): its comparison with plain decoding mixes steps on more "
+                    "than one thread count, not like for like.")
         return f"{busy}, so llama.cpp ran this reply on {count(stats.threads, 'thread')} of {stats.threads_most}: {wait}."
-    if 0 < stats.threads_suggested < stats.threads:
+    if 0 < stats.threads_suggested < stats.threads and stats.others_cpus >= SET_COUNT_BUSY:
         return (f"{busy} while llama.cpp ran this reply on {count(stats.threads, 'thread')}, the number set "
                 f"(Settings ▸ Threads, or -t): {wait}. Automatic threads would have run "
                 f"{stats.threads_suggested}.")

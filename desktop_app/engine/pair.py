@@ -84,8 +84,10 @@ class ModelPair:
                 if obj is not None:
                     obj.close()
             raise
-        threads = ThreadCount([target_ctx, draft_ctx], target_options.threads, _others_load(),
-                              follow=target_options.automatic and draft_options.automatic)
+        threads = ThreadCount([target_ctx, draft_ctx], target_options.threads,
+                              None if target_options.n_gpu_layers else _others_load(),
+                              follow=target_options.automatic and draft_options.automatic,
+                              automatic=LoadOptions().threads)
         threads.look_quietly()                               # (calibration times the count replies start on)
         pair = cls(target, target_ctx, draft, draft_ctx, repack, threads)
         if progress:

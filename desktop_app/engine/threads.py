@@ -35,8 +35,9 @@ chooses the most threads whose own look would not take one away again; one more 
 margin to spare, so that the count does not swing between two (a program using half a CPU made it
 swing every second, a review found). Only two CPUs were measured: on more, the rule is the same
 arithmetic, untried. The window's own drawing counts as other work: it takes CPU from the threads
-like any other. A count set by the user (-t N, Settings ▸ Threads) is never changed, nor is a count
-where psutil cannot read the counters.
+like any other. A count set by the user (-t N, Settings ▸ Threads) is never changed, but the load is
+still looked at, so that a reply can say what automatic would have run; nothing is looked at where
+layers run on a GPU, or where psutil cannot read the counters.
 """
 from __future__ import annotations
 
@@ -232,9 +233,11 @@ class ThreadCount:
     stays `most` (a count the user set: the looks then only say what automatic would run)."""
 
     def __init__(self, contexts: Sequence, most: int, others: OthersLoad | None = None,
-                 n_cpus: int | None = None, follow: bool = True):
+                 n_cpus: int | None = None, follow: bool = True, automatic: int | None = None):
         self.contexts = [c for c in contexts if c is not None]
-        self.most = self.current = self.suggested = most
+        self.most = self.current = most
+        self.automatic = automatic or most   # what automatic threads start from (a set count is compared with it)
+        self.suggested = most                # the count the load calls for: automatic's, where it is fewer
         self._others = others
         self._follow = follow
         self._n_cpus = n_cpus or cpus()
@@ -267,13 +270,19 @@ class ThreadCount:
         self._checked = time.monotonic()
         try:
             others = read()
-        except Exception:                 # (counters psutil cannot read: the count stays, for good)
-            self._others = None
+        except Exception:                 # (counters psutil cannot read: the count stays, for good, and
+            self._others = self.others = None   # nothing is said of other work)
+            self.suggested = self.most
             return
         if others is None:
             return
         self.others = min(others, float(self._n_cpus))
-        self.suggested = fitting(self.current, self.most, others, self._n_cpus)
+        if self._follow:
+            self.suggested = fitting(self.current, self.most, others, self._n_cpus)
+        else:                             # (a set count: what automatic would have dropped to from its start)
+            n, wanted = self.automatic, _wanted(self.current, others, self._n_cpus)
+            dropped = fitting(n, n, _seen_at(n, wanted, self._n_cpus), self._n_cpus)
+            self.suggested = dropped if dropped < n else self.most
         if self._follow and self.suggested != self.current:
             for ctx in self.contexts:
                 ctx.set_threads(self.suggested)

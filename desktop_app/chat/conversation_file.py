@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from desktop_app.engine.events import GenerationStats, RoundEvent
+from desktop_app.engine.events import GenerationStats, RoundEvent, int_list
 
 FORMAT = "tandem-conversation"
 VERSION = 1                     # the format's, as export_json writes it
@@ -49,7 +49,7 @@ def _message(m, n: int, earlier: bool = False) -> dict:
     out = {"role": role, "content": content,
            "status": m.get("status") if role == "assistant" and m.get("status") in ENDED
            else "interrupted" if role == "assistant" else "done",
-           "token_ids": tokens if _ints(tokens) else None,
+           "token_ids": tokens if int_list(tokens) else None,
            "settings": m.get("settings") if isinstance(m.get("settings"), dict) else None,
            "stats": m.get("stats") if _stats_ok(m.get("stats")) else None,
            "rounds": rounds if isinstance(rounds, list) and all(map(RoundEvent.record_ok, rounds)) else None,
@@ -75,10 +75,6 @@ def _stats_ok(stats) -> bool:
     and a reply then read "nothing was written" under its text: a new user's try)."""
     s = GenerationStats.from_json(stats) if isinstance(stats, dict) else None
     return s is not None and all(getattr(s, key, value) == value for key, value in stats.items())
-
-
-def _ints(value) -> bool:
-    return isinstance(value, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in value)
 
 
 def _time(value) -> float:

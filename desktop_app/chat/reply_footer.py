@@ -75,9 +75,9 @@ def footer_forms(stats: dict | GenerationStats | None, settings: dict | None, st
     if not s.n_tokens:                                  # stopped before its first token, or that token ended it
         return [f"{label} · nothing was written"]
     speed = rate_text(s.tokens_per_s)
-    fewer = f"{speed} on {count(s.threads, 'thread')} of {s.threads_most}{' for part of it' if s.threads_mixed else ''}" \
-        if 0 < s.threads < s.threads_most else speed     # (other work busy, threads.py: a slowed reply looked
-                                                         # like any other in the chat, a new user's try)
+    fewer = speed                                       # (other work busy, threads.py: a slowed reply looked
+    if 0 < s.threads < s.threads_most:                  # like any other in the chat, a new user's try)
+        fewer += f" on {count(s.threads, 'thread')} of {s.threads_most}" + (" for part of it" if s.threads_mixed else "")
     if (label == DRAFTER_LABELS["none"] or s.remote) and not s.n_drafted:
         return list(dict.fromkeys([f"{label} · {fewer}", f"{label} · {speed}", speed]))
     mean = f"{s.mean_drafted:.1f}" if s.mean_drafted is not None else "–"

@@ -279,16 +279,17 @@ def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | N
         counts = Counter(r.drafter for r in rounds)      # ("none" where a round drafted nothing)
         parts.append("auto's rounds: " + ", ".join(f"{counts[d]} {names.get(d, d)}" for d in ("model", "lookup", "none")
                                                    if d in counts))
-        why = unused_draft(s)                            # (the window's sentence says why: so does this line)
-        if why:
-            parts.append(why[0].lower() + why[1:].rstrip("."))
+        parts.append(_clause(unused_draft(s)))           # (the window's sentence says why: so does this line)
     elif s.n_drafted:
         parts.append(f"rounds: {s.n_rounds - s.n_plain_rounds} drafted, {s.n_plain_rounds} plain")
     if s.measured_speedup is not None:
         parts.append(f"measured {s.measured_speedup:.2f}x plain decoding ({rate_text(s.plain_tokens_per_s)})")
-    fewer = fewer_threads(s)                             # (the window's sentence says it too)
-    if fewer:
-        parts.append(fewer[0].lower() + fewer[1:].rstrip("."))
+    parts.append(_clause(fewer_threads(s)))              # (the window's sentence says it too)
     if finish.message:
         parts.append(finish.message)
-    print(head + "; ".join(parts), file=sys.stderr)
+    print(head + "; ".join(p for p in parts if p), file=sys.stderr)
+
+
+def _clause(sentence: str) -> str:
+    """One of the panel's sentences as a part of the summary line ("" stays "")."""
+    return sentence[:1].lower() + sentence[1:].rstrip(".")

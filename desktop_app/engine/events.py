@@ -26,6 +26,11 @@ class StopReason(str, Enum):
     CONTEXT_FULL = "context_full"
 
 
+def int_list(value) -> bool:
+    """Whether `value` is a list of ints (not bools): token ids as stored rounds and exports keep them."""
+    return isinstance(value, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in value)
+
+
 @dataclass(frozen=True)
 class RoundEvent:
     """One draft-and-verify round (or one plain step when nothing was drafted)."""
@@ -76,8 +81,7 @@ class RoundEvent:
     def record_ok(r) -> bool:
         """Whether `r` has a stored round's shape (to_record's keys, each of its type where present): what
         an imported file holds is checked before the window draws it."""
-        def ints(v):
-            return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+        ints = int_list
 
         def of(kind):
             return lambda v: isinstance(v, list) and all(isinstance(x, kind) for x in v)

@@ -121,6 +121,42 @@ def test_5000_rounds_append_and_all_stay(qtbot):
     assert bar.value() == 0 and strip.round_model.rowCount() == 5001
 
 
+def test_the_keyboard_lands_on_the_last_row_in_sight_outlines_it_and_enter_tells_the_row(qtbot):
+    """Under Xvfb the sixth Tab from the message box landed on the strip with nothing marked: Qt made the
+    first row current (out of sight after a long reply) and the next arrow key scrolled to the top."""
+    from PySide6.QtWidgets import QLineEdit, QToolTip, QVBoxLayout, QWidget
+    box = QWidget()
+    qtbot.addWidget(box)
+    layout = QVBoxLayout(box)
+    before = QLineEdit()
+    strip = RoundStrip(Colours(False))
+    layout.addWidget(before)
+    layout.addWidget(strip)
+    box.resize(420, 300)
+    box.show()
+    qtbot.waitExposed(box)
+    strip.set_rounds([make_round(i, ["a", "b", "c"], 2, ["a", "b", "x"], [A, A, C]) for i in range(60)])
+    bar = strip.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0 and bar.value() == bar.maximum())
+    unfocused = strip.viewport().grab().toImage()
+    before.setFocus()
+    qtbot.keyClick(before, Qt.Key_Tab)
+    qtbot.waitUntil(strip.hasFocus)
+    assert strip.currentIndex().row() == 59 and bar.value() == bar.maximum()
+    rect = strip.visualRect(strip.currentIndex())
+    focused = strip.viewport().grab().toImage()
+    changed = {(x, y) for x in range(0, strip.viewport().width(), 2) for y in range(0, strip.viewport().height(), 2)
+               if focused.pixel(x, y) != unfocused.pixel(x, y)}
+    assert changed and all(rect.adjusted(-1, -1, 1, 1).contains(x, y) for x, y in changed)   # that row, outlined
+    qtbot.keyClick(strip, Qt.Key_Up)
+    assert strip.currentIndex().row() == 58 and bar.value() > bar.maximum() - 3 * rect.height()
+    qtbot.keyClick(strip, Qt.Key_Return)
+    qtbot.waitUntil(QToolTip.isVisible)
+    assert QToolTip.text().startswith("round 59: draft model drafted 3, the target kept 2\n")
+    assert "draft 3 of 3 (draft model): 'c' — rejected; q = 0.600 (draft)" in QToolTip.text()
+    QToolTip.hideText()
+
+
 def test_hovering_a_chip_tells_q_p_and_the_kind(qtbot):
     strip = RoundStrip(Colours(False))
     qtbot.addWidget(strip)

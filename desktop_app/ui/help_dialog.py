@@ -29,7 +29,8 @@ round, from what it measures on this machine.</p>
 <li><b>end</b> (outlined): where the reply ended, at the model's end token or at Max tokens.</li>
 </ul>
 <p>Hover a guess for q (the draft's probability of it), p (the target's) and min(1, p/q), the
-chance it is kept when sampling.</p>
+chance it is kept when sampling. From the keyboard, Tab to the strip, move between rounds with the
+arrow keys, and press Enter for the round's guesses, each with its q and p.</p>
 <p><b>Acceptance α</b> is the chance a guess is kept when those before it were. A round of γ guesses
 then gives (1 − α<sup>γ+1</sup>) / (1 − α) tokens for one target pass. Whether that is faster
 depends on what the pass costs: checking γ + 1 tokens costs more than one single-token pass, a little

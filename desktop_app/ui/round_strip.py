@@ -7,15 +7,17 @@ struck), drafts after it (grey, struck: discarded, never judged), the target's o
 correction; blue: a bonus; grey-blue: a plain step) — and an end marker when the reply ended there.
 Whitespace is shown (space ·, newline ⏎, tab ⇥) and special tokens read as names (<|im_end|> → im_end
 in italic small capitals). Hovering a chip tells q, p and min(1, p/q), or the target token's kind.
+From the keyboard (Tab to the strip), the row in focus is outlined, the arrow keys move it and Enter
+or Space shows what hovering its label and chips would.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-from PySide6.QtCore import QAbstractListModel, QEvent, QModelIndex, QPoint, QRect, QSize, Qt
+from PySide6.QtCore import QAbstractListModel, QEvent, QItemSelectionModel, QModelIndex, QPoint, QRect, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPalette, QPen
-from PySide6.QtWidgets import QAbstractItemView, QListView, QStyledItemDelegate, QToolTip
+from PySide6.QtWidgets import QAbstractItemView, QListView, QStyle, QStyledItemDelegate, QToolTip
 
 from desktop_app.engine.events import RoundEvent
 from desktop_app.ui.follow_bottom import FollowBottom
@@ -99,6 +101,11 @@ def round_chips(r: RoundEvent) -> list[Chip]:
         what = "an end-of-generation token" if r.end == "eos" else "the token limit (max tokens)"
         chips.append(Chip(END, "", f"the reply ended here: {what}"))
     return chips
+
+
+def row_tip(r: RoundEvent) -> str:
+    """A whole row's tooltip, for the keyboard: the label's, then each chip's on a line of its own."""
+    return round_tip(r) + "".join("\n" + c.tip.replace("\n", "; ") for c in round_chips(r) if c.kind != END)
 
 
 # -- the model
@@ -276,6 +283,10 @@ class RoundDelegate(QStyledItemDelegate):
             if item.kind in (REJECTED, DISCARDED):
                 mid = item.rect.center().y() + 1
                 painter.drawLine(item.rect.left() + 2, mid, item.rect.right() - 2, mid)
+        if option.state & QStyle.State_HasFocus:          # (the keyboard's row: no selection shows it)
+            painter.setPen(QPen(option.palette.color(QPalette.Highlight), 1))
+            painter.setBrush(Qt.NoBrush)
+            painter.drawRoundedRect(option.rect.adjusted(1, 0, -2, -1), 3, 3)
         painter.restore()
 
     def tooltip_at(self, index, rect: QRect, pos: QPoint, font: QFont) -> str:
@@ -337,6 +348,26 @@ class RoundStrip(QListView):
     @property
     def following(self) -> bool:
         return self._follow.on
+
+    def focusInEvent(self, event) -> None:
+        """From the keyboard, the focus lands on the last row in sight, not on the first row (Qt's
+        choice: out of sight in a long reply, and the next arrow key scrolled to the top)."""
+        rows = self.round_model.rowCount()
+        if not self.currentIndex().isValid() and rows and event.reason() != Qt.MouseFocusReason:
+            index = self.indexAt(QPoint(self.viewport().width() // 2, self.viewport().height() - 2))
+            if not index.isValid():                       # (rows end above the bottom: the last)
+                index = self.round_model.index(rows - 1)
+            self.selectionModel().setCurrentIndex(index, QItemSelectionModel.NoUpdate)
+        super().focusInEvent(event)
+
+    def keyPressEvent(self, event) -> None:
+        index = self.currentIndex()
+        if event.key() in (Qt.Key_Return, Qt.Key_Enter, Qt.Key_Space) and index.isValid():
+            rect = self.visualRect(index)
+            QToolTip.showText(self.viewport().mapToGlobal(rect.bottomLeft()),
+                              row_tip(self.round_model.round(index.row())), self, rect)
+            return
+        super().keyPressEvent(event)
 
     def resizeEvent(self, event) -> None:
         self.round_delegate.forget_sizes()

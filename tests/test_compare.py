@@ -16,7 +16,7 @@ from desktop_app.chat.history import HistoryStore
 from desktop_app.chat.session import ChatSession, GenerationOptions
 from desktop_app.engine import GREEDY, FinishEvent, LoadOptions, ModelPair, SamplingParams, SpecSettings
 from desktop_app.engine.events import TokenEvent
-from desktop_app.engine.explain import rate_number, rate_text
+from desktop_app.engine.explain import duration_text, rate_number, rate_text
 from desktop_app.engine.process.client import EngineProcess
 
 from engine_helpers import run
@@ -287,7 +287,7 @@ def test_the_compare_button_shows_both_runs_side_by_side(qtbot, window, test_mod
     assert dialog.verdict.text().startswith("Identical texts") and f"{len(result.on.tokens)} tokens" in dialog.verdict.text()
     for c, r in (("off", result.off), ("on", result.on)):
         s = r.stats
-        assert dialog.cells["ttft"][c].text() == f"{1000 * s.ttft_s:.0f} ms"
+        assert dialog.cells["ttft"][c].text() == duration_text(s.ttft_s)
         assert dialog.cells["speed"][c].text() == rate_text(s.tokens_per_s)
         assert dialog.cells["total"][c].text() == f"{s.t_total_s:.2f} s"
         assert dialog.cells["tokens"][c].text() == str(len(r.tokens)) and len(r.tokens) > 0

@@ -9,7 +9,7 @@ from PySide6.QtCore import QPoint, Qt
 
 from desktop_app.engine.auto_policy import FIRST_PROBE
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenKind
-from desktop_app.engine.explain import explain, measured_text, predicted_text, rate_text
+from desktop_app.engine.explain import duration_text, explain, measured_text, predicted_text, rate_text
 from desktop_app.ui.main_window import MainWindow
 from desktop_app.ui.round_strip import (BONUS, CORRECTION, DISCARDED, END, KEPT, PLAIN, REJECTED, Colours,
                                         RoundStrip, round_chips, visible)
@@ -209,6 +209,19 @@ def test_rates_never_print_as_zero():
     assert rate_text(0.7) == "0.70 tok/s" and rate_text(9.944) == "9.94 tok/s" and rate_text(12.4) == "12.4 tok/s"
     assert rate_text(123.4) == "123 tok/s" and rate_text(9.996) == "10.0 tok/s" and rate_text(99.96) == "100 tok/s"
     assert rate_text(0.04) == "0.04 tok/s"
+
+
+def test_a_first_token_s_time_reads_the_same_in_the_panel_compare_and_the_cli(qtbot, capsys):
+    """The panel said "first after 2.50 s" where Compare and `tandem generate` said "2500 ms"."""
+    from desktop_app.commands.generate import _print_stats
+    from desktop_app.engine.events import FinishEvent, StopReason
+    assert duration_text(2.5) == "2.50 s" and duration_text(0.177) == "177 ms" and duration_text(0.0042) == "4.2 ms"
+    panel = SpecPanel()
+    qtbot.addWidget(panel)
+    panel.show_stats(slow_stats())
+    assert "(first after 2.50 s)" in panel.labels["tokens"].text()
+    _print_stats(FinishEvent("", (), slow_stats(), StopReason.EOS), 0, 1, [], False, None)
+    assert "first token 2.50 s" in capsys.readouterr().err
 
 
 def test_grid_and_verdict_agree_and_fit_300_px(qtbot):

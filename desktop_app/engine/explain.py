@@ -42,6 +42,14 @@ def rate_text(rate: float | None) -> str:
     return "–" if rate is None else f"{rate_number(rate)} tok/s"
 
 
+def duration_text(seconds: float) -> str:
+    """A time as the window and the CLI write it: "1.42 s" from a second, "177 ms" below it, "4.2 ms"
+    below 10 ms (the panel said "1.42 s" where Compare and the CLI said "1420 ms" for the same reply)."""
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    return f"{1000 * seconds:.0f} ms" if seconds >= 0.01 else f"{1000 * seconds:.1f} ms"
+
+
 def measured_text(stats: GenerationStats) -> str:
     """"1.23× (plain 45 tok/s)": the measured comparison with plain decoding, or "–". ", earlier" after
     the rate when the reply had no plain step of its own to time it by (metrics.py then takes the
@@ -139,9 +147,7 @@ def _explain(stats: GenerationStats) -> str:
                 # the reply's own rate, which the panel's Speed shows, then reads lower than plain's.
                 # Plain decoding's own few µs a round never reach 0.99×.)
                 extra = stats.t_draft_s + stats.t_catch_up_s
-                took = f"{extra:.2f} s" if extra >= 1 else f"{1000 * extra:.0f} ms" if extra >= 0.01 \
-                    else f"{1000 * extra:.1f} ms"
-                text += (f" Looking for drafts took {took} more, so this reply ran at "
+                text += (f" Looking for drafts took {duration_text(extra)} more, so this reply ran at "
                          f"{rate_text(stats.tokens_per_s)}, {m:.2f}× plain.")
             return text
         return "Plain decoding: nothing was drafted."

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QGridLayout, QLabel, Q
 
 from desktop_app.chat.compare import CompareResult, CompareRun
 from desktop_app.counts import count
-from desktop_app.engine.explain import rate_number, rate_text
+from desktop_app.engine.explain import duration_text, rate_number, rate_text
 
 ROWS = (("ttft", "Time to first token"), ("speed", "Tokens per second"), ("total", "Total time"),
         ("tokens", "Tokens"), ("prompt", "Prompt tokens evaluated"), ("drafts", "Drafts kept"),
@@ -29,7 +29,7 @@ def run_cells(run: CompareRun, off_tokens_per_s: float) -> dict[str, str]:
     compare (each reply's own "× plain" in the panel is against a plain rate timed apart, and would set
     a third number beside these two)."""
     s = run.stats
-    cells = {"ttft": f"{1000 * s.ttft_s:.0f} ms", "speed": rate_text(s.tokens_per_s),
+    cells = {"ttft": duration_text(s.ttft_s), "speed": rate_text(s.tokens_per_s),
              "total": f"{s.t_total_s:.2f} s", "tokens": str(s.n_tokens),
              "prompt": f"{s.n_prompt_evaluated} of {s.n_prompt_tokens}",
              "drafts": (f"{s.n_accepted} of {s.n_drafted}"

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QGridLayout, QGroupBox, QLabel, QSizePolicy, QSpl
 from desktop_app.counts import count
 from desktop_app.engine.auto_policy import FIRST_PROBE
 from desktop_app.engine.events import GenerationStats, RoundEvent, StopReason
-from desktop_app.engine.explain import ALPHA_TIP, explain, measured_text, predicted_text, rate_text
+from desktop_app.engine.explain import ALPHA_TIP, duration_text, explain, measured_text, predicted_text, rate_text
 from desktop_app.engine.metrics import StatsRecorder
 from desktop_app.remote.rounds import DRAFTER as SERVER_DRAFTER
 from desktop_app.ui.charts import PLAIN_EARLIER, PLAIN_ESTIMATE_MIN, PLAIN_SO_FAR, LiveCharts
@@ -395,7 +395,7 @@ class SpecPanel(QWidget):
         m = s.measured_speedup
         L["vs_plain"].setText(measured_text(s), f"{m:.2f}× of {rate_text(s.plain_tokens_per_s)}" if m else "")
         rounds = f" in {count(s.n_rounds, 'round')}" if s.n_rounds else ""     # (a llama-server's are untimed)
-        first = f"{s.ttft_s:.2f} s" if s.ttft_s >= 1 else f"{1000 * s.ttft_s:.0f} ms"
+        first = duration_text(s.ttft_s)
         # (the compact form keeps the first token's time where the panel is narrow: a long sentence below
         # gives it a scroll bar, and "(…)" stood for it on every busy machine's reply, a new user's try)
         L["tokens"].setText(f"{s.n_tokens}{rounds} (first after {first})",

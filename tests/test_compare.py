@@ -289,7 +289,7 @@ def test_the_compare_button_shows_both_runs_side_by_side(qtbot, window, test_mod
         s = r.stats
         assert dialog.cells["ttft"][c].text() == duration_text(s.ttft_s)
         assert dialog.cells["speed"][c].text() == rate_text(s.tokens_per_s)
-        assert dialog.cells["total"][c].text() == f"{s.t_total_s:.2f} s"
+        assert dialog.cells["total"][c].text() == duration_text(s.t_total_s)
         assert dialog.cells["tokens"][c].text() == str(len(r.tokens)) and len(r.tokens) > 0
         assert dialog.texts[c].toPlainText() == r.text and dialog.texts[c].isReadOnly()
     assert dialog.cells["drafts"]["off"].text() == "–" and result.on.stats.n_drafted > 0

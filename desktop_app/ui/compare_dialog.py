@@ -30,7 +30,7 @@ def run_cells(run: CompareRun, off_tokens_per_s: float) -> dict[str, str]:
     a third number beside these two)."""
     s = run.stats
     cells = {"ttft": duration_text(s.ttft_s), "speed": rate_text(s.tokens_per_s),
-             "total": f"{s.t_total_s:.2f} s", "tokens": str(s.n_tokens),
+             "total": duration_text(s.t_total_s), "tokens": str(s.n_tokens),
              "prompt": f"{s.n_prompt_evaluated} of {s.n_prompt_tokens}",
              "drafts": (f"{s.n_accepted} of {s.n_drafted}"
                         + (f" ({s.acceptance_rate:.0%})" if s.acceptance_rate is not None else ""))

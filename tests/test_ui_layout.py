@@ -446,3 +446,30 @@ def test_the_welcome_page_names_the_pair_loading_not_another(qtbot, tmp_path, cl
     assert w.first_run.offered == (test_model_path, q2k_draft_path)
     assert "SmolLM2-135M-Instruct.Q4_1.gguf" in w.first_run.text.text() and not w.first_run.load_button.isEnabled()
     qtbot.waitUntil(lambda: w.loaded is not None and not w.busy, timeout=TIMEOUT_MS)
+
+
+def test_the_welcome_page_offers_only_what_can_load_and_follows_the_file_chosen(qtbot, tmp_path, close_all, monkeypatch,
+                                                                                test_model_path, gemma_path):
+    """A new user's try: with a draft the bar called unable to pair, the page offered "Load this pair",
+    which could only fail; with a file that was no GGUF it offered "Load this model"; and after another
+    file was picked with "...", it went on naming the first."""
+    from desktop_app.ui import model_bar
+    w = open_window(qtbot, tmp_path, settings={"last_target": test_model_path, "last_draft": gemma_path})
+    close_all.append(w)
+    assert w.model_bar.draft_path() == gemma_path and "cannot pair" in w.model_bar.verdict.text()
+    assert w.first_run.offered == (test_model_path, None) and w.first_run.load_button.text() == "Load this model"
+    assert ("Found on this machine: <b>SmolLM2-135M-Instruct.Q4_1.gguf</b>, alone (the draft gemma-3-270m.Q4_K_M.gguf "
+            "cannot pair with it: the draft's tokenizer is llama-spm") in w.first_run.text.text()
+    notes = tmp_path / "notamodel.gguf"
+    notes.write_text("not a model")
+    monkeypatch.setattr(model_bar.QFileDialog, "getOpenFileName", staticmethod(lambda *a: (str(notes), "")))
+    w.model_bar.browse_target()                        # (the user picks a file: the page follows)
+    assert w.first_run.offered is None and w.first_run.load_button.isHidden() and w.first_run.fetch_button.isVisible()
+    assert "<br>notamodel.gguf cannot be loaded (cannot read: " in w.first_run.text.text()
+    monkeypatch.setattr(model_bar.QFileDialog, "getOpenFileName", staticmethod(lambda *a: (test_model_path, "")))
+    w.model_bar.browse_target()
+    assert w.first_run.offered == (test_model_path, None) and "alone (the draft gemma" in w.first_run.text.text()
+    w.model_bar.draft.setCurrentIndex(0)               # (no draft model), as the user would: the page follows
+    w.model_bar.draft.activated.emit(0)
+    assert w.first_run.offered == (test_model_path, None) and "alone" not in w.first_run.text.text()
+    assert w.first_run.load_button.isVisible() and w.first_run.load_button.text() == "Load this model"

@@ -16,6 +16,7 @@ from desktop_app.engine.explain import rate_text
 from desktop_app.ui.chat_view import LEFT_OUT_NOTE
 from desktop_app.ui.main_window import MainWindow
 from desktop_app.ui.window_conversations import EDIT_NOTE
+from desktop_app.ui.window_models import QUEUED_NOTE
 from desktop_app.ui.worker import GenerateRequest
 
 LONG_PROMPT = "Write a long story about a dragon who learns to code. Make it at least five paragraphs."
@@ -142,6 +143,23 @@ def test_a_message_sent_before_loading_offers_to_load_the_chosen_pair_and_send_i
                     and window.generating_id is None and not window.busy, timeout=TIMEOUT_MS)
     assert [m.role for m in stored(window)] == ["user", "assistant"] and stored(window)[0].content == "Say hello."
     assert window.loaded.draft == q2k_draft_path and window.composer.toPlainText() == ""
+
+
+@pytest.mark.network
+def test_with_a_draft_that_cannot_pair_the_banner_offers_the_target_alone(qtbot, window, test_model_path, gemma_path):
+    """A new user's try: "Load and send" was offered for a pair the bar called unable to pair, and could
+    only fail ("The models did not load, so your message was not sent")."""
+    window.model_bar.select(test_model_path, gemma_path)
+    window.settings_panel.max_tokens.setValue(4)
+    type_and_send(qtbot, window, "Say hello.")
+    assert ("SmolLM2-135M-Instruct.Q4_1.gguf is chosen in the bar above, but the draft gemma-3-270m.Q4_K_M.gguf "
+            "cannot pair with it: the draft's tokenizer is llama-spm") in window.banner.label.text()
+    assert window.banner.buttons[0].text() == "Load SmolLM2-135M-Instruct.Q4_1.gguf alone and send"
+    qtbot.mouseClick(window.banner.buttons[0], Qt.LeftButton)
+    qtbot.waitUntil(lambda: window.loaded is not None and len(stored(window)) == 2 and window.generating_id is None
+                    and not window.busy, timeout=TIMEOUT_MS)
+    assert window.loaded.draft is None and window.model_bar.draft_path() is None
+    assert stored(window)[0].content == "Say hello." and stored(window)[1].complete
 
 
 def test_stopping_a_reply_does_not_cancel_a_load_asked_for_meanwhile(qtbot, loaded, test_model_path):
@@ -593,9 +611,9 @@ def test_deleting_the_conversation_writing_a_reply_is_refused_before_asking(qtbo
 def test_a_note_that_no_model_is_loaded_goes_once_models_load(qtbot, window, test_model_path, q2k_draft_path,
                                                                gemma_path):
     """"Not sent" stayed on through the next load, the reply and a reload (a user's try)."""
-    window.model_bar.select(test_model_path, gemma_path)
-    type_and_send(qtbot, window, "Hello there")
-    qtbot.mouseClick(window.banner.buttons[0], Qt.LeftButton)           # Load and send: the pair cannot load
+    window.load_pair(test_model_path, gemma_path)                       # a load that fails: the engine refuses
+    type_and_send(qtbot, window, "Hello there")                         # the pair; the message waits for it
+    assert window.loading and window.banner.label.text() == QUEUED_NOTE
     qtbot.waitUntil(lambda: not window.loading and not window.busy, timeout=TIMEOUT_MS)
     assert window.banner.isVisible() and window.banner.label.text().startswith("The models did not load, so your "
                                                                                 "message was not sent")

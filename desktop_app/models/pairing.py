@@ -31,6 +31,7 @@ class PairVerdict:
     """ok: True (they pair), False (they cannot), None (cannot tell: a header could not be read)."""
     ok: bool | None
     text: str
+    why: str = ""            # where ok is False: what differs ("the draft's tokenizer is llama-spm, ...")
 
 
 def tokenizer_name(info: GGUFInfo) -> str:
@@ -56,7 +57,7 @@ def compare(t: GGUFInfo, t_tokens: list[bytes], d: GGUFInfo, d_tokens: list[byte
         return PairVerdict(None, f"Cannot tell whether these two models pair: the {which} header has no vocabulary")
     differs = first_difference(_vocabulary(t, t_tokens), _vocabulary(d, d_tokens))
     if differs:
-        return PairVerdict(False, f"These two cannot pair: {differs} — {CHOOSE}")
+        return PairVerdict(False, f"These two cannot pair: {differs} — {CHOOSE}", differs)
     n_t, n_d = len(t_tokens), len(d_tokens)
     kind = tokenizer_name(t) + (f"/{t.tokenizer_pre}" if t.tokenizer_pre else "")
     if n_d == n_t:

@@ -64,15 +64,17 @@ class FirstRun(QWidget):
         layout.addWidget(self.progress)
         layout.addStretch(2)
 
-    def offer(self, target: str | None, draft: str | None = None, demo: bool = False) -> None:
+    def offer(self, target: str | None, draft: str | None = None, demo: bool = False, note: str = "") -> None:
         """Offer to load `target` (+ `draft`) directly: the cached demo pair (demo=True), or models found
-        on this machine. With no target: today's page, fetch or choose."""
+        on this machine. With no target: today's page, fetch or choose. `note`: why a model chosen is
+        not offered (model_bar.what_loads), said on the page."""
         self.offered = (target, draft) if target else None
         if not target:
             self.load_button.hide()
             self.fetch_button.show()
             self.fetch_button.setDefault(True)
-            self.text.setText(INTRO + FETCH)
+            self.text.setText(INTRO + FETCH if not note else html.escape(INTRO) + "<br>"
+                              + html.escape(f"{note}.", quote=False) + "<br>" + html.escape(FETCH.strip()))
             return
         if demo:
             self.load_button.setText("Load the demo pair (cached)")
@@ -83,7 +85,8 @@ class FirstRun(QWidget):
             if draft:
                 names += f" with the draft <b>{html.escape(os.path.basename(draft))}</b>"
             self.load_button.setText("Load this pair" if draft else "Load this model")
-            self.text.setText(html.escape(INTRO) + f"<br>Found on this machine: {names}.<br>"
+            alone = f", alone ({html.escape(note, quote=False)})" if note else ""
+            self.text.setText(html.escape(INTRO) + f"<br>Found on this machine: {names}{alone}.<br>"
                               + html.escape(FETCH_TOO))
         self.load_button.setToolTip(target + (f"\n{draft}" if draft else ""))
         self.load_button.show()

@@ -143,6 +143,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
         self.model_bar.cancelRequested.connect(self.worker.cancel_load, Qt.DirectConnection)
         self.model_bar.folderAdded.connect(self.add_model_folder)
         self.model_bar.choiceChanged.connect(self._choice_changed)
+        self.model_bar.userChose.connect(self._offer_bar_choice)
         self.banner = Banner()
         self.banner.hidden.connect(self._edit_note_again)     # (while editing, the banner says so)
         self.first_run = FirstRun()

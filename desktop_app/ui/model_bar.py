@@ -38,6 +38,27 @@ def describe(path: str | None) -> str:
         return UNREADABLE[1]
 
 
+def what_loads(target: str | None, draft: str | None) -> tuple[str | None, str | None, str]:
+    """What of a chosen pair can load, told from the files' headers: (target, draft, ""); the target
+    alone, with why the draft cannot go with it (it cannot be read, or cannot pair with the target);
+    or (None, None, why) where the target cannot be read. (The welcome page offered "Load this pair"
+    for a pair the bar above called unable to pair, and for a file that was not a GGUF: a new user's
+    try.) Where the headers cannot tell, the pair goes: the engine's check decides."""
+    if not target:
+        return None, None, ""
+    said = describe(target)
+    if said.startswith(UNREADABLE):
+        return None, None, f"{os.path.basename(target)} cannot be loaded ({said})"
+    if draft:
+        said = describe(draft)
+        if said.startswith(UNREADABLE):
+            return target, None, f"the draft {os.path.basename(draft)} cannot be loaded ({said})"
+        verdict = check_headers(target, draft)
+        if verdict.ok is False:
+            return target, None, f"the draft {os.path.basename(draft)} cannot pair with it: {verdict.why}"
+    return target, draft, ""
+
+
 class ModelBar(QWidget):
     loadRequested = Signal(str, object)     # target path, draft path or None
     demoRequested = Signal()
@@ -45,6 +66,7 @@ class ModelBar(QWidget):
     cancelRequested = Signal()
     serverRequested = Signal(str, str)      # llama-server URL, API key
     choiceChanged = Signal()                # another target or draft chosen (or the same one, read again)
+    userChose = Signal()                    # ... by the user (a box, or a file picked with "...")
 
     pair_verdict: PairVerdict | None = None     # the header check of the chosen pair (None: no draft)
     loaded_pair: tuple[str, str | None] | None = None   # the files loaded (None: none, or a server's)
@@ -127,6 +149,8 @@ class ModelBar(QWidget):
         grid.setColumnStretch(1, 1)
         self.target.currentIndexChanged.connect(self._update_info)
         self.draft.currentIndexChanged.connect(self._update_info)
+        self.target.activated.connect(self.userChose)
+        self.draft.activated.connect(self.userChose)
         self.draft.addItem(NO_DRAFT, None)
         self._fit(self.draft)
 
@@ -223,6 +247,7 @@ class ModelBar(QWidget):
                                               "GGUF models (*.gguf);;All files (*)")
         if path:
             combo.setCurrentIndex(self._ensure(combo, path))
+            self.userChose.emit()
 
     def _start_folder(self, combo: QComboBox) -> str:
         """Where choosing a file starts: the folder of the file chosen in `combo` (else the target's), else

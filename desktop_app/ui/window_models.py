@@ -12,6 +12,7 @@ from desktop_app.engine.rpc import WARNING as RPC_WARNING
 from desktop_app.engine.rpc import RpcError
 from desktop_app.models.discovery import find_gguf_files
 from desktop_app.models.pairing import suggest_pair
+from desktop_app.ui.model_bar import what_loads
 from desktop_app.ui.settings_panel import load_options, rpc_options
 from desktop_app.ui.worker import CANCELLED, GenerateRequest, LoadedPair, LoadRequest, ServerRequest
 
@@ -50,8 +51,7 @@ class ModelsMixin:
                   if demo and all(d.verified for d in demo) else None)
         last = self.settings["last_target"]
         if last and os.path.exists(last):
-            pair = (last, self.model_bar.draft_path())
-            self.first_run.offer(*pair, demo=cached == pair)
+            self._offer(last, self.model_bar.draft_path(), demo=cached)
             return
         if cached:
             choice, is_demo = cached, True
@@ -60,6 +60,18 @@ class ModelsMixin:
         if choice and self.first_run.offered is None:      # (later, the bar keeps what the user chose)
             self.model_bar.select(*choice)
         self.first_run.offer(*(choice or (None, None)), demo=is_demo)
+
+    def _offer(self, target: str | None, draft: str | None, demo: tuple | None = None) -> None:
+        """The welcome page offers what of (target, draft) can load (model_bar.what_loads), and says
+        why where that is the target alone or nothing. `demo`: the demo pair's paths, when cached."""
+        t, d, note = what_loads(target, draft)
+        self.first_run.offer(t, d, demo=demo is not None and (t, d) == tuple(demo), note=note)
+
+    def _offer_bar_choice(self) -> None:
+        """The user chose another file in the bar while nothing is loaded: the welcome page offers it
+        (it went on naming the file chosen before: a new user's try)."""
+        if not self.loaded and not self.loading:
+            self._offer(self.model_bar.target_path(), self.model_bar.draft_path())
 
     def add_model_folder(self, folder: str) -> None:
         if folder not in self.settings["model_folders"]:
@@ -81,7 +93,7 @@ class ModelsMixin:
         self.model_bar.select(target, draft)
         if not self.loaded:                # the welcome page names the pair loading, not another (it offered
             demo = tuple(str(models.model_path(m)) for m in models.resolve(["demo"]))   # the last pair, and to
-            self.first_run.offer(target, draft, demo=(target, draft) == demo)   # fetch the demo that was loading)
+            self._offer(target, draft, demo=demo)        # fetch the demo that was loading)
         waits = self.busy                  # (a reply or compare runs: the load starts when it ends; "Loading 0 %"
         self._begin_load()                 # said nothing of why it did not move, a new user's try)
         self.model_bar.show_progress("Loading once the reply or compare ends" if waits else "Loading",
@@ -199,13 +211,18 @@ class ModelsMixin:
         models were lost (the engine stopped, or a failed load let them go), with the bar on them or
         on a file that cannot be read, it offers to reload them. Another file chosen in the bar while
         it shows: it speaks of that one (_choice_changed)."""
-        target, unreadable = self.model_bar.target_path(), self.model_bar.unreadable()
-        if self.lost_pair and (self.lost_pair == (target, self.model_bar.draft_path()) or unreadable):
+        target, draft, unreadable = self.model_bar.target_path(), self.model_bar.draft_path(), self.model_bar.unreadable()
+        alone, _, why = what_loads(target, draft)
+        if self.lost_pair and (self.lost_pair == (target, draft) or unreadable):
             self.banner.show_message("The models are no longer loaded; reload them to send your message "
                                      "(it stays in the box).", [("Reload the models", self.reload_lost_pair)])
-        elif unreadable:
+        elif unreadable == target and unreadable:
             self.banner.show_message(f"No model is loaded, and {os.path.basename(unreadable)}, chosen in the bar "
                                      "above, cannot be loaded (its line there says why): choose another file.")
+        elif alone and why:                # (the draft cannot go with it: "Load and send" could only fail)
+            name = os.path.basename(alone)
+            self.banner.show_message(f"No model is loaded; {name} is chosen in the bar above, but {why}.",
+                                     [(f"Load {name} alone and send", lambda: self._load_and_send(text, alone=True))])
         elif target:
             self.banner.show_message(f"No model is loaded; {os.path.basename(target)} is chosen in the bar "
                                      "above.", [("Load and send", lambda: self._load_and_send(text))])
@@ -219,9 +236,9 @@ class ModelsMixin:
         if said and not self.banner.isHidden() and self.banner.label.text() == said[1] and not self.loaded:
             self._say_not_loaded(said[0])
 
-    def _load_and_send(self, text: str) -> None:
-        """`text`, or what the box holds now if it was edited meanwhile."""
-        if self.load_pair(self.model_bar.target_path(), self.model_bar.draft_path()):
+    def _load_and_send(self, text: str, alone: bool = False) -> None:
+        """`text`, or what the box holds now if it was edited meanwhile; `alone`: the target alone."""
+        if self.load_pair(self.model_bar.target_path(), None if alone else self.model_bar.draft_path()):
             self.queue_message(self.composer.toPlainText().strip() or text)
 
     def wait_for_the_run(self, text: str) -> None:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QGroupBox
+from PySide6.QtWidgets import QGroupBox, QToolTip
 
 from desktop_app.ui.main_window import MainWindow
 from desktop_app.ui.spec_bar import SpecBar
@@ -152,7 +152,9 @@ def test_gamma_disabled_when_off_or_auto_and_auto_shows_its_rounds_live(qtbot, w
     assert bar.gamma.isEnabled() and bar.gamma_up_action.isEnabled()
 
     qtbot.mouseClick(bar.switch, Qt.LeftButton)                                # off
-    assert not bar.gamma.isEnabled() and not bar.gamma_up_action.isEnabled()
+    assert not bar.gamma.isEnabled()
+    bar.gamma_up_action.trigger()                   # (Ctrl+]: it did nothing, and said nothing; a new user's try)
+    assert bar.gamma.value() == 4 and QToolTip.text() == "Speculation is off: turn it on (Ctrl+T) to set γ."
     assert not bar.gamma.isVisibleTo(bar) and bar.gamma_label.text() == ""     # (a disabled slider looked live)
     assert bar.mode_text() == "Plain decoding" and not window.spec_bar.spec(True).speculating
     qtbot.mouseClick(bar.switch, Qt.LeftButton)                                # on again
@@ -160,7 +162,9 @@ def test_gamma_disabled_when_off_or_auto_and_auto_shows_its_rounds_live(qtbot, w
     qtbot.mouseClick(bar.drafter_buttons["lookup"], Qt.LeftButton)
     assert bar.gamma.isEnabled() and bar.spec(True).drafter == "lookup"
     qtbot.mouseClick(bar.drafter_buttons["auto"], Qt.LeftButton)               # auto
-    assert not bar.gamma.isEnabled() and not bar.gamma_down_action.isEnabled()
+    assert not bar.gamma.isEnabled()
+    bar.gamma_down_action.trigger()
+    assert bar.gamma.value() == 4 and QToolTip.text().startswith("Auto chooses γ itself, 0 to 32 each round")
     assert bar.gamma.isHidden() and bar.gamma_label.isVisible()  # (a resting slider looked live)
     assert bar.gamma_caption.isHidden()                          # (nor a caption left alone)
     spec = bar.spec(True)

@@ -7,9 +7,9 @@ the worker. In Auto the engine chooses γ (and, with a draft model, model or loo
 window gives the bar each RoundEvent (`show_round`) so that it shows what auto is choosing."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QButtonGroup, QDoubleSpinBox, QFrame, QHBoxLayout, QLabel, QSlider,
+from PySide6.QtWidgets import (QButtonGroup, QDoubleSpinBox, QFrame, QHBoxLayout, QLabel, QSlider, QToolTip,
                                QSpinBox, QToolButton, QVBoxLayout, QWidget)
 
 from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX
@@ -232,8 +232,16 @@ class SpecBar(QFrame):
         self.switch.toggle()
 
     def step_gamma(self, delta: int) -> None:
+        """Ctrl+] / Ctrl+[: γ one longer or shorter; where γ is not the user's to set, it says why (the
+        keys did nothing in Auto, and said nothing: a new user's try)."""
         if self.gamma.isEnabled():
             self.gamma.setValue(self.gamma.value() + delta)
+            return
+        on = self.switch.isChecked()
+        why = (f"Auto chooses γ itself, 0 to {AUTO_GAMMA_MAX} each round: choose Draft model or Prompt lookup "
+               "to set it." if on else f"Speculation is off: turn it on ({TOGGLE_KEYS}) to set γ.")
+        near = self.gamma_label if on else self.mode
+        QToolTip.showText(near.mapToGlobal(QPoint(0, near.height())), why, near)
 
     def mode_text(self) -> str:
         return self.mode.text()
@@ -284,7 +292,7 @@ class SpecBar(QFrame):
             b.setEnabled(on and (b is not model or can_model))
         self.gamma.setEnabled(on and not auto)
         for a in (self.gamma_up_action, self.gamma_down_action):
-            a.setEnabled(self.gamma.isEnabled())
+            a.setEnabled(True)                           # (step_gamma says why γ cannot change)
         gamma = self.gamma.value()
         if on and auto:
             self.gamma_label.setText(auto_text(self._last_round) if self._last_round else f"auto: γ 0–{AUTO_GAMMA_MAX}")

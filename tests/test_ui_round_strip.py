@@ -495,6 +495,34 @@ def test_a_renamed_conversation_s_name_follows_in_the_panel_s_header(qtbot):
     assert panel.header.text() == NO_REPLY
 
 
+def test_live_the_panel_quotes_the_plain_rate_the_chart_shows_and_times_plain_rounds(qtbot):
+    """A new user's try: mid-reply the panel said "plain ≈ 109 tok/s" under the chart's "plain ≈ 110"
+    (the chart redraws once a second, the panel more often), and its draft / target time stayed "–"
+    beside the time chart's bars while every round so far was plain."""
+    import re
+    panel = SpecPanel()
+    qtbot.addWidget(panel)
+    panel.resize(400, 900)
+    panel.show()
+    qtbot.waitExposed(panel)
+    panel.begin("live", 1)
+    plain = [dataclasses.replace(make_round(i, [], 0, ["z"], [P]), t_draft_s=0.0, t_verify_s=0.010, t_round_s=0.011)
+             for i in range(6)]
+    for r in plain:
+        panel.add_round(r)
+    qtbot.waitUntil(lambda: panel.labels["split"].text() != "–")
+    assert panel.labels["split"].text() == "0.00 s / 0.06 s"
+    panel.charts._redraw()                                          # the chart draws plain ≈ 100 ...
+    for i in range(6, 12):                                          # ... then slower plain rounds come
+        panel.add_round(dataclasses.replace(plain[0], index=i, t_verify_s=0.012, t_round_s=0.013))
+    qtbot.wait(300)                                                 # (the panel's flushes, not the chart's)
+    drawn = re.search(r"plain ≈ ([0-9.]+)", panel.charts.speed_title.text()).group(1)
+    assert drawn == "100" and f"plain ≈ {drawn} tok/s, so far" in panel.labels["vs_plain"].text()
+    panel.charts._redraw()
+    qtbot.wait(300)
+    assert "plain ≈ 90.9 tok/s, so far" in panel.labels["vs_plain"].text() and "90.9" in panel.charts.speed_title.text()
+
+
 def test_the_live_panel_fills_alpha_kept_per_round_and_times_as_the_reply_s_end_will(qtbot):
     """While a reply streamed, α, kept per round and the draft / target time stayed "–" beside a
     live "Drafts kept" (a user's try). They fill as rounds come, with the numbers the reply's end

@@ -327,6 +327,12 @@ class LiveCharts(QWidget):
             return self._earlier_plain, PLAIN_EARLIER
         return None, ""
 
+    def shown_plain_rate(self) -> tuple[float | None, str]:
+        """plain_rate() as the speed chart last drew it, while it is in sight: the chart redraws once a
+        second, and the panel's live "× plain", quoting a newer estimate, said "plain ≈ 109 tok/s" under
+        the chart's "plain ≈ 110" (a new user's try)."""
+        return self._drawn_plain if self._drawn_plain is not None and self.isVisible() else self.plain_rate()
+
     # -- drawing
     def _reset(self) -> None:
         self._rounds: list[RoundEvent] = []
@@ -334,6 +340,7 @@ class LiveCharts(QWidget):
         self._clock = 0.0                               # from the first round's start (the engine's clock)
         self._stats: GenerationStats | None = None
         self._earlier_plain: float | None = None
+        self._drawn_plain: tuple[float | None, str] | None = None   # plain_rate() at the last redraw
 
     def _schedule(self) -> None:
         if not self._timer.isActive():
@@ -363,7 +370,7 @@ class LiveCharts(QWidget):
         self.redraws += 1
         xs, ys = rolling_rate(self._times, 0.0, end=self._clock)
         self.speed_curve.setData(xs, ys)
-        rate, label = self.plain_rate()
+        rate, label = self._drawn_plain = self.plain_rate()
         self.plain_line.setVisible(rate is not None)
         label = PLAIN_SO_FAR if label == PLAIN_EARLIER else label    # (the title has one line: the panel's row says when)
         if rate is None:

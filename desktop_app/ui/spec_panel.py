@@ -321,7 +321,7 @@ class SpecPanel(QWidget):
         if self._round_s > 0 and self._round_tokens:        # as the tokens/s chart counts them
             speed = self._round_tokens / self._round_s
             self.labels["speed"].setText(rate_text(speed))
-            plain, label = self.charts.plain_rate()         # (its estimate until the reply ends, as the chart's)
+            plain, label = self.charts.shown_plain_rate()   # (its estimate until the reply ends, as the chart's)
             if plain and label in (PLAIN_SO_FAR, PLAIN_EARLIER):
                 when = "so far" if label == PLAIN_SO_FAR else "earlier"
                 self.labels["vs_plain"].setText(f"≈ {speed / plain:.2f}× (plain ≈ {rate_text(plain)}, {when})",
@@ -333,7 +333,9 @@ class SpecPanel(QWidget):
         tokens = str(self._n_tokens)        # token's number, a new user's try)
         self.labels["tokens"].setText(f"{tokens} in {count(rounds, 'round')}" if rounds else tokens)
         so_far = self._recorder.so_far()
-        if so_far.n_drafted:
+        if not so_far.n_drafted and self._live_rounds:
+            self._show_split(so_far)             # (plain rounds so far: "–" beside the time chart's bars, a
+        if so_far.n_drafted:                     # new user's try)
             self._show_drafts(so_far)
             remote = any(r.drafter == SERVER_DRAFTER for r in self._live_rounds)   # (a llama-server sends neither)
             for key in ("c", "predicted"):       # (they rest on the engine's costs, which come with the end;

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from desktop_app.engine import Controls, FinishEvent, RoundEvent, SamplingParams, SpecSettings, TokenEvent
+from desktop_app.engine import Controls, FinishEvent, PromptEvent, RoundEvent, SamplingParams, SpecSettings, TokenEvent
 from desktop_app.engine.backend import Context
 from desktop_app.engine.sampling import process
 
@@ -13,7 +13,7 @@ ANIMAL_PROMPT = "<|im_start|>user\nName one animal.<|im_end|>\n<|im_start|>assis
 
 
 def run(pair, prompt, sampling, max_tokens=64, stop=(), controls=None, **spec):
-    """Generate; return (rounds, token events, finish event)."""
+    """Generate; return (rounds, token events, finish event). (A long prompt's PromptEvents are left out.)"""
     controls = controls or Controls(SpecSettings(**spec))
     rounds, tokens, finish = [], [], None
     for ev in pair.generate(prompt, sampling, controls, max_tokens, stop):
@@ -21,7 +21,7 @@ def run(pair, prompt, sampling, max_tokens=64, stop=(), controls=None, **spec):
             rounds.append(ev)
         elif isinstance(ev, TokenEvent):
             tokens.append(ev)
-        else:
+        elif not isinstance(ev, PromptEvent):
             assert isinstance(ev, FinishEvent) and finish is None
             finish = ev
     assert finish is not None

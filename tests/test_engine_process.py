@@ -11,7 +11,7 @@ import time
 import pytest
 
 from desktop_app.chat.template import ChatTemplate, Message
-from desktop_app.engine import GREEDY, LoadOptions, ModelLoadError, ModelPair, SamplingParams
+from desktop_app.engine import GREEDY, LoadOptions, ModelLoadError, ModelPair, PromptEvent, SamplingParams
 from desktop_app.engine.events import FinishEvent, RoundEvent, StopReason, TokenEvent
 from desktop_app.engine.process.client import EngineProcess
 from desktop_app.engine.process.protocol import EngineCrashed, describe_death
@@ -64,6 +64,10 @@ def test_the_engine_process_gives_what_the_engine_gives_in_process(engine, local
     sampled = SamplingParams(temperature=1.0, seed=7)
     assert run(remote, prompt(remote), sampled, 30, drafter="model")[2].tokens == \
            run(local, prompt(local), sampled, 30, drafter="model")[2].tokens
+    long = "Repeat this list: " + ", ".join(f"item {i}" for i in range(150))   # read in pieces: how far
+    reads = [[(e.done, e.total) for e in p.generate(prompt(p, long), GREEDY, None, 2) if isinstance(e, PromptEvent)]
+             for p in (remote, local)]                                        # crosses the pipe too
+    assert reads[0] == reads[1] and len(reads[0]) >= 2
 
 
 def test_cancel_and_new_settings_reach_a_running_reply(engine):

@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 
 from desktop_app.engine.auto_policy import FIRST_PROBE
-from desktop_app.engine.events import GenerationStats, RoundEvent, TokenKind
+from desktop_app.engine.events import GenerationStats, RoundEvent, TokenEvent, TokenKind
 from desktop_app.engine.explain import duration_text, explain, measured_text, predicted_text, rate_text
 from desktop_app.ui.main_window import MainWindow
 from desktop_app.ui.round_strip import (BONUS, CORRECTION, DISCARDED, END, KEPT, PLAIN, REJECTED, Colours,
@@ -493,6 +493,35 @@ def test_a_renamed_conversation_s_name_follows_in_the_panel_s_header(qtbot):
     panel.clear()
     panel.retitle(3, "Again")
     assert panel.header.text() == NO_REPLY
+
+
+def test_a_long_prompt_s_progress_shows_in_the_reply_s_note_and_the_panel_until_its_first_round(qtbot):
+    """A 1,100-token conversation read again after a restart showed "reading the prompt…" unchanged for
+    13 s (a new user's try): the engine's PromptEvents now show how far it is, in the chat and the panel."""
+    from desktop_app.engine.events import PromptEvent
+    from desktop_app.ui.chat_view import ChatView
+    from desktop_app.ui.live_reply import LiveReply
+    from desktop_app.ui.spec_bar import SpecBar
+    chat, panel, bar = ChatView(), SpecPanel(), SpecBar()
+    for w in (chat, panel, bar):
+        qtbot.addWidget(w)
+    reply = LiveReply(chat, panel, bar)
+    reply.start(7)
+    reply.began(7, 7, "a long one")
+    live = chat._streaming
+    assert live.status.text() == "reading the prompt…" and panel.verdict.text() == "Reading the prompt…"
+    reply.prompt(PromptEvent(256, 1100), 7)
+    reply.prompt(PromptEvent(512, 1100), 7)
+    assert live.status.text() == "reading the prompt… 512 of 1,100 tokens"
+    assert panel.verdict.text() == "Reading the prompt… 512 of 1,100 tokens"
+    panel.clear()                                  # the panel cleared and shown again: the progress stays
+    panel.show_live()
+    assert panel.verdict.text() == "Reading the prompt… 512 of 1,100 tokens"
+    reply.round(make_round(0, [], 0, ["Hi"], [P]))
+    reply.token(TokenEvent(1, "Hi", P, 0), 7)
+    qtbot.waitUntil(lambda: panel.verdict.text() == "Generating…")
+    qtbot.waitUntil(lambda: "reading" not in live.status.text())
+    assert reply.reading is None
 
 
 def test_live_the_panel_quotes_the_plain_rate_the_chart_shows_and_times_plain_rounds(qtbot):

@@ -41,6 +41,11 @@ def drafter_label(settings: dict | None) -> str | None:
     return DRAFTER_LABELS.get(spec.get("drafter", "model"), str(spec.get("drafter")))
 
 
+def reading_note(read: tuple[int, int] | None) -> str:
+    """A streaming reply's note before its first token; `read`: how far a long prompt has been read."""
+    return "reading the prompt…" + (f" {read[0]:,} of {read[1]:,} tokens" if read else "")
+
+
 def reply_note(status: str, stats: dict | GenerationStats | None) -> str:
     """The word beside a reply's name: how it ended where that was not its own choice ("stopped", "cut
     off: …"), or "" for a reply that ended by itself."""

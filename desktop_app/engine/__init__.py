@@ -13,7 +13,7 @@ import importlib
 _EXPORTS = {
     "IncompatiblePair": "errors", "check_pair": "compat",
     "FinishEvent": "events", "GenerationStats": "events", "RoundEvent": "events", "StopReason": "events",
-    "TokenEvent": "events", "TokenKind": "events",
+    "TokenEvent": "events", "TokenKind": "events", "PromptEvent": "events",
     "LoadCancelled": "errors", "LoadOptions": "load_options", "ModelLoadError": "errors",
     "ModelPair": "pair",
     "GREEDY": "sampling", "SamplingParams": "sampling",

@@ -31,14 +31,15 @@ from desktop_app.engine.calibration import VERIFY_SIZES, calibrate
 from desktop_app.engine.calibration_store import Remembered
 from desktop_app.engine.costs import CostModel
 from desktop_app.engine.drafters import Drafter, ModelDrafter, NoDrafter, PromptLookupDrafter, Proposal
-from desktop_app.engine.events import FinishEvent, RoundEvent, StopReason, TokenEvent, TokenKind
+from desktop_app.engine.events import FinishEvent, PromptEvent, RoundEvent, StopReason, TokenEvent, TokenKind
 from desktop_app.engine.metrics import StatsRecorder
 from desktop_app.engine.sampling import SamplingParams, process, softmax_prob
 from desktop_app.engine.settings import Controls, SpecSettings
 from desktop_app.engine.text import TextStream
 from desktop_app.engine.threads import ThreadCount
 
-Event = RoundEvent | TokenEvent | FinishEvent
+Event = RoundEvent | TokenEvent | FinishEvent | PromptEvent
+PROMPT_PIECE = 256          # a prompt pass reads this many tokens between its PromptEvents
 
 
 @dataclass
@@ -140,15 +141,16 @@ class SpeculativeDecoder:
 
     def generate(self, prompt: Sequence[int], sampling: SamplingParams, controls: Controls | None = None,
                  max_tokens: int = 256, stop: Sequence[str] = ()) -> Iterator[Event]:
-        """Continue `prompt` (token ids, template already applied). Yields RoundEvent, then the round's
-        TokenEvents, ..., and one FinishEvent last, whatever the reason for stopping."""
+        """Continue `prompt` (token ids, template already applied). Yields PromptEvents while a long
+        prompt is read, then RoundEvent, the round's TokenEvents, ..., and one FinishEvent last,
+        whatever the reason for stopping."""
         controls = controls or Controls()
         reply = Reply(list(prompt), TextStream(stop), np.random.default_rng(sampling.seed), time.perf_counter(),
                       stop=lambda: controls.cancelled)
         if not reply.tokens:
             raise ValueError("the prompt is empty")
         self._follow_threads(None, force=True)       # (the prompt's pass runs on it; the reply counts its rounds')
-        refused = self._prefill(reply, controls)
+        refused = yield from self._prefill(reply, controls)
         if refused is not None:
             yield refused
             return
@@ -197,9 +199,11 @@ class SpeculativeDecoder:
 
     # -- the steps of a reply, in order
 
-    def _prefill(self, reply: Reply, controls: Controls) -> FinishEvent | None:
+    def _prefill(self, reply: Reply, controls: Controls) -> Generator[PromptEvent, None, FinishEvent | None]:
         """Prefill: the target evaluates the prompt but its last token, reusing whatever prefix its
-        cache already holds. In fixed mode the drafter reads the prompt too, so that the first round
+        cache already holds, PROMPT_PIECE tokens at a time, yielding a PromptEvent after each piece but
+        the last (a 1,100-token conversation read again after a restart left "reading the prompt…"
+        unchanged for 13 s on a busy 2-core machine: a new user's try). In fixed mode the drafter reads the prompt too, so that the first round
         drafts at once; in auto mode a draft model reads it only when auto first drafts with it
         (lazily: a reply auto decodes plainly or with copies never waits for it). Returns the
         FinishEvent of a prompt the context cannot hold, or of a cancel that stopped the target's
@@ -215,11 +219,13 @@ class SpeculativeDecoder:
         t0 = time.perf_counter()
         cached = backend.common_prefix(ctx.tokens, tokens[:-1])
         try:                                          # (a cancel stops a long prompt pass mid-way)
-            evaluated = ctx.sync(tokens[:-1], logits="none", stop=reply.stop)
+            for done, total in ctx.sync_in_pieces(tokens[:-1], PROMPT_PIECE, stop=reply.stop):
+                yield PromptEvent(done, total)
         except backend.Stopped:
             reply.recorder = StatsRecorder(len(tokens), max(0, len(ctx.tokens) - cached))
             reply.t_prompt = time.perf_counter() - reply.t_start
             return self._finish(reply, StopReason.CANCELLED)
+        evaluated = len(tokens) - 1 - cached
         self.costs.record_prefill("target", evaluated, time.perf_counter() - t0)
         if settings.auto:
             self.policy.begin()

@@ -131,6 +131,16 @@ class RoundEvent:
 
 
 @dataclass(frozen=True)
+class PromptEvent:
+    """How far a long prompt pass has read, between its pieces (PROMPT_PIECE tokens each): `done` of the
+    `total` tokens it evaluates (a prefix already in the cache is not counted). Only a pass longer than
+    a piece sends any, and none after its last piece: the first round follows."""
+
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
 class TokenEvent:
     """One emitted token, with the text it adds (possibly empty: UTF-8 split across tokens, or held back
     because it may begin a stop string)."""

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
-from desktop_app.chat.reply_footer import SHORT_NOTES, footer_forms, made_with, reply_note
+from desktop_app.chat.reply_footer import SHORT_NOTES, footer_forms, made_with, reading_note, reply_note
 from desktop_app.chat.token_origins import TokenOrigin, align, origin, origins_from_rounds
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenEvent
 from desktop_app.ui.elided import ElidedButton, ElidedLabel
@@ -78,6 +78,7 @@ class MessageWidget(QFrame):
         layout.addWidget(self.footer)
         self._text = ""
         self._status = status
+        self._read: tuple[int, int] | None = None     # a streaming reply's prompt: (read, to read)
         self._stats = stats
         self._settings = settings
         self._rounds = rounds               # stored rounds: the origins are made from them when first shown
@@ -147,6 +148,11 @@ class MessageWidget(QFrame):
         self._status = status
         self._update_footer()
 
+    def set_reading(self, done: int, total: int) -> None:
+        """How far the prompt before this (streaming, still empty) reply has been read."""
+        self._read = (done, total)
+        self._update_footer()
+
     def set_stats(self, stats: dict | GenerationStats | None, settings: dict | None) -> None:
         self._stats, self._settings = stats, settings
         self._update_footer()
@@ -155,7 +161,7 @@ class MessageWidget(QFrame):
         # (before its first token a reply's prompt is read: on a busy CPU "writing…" over an empty reply
         # for a minute read as stuck, a new user's try)
         reading = self._status == "streaming" and not self._text
-        note = "reading the prompt…" if reading else reply_note(self._status, self._stats)
+        note = reading_note(self._read) if reading else reply_note(self._status, self._stats)
         self.status.setText(note, *filter(None, [SHORT_NOTES.get(note)]))
         self.status.setToolTip(note)
         forms = footer_forms(self._stats, self._settings, self._status) if self.role == "assistant" else [""]
@@ -331,6 +337,11 @@ class ChatView(QScrollArea):
 
     def append_text(self, text: str) -> None:
         self._pending += text
+
+    def reading(self, done: int, total: int) -> None:
+        """The streaming reply's prompt is being read: `done` of `total` tokens so far."""
+        if self._streaming is not None:
+            self._streaming.set_reading(done, total)
 
     def _flush(self) -> None:
         if self._streaming is not None and self._pending:

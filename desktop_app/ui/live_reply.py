@@ -3,7 +3,7 @@ feeds as its events arrive — the chat view (when that conversation is shown), 
 and the speculation bar. The window decides what to show; this owns the reply in flight."""
 from __future__ import annotations
 
-from desktop_app.engine.events import RoundEvent, TokenEvent
+from desktop_app.engine.events import PromptEvent, RoundEvent, TokenEvent
 
 
 class LiveReply:
@@ -11,6 +11,7 @@ class LiveReply:
         self.chat, self.panel, self.bar = chat, panel, bar
         self.conversation_id: int | None = None     # the conversation a reply is being generated for
         self.text = ""                               # its text so far
+        self.reading: PromptEvent | None = None      # how far its prompt has been read, until its first round
 
     @property
     def active(self) -> bool:
@@ -20,11 +21,13 @@ class LiveReply:
         """A request went to the worker for `conversation_id` (its reply has not begun yet)."""
         self.conversation_id = conversation_id
         self.text = ""
+        self.reading = None
 
     def end(self) -> None:
         """Nothing is being generated any more (finished, failed, refused, or the engine died)."""
         self.conversation_id = None
         self.text = ""
+        self.reading = None
         self.bar.end_reply()
 
     def began(self, conversation_id: int, shown_id: int | None, title: str) -> None:
@@ -41,7 +44,15 @@ class LiveReply:
         if self.conversation_id == shown_id:
             self.chat.append_text(event.text)
 
+    def prompt(self, event: PromptEvent, shown_id: int | None) -> None:
+        """A long prompt's pass read `done` of `total` tokens: the reply's note and the panel say so."""
+        self.reading = event
+        self.panel.reading(event.done, event.total)
+        if self.conversation_id == shown_id:
+            self.chat.reading(event.done, event.total)
+
     def round(self, event: RoundEvent) -> None:
+        self.reading = None
         self.panel.add_round(event)
         self.bar.show_round(event)
         self.chat.record_round(event)

@@ -88,6 +88,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
         w.generationStarted.connect(self._on_generation_started)
         w.token.connect(self._on_token)
         w.round.connect(self._on_round)
+        w.prompt.connect(self._on_prompt)
         w.finished.connect(self._on_finished)
         w.generationFailed.connect(self._on_generation_failed)
         w.contextOverflow.connect(self._on_overflow)
@@ -371,6 +372,10 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
         if self._closing:          # already-queued worker signals after close
             return
         self.reply.round(event)
+
+    def _on_prompt(self, event) -> None:
+        if not self._closing:      # (already-queued worker signals after close)
+            self.reply.prompt(event, self.current_id)
 
     def _on_finished(self, conversation_id: int, event: FinishEvent) -> None:
         if self._closing:          # already-queued worker signals after close

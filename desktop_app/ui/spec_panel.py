@@ -12,6 +12,7 @@ from PySide6.QtGui import QPainter, QPalette
 from PySide6.QtWidgets import (QGridLayout, QGroupBox, QLabel, QSizePolicy, QSplitter, QTabWidget, QVBoxLayout,
                                QWidget)
 
+from desktop_app.chat.reply_footer import reading_note
 from desktop_app.counts import count
 from desktop_app.engine.auto_policy import FIRST_PROBE
 from desktop_app.engine.events import GenerationStats, RoundEvent, StopReason
@@ -190,6 +191,7 @@ class SpecPanel(QWidget):
 
         self._pending: list[RoundEvent] = []
         self._live_rounds: list[RoundEvent] = []     # every round of the reply generating now
+        self._read: tuple[int, int] | None = None    # how far its prompt has been read, before its first round
         self._attached = False        # the strip shows the live reply (not a stored one, not cleared)
         self._streaming = False
         self._live_title = ""
@@ -269,6 +271,7 @@ class SpecPanel(QWidget):
         self._round_s, self._round_tokens = 0.0, 0
         self._first_token_at = self._last_token_at = None
         self._n_tokens = 0
+        self._read = None
         self._recorder = StatsRecorder(0, 0)
         self._streaming = self._attached = True
         self.strip.clear()
@@ -290,10 +293,17 @@ class SpecPanel(QWidget):
         self.pay.waiting()
         self._shown = ("live",)
         self._show_header()
-        self._reset_numbers(READING)
+        self._reset_numbers(reading_note(self._read).capitalize())
         self._flush()
 
+    def reading(self, done: int, total: int) -> None:
+        """The live reply's prompt is being read: `done` of `total` tokens so far."""
+        self._read = (done, total)
+        if self._attached and self._streaming and self.verdict.text().startswith(READING):
+            self.verdict.setText(reading_note(self._read).capitalize())
+
     def add_round(self, r: RoundEvent) -> None:
+        self._read = None
         self._live_rounds.append(r)
         self._recorder.add_round(r, r.gamma)
         self._round_s += r.t_round_s
@@ -316,7 +326,7 @@ class SpecPanel(QWidget):
             self._pending = []
         if not self._streaming:
             return
-        if (self._live_rounds or self._n_tokens) and self.verdict.text() == READING:
+        if (self._live_rounds or self._n_tokens) and self.verdict.text().startswith(READING):
             self.verdict.setText("Generating…")
         if self._round_s > 0 and self._round_tokens:        # as the tokens/s chart counts them
             speed = self._round_tokens / self._round_s

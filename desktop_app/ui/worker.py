@@ -24,7 +24,7 @@ from desktop_app.chat.rules import can_regenerate
 from desktop_app.chat.server_session import ServerChatSession
 from desktop_app.chat.session import ChatSession, ContextOverflow, GenerationOptions
 from desktop_app.engine.errors import IncompatiblePair, LoadCancelled, ModelLoadError
-from desktop_app.engine.events import FinishEvent, RoundEvent, TokenEvent
+from desktop_app.engine.events import FinishEvent, PromptEvent, RoundEvent, TokenEvent
 from desktop_app.engine.load_options import LoadOptions
 from desktop_app.engine.process.client import EngineProcess
 from desktop_app.engine.process.protocol import EngineCrashed
@@ -83,6 +83,7 @@ class EngineWorker(QObject):
     generationStarted = Signal(int)         # conversation id
     token = Signal(object)                  # TokenEvent
     round = Signal(object)                  # RoundEvent
+    prompt = Signal(object)                 # PromptEvent: how far a long prompt has been read
     finished = Signal(int, object)          # conversation id, FinishEvent
     generationFailed = Signal(int, str)     # conversation id, message
     contextOverflow = Signal(int, str, bool, str)  # conversation id, message, whether dropping turns helps,
@@ -293,6 +294,8 @@ class EngineWorker(QObject):
                     self.token.emit(event)
                 elif isinstance(event, RoundEvent):
                     self.round.emit(event)
+                elif isinstance(event, PromptEvent):
+                    self.prompt.emit(event)
                 elif isinstance(event, FinishEvent):
                     self.finished.emit(cid, event)
         except ContextOverflow as exc:

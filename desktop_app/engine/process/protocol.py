@@ -6,8 +6,9 @@ controls, not requests: the child acts on them the moment they arrive, even mid-
 nothing back. Each request carries an id, so a control names the request it is for and one sent
 before its request started still lands.
 
-The engine's own events (RoundEvent, TokenEvent, FinishEvent) cross unchanged, one `Events` message
-per round: the round, then its tokens (and the finish, if it ended the reply).
+The engine's own events (PromptEvent, RoundEvent, TokenEvent, FinishEvent) cross unchanged, one `Events`
+message per round: the round, then its tokens (and the finish, if it ended the reply); a long prompt's
+PromptEvents each in a message of its own.
 """
 from __future__ import annotations
 
@@ -127,7 +128,7 @@ class Progress:
 
 @dataclass(frozen=True)
 class Events:
-    events: tuple                  # RoundEvent, TokenEvent..., [FinishEvent]
+    events: tuple                  # RoundEvent, TokenEvent..., [FinishEvent]; or one PromptEvent
 
 
 @dataclass

@@ -241,7 +241,7 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
     narrow.resize(narrow.fontMetrics().horizontalAdvance("14 in 5 (first 2.50 s)") + 4, narrow.height())
     assert narrow.shown_text() == "14 in 5 (first 2.50 s)"     # stood for it on busy machines, a new user's try)
     assert L["predicted"].text() == (f"{s.predicted_speedup_measured:.2f}× "     # the row's title says "predicted"
-                                     f"(flat-cost formula {s.predicted_speedup:.2f}×)") and L["alpha"].text() == "0.64"
+                                     f"({s.predicted_speedup:.2f}× if a check cost one pass)") and L["alpha"].text() == "0.64"
     assert "first rejection" in panel.titles["alpha"].toolTip()
     assert "beats plain decoding (0.50 tok/s, measured before this reply) by 1.40×" in panel.verdict.text()
     timed_here = slow_stats(n_plain_rounds=1, n_rounds=6, t_plain_s=2.0)    # a plain step in the reply times it

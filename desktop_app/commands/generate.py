@@ -273,7 +273,7 @@ def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | N
             parts.append("no draft was kept: drafting only cost time (no speed-up predicted)")
         elif s.predicted_speedup_measured is not None:
             parts.append(f"predicted speed-up {s.predicted_speedup_measured:.2f}x (cost model, measured verify costs"
-                         + (f"; flat-cost formula {s.predicted_speedup:.2f}x)" if s.predicted_speedup else ")"))
+                         + (f"; {s.predicted_speedup:.2f}x if a check cost one pass)" if s.predicted_speedup else ")"))
     if auto:
         names = {"none": "plain", "lookup": "lookup", "model": "draft model"}
         counts = Counter(r.drafter for r in rounds)      # ("none" where a round drafted nothing)

@@ -62,7 +62,8 @@ def measured_text(stats: GenerationStats) -> str:
 
 def predicted_text(stats: GenerationStats) -> str:
     """The cost model's predicted speed-up (the panel's row says "predicted"), with the flat-cost
-    formula's beside it; "" when nothing was drafted. A pair that kept no draft gets no predicted
+    formula's beside it, said in words ("flat-cost formula" was jargon to a new user: a check of γ + 1
+    tokens priced as one pass, as on a GPU); "" when nothing was drafted. A pair that kept no draft gets no predicted
     gain: a formula at α = 0 says nothing about this pair."""
     if not stats.n_drafted:
         return ""
@@ -72,7 +73,7 @@ def predicted_text(stats: GenerationStats) -> str:
         return "–"
     text = f"{stats.predicted_speedup_measured:.2f}×"
     if stats.predicted_speedup is not None:
-        text += f" (flat-cost formula {stats.predicted_speedup:.2f}×)"
+        text += f" ({stats.predicted_speedup:.2f}× if a check cost one pass)"
     return text
 
 

@@ -663,10 +663,13 @@ def test_a_loading_setting_changed_but_not_applied_says_so_until_applied(qtbot, 
     assert panel.unapplied.text().startswith("Not applied yet: Threads, Weight repacking.")
     panel.n_threads.setValue(threads)
     assert panel.unapplied.text().startswith("Not applied yet: Weight repacking.")
+    loaded_text = w.model_bar.status.text()
+    assert loaded_text.startswith("Loaded SmolLM2")
     panel.reloadRequested.emit(panel.loading())              # Apply and reload
     assert panel.unapplied.text().startswith("Applying: Weight repacking.")   # (not "Not applied yet", meanwhile)
-    qtbot.waitUntil(lambda: w.loaded is not None and not w.loading and not w.busy, timeout=TIMEOUT_MS)
-    assert panel.unapplied.isHidden()
+    assert w.model_bar.status.text() == loaded_text.replace("Loaded ", "In use until this load ends: ")   # (not
+    qtbot.waitUntil(lambda: w.loaded is not None and not w.loading and not w.busy, timeout=TIMEOUT_MS)  # "Loaded X"
+    assert panel.unapplied.isHidden() and w.model_bar.status.text().startswith("Loaded SmolLM2")  # under "Loading")
 
 
 def test_a_context_size_typed_below_the_smallest_becomes_the_smallest(qtbot, loaded):

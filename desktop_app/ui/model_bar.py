@@ -16,6 +16,7 @@ from desktop_app.ui.backend_row import BackendRow
 
 NO_DRAFT = "(no draft model)"
 NO_MODEL = "No model loaded."
+IN_USE = "In use until this load ends: "          # the models loaded, while others load
 UNREADABLE = ("cannot read", "file not found")     # how describe() starts for a file it cannot read
 MAX_LABEL_CHARS = 46        # longer file names are cut in the middle in the boxes
 
@@ -317,6 +318,8 @@ class ModelBar(QWidget):
         """A load's or a fetch's stage and how far it is (None: a stage that cannot say, shown busy)."""
         if self.status.text() == NO_MODEL or self.status.styleSheet():   # (nothing loaded, or an error from
             self._show_status("")                                        # before: the bar says what happens now)
+        elif self.status.text() == self._loaded_text and self.loaded_pair is not None:   # ("Loaded X" under
+            self._show_status(self._loaded_text.replace("Loaded ", IN_USE, 1))   # "Loading 47 %" read as stale)
         self.progress.show()
         self.load_button.setEnabled(False)
         self.load_button.hide()                 # Cancel takes its place: the row keeps its width

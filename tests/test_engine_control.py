@@ -11,7 +11,7 @@ from desktop_app.engine import (GREEDY, Controls, FinishEvent, IncompatiblePair,
                                 PromptEvent, RoundEvent, SpecSettings, StopReason, check_pair)
 from desktop_app.engine import backend
 from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX
-from desktop_app.engine.decoding import PROMPT_PIECE
+from desktop_app.engine import decoding
 from desktop_app.engine.drafters import ModelDrafter
 from desktop_app.engine.explain import explain
 from desktop_app.engine.loading import LoadCancelled, load_model
@@ -159,17 +159,22 @@ def test_a_cancel_stops_a_long_prompt_pass_mid_way(pair):
 
 
 @pytest.mark.network
-def test_a_long_prompt_says_how_far_it_has_been_read_before_its_first_round(pair):
+def test_a_long_prompt_says_how_far_it_has_been_read_before_its_first_round(pair, monkeypatch):
     """A 1,100-token conversation read again after a restart showed "reading the prompt…" unchanged for
-    13 s on a busy 2-core machine (a new user's try): a pass longer than PROMPT_PIECE tokens now says
-    how far it is between its pieces. A prefix already in the cache is not read again, nor counted."""
+    13 s on a busy 2-core machine (a new user's try): a pass longer than a piece (about a second of
+    reading, from PROMPT_PIECE_MIN tokens to a batch) says how far it is between its pieces. A prefix
+    already in the cache is not read again, nor counted."""
     prompt = prompt_tokens(pair.target, "Repeat this list: " + ", ".join(f"item {i}" for i in range(150)))
+    assert pair.decoder._prompt_piece() <= pair.target_ctx.n_batch     # (this fast model: a batch a second)
+    monkeypatch.setattr(decoding, "PROMPT_PIECE_S", 1e-6)               # as a slow machine reads: the least
+    piece = decoding.PROMPT_PIECE_MIN
+    assert pair.decoder._prompt_piece() == piece
     pair.target_ctx.clear()
     events = list(pair.generate(prompt, GREEDY, Controls(SpecSettings(enabled=False)), 2))
     reading = [e for e in events if isinstance(e, PromptEvent)]
     first_round = next(i for i, e in enumerate(events) if isinstance(e, RoundEvent))
     total = len(prompt) - 1
-    assert [(e.done, e.total) for e in reading] == [(k, total) for k in range(PROMPT_PIECE, total, PROMPT_PIECE)]
+    assert [(e.done, e.total) for e in reading] == [(k, total) for k in range(piece, total, piece)]
     assert len(reading) >= 2 and all(isinstance(e, PromptEvent) for e in events[:first_round])
     assert events[-1].stats.n_prompt_evaluated == total + 1 and len(pair.target_ctx.tokens) >= total
     longer = prompt[:-1] + pair.target.tokenize(" and more", False) + prompt[-1:]   # the same start, read once:

@@ -67,7 +67,8 @@ def test_the_engine_process_gives_what_the_engine_gives_in_process(engine, local
     long = "Repeat this list: " + ", ".join(f"item {i}" for i in range(150))   # read in pieces: how far
     reads = [[(e.done, e.total) for e in p.generate(prompt(p, long), GREEDY, None, 2) if isinstance(e, PromptEvent)]
              for p in (remote, local)]                                        # crosses the pipe too
-    assert reads[0] == reads[1] and len(reads[0]) >= 2
+    assert reads[0] and {t for _, t in reads[0]} == {t for _, t in reads[1]}    # (each piece is about a second
+    assert all(0 < d < t for d, t in reads[0])                                 # of the rate each measured)
 
 
 def test_cancel_and_new_settings_reach_a_running_reply(engine):

@@ -132,7 +132,7 @@ class RoundEvent:
 
 @dataclass(frozen=True)
 class PromptEvent:
-    """How far a long prompt pass has read, between its pieces (PROMPT_PIECE tokens each): `done` of the
+    """How far a long prompt pass has read, between its pieces (decoding.Decoder._prompt_piece): `done` of the
     `total` tokens it evaluates (a prefix already in the cache is not counted). Only a pass longer than
     a piece sends any, and none after its last piece: the first round follows."""
 

@@ -44,8 +44,8 @@ The reply goes to stdout; its numbers to stderr, one line each reply:
   draft / verify         seconds spent drafting, and checking drafts with the target
   c                      one draft-model step's cost, in single-token target passes (not for copies)
   predicted speed-up     from those numbers: with verify passes priced as this machine's timings put
-                         them (as multiples of a single pass, at this reply's pace), and by the paper's
-                         flat cost (a verify pass costs one single-token pass)
+                         them (as multiples of a single pass, at this reply's pace), and as if a check
+                         cost one single-token pass (the paper's flat cost)
   rounds                 rounds that drafted and rounds decoded plainly (with --auto: by drafter)
   measured               this reply's speed against plain decoding timed in the same reply
 """

@@ -65,10 +65,12 @@ def test_the_engine_process_gives_what_the_engine_gives_in_process(engine, local
     assert run(remote, prompt(remote), sampled, 30, drafter="model")[2].tokens == \
            run(local, prompt(local), sampled, 30, drafter="model")[2].tokens
     long = "Repeat this list: " + ", ".join(f"item {i}" for i in range(150))   # read in pieces: how far
-    reads = [[(e.done, e.total) for e in p.generate(prompt(p, long), GREEDY, None, 2) if isinstance(e, PromptEvent)]
-             for p in (remote, local)]                                        # crosses the pipe too
-    assert reads[0] and {t for _, t in reads[0]} == {t for _, t in reads[1]}    # (each piece is about a second
-    assert all(0 < d < t for d, t in reads[0])                                 # of the rate each measured)
+    fixed = Controls(SpecSettings(drafter="model", draft_max=4))             # (then the draft model reads it too)
+    reads = [[(e.done, e.total, e.model) for e in p.generate(prompt(p, long), GREEDY, fixed, 2)
+              if isinstance(e, PromptEvent)] for p in (remote, local)]      # crosses the pipe too
+    assert reads[0] and {r[1:] for r in reads[0]} == {r[1:] for r in reads[1]}   # (each piece is about a second
+    assert all(0 < d < t for d, t, model in reads[0] if model == "target")      # of the rate each measured)
+    assert reads[0][-1][0] == 0 and reads[0][-1][2] == "draft"
 
 
 def test_cancel_and_new_settings_reach_a_running_reply(engine):

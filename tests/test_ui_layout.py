@@ -473,3 +473,24 @@ def test_the_welcome_page_offers_only_what_can_load_and_follows_the_file_chosen(
     w.model_bar.draft.activated.emit(0)
     assert w.first_run.offered == (test_model_path, None) and "alone" not in w.first_run.text.text()
     assert w.first_run.load_button.isVisible() and w.first_run.load_button.text() == "Load this model"
+
+    w.model_bar.draft.setCurrentIndex(w.model_bar._ensure(w.model_bar.draft, str(notes)))
+    w.model_bar.draft.activated.emit(w.model_bar.draft.currentIndex())   # a draft that cannot be read: alone
+    assert w.first_run.offered == (test_model_path, None) and "alone (the draft notamodel.gguf cannot be loaded" \
+        in w.first_run.text.text()
+
+
+def test_an_unreadable_last_model_leaves_the_cached_demo_pair_offered(qtbot, tmp_path, close_all, monkeypatch,
+                                                                       test_model_path, q2k_draft_path):
+    """(A review: a last model that could not be read hid the cached demo pair behind "fetch 1.6 GB".)"""
+    from types import SimpleNamespace
+
+    from desktop_app import models
+    demo = {"qwen2.5-coder-1.5b": test_model_path, "qwen2.5-coder-0.5b": q2k_draft_path}   # (stand-ins)
+    monkeypatch.setattr(models, "inspect", lambda m: SimpleNamespace(verified=True, path=demo[m.key]))
+    notes = tmp_path / "notamodel.gguf"
+    notes.write_text("not a model")
+    w = open_window(qtbot, tmp_path, settings={"last_target": str(notes), "last_draft": None})
+    close_all.append(w)
+    assert w.first_run.offered == (test_model_path, q2k_draft_path)
+    assert "already on this machine" in w.first_run.text.text() and w.model_bar.target_path() == test_model_path

@@ -170,7 +170,7 @@ def test_hovering_a_chip_tells_q_p_and_the_kind(qtbot):
     assert "kept" in kept_tip and "q = 0.500" in kept_tip and "p = 0.400" in kept_tip and "min(1, p/q) = 0.800" in kept_tip
     assert strip.tooltip_at(0, rects[3][0].center()).startswith("correction")
     label_tip = strip.tooltip_at(0, strip.visualRect(strip.round_model.index(0)).topLeft() + QPoint(8, 8))
-    assert label_tip.startswith("round 1: draft model drafted 3, the target kept 1") and "verify 2 ms" in label_tip
+    assert label_tip.startswith("round 1: draft model drafted 3, the target kept 1") and "verify 2.0 ms" in label_tip
 
 
 # -- the numbers agree
@@ -517,6 +517,9 @@ def test_a_long_prompt_s_progress_shows_in_the_reply_s_note_and_the_panel_until_
     panel.clear()                                  # the panel cleared and shown again: the progress stays
     panel.show_live()
     assert panel.verdict.text() == "Reading the prompt… 512 of 1,100 tokens"
+    reply.prompt(PromptEvent(0, 1100, "draft"), 7)  # (fixed mode: the draft model reads it next, in one pass)
+    assert live.status.text() == "the draft model is reading the prompt…"
+    assert panel.verdict.text() == "The draft model is reading the prompt…"
     reply.round(make_round(0, [], 0, ["Hi"], [P]))
     reply.token(TokenEvent(1, "Hi", P, 0), 7)
     qtbot.waitUntil(lambda: panel.verdict.text() == "Generating…")

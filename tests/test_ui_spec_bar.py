@@ -351,3 +351,5 @@ def test_a_target_alone_greys_out_the_draft_model_and_runs_auto(qtbot, window, t
     assert window._options().spec.drafter == "lookup" and window._options().spec.auto
     assert window.settings["generation"]["drafter"] == "model"         # the saved choice stays for a pair
     assert not window.settings["generation"]["auto"]
+    bar.gamma_up_action.trigger()                                     # (it named the greyed Draft model: a review)
+    assert QToolTip.text().endswith("choose Prompt lookup (no draft model is loaded) to set it.")

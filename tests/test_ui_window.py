@@ -614,7 +614,10 @@ def test_a_note_that_no_model_is_loaded_goes_once_models_load(qtbot, window, tes
     window.load_pair(test_model_path, gemma_path)                       # a load that fails: the engine refuses
     type_and_send(qtbot, window, "Hello there")                         # the pair; the message waits for it
     assert window.loading and window.banner.label.text() == QUEUED_NOTE
+    assert window.first_run.offered == (test_model_path, gemma_path)   # (the page names the pair loading ...
     qtbot.waitUntil(lambda: not window.loading and not window.busy, timeout=TIMEOUT_MS)
+    assert window.first_run.offered == (test_model_path, None)         # ... and then what of it can load)
+    assert "alone (the draft gemma-3-270m.Q4_K_M.gguf cannot pair with it" in window.first_run.text.text()
     assert window.banner.isVisible() and window.banner.label.text().startswith("The models did not load, so your "
                                                                                 "message was not sent")
     assert window.composer.toPlainText() == "Hello there"
@@ -768,6 +771,22 @@ def test_damaged_history_and_settings_still_start_with_a_notice(qtbot, tmp_path)
 
 
 @pytest.mark.network
+def test_a_long_prompt_s_progress_reaches_the_reply_s_note_through_the_engine_process(qtbot, loaded, monkeypatch):
+    """(The note said "reading the prompt…" for 13 s on a busy machine: a new user's try.) Pieces of a
+    second's reading at this fast model's rate: an 800-token message is read in two or three."""
+    w = loaded
+    seen = []
+    w.worker.prompt.connect(lambda e: QTimer.singleShot(0, w, lambda: seen.append((e, w.chat._streaming.status.text()))))
+    w.settings_panel.max_tokens.setValue(2)
+    type_and_send(qtbot, w, "Repeat this list: " + ", ".join(f"item {i}" for i in range(150)))
+    wait_idle(qtbot, w)
+    reads = [(e, note) for e, note in seen if e.model == "target"]
+    assert reads and all(0 < e.done < e.total for e, _ in reads)
+    assert all(note == f"reading the prompt… {e.done:,} of {e.total:,} tokens" for e, note in reads), seen
+    qtbot.waitUntil(lambda: w.chat.messages[-1].status.text() != "reading the prompt…")   # (and then the reply)
+    assert stored(w)[-1].role == "assistant" and stored(w)[-1].complete
+
+
 def test_scrolled_up_view_keeps_its_place_while_streaming(qtbot, loaded):
     w = loaded
     cid = w.store.create_conversation("Long")

@@ -7,7 +7,7 @@ No Qt here: the chat view shows the text, tests check it.
 """
 from __future__ import annotations
 
-from desktop_app.engine.events import GenerationStats
+from desktop_app.engine.events import GenerationStats, PromptEvent
 from desktop_app.counts import count
 from desktop_app.engine.explain import rate_text
 
@@ -41,9 +41,11 @@ def drafter_label(settings: dict | None) -> str | None:
     return DRAFTER_LABELS.get(spec.get("drafter", "model"), str(spec.get("drafter")))
 
 
-def reading_note(read: tuple[int, int] | None) -> str:
+def reading_note(read: PromptEvent | None) -> str:
     """A streaming reply's note before its first token; `read`: how far a long prompt has been read."""
-    return "reading the prompt…" + (f" {read[0]:,} of {read[1]:,} tokens" if read else "")
+    if read is not None and read.model == "draft":
+        return "the draft model is reading the prompt…"
+    return "reading the prompt…" + (f" {read.done:,} of {read.total:,} tokens" if read else "")
 
 
 def reply_note(status: str, stats: dict | GenerationStats | None) -> str:

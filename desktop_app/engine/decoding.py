@@ -237,6 +237,8 @@ class SpeculativeDecoder:
             if isinstance(drafter, ModelDrafter) and not controls.cancelled:   # (a cancel stops at the first round)
                 t0 = time.perf_counter()
                 behind = drafter.behind(tokens)
+                if behind > self._prompt_piece():     # (a long read of its own: said, not counted)
+                    yield PromptEvent(0, behind, "draft")
                 try:
                     drafter.begin(tokens, stop=reply.stop)   # the draft model reads the
                     self.costs.record_prefill(drafter.name, behind, time.perf_counter() - t0)   # prompt now

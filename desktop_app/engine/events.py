@@ -132,12 +132,14 @@ class RoundEvent:
 
 @dataclass(frozen=True)
 class PromptEvent:
-    """How far a long prompt pass has read, between its pieces (decoding.Decoder._prompt_piece): `done` of the
-    `total` tokens it evaluates (a prefix already in the cache is not counted). Only a pass longer than
-    a piece sends any, and none after its last piece: the first round follows."""
+    """How far a long prompt pass has read, between its pieces (SpeculativeDecoder._prompt_piece):
+    `done` of the `total` tokens it evaluates (a prefix already in the cache is not counted). Only a
+    pass longer than a piece sends any, and none after its last piece. `model` "draft": in fixed mode
+    the draft model then reads the prompt too, in one pass (one event, done 0), before the first round."""
 
     done: int
     total: int
+    model: str = "target"
 
 
 @dataclass(frozen=True)

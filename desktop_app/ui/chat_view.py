@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QScrollA
 
 from desktop_app.chat.reply_footer import SHORT_NOTES, footer_forms, made_with, reading_note, reply_note
 from desktop_app.chat.token_origins import TokenOrigin, align, origin, origins_from_rounds
-from desktop_app.engine.events import GenerationStats, RoundEvent, TokenEvent
+from desktop_app.engine.events import GenerationStats, PromptEvent, RoundEvent, TokenEvent
 from desktop_app.ui.elided import ElidedButton, ElidedLabel
 from desktop_app.ui.follow_bottom import FollowBottom
 from desktop_app.ui.message_text import MessageText
@@ -78,7 +78,7 @@ class MessageWidget(QFrame):
         layout.addWidget(self.footer)
         self._text = ""
         self._status = status
-        self._read: tuple[int, int] | None = None     # a streaming reply's prompt: (read, to read)
+        self._read: PromptEvent | None = None     # how far a streaming reply's prompt has been read
         self._stats = stats
         self._settings = settings
         self._rounds = rounds               # stored rounds: the origins are made from them when first shown
@@ -148,9 +148,9 @@ class MessageWidget(QFrame):
         self._status = status
         self._update_footer()
 
-    def set_reading(self, done: int, total: int) -> None:
+    def set_reading(self, read: PromptEvent) -> None:
         """How far the prompt before this (streaming, still empty) reply has been read."""
-        self._read = (done, total)
+        self._read = read
         self._update_footer()
 
     def set_stats(self, stats: dict | GenerationStats | None, settings: dict | None) -> None:
@@ -338,10 +338,10 @@ class ChatView(QScrollArea):
     def append_text(self, text: str) -> None:
         self._pending += text
 
-    def reading(self, done: int, total: int) -> None:
-        """The streaming reply's prompt is being read: `done` of `total` tokens so far."""
+    def reading(self, read: PromptEvent) -> None:
+        """How far the streaming reply's prompt has been read."""
         if self._streaming is not None:
-            self._streaming.set_reading(done, total)
+            self._streaming.set_reading(read)
 
     def _flush(self) -> None:
         if self._streaming is not None and self._pending:

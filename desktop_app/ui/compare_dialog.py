@@ -46,11 +46,12 @@ def total_times(result: CompareResult) -> str:
     try)."""
     on, off = result.on.stats, result.off.stats
     if on.n_tokens != off.n_tokens:
-        return (f"total time {on.t_total_s:.2f} s for {count(on.n_tokens, 'token')} against {off.t_total_s:.2f} s "
-                f"for {off.n_tokens}: replies of different lengths, so the tokens per second are what compares.")
-    change = ("the same" if round(on.t_total_s, 2) == round(off.t_total_s, 2)
+        return (f"total time {duration_text(on.t_total_s)} for {count(on.n_tokens, 'token')} against "
+                f"{duration_text(off.t_total_s)} for {off.n_tokens}: replies of different lengths, so the tokens "
+                "per second are what compares.")
+    change = ("the same" if duration_text(on.t_total_s) == duration_text(off.t_total_s)
               else "shorter" if on.t_total_s < off.t_total_s else "longer")
-    return f"total time {on.t_total_s:.2f} s against {off.t_total_s:.2f} s, {change} with speculation."
+    return f"total time {duration_text(on.t_total_s)} against {duration_text(off.t_total_s)}, {change} with speculation."
 
 
 def spec_words(run: CompareRun) -> str:

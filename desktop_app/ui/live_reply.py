@@ -45,11 +45,11 @@ class LiveReply:
             self.chat.append_text(event.text)
 
     def prompt(self, event: PromptEvent, shown_id: int | None) -> None:
-        """A long prompt's pass read `done` of `total` tokens: the reply's note and the panel say so."""
+        """How far a long prompt has been read: the reply's note and the panel say so."""
         self.reading = event
-        self.panel.reading(event.done, event.total)
+        self.panel.reading(event)
         if self.conversation_id == shown_id:
-            self.chat.reading(event.done, event.total)
+            self.chat.reading(event)
 
     def round(self, event: RoundEvent) -> None:
         self.reading = None

@@ -39,27 +39,6 @@ def describe(path: str | None) -> str:
         return UNREADABLE[1]
 
 
-def what_loads(target: str | None, draft: str | None) -> tuple[str | None, str | None, str]:
-    """What of a chosen pair can load, told from the files' headers: (target, draft, ""); the target
-    alone, with why the draft cannot go with it (it cannot be read, or cannot pair with the target);
-    or (None, None, why) where the target cannot be read. (The welcome page offered "Load this pair"
-    for a pair the bar above called unable to pair, and for a file that was not a GGUF: a new user's
-    try.) Where the headers cannot tell, the pair goes: the engine's check decides."""
-    if not target:
-        return None, None, ""
-    said = describe(target)
-    if said.startswith(UNREADABLE):
-        return None, None, f"{os.path.basename(target)} cannot be loaded ({said})"
-    if draft:
-        said = describe(draft)
-        if said.startswith(UNREADABLE):
-            return target, None, f"the draft {os.path.basename(draft)} cannot be loaded ({said})"
-        verdict = check_headers(target, draft)
-        if verdict.ok is False:
-            return target, None, f"the draft {os.path.basename(draft)} cannot pair with it: {verdict.why}"
-    return target, draft, ""
-
-
 class ModelBar(QWidget):
     loadRequested = Signal(str, object)     # target path, draft path or None
     demoRequested = Signal()
@@ -240,6 +219,21 @@ class ModelBar(QWidget):
     def target_path(self) -> str | None:
         return self.target.currentData()
 
+    def loadable(self) -> tuple[str | None, str | None, str]:
+        """What of the chosen pair can load, told from the files' headers (as the lines under the boxes
+        tell it): (target, draft, ""); the target alone, with why the draft cannot go with it; or
+        (None, None, why) where the target cannot be read. (The welcome page offered "Load this pair"
+        for a pair this bar called unable to pair, and for a file that was no GGUF: a new user's try.)
+        Where the headers cannot tell, the pair goes: the engine's check decides."""
+        t, d = self.target_path(), self.draft_path()
+        if not t or describe(t).startswith(UNREADABLE):
+            return None, None, f"{os.path.basename(t)} cannot be loaded ({describe(t)})" if t else ""
+        if d and describe(d).startswith(UNREADABLE):
+            return t, None, f"the draft {os.path.basename(d)} cannot be loaded ({describe(d)})"
+        if d and self.pair_verdict is not None and self.pair_verdict.ok is False:
+            return t, None, f"the draft {os.path.basename(d)} cannot pair with it: {self.pair_verdict.why}"
+        return t, d, ""
+
     def draft_path(self) -> str | None:
         return self.draft.currentData()
 
@@ -270,6 +264,8 @@ class ModelBar(QWidget):
     def set_loaded(self, pair: tuple[str, str | None] | None) -> None:
         self.loaded_pair = pair
         if pair is None:
+            if self.status.text().startswith(IN_USE):    # (let go before a load: no longer in use)
+                self._show_status("")
             self._loaded_text = NO_MODEL
         self._update_info()
 

@@ -20,6 +20,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QPalette, QPen
 from PySide6.QtWidgets import QAbstractItemView, QListView, QStyle, QStyledItemDelegate, QToolTip
 
 from desktop_app.engine.events import RoundEvent
+from desktop_app.engine.explain import duration_text
 from desktop_app.ui.follow_bottom import FollowBottom
 
 # -- what a row shows (no Qt: tests and other views can use it)
@@ -57,7 +58,7 @@ def round_tip(r: RoundEvent) -> str:
     """The row label's tooltip: the round's drafter, γ, kept count and timing."""
     what = (f"{drafter_label(r)} drafted {r.gamma}, the target kept {r.accepted}" if r.gamma
             else "plain step: nothing drafted")
-    return (f"round {r.index + 1}: {what}\ndraft {1000 * r.t_draft_s:.0f} ms + verify {1000 * r.t_verify_s:.0f} ms, "
+    return (f"round {r.index + 1}: {what}\ndraft {duration_text(r.t_draft_s)} + verify {duration_text(r.t_verify_s)}, "
             f"{r.n_past} tokens of context before it" + (f"\nthe reply ended here ({r.end})" if r.end else ""))
 
 
@@ -365,7 +366,7 @@ class RoundStrip(QListView):
         if event.key() in (Qt.Key_Return, Qt.Key_Enter, Qt.Key_Space) and index.isValid():
             rect = self.visualRect(index)
             QToolTip.showText(self.viewport().mapToGlobal(rect.bottomLeft()),
-                              row_tip(self.round_model.round(index.row())), self, rect)
+                              row_tip(self.round_model.round(index.row())), self.viewport(), rect)
             return
         super().keyPressEvent(event)
 
@@ -380,6 +381,9 @@ class RoundStrip(QListView):
     # -- content
     def append(self, rounds: list[RoundEvent]) -> None:
         self.round_model.append(rounds)
+        if self.hasFocus() and not self.currentIndex().isValid() and rounds:   # (focused before any round:
+            self.selectionModel().setCurrentIndex(self.round_model.index(self.round_model.rowCount() - 1),
+                                                  QItemSelectionModel.NoUpdate)   # the next arrow key went to the top)
 
     def set_rounds(self, rounds: list[RoundEvent]) -> None:
         self.round_delegate.forget_sizes()

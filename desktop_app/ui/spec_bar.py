@@ -238,8 +238,9 @@ class SpecBar(QFrame):
             self.gamma.setValue(self.gamma.value() + delta)
             return
         on = self.switch.isChecked()
-        why = (f"Auto chooses γ itself, 0 to {AUTO_GAMMA_MAX} each round: choose Draft model or Prompt lookup "
-               "to set it." if on else f"Speculation is off: turn it on ({TOGGLE_KEYS}) to set γ.")
+        choose = "Prompt lookup (no draft model is loaded)" if self._has_draft is False else "Draft model or Prompt lookup"
+        why = (f"Auto chooses γ itself, 0 to {AUTO_GAMMA_MAX} each round: choose {choose} to set it." if on
+               else f"Speculation is off: turn it on ({TOGGLE_KEYS}) to set γ.")
         near = self.gamma_label if on else self.mode
         QToolTip.showText(near.mapToGlobal(QPoint(0, near.height())), why, near)
 

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QGridLayout, QGroupBox, QLabel, QSizePolicy, QSpl
 from desktop_app.chat.reply_footer import reading_note
 from desktop_app.counts import count
 from desktop_app.engine.auto_policy import FIRST_PROBE
-from desktop_app.engine.events import GenerationStats, RoundEvent, StopReason
+from desktop_app.engine.events import GenerationStats, PromptEvent, RoundEvent, StopReason
 from desktop_app.engine.explain import ALPHA_TIP, duration_text, explain, measured_text, predicted_text, rate_text
 from desktop_app.engine.metrics import StatsRecorder
 from desktop_app.remote.rounds import DRAFTER as SERVER_DRAFTER
@@ -24,8 +24,7 @@ from desktop_app.ui.pay_curve import PayCurve
 from desktop_app.ui.round_strip import Colours, RoundStrip
 
 NO_REPLY = "No reply selected"
-READING = "Reading the prompt…"   # until the first token: on a slow or busy CPU a long prompt takes a while,
-                                  # and "Generating…" with "Tokens –" for a minute read as stuck (a new user's try)
+GENERATING = "Generating…"       # after reading_note's: this with "Tokens –" for a minute read as stuck (a user's try)
 _BREAKS = re.compile(r" (?=\()| (?=/ )")
 STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation excluded)"),
          ("vs_plain", "vs plain (measured)", "This reply's speed over plain decoding's on this machine, "
@@ -191,7 +190,7 @@ class SpecPanel(QWidget):
 
         self._pending: list[RoundEvent] = []
         self._live_rounds: list[RoundEvent] = []     # every round of the reply generating now
-        self._read: tuple[int, int] | None = None    # how far its prompt has been read, before its first round
+        self._read: PromptEvent | None = None        # how far its prompt has been read, before its first round
         self._attached = False        # the strip shows the live reply (not a stored one, not cleared)
         self._streaming = False
         self._live_title = ""
@@ -279,7 +278,7 @@ class SpecPanel(QWidget):
         self.pay.waiting()
         self._shown = ("live",)
         self._show_header()
-        self._reset_numbers(READING)
+        self._reset_numbers(reading_note(None).capitalize())
         self._timer.start()
 
     def show_live(self) -> None:
@@ -296,11 +295,11 @@ class SpecPanel(QWidget):
         self._reset_numbers(reading_note(self._read).capitalize())
         self._flush()
 
-    def reading(self, done: int, total: int) -> None:
-        """The live reply's prompt is being read: `done` of `total` tokens so far."""
-        self._read = (done, total)
-        if self._attached and self._streaming and self.verdict.text().startswith(READING):
-            self.verdict.setText(reading_note(self._read).capitalize())
+    def reading(self, read: PromptEvent) -> None:
+        """How far the live reply's prompt has been read."""
+        self._read = read
+        if self._attached and self._streaming and not (self._live_rounds or self._n_tokens):
+            self.verdict.setText(reading_note(read).capitalize())
 
     def add_round(self, r: RoundEvent) -> None:
         self._read = None
@@ -326,8 +325,8 @@ class SpecPanel(QWidget):
             self._pending = []
         if not self._streaming:
             return
-        if (self._live_rounds or self._n_tokens) and self.verdict.text().startswith(READING):
-            self.verdict.setText("Generating…")
+        if (self._live_rounds or self._n_tokens) and self.verdict.text() != GENERATING:
+            self.verdict.setText(GENERATING)
         if self._round_s > 0 and self._round_tokens:        # as the tokens/s chart counts them
             speed = self._round_tokens / self._round_s
             self.labels["speed"].setText(rate_text(speed))
@@ -343,13 +342,14 @@ class SpecPanel(QWidget):
         tokens = str(self._n_tokens)        # token's number, a new user's try)
         self.labels["tokens"].setText(f"{tokens} in {count(rounds, 'round')}" if rounds else tokens)
         so_far = self._recorder.so_far()
-        if not so_far.n_drafted and self._live_rounds:
-            self._show_split(so_far)             # (plain rounds so far: "–" beside the time chart's bars, a
-        if so_far.n_drafted:                     # new user's try)
-            self._show_drafts(so_far)
-            remote = any(r.drafter == SERVER_DRAFTER for r in self._live_rounds)   # (a llama-server sends neither)
-            for key in ("c", "predicted"):       # (they rest on the engine's costs, which come with the end;
-                self.labels[key].setText("–" if remote else "at the reply's end")   # "–" read as unmeasured)
+        if not so_far.n_drafted:
+            if self._live_rounds:                # (plain rounds so far: "–" beside the time chart's bars, a
+                self._show_split(so_far)         # new user's try)
+            return
+        self._show_drafts(so_far)
+        remote = any(r.drafter == SERVER_DRAFTER for r in self._live_rounds)   # (a llama-server sends neither)
+        for key in ("c", "predicted"):           # (they rest on the engine's costs, which come with the end;
+            self.labels[key].setText("–" if remote else "at the reply's end")   # "–" read as unmeasured)
 
     def set_plain_rate(self, rate: float | None) -> None:
         """Plain decoding's rate with the pair just loaded (from its single-token pass timed at load;

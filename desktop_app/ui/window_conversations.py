@@ -259,7 +259,7 @@ class ConversationsMixin:
         if live:
             self.chat.begin_reply().set_text(self.live_text)
             if self.reply.reading is not None:           # (its prompt still being read)
-                self.chat.reading(self.reply.reading.done, self.reply.reading.total)
+                self.chat.reading(self.reply.reading)
         if self.stack.currentWidget() is not self.chat and (self.loaded or show):
             self.stack.setCurrentWidget(self.chat)
         self._update_buttons()

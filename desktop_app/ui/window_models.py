@@ -12,7 +12,6 @@ from desktop_app.engine.rpc import WARNING as RPC_WARNING
 from desktop_app.engine.rpc import RpcError
 from desktop_app.models.discovery import find_gguf_files
 from desktop_app.models.pairing import suggest_pair
-from desktop_app.ui.model_bar import what_loads
 from desktop_app.ui.settings_panel import load_options, rpc_options
 from desktop_app.ui.worker import CANCELLED, GenerateRequest, LoadedPair, LoadRequest, ServerRequest
 
@@ -47,11 +46,10 @@ class ModelsMixin:
     def _offer_models(self, files: list[str], demo: list) -> None:
         """The first-run page offers to load what is here: the demo pair when cached and verified, else
         the best pair among the files found (the larger model as the target), preselected in the bar."""
-        cached = ((demo[0].path, demo[1].path if len(demo) > 1 else None)
-                  if demo and all(d.verified for d in demo) else None)
+        cached = _cached(demo)
         last = self.settings["last_target"]
-        if last and os.path.exists(last):
-            self._offer(last, self.model_bar.draft_path(), demo=cached)
+        if last and os.path.exists(last) and self.model_bar.target_path() == last and self.model_bar.loadable()[0]:
+            self._offer(cached)
             return
         if cached:
             choice, is_demo = cached, True
@@ -61,17 +59,17 @@ class ModelsMixin:
             self.model_bar.select(*choice)
         self.first_run.offer(*(choice or (None, None)), demo=is_demo)
 
-    def _offer(self, target: str | None, draft: str | None, demo: tuple | None = None) -> None:
-        """The welcome page offers what of (target, draft) can load (model_bar.what_loads), and says
-        why where that is the target alone or nothing. `demo`: the demo pair's paths, when cached."""
-        t, d, note = what_loads(target, draft)
+    def _offer(self, demo: tuple | None) -> None:
+        """The welcome page offers what of the bar's choice can load (ModelBar.loadable), and says why
+        where that is the target alone or nothing. `demo`: the demo pair's paths, when cached."""
+        t, d, note = self.model_bar.loadable()
         self.first_run.offer(t, d, demo=demo is not None and (t, d) == tuple(demo), note=note)
 
     def _offer_bar_choice(self) -> None:
         """The user chose another file in the bar while nothing is loaded: the welcome page offers it
         (it went on naming the file chosen before: a new user's try)."""
         if not self.loaded and not self.loading:
-            self._offer(self.model_bar.target_path(), self.model_bar.draft_path())
+            self._offer(_cached([models.inspect(m) for m in models.resolve(["demo"])]))
 
     def add_model_folder(self, folder: str) -> None:
         if folder not in self.settings["model_folders"]:
@@ -93,7 +91,7 @@ class ModelsMixin:
         self.model_bar.select(target, draft)
         if not self.loaded:                # the welcome page names the pair loading, not another (it offered
             demo = tuple(str(models.model_path(m)) for m in models.resolve(["demo"]))   # the last pair, and to
-            self._offer(target, draft, demo=demo)        # fetch the demo that was loading)
+            self.first_run.offer(target, draft, demo=(target, draft) == demo)   # fetch the demo that was loading)
         waits = self.busy                  # (a reply or compare runs: the load starts when it ends; "Loading 0 %"
         self._begin_load()                 # said nothing of why it did not move, a new user's try)
         self.model_bar.show_progress("Loading once the reply or compare ends" if waits else "Loading",
@@ -198,6 +196,7 @@ class ModelsMixin:
             self.model_bar.select(self.loaded.target, self.loaded.draft)
         self.model_bar.show_error(said.rstrip(".") + "." + still)
         self._end_load(ok=False)
+        self._offer_bar_choice()                         # (with nothing loaded: what of it can load)
 
     # -- while models are fetched, loaded or connected to
 
@@ -212,7 +211,7 @@ class ModelsMixin:
         on a file that cannot be read, it offers to reload them. Another file chosen in the bar while
         it shows: it speaks of that one (_choice_changed)."""
         target, draft, unreadable = self.model_bar.target_path(), self.model_bar.draft_path(), self.model_bar.unreadable()
-        alone, _, why = what_loads(target, draft)
+        alone, _, why = self.model_bar.loadable()
         if self.lost_pair and (self.lost_pair == (target, draft) or unreadable):
             self.banner.show_message("The models are no longer loaded; reload them to send your message "
                                      "(it stays in the box).", [("Reload the models", self.reload_lost_pair)])
@@ -338,3 +337,8 @@ class ModelsMixin:
         pair = (self.loaded.target, self.loaded.draft) if self.loaded else self.lost_pair
         if pair and pair[0]:
             self.load_pair(*pair)
+
+
+def _cached(demo: list) -> tuple | None:
+    """The demo pair's paths where it is cached and verified (`demo`: models.inspect of each model)."""
+    return tuple(d.path for d in demo) if demo and all(d.verified for d in demo) else None

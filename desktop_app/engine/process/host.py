@@ -16,7 +16,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 
-from desktop_app.engine.events import FinishEvent, PromptEvent, RoundEvent
+from desktop_app.engine.events import FinishEvent, RoundEvent
 from desktop_app.engine.process import protocol as P
 from desktop_app.engine.settings import Controls
 
@@ -162,11 +162,6 @@ class Host:
             for event in self.pair.generate(list(message.prompt), message.sampling, controls, message.max_tokens,
                                             message.stop):
                 batch.append(event)
-                if isinstance(event, PromptEvent):     # (seconds apart: each goes at once)
-                    self._send_events(batch, transfer)
-                    batch = []
-                    last_sent = time.perf_counter()
-                    continue
                 if isinstance(event, RoundEvent):
                     transfer.rounds += 1
                     expected = len(event.emitted)

@@ -8,7 +8,7 @@ before its request started still lands.
 
 The engine's own events (PromptEvent, RoundEvent, TokenEvent, FinishEvent) cross unchanged, one `Events`
 message per round: the round, then its tokens (and the finish, if it ended the reply); a long prompt's
-PromptEvents each in a message of its own.
+PromptEvents, about a second apart, each in the first message after it.
 """
 from __future__ import annotations
 

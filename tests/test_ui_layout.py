@@ -482,7 +482,8 @@ def test_the_welcome_page_offers_only_what_can_load_and_follows_the_file_chosen(
 
 def test_an_unreadable_last_model_leaves_the_cached_demo_pair_offered(qtbot, tmp_path, close_all, monkeypatch,
                                                                        test_model_path, q2k_draft_path):
-    """(A review: a last model that could not be read hid the cached demo pair behind "fetch 1.6 GB".)"""
+    """(A review: a last model that could not be read hid the cached demo pair behind "fetch 1.6 GB".) The
+    bar keeps it, its line saying why (issue #12)."""
     from types import SimpleNamespace
 
     from desktop_app import models
@@ -493,4 +494,5 @@ def test_an_unreadable_last_model_leaves_the_cached_demo_pair_offered(qtbot, tmp
     w = open_window(qtbot, tmp_path, settings={"last_target": str(notes), "last_draft": None})
     close_all.append(w)
     assert w.first_run.offered == (test_model_path, q2k_draft_path)
-    assert "already on this machine" in w.first_run.text.text() and w.model_bar.target_path() == test_model_path
+    assert "already on this machine" in w.first_run.text.text() and w.model_bar.target_path() == str(notes)
+    assert "cannot read" in w.model_bar.info.text()

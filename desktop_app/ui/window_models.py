@@ -48,14 +48,15 @@ class ModelsMixin:
         the best pair among the files found (the larger model as the target), preselected in the bar."""
         cached = _cached(demo)
         last = self.settings["last_target"]
-        if last and os.path.exists(last) and self.model_bar.target_path() == last and self.model_bar.loadable()[0]:
+        last = last if last and os.path.exists(last) and self.model_bar.target_path() == last else None
+        if last and self.model_bar.loadable()[0]:
             self._offer(cached)
             return
-        if cached:
-            choice, is_demo = cached, True
-        else:
+        if cached:                                          # (a last model that cannot be read stays in the
+            choice, is_demo = cached, True                  # bar, its line saying why, and the page offers
+        else:                                               # what can load: a review)
             choice, is_demo = suggest_pair(files), False
-        if choice and self.first_run.offered is None:      # (later, the bar keeps what the user chose)
+        if choice and self.first_run.offered is None and not last:   # (later, the bar keeps the user's choice)
             self.model_bar.select(*choice)
         self.first_run.offer(*(choice or (None, None)), demo=is_demo)
 

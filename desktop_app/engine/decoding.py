@@ -204,11 +204,11 @@ class SpeculativeDecoder:
         """Prefill: the target evaluates the prompt but its last token, reusing whatever prefix its
         cache already holds, a piece at a time (_prompt_piece), yielding a PromptEvent after each but
         the last (a 1,100-token conversation read again after a restart left "reading the prompt…"
-        unchanged for 13 s on a busy 2-core machine: a new user's try). In fixed mode the drafter reads the prompt too, so that the first round
-        drafts at once; in auto mode a draft model reads it only when auto first drafts with it
-        (lazily: a reply auto decodes plainly or with copies never waits for it). Returns the
-        FinishEvent of a prompt the context cannot hold, or of a cancel that stopped the target's
-        pass, else None."""
+        unchanged for 13 s on a busy 2-core machine: a new user's try). In fixed mode the drafter
+        reads the prompt too, so that the first round drafts at once; in auto mode a draft model
+        reads it only when auto first drafts with it (lazily: a reply auto decodes plainly or with
+        copies never waits for it). Returns the FinishEvent of a prompt the context cannot hold, or
+        of a cancel that stopped the target's pass, else None."""
         ctx = self.target_ctx
         tokens = reply.tokens
         if len(tokens) > ctx.n_ctx:

@@ -63,8 +63,8 @@ def measured_text(stats: GenerationStats) -> str:
 def predicted_text(stats: GenerationStats) -> str:
     """The cost model's predicted speed-up (the panel's row says "predicted"), with the flat-cost
     formula's beside it, said in words ("flat-cost formula" was jargon to a new user: a check of γ + 1
-    tokens priced as one pass, as on a GPU); "" when nothing was drafted. A pair that kept no draft gets no predicted
-    gain: a formula at α = 0 says nothing about this pair."""
+    tokens priced as one pass, as on a GPU); "" when nothing was drafted. A pair that kept no draft
+    gets no predicted gain: a formula at α = 0 says nothing about this pair."""
     if not stats.n_drafted:
         return ""
     if not stats.n_accepted:

@@ -51,7 +51,8 @@ def total_times(result: CompareResult) -> str:
                 "per second are what compares.")
     change = ("the same" if duration_text(on.t_total_s) == duration_text(off.t_total_s)
               else "shorter" if on.t_total_s < off.t_total_s else "longer")
-    return f"total time {duration_text(on.t_total_s)} against {duration_text(off.t_total_s)}, {change} with speculation."
+    return (f"total time {duration_text(on.t_total_s)} against {duration_text(off.t_total_s)}, {change} "
+            "with speculation.")
 
 
 def spec_words(run: CompareRun) -> str:

@@ -238,7 +238,8 @@ class SpecBar(QFrame):
             self.gamma.setValue(self.gamma.value() + delta)
             return
         on = self.switch.isChecked()
-        choose = "Prompt lookup (no draft model is loaded)" if self._has_draft is False else "Draft model or Prompt lookup"
+        choose = ("Prompt lookup (no draft model is loaded)" if self._has_draft is False
+                  else "Draft model or Prompt lookup")
         why = (f"Auto chooses γ itself, 0 to {AUTO_GAMMA_MAX} each round: choose {choose} to set it." if on
                else f"Speculation is off: turn it on ({TOGGLE_KEYS}) to set γ.")
         near = self.gamma_label if on else self.mode

@@ -24,7 +24,7 @@ from desktop_app.ui.pay_curve import PayCurve
 from desktop_app.ui.round_strip import Colours, RoundStrip
 
 NO_REPLY = "No reply selected"
-GENERATING = "Generating…"       # after reading_note's: this with "Tokens –" for a minute read as stuck (a user's try)
+GENERATING = "Generating…"       # after reading_note's (this with "Tokens –" for a minute read as stuck)
 _BREAKS = re.compile(r" (?=\()| (?=/ )")
 STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation excluded)"),
          ("vs_plain", "vs plain (measured)", "This reply's speed over plain decoding's on this machine, "

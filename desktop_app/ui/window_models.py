@@ -211,8 +211,9 @@ class ModelsMixin:
         models were lost (the engine stopped, or a failed load let them go), with the bar on them or
         on a file that cannot be read, it offers to reload them. Another file chosen in the bar while
         it shows: it speaks of that one (_choice_changed)."""
-        target, draft, unreadable = self.model_bar.target_path(), self.model_bar.draft_path(), self.model_bar.unreadable()
-        alone, _, why = self.model_bar.loadable()
+        bar = self.model_bar
+        target, draft, unreadable = bar.target_path(), bar.draft_path(), bar.unreadable()
+        alone, _, why = bar.loadable()
         if self.lost_pair and (self.lost_pair == (target, draft) or unreadable):
             self.banner.show_message("The models are no longer loaded; reload them to send your message "
                                      "(it stays in the box).", [("Reload the models", self.reload_lost_pair)])

@@ -128,7 +128,7 @@ class Progress:
 
 @dataclass(frozen=True)
 class Events:
-    events: tuple                  # RoundEvent, TokenEvent..., [FinishEvent]; or one PromptEvent
+    events: tuple                  # [PromptEvent...], RoundEvent, TokenEvent..., [FinishEvent]
 
 
 @dataclass

@@ -227,6 +227,22 @@ def test_an_imported_file_is_taken_as_the_history_stores_it_or_refused_with_why(
     assert reply.content == doc["messages"][1]["content"] and abs(reply.created_at - time.time()) < 60
 
 
+def test_an_exported_reply_s_statistics_come_back_whole(store):
+    """A new user's try: an imported reply had no footer and every number of the panel read "–". Its
+    statistics were in the file, but the import's check compared verify_s_by_batch's batch sizes, strings
+    in JSON, with numbers, and dropped them for every reply checked at more than one size."""
+    from desktop_app.engine.events import GenerationStats
+    cid = _fill(store)
+    reply = store.messages(cid)[-1]
+    stats = GenerationStats(n_tokens=3, n_rounds=2, tokens_per_s=12.5, n_drafted=4, n_accepted=2,
+                            acceptance_rate=0.5, verify_s_by_batch={1: 0.03, 5: 0.08, 17: 0.2}).to_json()
+    store.update_message(reply.id, stats=stats)
+    doc = json.loads(json.dumps(store.export_json(cid)))                 # as the file holds it
+    assert doc["messages"][-1]["stats"]["verify_s_by_batch"] == {"1": 0.03, "5": 0.08, "17": 0.2}
+    imported = store.messages(store.import_json(doc))[-1]
+    assert GenerationStats.from_json(imported.stats) == GenerationStats.from_json(stats)
+
+
 def test_a_version_1_history_gains_the_versions_table(tmp_path):
     path = tmp_path / "old.db"
     db = sqlite3.connect(path)

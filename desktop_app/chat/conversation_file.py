@@ -10,6 +10,7 @@ statistics), a time that is not a number is now. A file of a newer format versio
 """
 from __future__ import annotations
 
+import json
 import time
 
 from desktop_app.engine.events import GenerationStats, RoundEvent, int_list
@@ -72,9 +73,14 @@ def _text(value, what: str) -> str:
 
 def _stats_ok(stats) -> bool:
     """Whether every field of GenerationStats that `stats` has is of its type (from_json drops the others,
-    and a reply then read "nothing was written" under its text: a new user's try)."""
+    and a reply then read "nothing was written" under its text: a new user's try). Compared as a file
+    holds them: JSON writes the batch sizes of verify_s_by_batch as strings, and compared as numbers
+    they dropped the statistics of every reply checked at more than one size (another new user's try)."""
     s = GenerationStats.from_json(stats) if isinstance(stats, dict) else None
-    return s is not None and all(getattr(s, key, value) == value for key, value in stats.items())
+    if s is None:
+        return False
+    as_filed = json.loads(json.dumps(s.to_json()))
+    return all(as_filed.get(key, value) == value for key, value in stats.items())
 
 
 def _time(value) -> float:

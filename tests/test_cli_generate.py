@@ -129,7 +129,7 @@ def test_generate_text_summary_names_the_seed_and_adds_up(test_model_path, q2k_d
     again = tandem("generate", "-m", test_model_path, "-md", q2k_draft_path, "-p", "Count from one to twenty.",
                    "-n", "24", "-c", "512", "--temp", "0.8", "--seed", str(seed))
     assert again.stdout == out.stdout                      # the seed reported reproduces the reply
-    said = re.search(r"(\d+) tokens?, .*accepted (\d+)/\d+ drafted.*; rounds: (\d+) drafted, (\d+) plain;", out.stderr)
+    said = re.search(r"(\d+) tokens?, .*kept (\d+)/\d+ drafted.*; rounds: (\d+) drafted, (\d+) plain;", out.stderr)
     assert said, out.stderr
     tokens, kept, drafted, plain = map(int, said.groups())
     ended = "stop: eos" in out.stderr

@@ -283,6 +283,12 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
     assert L["c"].shown_text() == "1.73 (not drafted)" and "would cost 1.73 of a target pass" in panel.verdict.text()
     panel.show_stats(dataclasses.replace(unused, n_rounds=FIRST_PROBE))   # a reply too short for auto to weigh it
     assert L["c"].text() == "–" and "tries it only after a reply's first" in panel.verdict.text()
+    copies = dataclasses.replace(unused, n_drafted=4, n_accepted=2, c=0.0, t_draft_s=0.01)   # copies only: the
+    panel.show_stats(copies)                      # row said "none (copies only)" beside the sentence's 1.73
+    assert L["c"].text() == "1.73 (not drafted: copies only)" and "would cost 1.73 of a target pass" in \
+        panel.verdict.text()
+    panel.show_stats(dataclasses.replace(copies, unused_draft_c=None))    # (no draft model loaded)
+    assert L["c"].text() == "none (copies only)"
     # slower than plain: the verdict says it loses, with the same number as the grid
     s = slow_stats(tokens_per_s=0.3, t_verify_s=14 / 0.3 - 1.0)   # all of it in rounds: plain stays 0.5 tok/s
     panel.show_stats(s)
@@ -438,7 +444,7 @@ def test_cli_summary_labels_predictions_and_predicts_no_gain_when_nothing_was_ke
                          mean_drafted=3.0, predicted_speedup_measured=11.1, tokens_per_s=0.3, t_verify_s=14 / 0.3 - 1.0)
     _print_stats(FinishEvent("", (), nothing, StopReason.MAX_TOKENS), 0, 1, [], False, None)
     err = capsys.readouterr().err
-    assert "accepted 0/3" in err and "no draft was kept" in err and "11.10" not in err
+    assert "kept 0/3 drafted" in err and "no draft was kept" in err and "11.10" not in err
     assert "measured 0.60x plain decoding (0.50 tok/s)" in err and " 0 tok/s" not in err
     _print_stats(FinishEvent("", (), slow_stats(), StopReason.MAX_TOKENS), 0, 1, [], False, None)
     err = capsys.readouterr().err

@@ -263,7 +263,7 @@ def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | N
     if n == 1 and seed is not None:
         parts.append(f"seed {seed}")
     if s.n_drafted:
-        parts.append(f"accepted {s.n_accepted}/{s.n_drafted} drafted ({100 * s.acceptance_rate:.0f} %), "
+        parts.append(f"kept {s.n_accepted}/{s.n_drafted} drafted ({100 * s.acceptance_rate:.0f} %), "
                      f"α {s.alpha:.2f}, {s.mean_accepted:.2f} kept per round")
         split = f"draft {s.t_draft_s:.2f} s / verify {s.t_verify_s:.2f} s"
         if s.c is not None and s.t_draft_step_s is not None:      # (copies take no model step: no c)

@@ -412,16 +412,16 @@ class SpecPanel(QWidget):
         # gives it a scroll bar, and "(…)" stood for it on every busy machine's reply, a new user's try)
         L["tokens"].setText(f"{s.n_tokens}{rounds} (first after {first})",
                             f"{s.n_tokens} in {s.n_rounds} (first {first})" if s.n_rounds else "")
-        if s.n_drafted:
-            self._show_drafts(s)
-            L["c"].setText("–" if s.c is None else "none (copies only)" if s.c == 0
-                             else f"{s.c:.2f} × a pass")
+        unused = s.unused_draft_c if s.n_rounds > FIRST_PROBE else None   # (the price auto weighed a draft
+        if s.n_drafted:                                                   # model left unused at: the sentence
+            self._show_drafts(s)                                          # quotes it)
+            L["c"].setText("–" if s.c is None else f"{s.c:.2f} × a pass" if s.c else "none (copies only)"
+                           if unused is None else f"{unused:.2f} (not drafted: copies only)")
             L["predicted"].setText(predicted_text(s))
         else:
-            for key in ("accepted", "alpha", "per_round", "c", "predicted"):
+            for key in ("accepted", "alpha", "per_round", "predicted"):
                 L[key].setText("–")
-            if s.unused_draft_c is not None and s.n_rounds > FIRST_PROBE:   # (the price auto weighed it at,
-                L["c"].setText(f"{s.unused_draft_c:.2f} (not drafted)")       # which the sentence quotes)
+            L["c"].setText("–" if unused is None else f"{unused:.2f} (not drafted)")
             self._show_split(s)                  # (a plain reply's time is the target's: "–" beside the chart
                                                  # showing it read as a failure to measure, a new user's try)
         self.verdict.setText(explain(s))

@@ -19,8 +19,8 @@ from typing import Callable
 from desktop_app.chat.history import ConversationInfo
 from desktop_app.chat.rules import user_positions
 from desktop_app.chat.session import ChatSession, ContextOverflow, GenerationOptions
-from desktop_app.counts import count
 from desktop_app.engine.events import FinishEvent, GenerationStats, RoundEvent, StopReason, TokenEvent
+from desktop_app.engine.explain import threads_text
 from desktop_app.engine.sampling import SamplingParams
 from desktop_app.engine.settings import Controls, SpecSettings
 
@@ -103,7 +103,7 @@ class CompareResult:
         off = self.off.stats
         if on.threads != off.threads or on.threads_mixed or off.threads_mixed:
             return ("Other work kept the CPUs busy, so llama.cpp ran on fewer threads for some of this compare "
-                    f"(without speculation {_threads(off)}, with it {_threads(on)}): the two runs are not like "
+                    f"(without speculation {threads_text(off)}, with it {threads_text(on)}): the two runs are not like "
                     "for like. `tandem bench` holds the thread count.")
         shorter = min(len(self.on.tokens), len(self.off.tokens))
         if shorter < SHORT_RUN and abs(s - 1) > NOISE - 1:
@@ -117,13 +117,6 @@ class CompareResult:
         if not (self.off.finished and self.on.finished and self.on.stats.t_total_s):
             return None
         return self.off.stats.t_total_s / self.on.stats.t_total_s
-
-
-def _threads(stats: GenerationStats) -> str:
-    """A run's thread count, as Compare's caveat says it: "2 threads", "1 of 2 for part of it"."""
-    if stats.threads_mixed:
-        return f"{count(stats.threads, 'thread')} of {stats.threads_most} for part of it"
-    return f"{count(stats.threads, 'thread')}" + (f" of {stats.threads_most}" if stats.threads < stats.threads_most else "")
 
 
 def compare_prompt(session: ChatSession, conversation: ConversationInfo) -> list[int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from desktop_app.engine.events import GenerationStats, PromptEvent
 from desktop_app.counts import count
-from desktop_app.engine.explain import rate_text
+from desktop_app.engine.explain import rate_text, threads_text
 
 DRAFTER_LABELS = {"model": "draft model", "lookup": "prompt lookup", "server": "llama-server",
                   "none": "plain decoding"}
@@ -84,7 +84,7 @@ def footer_forms(stats: dict | GenerationStats | None, settings: dict | None, st
     speed = rate_text(s.tokens_per_s)
     fewer = speed                                       # (other work busy, threads.py: a slowed reply looked
     if 0 < s.threads < s.threads_most:                  # like any other in the chat, a new user's try)
-        fewer += f" on {count(s.threads, 'thread')} of {s.threads_most}" + (" for part of it" if s.threads_mixed else "")
+        fewer += f" on {threads_text(s)}"
     if (label == DRAFTER_LABELS["none"] or s.remote) and not s.n_drafted:
         return list(dict.fromkeys([f"{label} · {fewer}", f"{label} · {speed}", speed]))
     mean = f"{s.mean_drafted:.1f}" if s.mean_drafted is not None else "–"

@@ -50,6 +50,13 @@ def duration_text(seconds: float) -> str:
     return f"{1000 * seconds:.0f} ms" if seconds >= 0.01 else f"{1000 * seconds:.1f} ms"
 
 
+def threads_text(stats: GenerationStats) -> str:
+    """A reply's thread count as its footer and Compare say it: "2 threads", "1 thread of 2", "1 thread of 2
+    for part of it" (threads.py: fewer while other work kept the CPUs busy)."""
+    text = count(stats.threads, "thread") + (f" of {stats.threads_most}" if stats.threads < stats.threads_most else "")
+    return text + (" for part of it" if stats.threads_mixed else "")
+
+
 def measured_text(stats: GenerationStats) -> str:
     """"1.23× (plain 45 tok/s)": the measured comparison with plain decoding, or "–". ", earlier" after
     the rate when the reply had no plain step of its own to time it by (metrics.py then takes the

@@ -67,7 +67,7 @@ class FirstRun(QWidget):
     def offer(self, target: str | None, draft: str | None = None, demo: bool = False, note: str = "") -> None:
         """Offer to load `target` (+ `draft`) directly: the cached demo pair (demo=True), or models found
         on this machine. With no target: today's page, fetch or choose. `note`: why a model chosen is
-        not offered (model_bar.what_loads), said on the page."""
+        not offered (ModelBar.loadable), said on the page."""
         self.offered = (target, draft) if target else None
         if not target:
             self.load_button.hide()

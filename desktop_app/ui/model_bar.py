@@ -226,10 +226,11 @@ class ModelBar(QWidget):
         for a pair this bar called unable to pair, and for a file that was no GGUF: a new user's try.)
         Where the headers cannot tell, the pair goes: the engine's check decides."""
         t, d = self.target_path(), self.draft_path()
-        if not t or describe(t).startswith(UNREADABLE):
-            return None, None, f"{os.path.basename(t)} cannot be loaded ({describe(t)})" if t else ""
-        if d and describe(d).startswith(UNREADABLE):
-            return t, None, f"the draft {os.path.basename(d)} cannot be loaded ({describe(d)})"
+        said = {path: describe(path) for path in (t, d) if path}
+        if not t or said[t].startswith(UNREADABLE):
+            return None, None, f"{os.path.basename(t)} cannot be loaded ({said[t]})" if t else ""
+        if d and said[d].startswith(UNREADABLE):
+            return t, None, f"the draft {os.path.basename(d)} cannot be loaded ({said[d]})"
         if d and self.pair_verdict is not None and self.pair_verdict.ok is False:
             return t, None, f"the draft {os.path.basename(d)} cannot pair with it: {self.pair_verdict.why}"
         return t, d, ""

@@ -217,8 +217,8 @@ class ModelsMixin:
         if self.lost_pair and (self.lost_pair == (target, draft) or unreadable):
             self.banner.show_message("The models are no longer loaded; reload them to send your message "
                                      "(it stays in the box).", [("Reload the models", self.reload_lost_pair)])
-        elif unreadable == target and unreadable:
-            self.banner.show_message(f"No model is loaded, and {os.path.basename(unreadable)}, chosen in the bar "
+        elif target and alone is None:     # (the target cannot be read)
+            self.banner.show_message(f"No model is loaded, and {os.path.basename(target)}, chosen in the bar "
                                      "above, cannot be loaded (its line there says why): choose another file.")
         elif alone and why:                # (the draft cannot go with it: "Load and send" could only fail)
             name = os.path.basename(alone)

@@ -215,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
         from desktop_app.engine.repack_probe import main as repack_probe
 
         return repack_probe(argv[1:])
+    if argv[:1] == ["--without-amx"]:            # llama.cpp's tools, or the probe, with AMX kept out (engine/amx.py)
+        from desktop_app.engine.amx import main as without_amx
+
+        return without_amx(argv[1:])
     parser = build_parser(json_errors="--json" in argv)
     try:
         args = parser.parse_args(argv)          # (--version and --help write here)

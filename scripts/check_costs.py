@@ -4,6 +4,10 @@ table of this machine's cost shape. Each size is a pass over that many tokens af
 alternating order (up, then down) so that drift falls on every size alike; the median is printed.
 
     python scripts/check_costs.py -m qwen2.5-coder-1.5b [--sizes 1-33] [--depth 400] [--repeat 8]
+
+The weights load as Tandem loads them on this machine (repacked where its CPU probe passed, with AMX
+kept out where AMX faults: engine/repack.py). `--repack auto,off` times both, pass by pass in turn,
+and prints each table and, per size, how much faster the first is.
 """
 from __future__ import annotations
 
@@ -13,7 +17,8 @@ import time
 import numpy as np
 
 from desktop_app import models
-from desktop_app.engine import backend
+from desktop_app.engine.load_options import LoadOptions
+from desktop_app.engine.loading import load_model, open_context
 
 
 def _sizes(text: str) -> list[int]:
@@ -28,28 +33,42 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=400)
     ap.add_argument("--repeat", type=int, default=8)
     ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--repack", default="auto", help="auto, off or on, or several to compare (auto,off)")
     args = ap.parse_args()
     sizes = sorted(set(_sizes(args.sizes)) | {1})
     path = str(models.path_for(args.model))
-    backend.init_backend()
-    model = backend.Model(backend.load_model_ptr(path), path, False)
-    ctx = backend.Context(model, args.depth + max(sizes) + 8, args.threads)
+    choices = args.repack.split(",")
     tokens = [int(t) for t in np.random.default_rng(0).integers(100, 20000, args.depth + max(sizes))]
-    ctx.eval(tokens[:args.depth], logits="last")
-    base = len(ctx.tokens)
-    times: dict[int, list[float]] = {k: [] for k in sizes}
+    contexts = {}
+    for choice in choices:
+        options = LoadOptions(n_threads=args.threads, n_ctx=args.depth + max(sizes) + 8,
+                              repack={"auto": None, "off": False, "on": True}[choice])
+        contexts[choice] = ctx = open_context(load_model(path, options), options)
+        ctx.eval(tokens[:args.depth], logits="last")
+    base = args.depth
+    times: dict[tuple[str, int], list[float]] = {(c, k): [] for c in choices for k in sizes}
     for rep in range(args.repeat):
         for k in sizes if rep % 2 == 0 else sizes[::-1]:
-            t0 = time.perf_counter()
-            ctx.eval(tokens[args.depth:args.depth + k], logits="all")
-            [int(np.argmax(ctx.logits(i))) for i in range(k)]
-            times[k].append(time.perf_counter() - t0)
-            ctx.truncate(base)
-    single = float(np.median(times[1]))
-    print(f"single pass {1000 * single:.1f} ms ({args.depth} tokens of context, {args.repeat} passes a size)")
-    print("| tokens | " + " | ".join(str(k) for k in sizes) + " |")
-    print("|---" * (len(sizes) + 1) + "|")
-    print("| cost | " + " | ".join(f"{np.median(times[k]) / single:.2f}" for k in sizes) + " |")
+            for choice in choices if (rep + k) % 2 == 0 else choices[::-1]:
+                ctx = contexts[choice]
+                t0 = time.perf_counter()
+                ctx.eval(tokens[args.depth:args.depth + k], logits="all")
+                [int(np.argmax(ctx.logits(i))) for i in range(k)]
+                times[choice, k].append(time.perf_counter() - t0)
+                ctx.truncate(base)
+    median = {key: float(np.median(v)) for key, v in times.items()}
+    for choice in choices:
+        single = median[choice, 1]
+        print(f"repack {choice}: single pass {1000 * single:.1f} ms ({args.depth} tokens of context, "
+              f"{args.repeat} passes a size)")
+        print("| tokens | " + " | ".join(str(k) for k in sizes) + " |")
+        print("|---" * (len(sizes) + 1) + "|")
+        print("| cost | " + " | ".join(f"{median[choice, k] / single:.2f}" for k in sizes) + " |")
+    if len(choices) > 1:
+        first, *others = choices
+        for other in others:
+            print(f"{other} ÷ {first}, time of a pass: " + " | ".join(
+                f"{k}: {median[other, k] / median[first, k]:.2f}" for k in sizes))
 
 
 if __name__ == "__main__":

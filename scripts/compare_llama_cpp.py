@@ -49,8 +49,8 @@ def chatml(text: str) -> str:
 
 
 def llama_bench(bin_dir, model, threads, n) -> float:
-    out = subprocess.run([os.path.join(bin_dir, "llama-bench"), "-m", model, "-t", str(threads), "-p", "0",
-                          "-n", str(n), "-r", "1", "-o", "json", *(["--repack", "0"] if repack.llama_cpp_args() else [])],
+    out = subprocess.run(repack.llama_cpp_tool([os.path.join(bin_dir, "llama-bench"), "-m", model, "-t", str(threads),
+                                                "-p", "0", "-n", str(n), "-r", "1", "-o", "json"], off=("--repack", "0")),
                          capture_output=True, text=True, check=True)
     return float(json.loads(out.stdout)[0]["avg_ts"])
 
@@ -59,9 +59,9 @@ def llama_spec(bin_dir, args: list[str], prompt: str, threads, n, ctx) -> tuple[
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
         fh.write(prompt)
     try:
-        out = subprocess.run([os.path.join(bin_dir, "llama-speculative-simple"), *args, "-f", fh.name, "-n", str(n),
-                              "--temp", "0", "-t", str(threads), "-c", str(ctx),
-                              *repack.llama_cpp_args()],
+        out = subprocess.run(repack.llama_cpp_tool([os.path.join(bin_dir, "llama-speculative-simple"), *args, "-f",
+                                                    fh.name, "-n", str(n), "--temp", "0", "-t", str(threads), "-c",
+                                                    str(ctx)]),
                              capture_output=True, text=True, timeout=900)
     finally:
         os.unlink(fh.name)

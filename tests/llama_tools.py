@@ -42,8 +42,8 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
-        self.proc = subprocess.Popen([str(tools / "llama-server"), "--host", "127.0.0.1", "--port", str(self.port),
-                                      "-c", "2048", "-t", "2", "--no-webui", *repack.llama_cpp_args(), *args],
+        self.proc = subprocess.Popen(repack.llama_cpp_tool([str(tools / "llama-server"), "--host", "127.0.0.1", "--port",
+                                                            str(self.port), "-c", "2048", "-t", "2", "--no-webui", *args]),
                                      stdout=open(log, "w"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:

@@ -69,6 +69,8 @@ def load_model(path: str, options: LoadOptions = LoadOptions(), vocab_only: bool
     repack_on = options.repack
     if repack_on is None:
         repack_on = vocab_only or repack.decide().enabled
+    if not vocab_only:
+        repack_on = repack.use_extra_bufts(repack_on)       # (with AMX kept out where it faults)
     try:
         ptr = backend.load_model_ptr(path, options.n_gpu_layers, vocab_only, on_progress, options.use_mmap,
                                      use_extra_bufts=repack_on)

@@ -3,14 +3,17 @@
 llama.cpp repacks quantised weights at load time into layouts for faster CPU kernels (its "extra
 buffer types": CPU_REPACK with AVX2/AVX-512/NEON, AMX on Intel Xeons with AMX). On virtualised Intel
 CPUs with AMX (GCP C4, VMware, CI runners) the AMX path faults on the first llama_decode (llama.cpp
-issue #20824) and the whole process dies without a message. Loading with repacking off avoids it,
-and generation stays exact.
+issue #20824) and the whole process dies without a message. Keeping AMX out of the process avoids
+it (engine/amx.py), and so does loading with repacking off; generation stays exact either way.
 
 So before the first model is used on a machine, a child process loads a tiny synthetic model
 (probe_model.py) with repacking on and decodes with it (repack_probe.py). If the child dies, times
-out or computes garbage, models load with repacking off. The verdict is remembered per CPU (model
-and flags) and llama.cpp build in `repack.json` in Tandem's cache folder (TANDEM_CACHE_DIR, else the
-user cache folder), so the probe runs once per machine and build, and the user is told once.
+out or computes garbage, models load with repacking off; except on a CPU with AMX, where a second
+child tries again with AMX kept out (engine/amx.py): if that one passes, models load repacked for
+the AVX2/AVX-512 kernels, with AMX kept out of the process that loads them. The verdict is
+remembered per CPU (model and flags) and llama.cpp build in `repack.json` in Tandem's cache folder
+(TANDEM_CACHE_DIR, else the user cache folder), so the probe runs once per machine and build, and
+the user is told once.
 
 Precedence: off by --no-repack, TANDEM_NO_REPACK=1 or the setting "off" > on by the setting "on" >
 the remembered verdict > a new probe.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -32,9 +36,11 @@ from platformdirs import user_cache_dir
 
 from desktop_app import APP_NAME, machine
 from desktop_app.child import child_environment, exit_description, tandem_command
+from desktop_app.engine import amx
 from desktop_app.engine.probe_model import probe_model_path
 from desktop_app.json_file import write_atomic
 
+log = logging.getLogger(__name__)
 CACHE_DIR_ENV = "TANDEM_CACHE_DIR"
 NO_REPACK_ENV = "TANDEM_NO_REPACK"
 VERDICTS_FILE = "repack.json"
@@ -63,6 +69,7 @@ class RepackDecision:
     reason: str
     notice: str = ""
     source: str = PROBED          # override, forced, remembered or probe
+    amx: bool = True              # False: repacked only with AMX kept out (it faults here; engine/amx.py)
 
 
 @dataclass(frozen=True)
@@ -113,8 +120,9 @@ def _last_message(stderr: str) -> str:
     return lines[-1] if lines else ""
 
 
-def run_probe(timeout: float | None = None) -> ProbeResult:
-    """Run the probe child once (within `timeout`, default PROBE_TIMEOUT_S) and classify how it ended."""
+def run_probe(timeout: float | None = None, with_amx: bool = True) -> ProbeResult:
+    """Run the probe child once (within `timeout`, default PROBE_TIMEOUT_S) and classify how it ended.
+    `with_amx=False`: the child runs with AMX kept out (amx.command)."""
     timeout = PROBE_TIMEOUT_S if timeout is None else timeout
     from desktop_app.engine.repack_probe import EXIT_UNAVAILABLE
 
@@ -126,7 +134,8 @@ def run_probe(timeout: float | None = None) -> ProbeResult:
         except OSError:                   # a cache folder we cannot write: probe from a scratch folder
             scratch = tempfile.mkdtemp(prefix="tandem-probe-")
             model = probe_model_path(Path(scratch))
-        proc = subprocess.run(probe_command(model), capture_output=True, text=True, timeout=timeout,
+        command = probe_command(model) if with_amx else amx.command(probe_command(model))
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                               env=child_environment(), stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as exc:
         stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
@@ -170,9 +179,19 @@ def _read_verdicts(path: Path) -> dict:
 
 
 def remembered(key: str | None = None) -> dict | None:
-    """The remembered verdict for this machine and build, or None."""
+    """The remembered verdict for this machine and build, or None. A failure remembered before the
+    probe tried again without AMX is no verdict on a CPU with AMX: it is probed again."""
     record = _read_verdicts(verdicts_path())["machines"].get(key or machine.machine_key())
-    return record if isinstance(record, dict) and isinstance(record.get("enabled"), bool) else None
+    if not isinstance(record, dict) or not isinstance(record.get("enabled"), bool):
+        return None
+    if not record["enabled"] and "amx" not in record and amx.possible():
+        return None
+    return record
+
+
+def _known(key: str) -> dict | None:
+    """This machine's verdict: remembered, or kept by this process where the cache folder took none."""
+    return remembered(key) or _unsaved.get((str(verdicts_path()), key))
 
 
 def forget() -> None:
@@ -184,8 +203,8 @@ def forget() -> None:
     _unsaved.clear()
 
 
-def _record(result: ProbeResult, facts: dict) -> dict:
-    return {"enabled": result.outcome == PASSED, "outcome": result.outcome, "detail": result.detail,
+def _record(result: ProbeResult, facts: dict, with_amx: bool = True) -> dict:
+    return {"enabled": result.outcome == PASSED, "amx": with_amx, "outcome": result.outcome, "detail": result.detail,
             "seconds": round(result.seconds, 3), "probed_at": time.strftime("%Y-%m-%d %H:%M:%S"),
             "info": result.info, "machine": facts}
 
@@ -210,6 +229,8 @@ def reason_for(record: dict) -> str:
     when = f"probed {record.get('probed_at', '?')}"
     if record["enabled"]:
         kernels = ", ".join(record.get("info", {}).get("kernels", [])) or "no weights repacked on this CPU"
+        if record.get("amx") is False:
+            return f"the CPU probe passed with AMX kept out ({kernels}; {when}): {record.get('detail', '')}"
         return f"the CPU probe passed ({kernels}; {when})"
     if record.get("outcome") in NO_VERDICT:
         return f"off for now: the CPU probe gave no verdict ({record.get('detail', '')})"
@@ -238,37 +259,70 @@ def decide(override: bool | None = None, probe: bool = True, respect_env: bool =
     if override is False:
         return RepackDecision(False, "turned off (--no-repack, or the setting Weight repacking: Off)", source=OVERRIDE)
     if override is True:
-        return RepackDecision(True, "forced on (the setting Weight repacking: On)", source=FORCED)
+        record = _known(machine.machine_key())
+        return RepackDecision(True, "forced on (the setting Weight repacking: On)", source=FORCED,
+                              amx=record is None or record.get("amx", True))
     with _lock:
         facts = machine.machine_facts()
         key = machine.machine_key(facts)
-
-        def known() -> dict | None:
-            return remembered(key) or _unsaved.get((str(verdicts_path()), key))
-
-        record = known()
+        record = _known(key)
         if record is not None:
-            return RepackDecision(record["enabled"], reason_for(record), source=REMEMBERED)
+            return _remembered_decision(record)
         if not probe:
             return None
         with _machine_lock():                    # another Tandem probing now: wait for its verdict
-            record = known()
+            record = _known(key)
             if record is not None:
-                return RepackDecision(record["enabled"], reason_for(record), source=REMEMBERED)
-            result = run_probe()
-            record = _record(result, facts)
+                return _remembered_decision(record)
+            result, with_amx = _probe_with_and_without_amx()
+            record = _record(result, facts, with_amx)
             if result.outcome in NO_VERDICT or not _remember(key, record):    # try again in the next process
                 _unsaved[(str(verdicts_path()), key)] = record
         notice = notice_for(record) if result.outcome not in (PASSED, *NO_VERDICT) else ""
-        return RepackDecision(record["enabled"], reason_for(record), notice, PROBED)
+        return RepackDecision(record["enabled"], reason_for(record), notice, PROBED, with_amx)
 
 
-def llama_cpp_args() -> list[str]:
-    """The flag that makes llama.cpp's own tools (llama-server, llama-speculative-simple) load as Tandem
-    does on this machine: `--no-repack` where repacking is off. Without it they crash where it faults
-    (llama-server died on its first decode on an Intel Xeon with AMX), and elsewhere a comparison
-    would not be like with like. (llama-bench spells it `--repack 0`.)"""
-    return [] if decide().enabled else ["--no-repack"]
+def _remembered_decision(record: dict) -> RepackDecision:
+    return RepackDecision(record["enabled"], reason_for(record), source=REMEMBERED, amx=record.get("amx", True))
+
+
+def _probe_with_and_without_amx() -> tuple[ProbeResult, bool]:
+    """The probe; where repacked weights fail on a CPU with AMX, the probe again with AMX kept out.
+    Returns the verdict and whether it holds with AMX."""
+    result = run_probe()
+    if result.outcome not in (CRASHED, FAILED) or not amx.possible():
+        return result, True
+    second = run_probe(with_amx=False)
+    if second.outcome != PASSED:
+        return result, True
+    return ProbeResult(PASSED, f"with AMX, {result.detail} ({ISSUE})", result.seconds + second.seconds,
+                       second.info), False
+
+
+def use_extra_bufts(enabled: bool) -> bool:
+    """Whether a model loads now with llama.cpp's repacked layouts, repacking being `enabled`. Where
+    this machine's verdict holds only with AMX kept out, AMX is kept out of this process first,
+    whether or not this model is repacked (llama.cpp lists its layouts once, at a process's first
+    model or first decode: amx.keep_out); where it could not be, without repacking."""
+    record = _known(machine.machine_key())
+    if record is None or record.get("amx", True):
+        return enabled
+    kept_out = amx.keep_out()
+    if enabled and not kept_out:
+        log.warning("repacking off in this process: AMX, which faults on this CPU, could not be kept out")
+    return enabled and kept_out
+
+
+def llama_cpp_tool(tool: list[str], off: tuple[str, ...] = ("--no-repack",)) -> list[str]:
+    """The command line that makes one of llama.cpp's own tools (llama-server, llama-speculative-simple;
+    `tool`, its path and arguments) load as Tandem does on this machine: with `off` added where
+    repacking is off (llama-bench spells it `--repack 0`), under amx.command where it is on with AMX
+    kept out. Without that they crash where repacked weights fault (llama-server died on its first
+    decode on an Intel Xeon with AMX), and elsewhere a comparison would not be like with like."""
+    decision = decide()
+    if not decision.enabled:
+        return [*tool, *off]
+    return tool if decision.amx else amx.command(tool)
 
 
 @contextlib.contextmanager

@@ -99,9 +99,10 @@ class SettingsPanel(QWidget):
         self.repack.setMinimumContentsLength(8)                                              # panel cuts it)
         for label, key in REPACK_CHOICES:
             self.repack.addItem(label, key)
-        self.repack.setToolTip("Repacking rearranges weights for faster CPU kernels. Auto probes this CPU once, and turns it off "
-                               "where a test process crashes with it (Intel CPUs with AMX under some hypervisors, llama.cpp "
-                               "issue #20824); Off never repacks; On always does.")
+        self.repack.setToolTip("Repacking rearranges weights for faster CPU kernels. Auto probes this CPU once. Where a test "
+                               "process crashes with it (Intel CPUs with AMX under some hypervisors, llama.cpp issue "
+                               "#20824), it tries again with AMX kept out, and turns repacking off only if that crashes "
+                               "too. Off never repacks; On always does (with AMX kept out where it crashed).")
         form.addRow(LOADING_LABELS["n_gpu_layers_draft"], self.ngld)
         form.addRow(LOADING_LABELS["repack"], self.repack)
         apply_button = QPushButton("Apply and reload")

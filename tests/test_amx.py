@@ -14,55 +14,68 @@ from desktop_app import machine
 from desktop_app.child import child_environment
 from desktop_app.engine import amx, repack
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux" or platform.machine() != "x86_64",
-                                reason="the filter is for x86-64 Linux")
+x86_64_linux = pytest.mark.skipif(sys.platform != "linux" or platform.machine() != "x86_64",
+                                 reason="the filter is for x86-64 Linux")
+
+
+@pytest.fixture
+def unfiltered():
+    """The filter is inherited: these tests need a test process that has not installed it (a model loaded
+    here with AMX kept out installs it, and this file runs before any)."""
+    if amx.kept_out_here():
+        pytest.skip("this test process keeps AMX out already (a model was loaded here before)")
+
 
 # Asks the kernel for AMX tile permission as ggml does, and prints the errno (0: granted, or a CPU
-# without AMX says so with its own errno; EPERM = 1: the filter refused it). A second, harmless
-# arch_prctl (ARCH_GET_XCOMP_PERM) must still work.
+# without AMX says so with its own errno; EPERM = 1: the filter refused it), then the result of a
+# second, harmless arch_prctl (ARCH_GET_XCOMP_PERM: 0, or -1 on a kernel older than 5.16).
 ASK = ("import ctypes; libc = ctypes.CDLL(None, use_errno=True); mask = ctypes.c_uint64(); "
        "got = libc.syscall(158, 0x1022, ctypes.byref(mask)); "
        "r = libc.syscall(158, 0x1023, 18); print(0 if r == 0 else ctypes.get_errno(), got)")
 
 
-def _child(code: str, *, wrapped: bool = False) -> str:
+def _child(code: str, *, wrapped: bool = False, env: dict | None = None) -> str:
     cmd = [sys.executable, "-c", code]
     done = subprocess.run(amx.command(cmd) if wrapped else cmd, capture_output=True, text=True, timeout=120,
-                          env=child_environment())
+                          env={**child_environment(), **(env or {})})
     assert done.returncode == 0, done.stderr
     return done.stdout.split("\n")[-2]
 
 
-def test_the_filter_refuses_amx_permission_and_nothing_else():
-    """Under `tandem --without-amx` the request fails with EPERM; the other arch_prctl still works; and
-    without the filter the answer is the kernel's own (granted on a CPU with AMX)."""
+@x86_64_linux
+def test_the_filter_refuses_amx_permission_and_nothing_else(unfiltered):
+    """Under `tandem --without-amx` the request fails with EPERM; the other arch_prctl answers as
+    without the filter; and without it the answer is the kernel's own (granted on a CPU with AMX)."""
     refused, other = _child(ASK, wrapped=True).split()
-    assert refused == "1" and other == "0"
-    plain, _ = _child(ASK).split()
+    plain, other_plain = _child(ASK).split()
+    assert refused == "1" and other == other_plain
     assert plain != "1"
     if amx.possible():
         assert plain == "0"
 
 
-def test_kept_out_llama_cpp_lists_no_amx_layout():
+@x86_64_linux
+def test_kept_out_llama_cpp_lists_no_amx_layout(unfiltered):
     """In a process that keeps AMX out before llama.cpp lists its layouts, AMX is not among them; on a
     CPU with AMX it is without the filter (so the filter is what takes it out). Where llama.cpp has
-    listed them first, keep_out says it came too late."""
+    listed AMX first, keep_out says it came too late, and installs no filter (llama.cpp would ask for
+    AMX again at every matrix product, and print each refusal)."""
     listed = json.loads(_child("import json; from desktop_app.engine import amx; "
                                "print(json.dumps(amx.extra_buffer_types()))"))
     kept = json.loads(_child("import json; from desktop_app.engine import amx; ok = amx.keep_out(); "
                              "print(json.dumps([ok, amx.extra_buffer_types()]))"))
     late = json.loads(_child("import json; from desktop_app.engine import amx; amx.extra_buffer_types(); "
-                             "print(json.dumps(amx.keep_out()))"))
+                             "print(json.dumps([amx.keep_out(), amx.kept_out_here()]))"))
     assert kept[0] is True and "AMX" not in kept[1]
     assert set(kept[1]) == set(listed) - {"AMX"}
     if "AMX" in listed:
-        assert late is False
+        assert late == [False, False]
     if amx.possible() and machine.llama_build()["backends"].get("CPU", {}).get("AMX_INT8") == "1":
         assert "AMX" in listed
 
 
-def test_where_repacked_weights_fail_with_amx_the_probe_tries_again_without(tmp_path, monkeypatch):
+@x86_64_linux
+def test_where_repacked_weights_fail_with_amx_the_probe_tries_again_without(tmp_path, monkeypatch, unfiltered):
     """A probe child that faults unless AMX permission is refused to it, as on the Xeons of #20824:
     the decision is repacking on with AMX kept out, remembered so; the notice stays empty (the user
     loses nothing), the reason names the fault. A model then loads repacked in a child process."""
@@ -94,14 +107,36 @@ def test_where_repacked_weights_fail_with_amx_the_probe_tries_again_without(tmp_
     from desktop_app.engine.probe_model import probe_model_path
 
     model = probe_model_path(tmp_path)
-    out = json.loads(_child(
-        "import json, numpy as np; from desktop_app.engine import amx, backend; "
+    repacked, layouts, finite = json.loads(_child(
+        "import json, numpy as np; from desktop_app.engine import amx, backend, repack; "
         "from desktop_app.engine.loading import load_model, open_context; "
         "from desktop_app.engine.load_options import LoadOptions; "
         f"m = load_model({str(model)!r}); ctx = open_context(m, LoadOptions(n_ctx=128, n_threads=2)); "
         "ctx.eval(list(range(3, 43)), logits='last'); "
-        "print(json.dumps([amx.extra_buffer_types(), bool(np.isfinite(ctx.logits(-1)).all())]))"))
-    assert "AMX" not in out[0] and out[1] is True
+        "print(json.dumps([repack.use_extra_bufts(True), amx.extra_buffer_types(), "
+        "bool(np.isfinite(ctx.logits(-1)).all())]))"))
+    assert repacked is True and "AMX" not in layouts and finite is True
+    if machine.llama_build()["backends"].get("CPU", {}).get("REPACK") == "1" and "avx2" in machine.cpu_flags():
+        assert "CPU_REPACK" in layouts
+
+
+def test_where_amx_was_in_use_before_it_could_be_kept_out_the_pair_says_so(tmp_path):
+    """A process that decoded unrepacked before this machine's verdict said to keep AMX out (the
+    window's engine, loaded with repacking Off, then set to Auto) cannot keep it out any more: the pair
+    loads unrepacked, and says why, rather than claim repacked weights. (In a child: a decode lists
+    llama.cpp's layouts for the life of the process.)"""
+    from desktop_app.engine.probe_model import probe_model_path
+
+    record = {"enabled": True, "amx": False, "outcome": repack.PASSED, "detail": "with AMX, SIGILL", "info": {}}
+    (tmp_path / repack.VERDICTS_FILE).write_text(json.dumps({"machines": {machine.machine_key(): record}}))
+    reason, calls = json.loads(_child(
+        "import json; from desktop_app.engine import LoadOptions, ModelPair, amx, backend; "
+        "amx.keep_out = lambda: False; calls = []; real = backend.load_model_ptr; "
+        "backend.load_model_ptr = lambda *a, **k: calls.append(k.get('use_extra_bufts')) or real(*a, **k); "
+        f"pair = ModelPair.load({str(probe_model_path(tmp_path))!r}, None, LoadOptions(n_ctx=128, n_threads=1)); "
+        "print(json.dumps([pair.repack.reason if not pair.repack.enabled else '', calls]))",
+        env={repack.CACHE_DIR_ENV: str(tmp_path)}))
+    assert repack.TOO_LATE in reason and calls == [False]
 
 
 def test_a_failure_remembered_before_the_second_try_is_probed_again_on_a_cpu_with_amx(tmp_path, monkeypatch):

@@ -149,8 +149,9 @@ def test_the_real_probe_passes_on_this_machine(cache):
     t0 = time.monotonic()
     result = repack.run_probe()
     elapsed = time.monotonic() - t0
-    with_amx = True
-    if result.outcome == repack.CRASHED and amx.possible():
+    with_amx = not amx.kept_out_here()      # (the probe child of a process that keeps AMX out keeps it out too)
+    crashed = with_amx and result.outcome in (repack.CRASHED, repack.FAILED) and amx.possible()
+    if crashed:
         print(f"with AMX: {result.detail}")
         result, with_amx = repack.run_probe(with_amx=False), False
         assert "AMX" not in result.info.get("buffers", [])
@@ -164,7 +165,7 @@ def test_the_real_probe_passes_on_this_machine(cache):
     print(f"probe: {elapsed:.2f} s, {result.info}")
     decision = repack.decide()
     assert decision.enabled is True and decision.notice == "" and decision.source == repack.PROBED
-    assert decision.amx is with_amx and ("#20824" in decision.reason) is not with_amx
+    assert decision.amx is with_amx and ("#20824" in decision.reason) is crashed
     assert repack.remembered()["outcome"] == repack.PASSED
 
 
@@ -252,6 +253,8 @@ def test_greedy_output_without_repacking_equals_with_it_up_to_rounding(request, 
     prompt_text = "<|im_start|>user\nList five facts about the Moon.<|im_end|>\n<|im_start|>assistant\n"
     pairs = {flag: ModelPair.load(path, None, LoadOptions(n_ctx=512, n_threads=1, repack=flag)) for flag in (True, False)}
     try:
+        if repack.TOO_LATE in pairs[True].repack.reason:      # (AMX in use in this process before it could be
+            pytest.skip(pairs[True].repack.reason)             # kept out: an earlier test decoded here first)
         assert pairs[True].repack.enabled and not pairs[False].repack.enabled
         on, off = pairs[True].target, pairs[False].target
         reference = prompt_tokens(on) + on.tokenize(" def fib(n):\n    a, b = 0, 1\n    for _ in range(n):", False)

@@ -5,13 +5,17 @@ CPU_REPACK's (AVX2/AVX-512 kernels). On virtualised Xeons the AMX path faults on
 while CPU_REPACK works there and is much faster than no repacking at all (measured on a 2-core Xeon
 with AMX, the demo target: a single-token pass 81 ms against 98, a 17-token check 310 ms against 532).
 llama.cpp has no switch for AMX alone, but it offers the AMX layout only to a process the kernel
-lets use AMX tiles (`arch_prctl(ARCH_REQ_XCOMP_PERM)`, asked once, when the CPU backend first lists
-its layouts). A seccomp filter that refuses that one request (Linux, x86-64) keeps AMX out of this
+lets use AMX tiles (`arch_prctl(ARCH_REQ_XCOMP_PERM)`, asked when the CPU backend first lists its
+layouts). A seccomp filter that refuses that one request (Linux, x86-64) keeps AMX out of this
 process and of every process it starts: llama.cpp then lists CPU_REPACK alone.
 
 `keep_out()` installs the filter (once; it cannot be lifted) and says whether AMX is out of reach.
-The filter must come before llama.cpp first lists its layouts: where it came too late, AMX is
-listed and `keep_out()` says so, so the caller loads without repacking instead.
+The filter must come before llama.cpp first lists its layouts (at a process's first model load with
+repacking or first decode): once it has listed AMX it asks again at every matrix product, so a
+filter installed then would only fill stderr. So where this process already holds AMX permission,
+no filter is installed and `keep_out()` says False: the caller loads without repacking instead.
+The filter also sets the process's no-new-privileges flag (seccomp needs it), as it does for every
+program this process starts: set-user-ID programs then run without their privileges.
 `tandem --without-amx TOOL ARGS…` (`command`) runs a program under the filter: one of llama.cpp's own
 tools, or the CPU probe's child (engine/repack.py).
 """
@@ -26,16 +30,26 @@ import sys
 
 from desktop_app import machine
 
-_ARCH_REQ_XCOMP_PERM = 0x1023
+_ARCH_GET_XCOMP_PERM, _ARCH_REQ_XCOMP_PERM = 0x1022, 0x1023
+_XFEATURE_XTILEDATA = 18
 _NR_ARCH_PRCTL, _NR_SECCOMP = 158, 317             # x86-64
 _AUDIT_ARCH_X86_64 = 0xC000003E
+KEPT_OUT_ENV = "TANDEM_AMX_KEPT_OUT"                # "1" in a process under the filter, and its children
 _installed = False
+
+
+def _linux_x86_64() -> bool:
+    return sys.platform == "linux" and platform.machine() == "x86_64"
 
 
 def possible() -> bool:
     """This is an x86-64 Linux machine whose CPU has AMX: the one place the filter applies."""
-    return sys.platform == "linux" and platform.machine() in ("x86_64", "AMD64") \
-        and "amx_tile" in machine.cpu_flags()
+    return _linux_x86_64() and "amx_tile" in machine.cpu_flags()
+
+
+def kept_out_here() -> bool:
+    """This process runs under the filter (installed here, or inherited from the process that started it)."""
+    return _installed or os.environ.get(KEPT_OUT_ENV) == "1"
 
 
 def _filter_program() -> bytes:
@@ -50,28 +64,40 @@ def _filter_program() -> bytes:
     return b"".join(struct.pack("HBBI", *op) for op in program)
 
 
+def _amx_permitted(libc) -> bool:
+    """This process already holds AMX permission (ggml asked for it: llama.cpp has listed AMX)."""
+    mask = ctypes.c_uint64()
+    if libc.syscall(_NR_ARCH_PRCTL, _ARCH_GET_XCOMP_PERM, ctypes.byref(mask)) != 0:
+        return False                                 # (a kernel without AMX support: none to hold)
+    return bool(mask.value >> _XFEATURE_XTILEDATA & 1)
+
+
 def install_filter() -> bool:
     """Refuse AMX permission to every thread of this process and its children. False where it could not
-    be installed (another OS or CPU, a kernel without seccomp)."""
+    be installed (another OS or CPU, a kernel without seccomp) or came too late (AMX already permitted)."""
     global _installed
     if _installed:
         return True
-    if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
+    if not _linux_x86_64():
         return False
     libc = ctypes.CDLL(None, use_errno=True)
-    code = ctypes.create_string_buffer(_filter_program())
+    libc.syscall.restype = ctypes.c_long
+    if _amx_permitted(libc):
+        return False
+    program = _filter_program()
+    code = ctypes.create_string_buffer(program, len(program))
 
     class SockFprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-    prog = SockFprog(len(code.raw) // 8, ctypes.addressof(code))
-    libc.syscall.restype = ctypes.c_long
+    prog = SockFprog(len(program) // 8, ctypes.addressof(code))
     if libc.prctl(38, 1, 0, 0, 0) != 0:               # PR_SET_NO_NEW_PRIVS, as an unprivileged filter needs
         return False
     # seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog): every thread, not only this one
     if libc.syscall(_NR_SECCOMP, 1, 1, ctypes.byref(prog)) != 0:
         return False
     _installed = True
+    os.environ[KEPT_OUT_ENV] = "1"
     return True
 
 
@@ -95,19 +121,11 @@ def _quiet_stderr():
 
 def extra_buffer_types() -> list[str]:
     """The repacked layouts llama.cpp's CPU backend offers this process ("AMX", "CPU_REPACK", …). The
-    first call decides them for the life of the process."""
+    first call decides them for the life of the process. Raises OSError where ggml cannot be opened."""
     from desktop_app.engine import backend
 
     backend.init_backend()
-    lib = ctypes.CDLL(os.path.join(os.path.dirname(sys.modules["llama_cpp"].__file__), "lib", "libggml.so"))
-    lib.ggml_backend_dev_by_type.restype = ctypes.c_void_p
-    lib.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
-    lib.ggml_backend_dev_backend_reg.restype = ctypes.c_void_p
-    lib.ggml_backend_dev_backend_reg.argtypes = [ctypes.c_void_p]
-    lib.ggml_backend_reg_get_proc_address.restype = ctypes.c_void_p
-    lib.ggml_backend_reg_get_proc_address.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-    lib.ggml_backend_buft_name.restype = ctypes.c_char_p
-    lib.ggml_backend_buft_name.argtypes = [ctypes.c_void_p]
+    lib = backend.ggml_library()
     device = lib.ggml_backend_dev_by_type(0)                    # GGML_BACKEND_DEVICE_TYPE_CPU
     address = lib.ggml_backend_reg_get_proc_address(lib.ggml_backend_dev_backend_reg(device),
                                                     b"ggml_backend_dev_get_extra_bufts") if device else None
@@ -125,10 +143,12 @@ def extra_buffer_types() -> list[str]:
 
 def keep_out() -> bool:
     """Keep AMX out of this process: True where llama.cpp now offers no AMX layout, so that repacked
-    weights take CPU_REPACK's; False where AMX is listed all the same (the filter came after llama.cpp
-    had listed its layouts, or could not be installed)."""
-    install_filter()
-    return "AMX" not in extra_buffer_types()
+    weights take CPU_REPACK's; False where it offers AMX all the same (this process held AMX
+    permission before: llama.cpp had listed its layouts) or the filter could not be installed."""
+    try:
+        return install_filter() and "AMX" not in extra_buffer_types()
+    except OSError:
+        return False
 
 
 def command(tool: list[str]) -> list[str]:
@@ -145,6 +165,14 @@ def main(argv: list[str]) -> int:
         return 2
     if not install_filter():
         print("could not keep AMX out (not x86-64 Linux, or no seccomp): running the tool as it is", file=sys.stderr)
-    os.execvp(argv[0], argv)
-    return 127                                       # (not reached)
-
+    env = dict(os.environ)
+    if getattr(sys, "frozen", False):                # (a PyInstaller bundle's library path is its own)
+        original = env.pop("LD_LIBRARY_PATH_ORIG", None)
+        env.pop("LD_LIBRARY_PATH", None)
+        if original is not None:
+            env["LD_LIBRARY_PATH"] = original
+    try:
+        os.execvpe(argv[0], argv, env)
+    except OSError as exc:
+        print(f"could not start {argv[0]}: {exc}", file=sys.stderr)
+    return 127

@@ -7,12 +7,37 @@ rolls back positions, and hands out logits as zero-copy numpy views. No Qt, no s
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from collections import deque
 from typing import Callable, Iterable, Iterator, Sequence
 
 import llama_cpp as L
 import numpy as np
+
+# --- ggml itself, for what llama-cpp-python does not bind -----------------------------------------
+
+_GGML_SIGNATURES = {               # name: (restype, argtypes)
+    "ggml_backend_reg_by_name": (ctypes.c_void_p, [ctypes.c_char_p]),
+    "ggml_backend_reg_get_proc_address": (ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p]),
+    "ggml_backend_register": (None, [ctypes.c_void_p]),
+    "ggml_backend_dev_by_type": (ctypes.c_void_p, [ctypes.c_int]),
+    "ggml_backend_dev_backend_reg": (ctypes.c_void_p, [ctypes.c_void_p]),
+    "ggml_backend_buft_name": (ctypes.c_char_p, [ctypes.c_void_p]),
+}
+
+
+def ggml_library() -> ctypes.CDLL:
+    """llama.cpp's ggml library, the very one llama-cpp-python loaded (LLAMA_CPP_LIB_PATH's, where set).
+    Raises OSError where it cannot be opened."""
+    from llama_cpp import llama_cpp as bindings
+
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(bindings._lib._name), "libggml.so"))
+    for name, (restype, argtypes) in _GGML_SIGNATURES.items():
+        function = getattr(lib, name)
+        function.restype, function.argtypes = restype, argtypes
+    return lib
+
 
 # --- logging: llama.cpp prints a lot; keep its recent messages for error reports instead --------
 

@@ -58,6 +58,8 @@ PROBE_ARG = "--repack-probe"           # cli.main hands these command lines to r
 LOCK_FILE = "repack.lock"
 # Where a decision came from.
 OVERRIDE, FORCED, REMEMBERED, PROBED = "override", "forced", "remembered", "probe"
+TOO_LATE = ("AMX, which faults on this CPU, was in use in this process before it could be kept out; start "
+            "Tandem again to load repacked weights")
 
 
 @dataclass(frozen=True)
@@ -288,8 +290,12 @@ def _remembered_decision(record: dict) -> RepackDecision:
 
 def _probe_with_and_without_amx() -> tuple[ProbeResult, bool]:
     """The probe; where repacked weights fail on a CPU with AMX, the probe again with AMX kept out.
-    Returns the verdict and whether it holds with AMX."""
+    Returns the verdict and whether it holds with AMX. (From a process under amx's filter, where
+    this one's verdict was forgotten, the probe child inherits the filter: its verdict is one without
+    AMX, whatever AMX would do.)"""
     result = run_probe()
+    if amx.kept_out_here():
+        return result, False
     if result.outcome not in (CRASHED, FAILED) or not amx.possible():
         return result, True
     second = run_probe(with_amx=False)
@@ -309,7 +315,7 @@ def use_extra_bufts(enabled: bool) -> bool:
         return enabled
     kept_out = amx.keep_out()
     if enabled and not kept_out:
-        log.warning("repacking off in this process: AMX, which faults on this CPU, could not be kept out")
+        log.warning("repacking off: %s", TOO_LATE)
     return enabled and kept_out
 
 

@@ -3,7 +3,8 @@
 Loads the probe model twice, plain and with weight repacking (llama.cpp's extra buffer types:
 CPU_REPACK, AMX, ...), decodes a batch of several tokens and then one token with each, and checks
 that the repacked logits match the plain ones. Where the repacked kernels fault (llama.cpp issue
-#20824), this process dies and the parent, still alive, turns repacking off.
+#20824), this process dies and the parent, still alive, turns repacking off, or first, on a CPU with
+AMX, runs this probe again with AMX kept out (engine/amx.py).
 
 Exit codes: 0 passed (one JSON line on stdout), 3 the probe itself could not run (not a verdict),
 4 repacked weights failed to load or evaluate, 5 repacked logits differ from plain ones. A fault

@@ -12,7 +12,6 @@ what it computes. Tandem only connects, never listens, and only to the hosts the
 from __future__ import annotations
 
 import ctypes
-import os
 import re
 import socket
 import struct
@@ -53,21 +52,6 @@ def parse_servers(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
             raise RpcError(f"{s!r} is not host:port (for example 192.168.1.20:50052; a host name or an IPv4 "
                            "address: llama.cpp's RPC client takes no IPv6 address)")
     return servers
-
-
-def _ggml():
-    """llama.cpp's ggml library, the very one llama-cpp-python loaded."""
-    from llama_cpp import llama_cpp as L
-
-    lib_dir = os.path.dirname(L._lib._name)
-    lib = ctypes.CDLL(os.path.join(lib_dir, "libggml.so"))
-    lib.ggml_backend_reg_by_name.restype = ctypes.c_void_p
-    lib.ggml_backend_reg_by_name.argtypes = [ctypes.c_char_p]
-    lib.ggml_backend_reg_get_proc_address.restype = ctypes.c_void_p
-    lib.ggml_backend_reg_get_proc_address.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-    lib.ggml_backend_register.restype = None
-    lib.ggml_backend_register.argtypes = [ctypes.c_void_p]
-    return lib
 
 
 def reachable(server: str, timeout: float = CONNECT_TIMEOUT_S, handshake: bool = True) -> None:
@@ -131,7 +115,9 @@ def register(servers: tuple[str, ...]) -> list[str]:
     """Add each server not yet added as a llama.cpp device; returns those added now."""
     if not supported():
         raise RpcError(REBUILD)
-    lib = _ggml()
+    from desktop_app.engine import backend
+
+    lib = backend.ggml_library()
     reg = lib.ggml_backend_reg_by_name(b"RPC")
     if not reg:
         raise RpcError(REBUILD)

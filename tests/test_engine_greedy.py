@@ -134,6 +134,20 @@ def test_rollback_leaves_exactly_the_accepted_tokens(pair, deviation):
         fresh.close()
 
 
+def test_reading_a_prompt_in_pieces_leaves_the_cache_holding_exactly_it(pair):
+    """Context.sync_in_pieces is sync a piece at a time: the cache ends holding exactly the prompt, also
+    where it held more (a regenerate reads a prompt its cache already holds, with the old reply after
+    it), and the pieces are reported as they are read."""
+    ctx = Context(pair.target, 256, 2)
+    text = prompt_tokens(pair.target)
+    ctx.eval(text, logits="none")
+    assert list(ctx.sync_in_pieces(text[:5], 128)) == []
+    assert ctx.tokens == text[:5] and ctx.pos_max() == 4
+    assert list(ctx.sync_in_pieces(text, 8)) == [(k, len(text) - 5) for k in range(8, len(text) - 5, 8)]
+    assert ctx.tokens == text and ctx.pos_max() == len(text) - 1
+    ctx.close()
+
+
 @pytest.mark.network
 def test_self_draft_accepts_nearly_everything(test_model_path):
     with ModelPair.load(test_model_path, test_model_path, LoadOptions(n_ctx=512, n_threads=2)) as p:

@@ -392,6 +392,7 @@ class Context:
         (tokens evaluated so far, tokens to evaluate), so that a long prompt pass can say how far it is.
         (On CPUs, pieces of 128-512 tokens read a 1,024-token prompt in the same time.)"""
         common = common_prefix(self.tokens, tokens)
+        self.truncate(common)                      # (where the cache holds more, as sync drops it)
         for end in range(common + piece, len(tokens) + piece, piece):
             self.sync(tokens[:min(end, len(tokens))], logits="none", stop=stop)   # (the rest of the piece)
             if end < len(tokens):

@@ -37,6 +37,7 @@ _NR_ARCH_PRCTL, _NR_SECCOMP = 158, 317             # x86-64
 _AUDIT_ARCH_X86_64 = 0xC000003E
 KEPT_OUT_ENV = "TANDEM_AMX_KEPT_OUT"                # "1" in a process under the filter, and its children
 _installed = False
+_kept_out: bool | None = None          # keep_out's answer, once given
 
 
 def _linux_x86_64() -> bool:
@@ -145,11 +146,15 @@ def extra_buffer_types() -> list[str]:
 def keep_out() -> bool:
     """Keep AMX out of this process: True where llama.cpp now offers no AMX layout, so that repacked
     weights take CPU_REPACK's; False where it offers AMX all the same (this process held AMX
-    permission before: llama.cpp had listed its layouts) or the filter could not be installed."""
-    try:
-        return install_filter() and "AMX" not in extra_buffer_types()
-    except OSError:
-        return False
+    permission before: llama.cpp had listed its layouts) or the filter could not be installed. The
+    first answer holds for the life of the process (llama.cpp lists its layouts once)."""
+    global _kept_out
+    if _kept_out is None:
+        try:
+            _kept_out = install_filter() and "AMX" not in extra_buffer_types()
+        except OSError:
+            _kept_out = False
+    return _kept_out
 
 
 def command(tool: list[str]) -> list[str]:

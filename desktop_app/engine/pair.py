@@ -11,7 +11,7 @@ from desktop_app.engine import backend, calibration_store
 from desktop_app.engine.compat import IncompatiblePair, compare_vocabularies
 from desktop_app.engine.decoding import SpeculativeDecoder
 from desktop_app.engine.loading import LoadCancelled, LoadOptions, check_gguf_header, load_model, open_context
-from desktop_app.engine.repack import TOO_LATE, RepackDecision, decide, use_extra_bufts
+from desktop_app.engine.repack import RepackDecision, decide, in_this_process
 from desktop_app.engine.threads import OthersLoad, ThreadCount
 
 LoadProgress = Callable[[str, float], None]     # (what is loading, overall fraction 0..1)
@@ -58,8 +58,7 @@ class ModelPair:
             repack = decide(override)
         if cancel and cancel():
             raise LoadCancelled(target_path)
-        if repack.enabled and not use_extra_bufts(True):        # (AMX in use here before it could be kept out)
-            repack = replace(repack, enabled=False, reason=f"off in this process: {TOO_LATE} ({repack.reason})")
+        repack = in_this_process(repack)
         target_options = replace(target_options, repack=repack.enabled)
         draft_options = replace(draft_options, repack=repack.enabled)
         sizes = [os.path.getsize(target_path), os.path.getsize(draft_path) if draft_path else 0]

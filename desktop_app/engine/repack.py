@@ -29,7 +29,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from platformdirs import user_cache_dir
@@ -317,6 +317,14 @@ def use_extra_bufts(enabled: bool) -> bool:
     if enabled and not kept_out:
         log.warning("repacking off: %s", TOO_LATE)
     return enabled and kept_out
+
+
+def in_this_process(decision: RepackDecision) -> RepackDecision:
+    """`decision` as it holds for a load in this process (use_extra_bufts): off, saying why, where AMX
+    was in use here before it could be kept out."""
+    if not decision.enabled or use_extra_bufts(True):
+        return decision
+    return replace(decision, enabled=False, reason=f"off in this process: {TOO_LATE} ({decision.reason})")
 
 
 def llama_cpp_tool(tool: list[str], off: tuple[str, ...] = ("--no-repack",)) -> list[str]:

@@ -17,6 +17,8 @@ import numpy as np
 from desktop_app.engine import backend
 from desktop_app.engine.sampling import Distribution, SamplingParams, process, softmax_prob
 
+CATCH_UP_MIN = 2   # tokens behind from which ModelDrafter.catch_up reads them in a pass of their own
+
 
 @dataclass
 class Proposal:
@@ -135,9 +137,12 @@ class ModelDrafter(Drafter):
     def catch_up(self, context: Sequence[int], stop: Callable[[], bool] | None = None) -> int:
         """Read what it has not of `context` but its last token, in one batched pass, as begin() reads
         a prompt: auto mode's lazy prefill, the first time it drafts with the model in a reply.
-        Returns the number of tokens read. `stop`: as begin()'s."""
+        Returns the number of tokens read. `stop`: as begin()'s. One token behind (its own last
+        draft, kept, after a round of its own) is left to draft(), whose first pass reads it with
+        the text's last token, as in fixed mode: a pass of its own cost most of a draft step (25 ms
+        where a step cost 36-41 ms, a 2-core Xeon) in every round that followed one of the model's."""
         n = self.behind(context)
-        if n and len(context) <= self.ctx.n_ctx and self.can_read(context[:-1]):
+        if n >= CATCH_UP_MIN and len(context) <= self.ctx.n_ctx and self.can_read(context[:-1]):
             self.ctx.sync(context[:-1], logits="none", stop=stop)
             return n
         return 0

@@ -148,14 +148,15 @@ def test_reading_a_prompt_in_pieces_leaves_the_cache_holding_exactly_it(pair):
     ctx.close()
 
 
-
-def test_a_draft_one_token_behind_reads_it_in_its_first_draft_pass_not_in_a_pass_of_its_own(pair, monkeypatch):
+def test_a_draft_a_few_tokens_behind_reads_them_in_its_first_draft_pass_not_in_a_pass_of_their_own(
+        pair, monkeypatch):
     """After a round of the draft model's own, all kept, it is one token behind (its last draft, never
-    evaluated). Auto's catch-up read that token in a pass of its own before drafting: most of a draft
-    step wasted in every such round (25 ms where a step cost 36-41 ms, a 2-core Xeon). The first draft pass
-    reads it with the text's last token, as fixed mode does; a catch-up of two or more tokens is a
-    pass of its own (timed as a prompt pass)."""
-    from desktop_app.engine.drafters import ModelDrafter
+    evaluated); after a plain or copied round, a few more. Auto's catch-up read them in a pass of their
+    own before drafting: most of a draft step in nearly every model round (25 ms for one token where a
+    step cost 36-41 ms, a 2-core Xeon), timed neither as drafting nor as a prompt pass. The first draft
+    pass reads them with the text's last token, as fixed mode does; from CATCH_UP_MIN tokens on, a
+    catch-up is a pass of its own (timed as a prompt pass)."""
+    from desktop_app.engine.drafters import CATCH_UP_MIN, ModelDrafter
 
     ctx = pair.draft_ctx
     drafter = ModelDrafter(ctx, pair.target_ctx.n_vocab)
@@ -171,9 +172,13 @@ def test_a_draft_one_token_behind_reads_it_in_its_first_draft_pass_not_in_a_pass
     proposal = drafter.draft(context, 3, GREEDY, np.random.default_rng(0))
     assert passes == [2, 1, 1] and proposal.n_steps == 3 and len(proposal.tokens) == 3
     assert ctx.tokens == context + proposal.tokens[:2] and ctx.pos_max() == len(ctx.tokens) - 1
+    other = [t for t in text if t != proposal.tokens[0]]      # (its drafts replaced by other tokens)
+    few, many = context + other[:4], context + other[:CATCH_UP_MIN + 1]     # (a copy's 3 tokens: 3 behind)
     passes.clear()
-    other = [t for t in text if t != proposal.tokens[0]][:4]    # (its drafts replaced: three behind)
-    assert drafter.catch_up(context + other) == 3 and passes == [3] and ctx.tokens == context + other[:3]
+    assert drafter.behind(few) == 3 and drafter.catch_up(few) == 0 and passes == []
+    assert drafter.catch_up(many) == CATCH_UP_MIN and passes == [CATCH_UP_MIN] and ctx.tokens == many[:-1]
+
+
 @pytest.mark.network
 def test_self_draft_accepts_nearly_everything(test_model_path):
     with ModelPair.load(test_model_path, test_model_path, LoadOptions(n_ctx=512, n_threads=2)) as p:

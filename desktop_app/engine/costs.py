@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 EMA = 0.2                   # weight of a new timing measurement
 FAR_BELOW = 3.0             # a pass this many times faster than its cost says the cost was timed wrong
 WIN_MARGIN = 1.02           # an option must be predicted 2 % faster than the best other to be used
+PREFILL_MIN = 8              # tokens a pass must read to say what a token of a long prompt costs
 DIP_MAX = 0.75              # a pass is priced at no less than this share of the nearest smaller one measured
 
 
@@ -147,7 +148,7 @@ class CostModel:
 
     def record_prefill(self, model: str, n_tokens: int, seconds: float) -> None:
         """A batched pass over n_tokens of text (a prompt, or a draft model catching up) took `seconds`."""
-        if n_tokens < 8:                 # too few to say what a token of a long prompt costs
+        if n_tokens < PREFILL_MIN:
             return
         per = seconds / n_tokens
         old = self.prefill_s.get(model)

@@ -15,9 +15,10 @@ from typing import Callable, Sequence
 import numpy as np
 
 from desktop_app.engine import backend
+from desktop_app.engine.costs import PREFILL_MIN
 from desktop_app.engine.sampling import Distribution, SamplingParams, process, softmax_prob
 
-CATCH_UP_MIN = 2   # tokens behind from which ModelDrafter.catch_up reads them in a pass of their own
+CATCH_UP_MIN = PREFILL_MIN   # tokens behind from which ModelDrafter.catch_up reads them in a pass of its own
 
 
 @dataclass
@@ -137,10 +138,12 @@ class ModelDrafter(Drafter):
     def catch_up(self, context: Sequence[int], stop: Callable[[], bool] | None = None) -> int:
         """Read what it has not of `context` but its last token, in one batched pass, as begin() reads
         a prompt: auto mode's lazy prefill, the first time it drafts with the model in a reply.
-        Returns the number of tokens read. `stop`: as begin()'s. One token behind (its own last
-        draft, kept, after a round of its own) is left to draft(), whose first pass reads it with
-        the text's last token, as in fixed mode: a pass of its own cost most of a draft step (25 ms
-        where a step cost 36-41 ms, a 2-core Xeon) in every round that followed one of the model's."""
+        Returns the number of tokens read. `stop`: as begin()'s. Fewer than CATCH_UP_MIN behind
+        (its own last draft, kept, after a round of its own; the few tokens of a plain or copied
+        round) are left to draft(), whose first pass reads them with the text's last token, as in
+        fixed mode: a pass of their own cost most of a draft step (25 ms for one token where a step
+        cost 36-41 ms, a 2-core Xeon) in nearly every model round, unseen, since a pass that short
+        is not timed as a prompt pass (costs.record_prefill) nor as drafting."""
         n = self.behind(context)
         if n >= CATCH_UP_MIN and len(context) <= self.ctx.n_ctx and self.can_read(context[:-1]):
             self.ctx.sync(context[:-1], logits="none", stop=stop)

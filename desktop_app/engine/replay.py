@@ -27,7 +27,7 @@ from desktop_app.engine.calibration import VERIFY_SIZES, price
 from desktop_app.engine.calibration_store import KEEP
 from desktop_app.engine.cost_profiles import CostProfile
 from desktop_app.engine.costs import CostModel
-from desktop_app.engine.drafters import CATCH_UP_MIN, PromptLookupDrafter
+from desktop_app.engine.drafters import PromptLookupDrafter
 from desktop_app.engine.trace import Trace
 
 FIXED_LOOKUP = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
@@ -226,8 +226,8 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
                 drafter, drafted = "lookup", choice.gamma
                 kept = trace.copy_run(j, copy.tokens[:drafted])
             elif choice.drafter == "model":
-                if behind >= CATCH_UP_MIN:                 # (one token: read with the last, in draft's first
-                    catch_up = clock.prefill("model", behind, at=j)   # pass, as fixed mode's rounds do)
+                if behind:
+                    catch_up = clock.prefill("model", behind, at=j)
                     policy.costs.record_prefill("model", behind, catch_up)
                     cost += catch_up
                 drafter, drafted = "model", choice.gamma

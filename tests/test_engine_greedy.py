@@ -172,10 +172,20 @@ def test_a_draft_a_few_tokens_behind_reads_them_in_its_first_draft_pass_not_in_a
     proposal = drafter.draft(context, 3, GREEDY, np.random.default_rng(0))
     assert passes == [2, 1, 1] and proposal.n_steps == 3 and len(proposal.tokens) == 3
     assert ctx.tokens == context + proposal.tokens[:2] and ctx.pos_max() == len(ctx.tokens) - 1
-    other = [t for t in text if t != proposal.tokens[0]]      # (its drafts replaced by other tokens)
-    few, many = context + other[:4], context + other[:CATCH_UP_MIN + 1]     # (a copy's 3 tokens: 3 behind)
+    assert 0.0 <= proposal.t_read_s < proposal.t_s    # (the first pass's share beyond a step: catch-up time)
+    kept = context + proposal.tokens[:1]               # its first draft kept, the second rejected: none behind
+    ctx.truncate(len(kept) - 1)
+    passes.clear()
+    again = drafter.draft(kept, 2, GREEDY, np.random.default_rng(0))
+    assert passes == [1, 1] and again.t_read_s == 0.0 and ctx.tokens == kept + again.tokens[:1]
+    other = [t for t in text if t != again.tokens[0]]         # (its draft replaced by other tokens)
+    few, many = kept + other[:4], kept + other[:CATCH_UP_MIN + 1]     # (a copy's 3 tokens: 3 behind)
     passes.clear()
     assert drafter.behind(few) == 3 and drafter.catch_up(few) == 0 and passes == []
+    drafter.draft(few, 1, GREEDY, np.random.default_rng(0))
+    assert passes == [4] and ctx.tokens == few
+    ctx.truncate(len(kept))
+    passes.clear()
     assert drafter.catch_up(many) == CATCH_UP_MIN and passes == [CATCH_UP_MIN] and ctx.tokens == many[:-1]
 
 

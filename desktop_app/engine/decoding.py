@@ -289,7 +289,8 @@ class SpeculativeDecoder:
                       left: int) -> tuple[Drafter, Proposal]:
         """Auto mode: offer the policy this round's lookup copy and (when the settings name it) the
         draft model, then draft as it chooses. A draft model that has not read the text yet catches
-        up first, in one batched pass, timed as a prompt pass."""
+        up first, in one batched pass, timed as a prompt pass; a few tokens behind (ModelDrafter.
+        catch_up) are read in its first draft pass, whose share beyond a step is catch-up time too."""
         lookup: PromptLookupDrafter = self.drafters["lookup"]
         copy = Copy.find(lookup, reply.tokens, gamma_max, len(reply.reply))
         model = self.drafters.get("model") if settings.drafter == "model" else None
@@ -309,9 +310,12 @@ class SpeculativeDecoder:
             reply.t_catch_up_s += reply.catch_up_s
             self.costs.record_prefill("model", n, reply.catch_up_s)
             try:
-                return model, model.draft(reply.tokens, choice.gamma, sampling, reply.rng, settings.draft_p_min)
+                proposal = model.draft(reply.tokens, choice.gamma, sampling, reply.rng, settings.draft_p_min)
             except backend.ContextFullError:
                 return model, Proposal()
+            reply.catch_up_s += proposal.t_read_s     # (the few tokens it was behind on, read in its first pass)
+            reply.t_catch_up_s += proposal.t_read_s
+            return model, proposal
         return self.drafters["none"], Proposal()
 
     def _verify(self, tokens: Sequence[int], drafted: Sequence[int]) -> list[np.ndarray]:
@@ -368,7 +372,7 @@ class SpeculativeDecoder:
         last_kind = TokenKind.CORRECTION if verdict.corrected else (TokenKind.BONUS if k else TokenKind.PLAIN)
         kinds = [TokenKind.ACCEPTED] * n_acc + [last_kind]
         self.costs.record_verify(k + 1, times.verify_s)
-        self.costs.record_draft(drafter.name, k, proposal.t_s)
+        self.costs.record_draft(drafter.name, k, proposal.t_s - proposal.t_read_s)   # (a step's price)
         self.policy.observe(reply.choice, k, n_acc, times.draft_s + times.verify_s, judgement.confidence)
 
         model = self.model

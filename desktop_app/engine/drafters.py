@@ -31,6 +31,7 @@ class Proposal:
     q_token: list[float] = field(default_factory=list)
     n_steps: int = 0          # forward passes of a draft model spent on this proposal
     t_s: float = 0.0
+    t_read_s: float = 0.0     # of t_s, what its first pass spent reading text it was behind on (not a step)
 
     def truncated(self, n: int) -> "Proposal":
         return Proposal(self.tokens[:n], self.q[:n], self.q_token[:n], self.n_steps, self.t_s)
@@ -109,6 +110,7 @@ class ModelDrafter(Drafter):
         self.n_vocab_target = ctx.n_vocab if n_vocab_target is None else n_vocab_target
         self.n_common = min(ctx.n_vocab, self.n_vocab_target)     # ids both models have
         self.ends = ends
+        self.step_s: float | None = None     # the last step's time: the first pass's share that is not reading
 
     def can_draft(self, context: Sequence[int]) -> bool:
         """Not once the text holds an id the draft's vocabulary lacks (a bigger target's padding id):
@@ -141,9 +143,9 @@ class ModelDrafter(Drafter):
         Returns the number of tokens read. `stop`: as begin()'s. Fewer than CATCH_UP_MIN behind
         (its own last draft, kept, after a round of its own; the few tokens of a plain or copied
         round) are left to draft(), whose first pass reads them with the text's last token, as in
-        fixed mode: a pass of their own cost most of a draft step (25 ms for one token where a step
-        cost 36-41 ms, a 2-core Xeon) in nearly every model round, unseen, since a pass that short
-        is not timed as a prompt pass (costs.record_prefill) nor as drafting."""
+        fixed mode: read apart, one token cost 21 + 34 ms where the first pass reading it costs 43
+        (a 2-core Xeon), in nearly every model round. That pass's share beyond a step is the
+        proposal's t_read_s."""
         n = self.behind(context)
         if n >= CATCH_UP_MIN and len(context) <= self.ctx.n_ctx and self.can_read(context[:-1]):
             self.ctx.sync(context[:-1], logits="none", stop=stop)
@@ -158,7 +160,9 @@ class ModelDrafter(Drafter):
         out = Proposal()
         if gamma_max <= 0 or not self.can_read(context):
             return out
+        behind = self.behind(context)
         ctx.sync(context, logits="last")
+        t_first = time.perf_counter() - t0
         out.n_steps = 1
         for i in range(gamma_max):
             logits = ctx.logits(-1)[:self.n_common]       # [n_common]: a zero-copy view, no id the target lacks
@@ -181,6 +185,12 @@ class ModelDrafter(Drafter):
                 ctx.eval([x], logits="last")
                 out.n_steps += 1
         out.t_s = time.perf_counter() - t0
+        if out.n_steps > 1:                              # a step: a one-token pass, as this round timed them
+            self.step_s = (out.t_s - t_first) / (out.n_steps - 1)
+        elif not behind:
+            self.step_s = t_first
+        if behind and self.step_s is not None:           # (its first pass read `behind` tokens more than a step)
+            out.t_read_s = min(t_first, max(0.0, t_first - self.step_s))
         return out
 
     def rollback(self, n: int) -> None:

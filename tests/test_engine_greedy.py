@@ -152,8 +152,9 @@ def test_a_draft_a_few_tokens_behind_reads_them_in_its_first_draft_pass_not_in_a
         pair, monkeypatch):
     """After a round of the draft model's own, all kept, it is one token behind (its last draft, never
     evaluated); after a plain or copied round, a few more. Auto's catch-up read them in a pass of their
-    own before drafting: most of a draft step in nearly every model round (25 ms for one token where a
-    step cost 36-41 ms, a 2-core Xeon), timed neither as drafting nor as a prompt pass. The first draft
+    own before drafting, in nearly every model round (one token: 21 ms, then the 34 ms step, where the
+    step's pass reading it too costs 43 ms; a 2-core Xeon), timed neither as drafting nor as a prompt
+    pass. The first draft
     pass reads them with the text's last token, as fixed mode does; from CATCH_UP_MIN tokens on, a
     catch-up is a pass of its own (timed as a prompt pass)."""
     from desktop_app.engine.drafters import CATCH_UP_MIN, ModelDrafter

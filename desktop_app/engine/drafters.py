@@ -33,9 +33,6 @@ class Proposal:
     t_s: float = 0.0
     t_read_s: float = 0.0     # of t_s, what its first pass spent reading text it was behind on (not a step)
 
-    def truncated(self, n: int) -> "Proposal":
-        return Proposal(self.tokens[:n], self.q[:n], self.q_token[:n], self.n_steps, self.t_s)
-
     @classmethod
     def copied(cls, tokens: Sequence[int]) -> "Proposal":
         """Tokens copied from the text: each q_i a point mass on x_i."""

@@ -306,15 +306,14 @@ class SpeculativeDecoder:
                 n = model.catch_up(reply.tokens, stop=reply.stop)
             except backend.Stopped:                   # cancelled: a plain step, then the loop ends the reply
                 return self.drafters["none"], Proposal()
-            reply.catch_up_s = time.perf_counter() - t0
-            reply.t_catch_up_s += reply.catch_up_s
-            self.costs.record_prefill("model", n, reply.catch_up_s)
+            read_s = time.perf_counter() - t0
+            self.costs.record_prefill("model", n, read_s)
             try:
                 proposal = model.draft(reply.tokens, choice.gamma, sampling, reply.rng, settings.draft_p_min)
             except backend.ContextFullError:
-                return model, Proposal()
-            reply.catch_up_s += proposal.t_read_s     # (the few tokens it was behind on, read in its first pass)
-            reply.t_catch_up_s += proposal.t_read_s
+                proposal = Proposal()
+            reply.catch_up_s = read_s + proposal.t_read_s   # (and the few tokens its first pass read)
+            reply.t_catch_up_s += reply.catch_up_s
             return model, proposal
         return self.drafters["none"], Proposal()
 

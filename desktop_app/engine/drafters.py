@@ -157,8 +157,7 @@ class ModelDrafter(Drafter):
         out = Proposal()
         if gamma_max <= 0 or not self.can_read(context):
             return out
-        behind = self.behind(context)
-        ctx.sync(context, logits="last")
+        behind = ctx.sync(context, logits="last") - 1   # (read besides the text's last token)
         t_first = time.perf_counter() - t0
         out.n_steps = 1
         for i in range(gamma_max):
@@ -187,7 +186,7 @@ class ModelDrafter(Drafter):
         elif not behind:
             self.step_s = t_first
         if behind and self.step_s is not None:           # (its first pass read `behind` tokens more than a step)
-            out.t_read_s = min(t_first, max(0.0, t_first - self.step_s))
+            out.t_read_s = max(0.0, t_first - self.step_s)
         return out
 
     def rollback(self, n: int) -> None:

@@ -307,6 +307,47 @@ def test_explanation_of_a_mixed_reply_times_only_the_drafting_rounds():
     assert "beats plain decoding (33.3 tok/s, measured) by 1.16×" in text
 
 
+def test_the_sentence_s_tokens_per_round_add_up_to_the_reply_where_a_draft_kept_its_end(pair):
+    """A copy of the prompt's last sentence runs on into its end-of-turn token, which the target keeps:
+    the reply ends there, and that round gives no token of the target's own. "kept 5.33, giving 6.33
+    tokens" then did not add up (5 plain steps and 3 such rounds made 24 where the reply had 22 tokens
+    and its end: a new user's sums, off by 2 in two replies); the tokens the rounds wrote do."""
+    from desktop_app.engine.explain import explain
+
+    rounds, _, finish = run(pair, prompt_tokens(pair.target, PROMPTS[2]), GREEDY, max_tokens=64,
+                            drafter="lookup", draft_max=8)
+    s, last = finish.stats, rounds[-1]
+    assert last.end == "eos" and last.gamma and last.accepted == last.gamma    # its end was a kept draft
+    drafting = s.n_rounds - s.n_plain_rounds
+    assert s.n_plain_rounds + drafting * s.mean_written == pytest.approx(s.n_tokens + 1)    # the end included
+    assert s.mean_written == pytest.approx(s.mean_accepted + 1 - 1 / drafting)
+    assert (f"kept {s.mean_accepted:.2f}, giving {s.mean_written:.2f} tokens in " in explain(s)
+            and "(a round that kept the reply's end as a draft gives nothing after it)." in explain(s))
+
+
+def test_a_catch_up_that_lost_the_reply_s_time_is_named_as_its_cause():
+    """A one-line answer (a new user's first message): auto drafted one round with the draft model at
+    round 9, after it had read the prompt, 0.35 s in a 1.11 s reply; the sentence blamed the draft
+    step's cost (0.04 s of drafting in all)."""
+    from desktop_app.engine.events import GenerationStats
+    from desktop_app.engine.explain import explain
+
+    s = GenerationStats(n_tokens=8, n_rounds=9, n_plain_rounds=8, t_plain_s=8 * 0.078, n_drafted=1, n_accepted=1,
+                        acceptance_rate=1.0, alpha=1.0, mean_accepted=1.0, mean_drafted=1.0, mean_written=1.0,
+                        t_draft_s=0.04, t_verify_s=0.73, t_catch_up_s=0.35, t_other_s=0.35, t_target_step_s=0.078,
+                        c=0.47, tokens_per_s=7.23, stop_reason="eos")
+    text = explain(s)
+    assert ("0.63× its speed, because the draft model first had to read the text it had not read yet: 350 ms of "
+            "this reply's 1.11 s (auto has it read the text only once it drafts with it, and this reply did not "
+            "repay that; without it, 0.93× plain's speed); a draft step costs 0.47") in text
+    # where the catch-up lost all the time the reply lost, it is the one reason given
+    alone = explain(dataclasses.replace(s, t_verify_s=0.68, tokens_per_s=8 / 1.07))
+    assert "without it, 0.97× plain's speed)." in alone and "draft step costs" not in alone
+    # where it lost less than half of that time, it is not named (40 ms of the 95 ms lost)
+    brief = dataclasses.replace(s, t_catch_up_s=0.04, t_other_s=0.04, tokens_per_s=8 / 0.7965)
+    assert "first had to read" not in explain(brief) and "a draft step costs 0.47" in explain(brief)
+
+
 def test_explanation_quotes_the_checks_of_its_own_rounds():
     from desktop_app.engine.events import GenerationStats
     from desktop_app.engine.explain import explain

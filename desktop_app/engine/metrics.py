@@ -20,6 +20,7 @@ class StatsRecorder:
                                               # for a copy even in rounds that then draft nothing)
         self._rejections = 0
         self._draft_rounds = 0
+        self._draft_written = 0               # tokens those rounds added to the text (RoundEvent.emitted)
         self._drafting: Counter[tuple[str, int]] = Counter()   # (drafter, γ) -> rounds that drafted
         self._kept_by: Counter[str] = Counter()                 # drafter -> drafts kept, rejections
         self._rejected_by: Counter[str] = Counter()             # and drafting seconds
@@ -33,6 +34,7 @@ class StatsRecorder:
         s.t_other_s += max(0.0, r.t_round_s - r.t_draft_s - r.t_verify_s)
         if r.gamma:
             self._draft_rounds += 1
+            self._draft_written += len(r.emitted)
             s.n_drafted += r.gamma
             s.n_accepted += r.accepted
             self._draft_steps += n_draft_steps
@@ -66,6 +68,7 @@ class StatsRecorder:
             s.alpha = s.n_accepted / (s.n_accepted + self._rejections) if s.n_accepted + self._rejections else None
             s.mean_accepted = s.n_accepted / self._draft_rounds
             s.mean_drafted = s.n_drafted / self._draft_rounds
+            s.mean_written = self._draft_written / self._draft_rounds
             s.position_acceptance = [k / d for k, d in zip(self._kept_at, self._drafted_at)]
 
     def finish(self, n_tokens: int, t_total_s: float, t_prompt_s: float, ttft_s: float,

@@ -398,3 +398,21 @@ def test_total_times_are_called_shorter_or_longer_only_for_replies_of_one_length
     assert "the tokens per second are what compares" in different
     assert total_times(result(343, 2.5)).endswith("2.50 s against 3.00 s, shorter with speculation.")
     assert total_times(result(343, 3.5)).endswith("longer with speculation.")
+
+
+def test_a_short_compare_quotes_both_runs_lengths():
+    """A new user's try: runs of 20 and 25 tokens were "One short run each (20 tokens)"."""
+    from desktop_app.chat.compare import CompareResult
+    from desktop_app.engine.metrics import GenerationStats
+
+    def result(n_off, n_on):
+        off = CompareRun("off", SpecSettings(enabled=False), "", tuple(range(n_off)), [],
+                         GenerationStats(n_tokens=n_off, tokens_per_s=10.0, threads=2), "eos", n_off, True)
+        on = CompareRun("on", SpecSettings(), "", tuple(range(n_on)), [],
+                        GenerationStats(n_tokens=n_on, tokens_per_s=14.0, n_drafted=12, n_accepted=9, threads=2),
+                        "eos", 8, True)
+        return CompareResult(1, 10, GREEDY, 32, off, on)
+
+    assert "One short run each (20 tokens without speculation, 25 with):" in result(20, 25).caveat
+    assert "One short run each (20 tokens):" in result(20, 20).caveat
+    assert result(40, 40).caveat == ""

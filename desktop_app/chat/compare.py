@@ -105,9 +105,11 @@ class CompareResult:
             return ("Other work kept the CPUs busy, so llama.cpp ran on fewer threads for some of this compare "
                     f"(without speculation {threads_text(off)}, with it {threads_text(on)}): the two runs are not like "
                     "for like. `tandem bench` holds the thread count.")
-        shorter = min(len(self.on.tokens), len(self.off.tokens))
-        if shorter < SHORT_RUN and abs(s - 1) > NOISE - 1:
-            return (f"One short run each ({shorter} tokens): other work on the machine can move a difference "
+        n_off, n_on = len(self.off.tokens), len(self.on.tokens)
+        if min(n_off, n_on) < SHORT_RUN and abs(s - 1) > NOISE - 1:
+            # (both lengths where they differ: "20 tokens" was said of runs of 20 and 25, a new user's try)
+            lengths = f"{n_on} tokens" if n_on == n_off else f"{n_off} tokens without speculation, {n_on} with"
+            return (f"One short run each ({lengths}): other work on the machine can move a difference "
                     "this size. `tandem bench` repeats runs.")
         return ""
 

@@ -453,7 +453,11 @@ def test_the_welcome_page_offers_only_what_can_load_and_follows_the_file_chosen(
     """A new user's try: with a draft the bar called unable to pair, the page offered "Load this pair",
     which could only fail; with a file that was no GGUF it offered "Load this model"; and after another
     file was picked with "...", it went on naming the first."""
+    from types import SimpleNamespace
+
     from desktop_app.ui import model_bar
+    monkeypatch.setattr(models, "inspect", lambda m: SimpleNamespace(verified=False, path=str(tmp_path / m.key)))
+    # (the demo pair not cached: where it is, it is offered in place of a file that cannot load, below)
     w = open_window(qtbot, tmp_path, settings={"last_target": test_model_path, "last_draft": gemma_path})
     close_all.append(w)
     assert w.model_bar.draft_path() == gemma_path and "cannot pair" in w.model_bar.verdict.text()
@@ -465,7 +469,7 @@ def test_the_welcome_page_offers_only_what_can_load_and_follows_the_file_chosen(
     monkeypatch.setattr(model_bar.QFileDialog, "getOpenFileName", staticmethod(lambda *a: (str(notes), "")))
     w.model_bar.browse_target()                        # (the user picks a file: the page follows)
     assert w.first_run.offered is None and w.first_run.load_button.isHidden() and w.first_run.fetch_button.isVisible()
-    assert "<br>notamodel.gguf cannot be loaded (cannot read: " in w.first_run.text.text()
+    assert f"<br>{notes} cannot be loaded (cannot read: " in w.first_run.text.text()
     monkeypatch.setattr(model_bar.QFileDialog, "getOpenFileName", staticmethod(lambda *a: (test_model_path, "")))
     w.model_bar.browse_target()
     assert w.first_run.offered == (test_model_path, None) and "alone (the draft gemma" in w.first_run.text.text()
@@ -496,3 +500,11 @@ def test_an_unreadable_last_model_leaves_the_cached_demo_pair_offered(qtbot, tmp
     assert w.first_run.offered == (test_model_path, q2k_draft_path)
     assert "already on this machine" in w.first_run.text.text() and w.model_bar.target_path() == str(notes)
     assert "cannot read" in w.model_bar.info.text()
+    # ... and so does a load of it that failed (`tandem -m /etc/hostname`: the page offered to fetch the
+    # demo pair, 1.6 GB, already here, and named the file "hostname": a new user's try)
+    w.load_pair(str(notes), None)
+    qtbot.waitUntil(lambda: not w.loading and "Could not load" in w.model_bar.status.text(), timeout=TIMEOUT_MS)
+    assert w.first_run.offered == (test_model_path, q2k_draft_path) and w.first_run.fetch_button.isHidden()
+    assert w.first_run.load_button.text() == "Load the demo pair (cached)"
+    assert (f"<br>{notes} cannot be loaded (cannot read: " in w.first_run.text.text()
+            and "already on this machine" in w.first_run.text.text())

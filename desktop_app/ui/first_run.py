@@ -67,7 +67,7 @@ class FirstRun(QWidget):
     def offer(self, target: str | None, draft: str | None = None, demo: bool = False, note: str = "") -> None:
         """Offer to load `target` (+ `draft`) directly: the cached demo pair (demo=True), or models found
         on this machine. With no target: today's page, fetch or choose. `note`: why a model chosen is
-        not offered (ModelBar.loadable), said on the page."""
+        not offered (ModelBar.loadable), said on the page (the demo pair's too: offered in its place)."""
         self.offered = (target, draft) if target else None
         if not target:
             self.load_button.hide()
@@ -78,8 +78,9 @@ class FirstRun(QWidget):
             return
         if demo:
             self.load_button.setText("Load the demo pair (cached)")
-            self.text.setText(INTRO + " The demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft — is already on "
-                                      "this machine.")
+            why = f"<br>{html.escape(note, quote=False)}.<br>" if note else " "
+            self.text.setText(html.escape(INTRO) + why + "The demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft — "
+                              "is already on this machine.")
         else:
             names = f"<b>{html.escape(os.path.basename(target))}</b>"
             if draft:

@@ -64,6 +64,9 @@ class ModelsMixin:
         """The welcome page offers what of the bar's choice can load (ModelBar.loadable), and says why
         where that is the target alone or nothing. `demo`: the demo pair's paths, when cached."""
         t, d, note = self.model_bar.loadable()
+        if t is None and demo is not None:      # (a file that failed to load offered to fetch the demo pair
+            self.first_run.offer(*demo, demo=True, note=note)   # already here: a new user's try)
+            return
         self.first_run.offer(t, d, demo=demo is not None and (t, d) == tuple(demo), note=note)
 
     def _offer_bar_choice(self) -> None:

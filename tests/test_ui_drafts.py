@@ -171,8 +171,17 @@ def test_deleting_the_open_conversation_deletes_what_was_typed_for_it(qtbot, win
     cats, dogs = cats_and_dogs(w)
     w.open_conversation(cats, show=True)
     w.composer.setPlainText("half typed for the cats")
+    bar = w.sidebar
+    w.refresh_conversations()                            # (the list shows it chosen, as after a click)
+    assert bar.current_id() == cats and bar.rename_button.isEnabled() and bar.delete_button.isEnabled()
     w._delete(cats)
     assert w.composer.toPlainText() == "" and cats not in w.drafts
+    # none is open, nor chosen in the list: Rename and Delete rest (they stayed on and did nothing: a
+    # new user's try) until one is
+    assert w.current_id is None and bar.list.count() == 1
+    assert not bar.rename_button.isEnabled() and not bar.delete_button.isEnabled()
+    bar.list.setCurrentRow(0)
+    assert w.current_id == dogs and bar.rename_button.isEnabled() and bar.delete_button.isEnabled()
     w.open_conversation(dogs, show=True)
     assert w.composer.toPlainText() == ""
 

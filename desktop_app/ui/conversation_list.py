@@ -44,11 +44,13 @@ class ConversationList(QWidget):
         self.new_button = QPushButton("New")
         self.new_button.setToolTip("New conversation (Ctrl+N)")
         self.new_button.clicked.connect(self.newRequested)
-        rename = QPushButton("Rename")
+        rename = self.rename_button = QPushButton("Rename")
         rename.setToolTip("Rename (F2)")
         rename.clicked.connect(self.rename_current)
-        delete = QPushButton("Delete")
+        delete = self.delete_button = QPushButton("Delete")
         delete.clicked.connect(self.delete_current)
+        for b in (rename, delete):            # (only with a conversation chosen: after a Delete they stayed
+            b.setEnabled(False)               # on and did nothing, a new user's try)
         for b in (self.new_button, rename, delete):
             # as wide as the text (the style's 80 px minimum would make the sidebar 260 px wide)
             b.setMinimumWidth(b.fontMetrics().horizontalAdvance(b.text()) + 14)
@@ -68,6 +70,7 @@ class ConversationList(QWidget):
             if c.id == current:
                 self.list.setCurrentItem(item)
         self.list.blockSignals(False)
+        self._enable_buttons()
 
     def eventFilter(self, watched, event) -> bool:
         """Down in the search box goes on to the list, at its first conversation (it did nothing: a new
@@ -92,8 +95,13 @@ class ConversationList(QWidget):
         return None if item is None else int(item.data(Qt.UserRole))
 
     def _current_changed(self, item, _previous) -> None:
+        self._enable_buttons()
         if item is not None:
             self.selected.emit(int(item.data(Qt.UserRole)))
+
+    def _enable_buttons(self) -> None:
+        for b in (self.rename_button, self.delete_button):
+            b.setEnabled(self.list.currentItem() is not None)
 
     def rename_current(self) -> None:
         item = self.list.currentItem()

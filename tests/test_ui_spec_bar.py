@@ -214,8 +214,11 @@ def test_the_bar_before_and_after_models_are_loaded(qtbot):
     bar.set_draft_available(True)                                # a pair
     assert bar.mode_text() == "Speculating: draft model, γ 4" and bar.property("mode") == "on"
     assert model.isEnabled() and "#2e9d4a" in bar.styleSheet().split("#specMode")[1][:40]
+    assert bar.p_min.isEnabled()                                 # (the draft model's probability: p-min applies)
     bar.set_draft_available(False)                               # a target alone: Auto copies meanwhile
     assert bar.mode_text() == "Speculating: auto" and not model.isEnabled() and auto.isChecked()
+    # nothing drafts with a probability to stop at: p-min rests and says why (it sat on: a new user's try)
+    assert not bar.p_min.isEnabled() and "no draft model drafts here" in bar.p_min.toolTip()
     assert "stands in for the draft model" in bar.mode.toolTip() and "No draft model" in model.toolTip()
     assert bar.spec(False).auto and bar.spec(False).drafter == "lookup" and not bar.gamma.isEnabled()
     assert bar.generation()["drafter"] == "model" and not bar.generation()["auto"]   # the saved choice stays
@@ -224,7 +227,7 @@ def test_the_bar_before_and_after_models_are_loaded(qtbot):
     assert "stands in" not in bar.mode.toolTip() and bar.mode_text() == "Speculating: auto"
     qtbot.mouseClick(lookup, Qt.LeftButton)                      # lookup at a fixed γ, chosen
     assert bar.mode_text() == "Speculating: prompt lookup, γ 4" and not bar.spec(False).auto
-    assert bar.generation()["drafter"] == "lookup"
+    assert bar.generation()["drafter"] == "lookup" and not bar.p_min.isEnabled()
     bar.set_draft_available(None)                                # the engine stopped: the choice as it will apply
     assert bar.mode_text() == "Speculation: prompt lookup, γ 4" and lookup.isChecked()
     qtbot.mouseClick(model, Qt.LeftButton)

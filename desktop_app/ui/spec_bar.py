@@ -17,6 +17,8 @@ from desktop_app.engine.events import RoundEvent
 from desktop_app.engine.settings import DRAFT_MAX_LIMIT, SpecSettings
 from desktop_app.ui.elided import ElidedLabel
 
+P_MIN_TIP = "Stop drafting when the draft model's top probability falls below this"
+P_MIN_IDLE_TIP = P_MIN_TIP + " (no draft model drafts here: copies of earlier text have no probability)"
 SPEC_KEYS = ("speculation", "drafter", "draft_max", "draft_min", "draft_p_min", "auto")   # in settings["generation"]
 CHOICES = [("model", "Draft model"), ("lookup", "Prompt lookup"), ("auto", "Auto")]
 DRAFTER_WORDS = {"model": "draft model", "lookup": "prompt lookup"}
@@ -108,7 +110,7 @@ class SpecBar(QFrame):
         self.p_min.setDecimals(2)
         self.p_min.setRange(0.0, P_MIN_MAX)
         self.p_min.setSingleStep(0.05)
-        self.p_min.setToolTip("Stop drafting when the draft's top probability falls below this")
+        self.p_min.setToolTip(P_MIN_TIP)
         self.advanced = QWidget()
         adv = QHBoxLayout(self.advanced)
         adv.setContentsMargins(0, 0, 0, 0)
@@ -293,6 +295,11 @@ class SpecBar(QFrame):
         for b in self.drafter_buttons.values():
             b.setEnabled(on and (b is not model or can_model))
         self.gamma.setEnabled(on and not auto)
+        # (only the draft model's drafts have a probability to stop at: p-min sat on, doing nothing, with no
+        # draft model loaded, a new user's try)
+        model_drafts = self._effective_drafter() == "model" or (auto and self._has_draft is not False)
+        self.p_min.setEnabled(on and model_drafts)
+        self.p_min.setToolTip(P_MIN_TIP if model_drafts else P_MIN_IDLE_TIP)
         for a in (self.gamma_up_action, self.gamma_down_action):
             a.setEnabled(True)                           # (step_gamma says why γ cannot change)
         gamma = self.gamma.value()

@@ -476,7 +476,7 @@ def test_a_cleared_panel_keeps_recording_the_live_reply_and_shows_it_again(qtbot
 
 
 def test_a_renamed_conversation_s_name_follows_in_the_panel_s_header(qtbot):
-    """The header kept the old name after a rename (a user's try): live, just finished and stored."""
+    """The header kept the old name after a rename (a user's try): live, finished and stored."""
     panel = SpecPanel()
     qtbot.addWidget(panel)
     panel.begin("cats", 7)
@@ -485,7 +485,7 @@ def test_a_renamed_conversation_s_name_follows_in_the_panel_s_header(qtbot):
     panel.retitle(7, "Cats and kittens")
     assert panel.header.text() == "Live: reply in 'Cats and kittens'"
     panel.finish(slow_stats())
-    assert "in 'Cats and kittens' (just finished)" in panel.header.text()
+    assert "in 'Cats and kittens' (finished)" in panel.header.text()
     panel.begin("cats", 7)                         # a reply stopped, or cut off by the engine's death, says so
     panel.finish(slow_stats(stop_reason="cancelled"))
     assert panel.header.text().endswith("in 'cats' (stopped)")

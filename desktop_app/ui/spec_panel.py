@@ -248,15 +248,17 @@ class SpecPanel(QWidget):
             self._show_header()
 
     def _show_header(self) -> None:
-        """Which reply the panel shows: live, just finished, or from the history."""
+        """Which reply the panel shows: live, finished, or from the history."""
         if self._shown[0] == "stored":
             _, _, title, created_at, number = self._shown
             self.header.setText(stored_header(title, created_at, number))
         elif self._streaming:
             self.header.setText(f"Live: reply in '{self._live_title}'")
-        else:                       # how it ended: no statistics came from an interrupted one (a stopped or
-            s = self._live_stats    # interrupted one said "just finished", or "Live": a user's try)
-            end = "interrupted" if s is None else "stopped" if s.stop_reason == "cancelled" else "just finished"
+        else:
+            # how it ended: no statistics came from an interrupted one (a stopped or interrupted one said "just
+            # finished", or "Live": a user's try; and "just finished" stayed on minutes later: a new user's try)
+            s = self._live_stats
+            end = "interrupted" if s is None else "stopped" if s.stop_reason == "cancelled" else "finished"
             self.header.setText(f"Reply of {time.strftime('%H:%M', self._live_began)} in '{self._live_title}' "
                                 f"({end})")
 

@@ -282,6 +282,7 @@ def test_the_compare_button_shows_both_runs_side_by_side(qtbot, window, test_mod
     # a minute on a slow machine, a user's try)
     assert shown[:2] == [("off", True), ("on", True)]
     assert not result.cancelled
+    assert dialog.headers["on"].text() == f"<b>Speculation on (draft model, γ = {result.on.spec.draft_max})</b>"
     assert_explained_if_different(result)
     assert result.identical, result.first_difference
     assert dialog.verdict.text().startswith("Identical texts") and f"{len(result.on.tokens)} tokens" in dialog.verdict.text()
@@ -352,6 +353,10 @@ def test_the_on_column_says_what_auto_may_draft_with_and_when_it_drafted_nothing
     fixed = CompareRun("on", SpecSettings(drafter="lookup", draft_max=6))
     assert spec_words(fixed) == "Speculation on (prompt lookup, γ = 6)"
     assert spec_words(CompareRun("off", SpecSettings(enabled=False))) == "Speculation off"
+    # speculation off in the chat: the run with it uses the bar's last setting, and says so (silently: a
+    # new user's try)
+    assert spec_words(fixed, off_in_chat=True) == "Speculation on (off in the chat; its last setting: prompt lookup, γ = 6)"
+    assert spec_words(CompareRun("off", SpecSettings(enabled=False)), off_in_chat=True) == "Speculation off"
 
 
 def test_a_sampled_compares_status_says_its_replies_are_new_ones(qtbot):

@@ -68,10 +68,14 @@ def total_times(result: CompareResult) -> str:
             "with speculation.")
 
 
-def spec_words(run: CompareRun) -> str:
+def spec_words(run: CompareRun, off_in_chat: bool = False) -> str:
+    """The column's heading; `off_in_chat`: speculation is off in the chat, so the run with it uses the
+    bar's last choice, and says so (it was used silently: a new user's try)."""
     spec = run.spec
     if not spec.speculating:
         return "Speculation off"
+    if off_in_chat:
+        return spec_words(run).replace("Speculation on (", "Speculation on (off in the chat; its last setting: ", 1)
     if spec.auto:                # auto chooses the drafter round by round: the setting's drafter is only
         drafters = "draft model or prompt lookup" if spec.drafter == "model" else "prompt lookup"   # its offer
         done = run.stats.n_tokens and not run.stats.n_drafted
@@ -144,8 +148,9 @@ class CompareDialog(QDialog):
         self.start()
 
     # -- what the window tells it
-    def start(self) -> None:
-        """A compare has been asked for: clear the last one."""
+    def start(self, off_in_chat: bool = False) -> None:
+        """A compare has been asked for: clear the last one. `off_in_chat`: spec_words'."""
+        self.off_in_chat = off_in_chat
         self.result = None
         self._off_rate = 0.0            # the run without speculation's tokens per second, once it ended
         self.running = True
@@ -166,7 +171,7 @@ class CompareDialog(QDialog):
     def show_run(self, run: CompareRun) -> None:
         """One run, as soon as it ends: its column's numbers and text (the "on" run's speed-up over the
         "off" run's, shown already)."""
-        self.headers[run.label].setText(f"<b>{spec_words(run)}</b>")
+        self.headers[run.label].setText(f"<b>{spec_words(run, self.off_in_chat)}</b>")
         self.texts[run.label].setPlainText(run.text)
         if run.finished:
             for key, text in run_cells(run, self._off_rate if run.label == "on" else run.stats.tokens_per_s).items():

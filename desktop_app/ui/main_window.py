@@ -317,12 +317,13 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
         if self.compare_dialog is None:
             self.compare_dialog = CompareDialog(self)
             self.compare_dialog.stopRequested.connect(self.stop)
-        self.compare_dialog.start()
+        options = self._options()
+        self.compare_dialog.start(off_in_chat=not options.spec.speculating)
         self.compare_dialog.show()
         self.compare_dialog.raise_()
         self.busy = True
         self._update_buttons()
-        self.requestCompare.emit(self.current_id, self._options())
+        self.requestCompare.emit(self.current_id, options)
 
     def _has_user_message(self) -> bool:
         return last_user_message(self.chat.messages) is not None

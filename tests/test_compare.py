@@ -88,6 +88,7 @@ def test_compare_reruns_the_last_message_off_then_on_and_stores_nothing(session,
     # speculation off drafted nothing; on drafted with the model, and the runs share one seed
     assert result.off.stats.n_drafted == 0 and result.off.stats.n_plain_rounds == result.off.stats.n_rounds > 0
     assert result.on.stats.n_drafted > 0 and result.on.spec.speculating and result.on.spec.drafter == "model"
+    assert result.on.first_gamma == OPTIONS.spec.draft_max and result.off.first_gamma == 0   # (its first round)
     assert result.sampling.seed is not None
     for r in (result.off, result.on):
         s = r.stats
@@ -430,18 +431,16 @@ def test_a_later_first_token_with_speculation_is_explained():
     from desktop_app.engine.metrics import GenerationStats
     from desktop_app.ui.compare_dialog import first_token_note
 
-    def result(on_ttft):
+    def result(on_ttft, first_gamma=5):
         off = CompareRun("off", SpecSettings(enabled=False), "", (1,) * 20, [],
                          GenerationStats(n_tokens=20, tokens_per_s=10.5, ttft_s=0.084), "eos", 20, True)
         on = CompareRun("on", SpecSettings(), "", (1,) * 25, [],
                         GenerationStats(n_tokens=25, tokens_per_s=7.5, ttft_s=on_ttft, n_drafted=35, n_accepted=19),
-                        "eos", 12, True)
+                        "eos", 12, True, first_gamma)
         return CompareResult(1, 95, GREEDY, 1024, off, on)
 
     assert first_token_note(result(0.492)) == (
         " The first token took 492 ms with speculation against 84 ms: it comes at the end of the first round, after "
-        "the drafts and their check, where plain decoding's comes after one pass.")
+        "its 5 drafts and their check, where plain decoding's comes after one pass.")
     assert first_token_note(result(0.1)) == ""
-    auto = result(0.492)
-    auto.on.spec = SpecSettings(auto=True)                 # (its first round drafts nothing: not that)
-    assert first_token_note(auto) == ""
+    assert first_token_note(result(0.492, first_gamma=0)) == ""     # (a first round that drafted nothing: not that)

@@ -322,7 +322,11 @@ def test_the_sentence_s_tokens_per_round_add_up_to_the_reply_where_a_draft_kept_
     assert s.n_plain_rounds + drafting * s.mean_written == pytest.approx(s.n_tokens + 1)    # the end included
     assert s.mean_written == pytest.approx(s.mean_accepted + 1 - 1 / drafting)
     assert (f"kept {s.mean_accepted:.2f}, giving {s.mean_written:.2f} tokens in " in explain(s)
-            and "(a round that kept the reply's end as a draft gives nothing after it)." in explain(s))
+            and "(the reply ended on a kept draft, its end: nothing came after it)." in explain(s))
+    # where every round gave the target's own token, the kept mean as shown plus one, and no note (the two
+    # means rounded apart read "kept 0.17, giving 1.18", with the note: a review)
+    every = dataclasses.replace(s, n_accepted=7, mean_accepted=7 / 40, mean_drafted=2.0, mean_written=47 / 40)
+    assert "kept 0.17, giving 1.17 tokens in " in explain(every) and "nothing came after it" not in explain(every)
 
 
 def test_a_catch_up_that_lost_the_reply_s_time_is_named_as_its_cause():
@@ -337,15 +341,15 @@ def test_a_catch_up_that_lost_the_reply_s_time_is_named_as_its_cause():
                         t_draft_s=0.04, t_verify_s=0.73, t_catch_up_s=0.35, t_other_s=0.35, t_target_step_s=0.078,
                         c=0.47, tokens_per_s=7.23, stop_reason="eos")
     text = explain(s)
-    assert ("0.63× its speed, because the draft model first had to read the text it had not read yet: 350 ms of "
-            "this reply's 1.11 s (auto has it read the text only once it drafts with it, and this reply did not "
-            "repay that; without it, 0.93× plain's speed); a draft step costs 0.47") in text
+    assert ("0.63× its speed, because catching the draft model up on text it had not read took 350 ms of the "
+            "1.11 s spent writing this reply (auto has it read the text only once it drafts with it, and this reply "
+            "did not repay that; without it, 0.93× plain's speed); a draft step costs 0.47") in text
     # where the catch-up lost all the time the reply lost, it is the one reason given
     alone = explain(dataclasses.replace(s, t_verify_s=0.68, tokens_per_s=8 / 1.07))
     assert "without it, 0.97× plain's speed)." in alone and "draft step costs" not in alone
     # where it lost less than half of that time, it is not named (40 ms of the 95 ms lost)
     brief = dataclasses.replace(s, t_catch_up_s=0.04, t_other_s=0.04, tokens_per_s=8 / 0.7965)
-    assert "first had to read" not in explain(brief) and "a draft step costs 0.47" in explain(brief)
+    assert "catching the draft model up" not in explain(brief) and "a draft step costs 0.47" in explain(brief)
 
 
 def test_explanation_quotes_the_checks_of_its_own_rounds():

@@ -480,7 +480,7 @@ def test_the_welcome_page_offers_only_what_can_load_and_follows_the_file_chosen(
 
     w.model_bar.draft.setCurrentIndex(w.model_bar._ensure(w.model_bar.draft, str(notes)))
     w.model_bar.draft.activated.emit(w.model_bar.draft.currentIndex())   # a draft that cannot be read: alone
-    assert w.first_run.offered == (test_model_path, None) and "alone (the draft notamodel.gguf cannot be loaded" \
+    assert w.first_run.offered == (test_model_path, None) and f"alone (the draft {notes} cannot be loaded" \
         in w.first_run.text.text()
 
 

@@ -134,7 +134,7 @@ def test_a_message_sent_before_loading_offers_to_load_the_chosen_pair_and_send_i
     notes = tmp_path / "notes.gguf"
     notes.write_text("not a model")
     window.model_bar.select(str(notes), None)
-    assert "notes.gguf, chosen in the bar above, cannot be loaded" in window.banner.label.text()
+    assert "/notes.gguf, chosen in the bar above, cannot be loaded" in window.banner.label.text()   # (its whole path)
     assert window.banner.buttons[0].isHidden()
     window.model_bar.select(test_model_path, q2k_draft_path)
     assert "SmolLM2-135M-Instruct.Q4_1.gguf is chosen in the bar above" in window.banner.label.text()

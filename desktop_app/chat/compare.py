@@ -41,6 +41,7 @@ class CompareRun:
     stop_reason: str = ""
     rounds: int = 0
     finished: bool = False
+    first_gamma: int = 0                        # what its first round drafted (its first token came after)
 
     def text_before(self, position: int) -> int:
         """Characters of the text before token `position` (the whole text past the last token)."""
@@ -204,6 +205,8 @@ def _run(session: ChatSession, run: CompareRun, prompt: list[int], sampling: Sam
                 text += event.text
                 tokens.append(event.token)
             elif isinstance(event, RoundEvent):
+                if not run.rounds:
+                    run.first_gamma = event.gamma
                 run.rounds += 1
             elif isinstance(event, FinishEvent):
                 run.text, run.tokens, run.stats = event.text, tuple(event.tokens), event.stats

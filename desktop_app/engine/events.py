@@ -170,9 +170,9 @@ class GenerationStats:
     alpha: float | None = None        # per-token acceptance probability: accepted / (accepted + rejections)
     mean_accepted: float | None = None     # accepted tokens per round that drafted
     mean_drafted: float | None = None      # γ actually used, per round that drafted
-    mean_written: float | None = None      # tokens a round that drafted added to the text: its drafts kept and
-                                           # the target's own, but none after a kept end of the reply
-                                           # (mean_accepted + 1, less such rounds' missing token)
+    mean_written: float | None = None      # tokens a round that drafted emitted: its drafts kept (the reply's
+                                           # end among them where it was one) and the target's own, which a
+                                           # round that ended the reply on a kept draft has not
     position_acceptance: list[float] = field(default_factory=list)  # P(x_i kept | x_i drafted), i = 1..
     t_draft_s: float = 0.0
     t_verify_s: float = 0.0

@@ -167,8 +167,8 @@ def _explain(stats: GenerationStats) -> str:
              "that a token was kept when those before it were; after a rejection the rest go unchecked); "
              f"a round drafted {stats.mean_drafted:.2f} and kept {stats.mean_accepted:.2f}, "   # (as the panel's row)
              f"giving {_written(stats)} tokens" + ("" if stats.remote else f" in {per_round_ms:.0f} ms")
-             + (" (a round that kept the reply's end as a draft gives nothing after it)."
-                if _written(stats) != _plus_one(stats.mean_accepted) else ".")]
+             + (" (the reply ended on a kept draft, its end: nothing came after it)." if _ended_on_a_draft(stats)
+                else ".")]
     if stats.n_plain_rounds:
         parts.append(f"{round(rounds)} of {stats.n_rounds} rounds drafted; the others were plain steps.")
     if stats.remote:
@@ -242,18 +242,25 @@ def _catch_up(stats: GenerationStats, plain: float) -> tuple[str, float | None]:
     if not stats.t_catch_up_s or lost_s <= 0 or stats.t_catch_up_s < lost_s / 2 or decode_s <= stats.t_catch_up_s:
         return "", None
     without = stats.n_tokens / (decode_s - stats.t_catch_up_s) / plain
-    return (f"the draft model first had to read the text it had not read yet: {duration_text(stats.t_catch_up_s)} "
-            f"of this reply's {duration_text(decode_s)} (auto has it read the text only once it drafts with it, "
-            f"and this reply did not repay that; without it, {without:.2f}× plain's speed)", without)
+    return (f"catching the draft model up on text it had not read took {duration_text(stats.t_catch_up_s)} of "
+            f"the {duration_text(decode_s)} spent writing this reply (auto has it read the text only once it drafts "
+            f"with it, and this reply did not repay that; without it, {without:.2f}× plain's speed)", without)
+
+
+def _ended_on_a_draft(stats: GenerationStats) -> bool:
+    """Whether a round that drafted gave no token of the target's own: the reply ended on one of its kept
+    drafts, the end-of-turn token (so "kept 2.14, giving 3.14 tokens" in 7 rounds beside 5 plain steps
+    came to 27 tokens where the reply had 25 and its end: a new user's sums). Not said of a llama-server's
+    rounds, rebuilt from the tokens that arrived (metrics count them as they come)."""
+    return (stats.mean_written is not None and not stats.remote and stats.mean_accepted is not None
+            and stats.mean_written < stats.mean_accepted + 1 - 1e-9)
 
 
 def _written(stats: GenerationStats) -> str:
-    """The tokens a round that drafted gave, as the sentence says it: its drafts kept and the target's own,
-    but nothing after a kept end of the reply (a new user's sums: "kept 2.14, giving 3.14 tokens" in 7
-    rounds beside 5 plain steps came to 27 tokens, where the reply had 25 and its end)."""
-    if stats.mean_written is None:                   # (stored before it was kept)
-        return _plus_one(stats.mean_accepted)
-    return f"{stats.mean_written:.2f}"
+    """The tokens a round that drafted gave, as the sentence says it: its drafts kept plus the target's own,
+    the kept mean as shown plus one (_plus_one), unless the reply ended on a kept draft (_ended_on_a_draft,
+    stored stats from before mean_written were kept count as not)."""
+    return f"{stats.mean_written:.2f}" if _ended_on_a_draft(stats) else _plus_one(stats.mean_accepted)
 
 
 def _plus_one(mean: float) -> str:

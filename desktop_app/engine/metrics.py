@@ -20,7 +20,7 @@ class StatsRecorder:
                                               # for a copy even in rounds that then draft nothing)
         self._rejections = 0
         self._draft_rounds = 0
-        self._draft_written = 0               # tokens those rounds added to the text (RoundEvent.emitted)
+        self._draft_written = 0               # tokens those rounds emitted (RoundEvent.emitted)
         self._drafting: Counter[tuple[str, int]] = Counter()   # (drafter, γ) -> rounds that drafted
         self._kept_by: Counter[str] = Counter()                 # drafter -> drafts kept, rejections
         self._rejected_by: Counter[str] = Counter()             # and drafting seconds

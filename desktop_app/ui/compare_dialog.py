@@ -43,14 +43,14 @@ def run_cells(run: CompareRun, off_tokens_per_s: float) -> dict[str, str]:
 def first_token_note(result: CompareResult) -> str:
     """Why speculation's first token came later, where it did by half as much again: it comes at the end of
     the first round, after the drafts and their check, where plain decoding's comes after one pass (492 ms
-    against 84, with both prompts read already, was left unexplained: a new user's try). "" otherwise, and in
-    auto mode, whose first round drafts nothing (Copy.find; the draft model is first tried later)."""
+    against 84, with both prompts read already, was left unexplained: a new user's try). "" otherwise, and
+    where the first round drafted nothing (auto's never does; a lookup may find nothing to copy)."""
     on, off = result.on.stats, result.off.stats
-    if result.on.spec.auto or not (on.n_tokens and off.ttft_s and on.ttft_s > 1.5 * off.ttft_s and on.n_drafted):
+    if not (result.on.first_gamma and on.n_tokens and off.ttft_s and on.ttft_s > 1.5 * off.ttft_s):
         return ""
     return (f" The first token took {duration_text(on.ttft_s)} with speculation against {duration_text(off.ttft_s)}: "
-            "it comes at the end of the first round, after the drafts and their check, where plain decoding's "
-            "comes after one pass.")
+            f"it comes at the end of the first round, after its {count(result.on.first_gamma, 'draft')} and their "
+            "check, where plain decoding's comes after one pass.")
 
 
 def total_times(result: CompareResult) -> str:

@@ -228,10 +228,10 @@ class ModelBar(QWidget):
         t, d = self.target_path(), self.draft_path()
         said = {path: describe(path) for path in (t, d) if path}
         if not t or said[t].startswith(UNREADABLE):
-            return None, None, f"{t} cannot be loaded ({said[t]})" if t else ""   # (the whole path: "hostname"
-                                                                        # said nothing of /etc, a new user's try)
+            # (a file that cannot load by its whole path: "hostname" said nothing of /etc, a new user's try)
+            return None, None, f"{t} cannot be loaded ({said[t]})" if t else ""
         if d and said[d].startswith(UNREADABLE):
-            return t, None, f"the draft {os.path.basename(d)} cannot be loaded ({said[d]})"
+            return t, None, f"the draft {d} cannot be loaded ({said[d]})"
         if d and self.pair_verdict is not None and self.pair_verdict.ok is False:
             return t, None, f"the draft {os.path.basename(d)} cannot pair with it: {self.pair_verdict.why}"
         return t, d, ""

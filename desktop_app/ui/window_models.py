@@ -221,8 +221,8 @@ class ModelsMixin:
             self.banner.show_message("The models are no longer loaded; reload them to send your message "
                                      "(it stays in the box).", [("Reload the models", self.reload_lost_pair)])
         elif target and alone is None:     # (the target cannot be read)
-            self.banner.show_message(f"No model is loaded, and {os.path.basename(target)}, chosen in the bar "
-                                     "above, cannot be loaded (its line there says why): choose another file.")
+            self.banner.show_message(f"No model is loaded, and {target}, chosen in the bar above, cannot be "
+                                     "loaded (its line there says why): choose another file.")
         elif alone and why:                # (the draft cannot go with it: "Load and send" could only fail)
             name = os.path.basename(alone)
             self.banner.show_message(f"No model is loaded; {name} is chosen in the bar above, but {why}.",

@@ -254,10 +254,8 @@ class SpecPanel(QWidget):
             self.header.setText(stored_header(title, created_at, number))
         elif self._streaming:
             self.header.setText(f"Live: reply in '{self._live_title}'")
-        else:
-            # how it ended: no statistics came from an interrupted one (a stopped or interrupted one said "just
-            # finished", or "Live": a user's try; and "just finished" stayed on minutes later: a new user's try)
-            s = self._live_stats
+        else:                       # how it ended (a stopped or interrupted one said "just finished", or
+            s = self._live_stats    # "Live"; "just finished" stayed on minutes later: users' tries)
             end = "interrupted" if s is None else "stopped" if s.stop_reason == "cancelled" else "finished"
             self.header.setText(f"Reply of {time.strftime('%H:%M', self._live_began)} in '{self._live_title}' "
                                 f"({end})")

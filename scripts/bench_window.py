@@ -72,7 +72,9 @@ def main() -> int:
     from desktop_app.ui.worker import EngineWorker, GenerateRequest, LoadRequest
 
     target = models.path_for(args.model)
-    draft = args.model_draft
+    # (-md a catalogue key, as -m takes: passed as it was, the window's load failed unsaid, and the script
+    # waited ten minutes to say "timed out")
+    draft = models.path_for(args.model_draft) if args.model_draft else None
     if draft is None:
         from desktop_app.models.requantize import requantize
         draft = str(requantize(target, os.path.join(os.path.dirname(target), "SmolLM2-135M-Instruct.Q2_K.gguf")))
@@ -105,7 +107,9 @@ def main() -> int:
     window.resize(width, height)
     window.show()
     window.load_pair(target, draft)
-    spin_until(lambda: window.loaded is not None and not window.busy)
+    spin_until(lambda: (window.loaded is not None and not window.busy) or "Could not" in window.model_bar.status.text())
+    if window.loaded is None:
+        raise SystemExit(window.model_bar.status.text())
     finished: list = []
     window.worker.finished.connect(lambda _cid, event: finished.append(event.stats))
 

@@ -74,13 +74,13 @@ def spec_words(run: CompareRun, off_in_chat: bool = False) -> str:
     spec = run.spec
     if not spec.speculating:
         return "Speculation off"
-    if off_in_chat:
-        return spec_words(run).replace("Speculation on (", "Speculation on (off in the chat; its last setting: ", 1)
     if spec.auto:                # auto chooses the drafter round by round: the setting's drafter is only
         drafters = "draft model or prompt lookup" if spec.drafter == "model" else "prompt lookup"   # its offer
         done = run.stats.n_tokens and not run.stats.n_drafted
-        return f"Speculation on (auto: {drafters}, round by round{'; it drafted nothing' if done else ''})"
-    return f"Speculation on ({'draft model' if spec.drafter == 'model' else 'prompt lookup'}, γ = {spec.draft_max})"
+        how = f"auto: {drafters}, round by round{'; it drafted nothing' if done else ''}"
+    else:
+        how = f"{'draft model' if spec.drafter == 'model' else 'prompt lookup'}, γ = {spec.draft_max}"
+    return f"Speculation on ({'off in the chat; its last setting: ' if off_in_chat else ''}{how})"
 
 
 class CompareDialog(QDialog):

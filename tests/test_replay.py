@@ -96,7 +96,9 @@ def test_a_sampled_trace_keeps_a_draft_where_its_draw_falls_below_the_keep_proba
 
 def test_fixed_settings_replay_as_the_paper_prices_them():
     """A fixed γ with a draft model that is always right: every round keeps γ and adds one, at γ draft
-    steps plus a verify pass of γ + 1 tokens."""
+    steps plus a verify pass of γ + 1 tokens; every round after the first also reads the last draft
+    kept, which the draft model never evaluated (one token at its prompt price, as auto's rounds pay:
+    before, replay charged auto for it and not fixed mode)."""
     reply = list(range(100, 150))
     trace = Trace("t", [1, 2, 3], reply, draft_next=list(reply), confidence=[1.0] * len(reply))
     profile = CostProfile("p", "", {1: 10.0, 5: 20.0}, 2.0, {"target": 1.0, "model": 0.5})
@@ -104,7 +106,7 @@ def test_fixed_settings_replay_as_the_paper_prices_them():
     assert plain.rounds == {"none": 50} and abs(plain.decode_s - 0.5) < 1e-9
     four = replay(trace, profile, Setting("model", 4))
     assert four.rounds == {"model": 10} and four.kept == 40
-    assert abs(four.decode_s - 10 * (4 * 0.002 + 0.020)) < 1e-9
+    assert abs(four.decode_s - (10 * (4 * 0.002 + 0.020) + 9 * 0.0005)) < 1e-9
     assert abs(four.ttft_s - (2 * 0.001 + 2 * 0.0005 + 0.028)) < 1e-9     # both read the prompt first
     assert abs(plain.ttft_s - (2 * 0.001 + 0.010)) < 1e-9
 

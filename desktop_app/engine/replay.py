@@ -9,9 +9,10 @@ have, in milliseconds.
 
 A round that drafts γ tokens with the draft model costs γ draft steps plus a verify pass of γ+1
 tokens; a copied draft costs only its verify pass; a plain step is a verify pass of 1. A draft model
-that has not read the text (auto's lazy prefill) first reads it at the profile's prompt cost per
-token. Time to first token: the target's prompt pass (and, where the draft model reads the prompt at
-once, the draft's), then the first round.
+that has not read the text first reads it at the profile's prompt cost per token, in fixed mode and
+auto alike: auto's lazy prefill, the tokens of rounds it did not draft, and, after a round that kept
+every draft, its last draft, which no draft pass evaluated. Time to first token: the target's prompt
+pass (and, where the draft model reads the prompt at once, the draft's), then the first round.
 """
 from __future__ import annotations
 
@@ -205,6 +206,7 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
         left = n - j
         drafter, drafted, kept, cost = "none", 0, 0, 0.0
         choice = PLAIN_CHOICE
+        behind = max(0, len(context) - 1 - draft_read)   # (fixed mode: 1 after a round that kept every draft)
         if setting.drafter in ("lookup", "model", "ngram-simple"):
             g = min(setting.gamma, left - 1)
             if g > 0 and setting.drafter == "lookup":
@@ -215,10 +217,9 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
                 drafter, drafted, kept = "lookup", len(copy), trace.copy_run(j, copy)
             elif g > 0:
                 drafter, drafted, kept = "model", g, trace.model_run(j, g, draws)
-                cost += clock.steps(g, at=j)
+                cost += clock.prefill("model", behind, at=j) + clock.steps(g, at=j)   # (auto's reading, alike)
         elif auto and left > 1:                          # (the decoder asks nothing when no draft fits)
             g_max = min(AUTO_GAMMA_MAX, left - 1)
-            behind = max(0, len(context) - 1 - draft_read)
             option = ModelOption(behind) if use_model else None
             copy = Copy.find(lookup, context, g_max, j)
             choice = policy.choose(context, g_max, copy, option, trace.max_tokens - j, j)   # not the end: max_tokens

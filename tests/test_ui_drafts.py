@@ -431,3 +431,22 @@ def test_edit_and_regenerate_say_why_they_wait_and_the_menu_offers_them_only_whe
     enter(w, "And tigers?")                               # (a message that waits: its note is not replaced)
     w.edit_last()
     assert w.banner.kind == "queued"
+
+
+def test_the_rename_dialog_shows_a_title_made_from_a_first_message_whole(qtbot):
+    """At Qt's own width (200 px) the rename field showed the last 25 characters of a title made from a
+    first message, its start scrolled out of view; it is now as wide as the title, within bounds."""
+    from PySide6.QtWidgets import QLineEdit
+    from desktop_app.ui.conversation_list import RENAME_WIDTH, ConversationList, rename_dialog
+    bar = ConversationList()
+    qtbot.addWidget(bar)
+    title = "Write a Python function that checks whether a number is prime, with tests"
+    dialog = rename_dialog(bar, title)
+    dialog.show()
+    field = dialog.findChild(QLineEdit)
+    qtbot.waitUntil(lambda: field.isVisible())
+    assert field.text() == title and dialog.windowTitle() == "Rename conversation"
+    assert field.width() > field.fontMetrics().horizontalAdvance(title)
+    dialog.close()
+    assert rename_dialog(bar, "Cats").width() == RENAME_WIDTH[0]
+    assert rename_dialog(bar, title * 4).width() == RENAME_WIDTH[1]

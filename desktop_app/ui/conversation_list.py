@@ -107,9 +107,9 @@ class ConversationList(QWidget):
         item = self.list.currentItem()
         if item is None:
             return
-        title, ok = QInputDialog.getText(self, "Rename conversation", "Title:", text=item.text())
-        if ok and title.strip():
-            self.renamed.emit(int(item.data(Qt.UserRole)), title.strip())
+        dialog = rename_dialog(self, item.text())
+        if dialog.exec() and dialog.textValue().strip():
+            self.renamed.emit(int(item.data(Qt.UserRole)), dialog.textValue().strip())
 
     def delete_current(self) -> None:
         """Ask to delete the selected conversation (`deleteRequested`: the window checks, then confirms)."""
@@ -122,3 +122,19 @@ class ConversationList(QWidget):
                       if int(self.list.item(i).data(Qt.UserRole)) == conversation_id), "this conversation")
         return QMessageBox.question(self, "Delete conversation",
                                     f"Delete “{title}” and all its messages?") == QMessageBox.Yes
+
+
+RENAME_WIDTH = (360, 640)    # the rename dialog's width in pixels: at least, and at most
+
+
+def rename_dialog(parent: QWidget, title: str) -> QInputDialog:
+    """The rename dialog, its field wide enough for the title as it stands (up to RENAME_WIDTH's
+    most): at Qt's own width a title made from a first message showed its last 25 characters, its
+    start scrolled out of view (a new user's try)."""
+    dialog = QInputDialog(parent)
+    dialog.setWindowTitle("Rename conversation")
+    dialog.setLabelText("Title:")
+    dialog.setTextValue(title)
+    wanted = dialog.fontMetrics().horizontalAdvance(title) + 60
+    dialog.resize(min(max(wanted, RENAME_WIDTH[0]), RENAME_WIDTH[1]), dialog.sizeHint().height())
+    return dialog

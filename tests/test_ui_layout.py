@@ -484,6 +484,26 @@ def test_the_welcome_page_offers_only_what_can_load_and_follows_the_file_chosen(
         in w.first_run.text.text()
 
 
+def test_a_pair_that_cannot_pair_offers_the_cached_demo_pair_to_load_not_to_fetch(qtbot, tmp_path, close_all,
+                                                                                  monkeypatch, test_model_path,
+                                                                                  gemma_path):
+    """`tandem -m qwen2.5-coder-1.5b -md gemma3-270m` (a new user's try): the page offered the target alone
+    and "Or fetch the demo pair — … 1.6 GB, fetched once", the demo pair already here; its button now
+    loads it, and says so."""
+    from types import SimpleNamespace
+
+    from desktop_app.ui.first_run import LOAD_DEMO_BUTTON, LOAD_DEMO_TOO
+    monkeypatch.setattr(models, "inspect", lambda m: SimpleNamespace(verified=True, path=str(tmp_path / m.key)))
+    w = open_window(qtbot, tmp_path, settings={"last_target": test_model_path, "last_draft": gemma_path})
+    close_all.append(w)
+    assert w.first_run.offered == (test_model_path, None) and "alone (the draft gemma" in w.first_run.text.text()
+    assert LOAD_DEMO_TOO in w.first_run.text.text() and "1.6 GB" not in w.first_run.text.text()
+    assert w.first_run.fetch_button.isVisible() and w.first_run.fetch_button.text() == LOAD_DEMO_BUTTON
+    monkeypatch.setattr(models, "inspect", lambda m: SimpleNamespace(verified=False, path=str(tmp_path / m.key)))
+    w._offer_bar_choice()                              # (not cached: fetching it is what is offered)
+    assert "1.6 GB, fetched once" in w.first_run.text.text() and w.first_run.fetch_button.text() == "Fetch the demo pair"
+
+
 def test_an_unreadable_last_model_leaves_the_cached_demo_pair_offered(qtbot, tmp_path, close_all, monkeypatch,
                                                                        test_model_path, q2k_draft_path):
     """(A review: a last model that could not be read hid the cached demo pair behind "fetch 1.6 GB".) The

@@ -12,6 +12,9 @@ INTRO = ("Tandem chats with a model on this machine and tries to speed it up wit
          "copying earlier text, showing every round and whether it pays here.")
 FETCH_TOO = ("Or fetch the demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft, 1.6 GB, fetched once — or "
              "choose other GGUF files.")
+LOAD_DEMO_TOO = ("Or load the demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft, already on this machine — or "
+                 "choose other GGUF files.")
+FETCH_BUTTON, LOAD_DEMO_BUTTON = "Fetch the demo pair", "Load the demo pair (cached)"
 FETCH = (" Start with the demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft, 1.6 GB, fetched once — or choose "
          "GGUF files you already have.")
 
@@ -40,7 +43,7 @@ class FirstRun(QWidget):
         self.load_button.setObjectName("loadFound")
         self.load_button.clicked.connect(self._load)
         self.load_button.hide()
-        self.fetch_button = QPushButton("Fetch the demo pair")
+        self.fetch_button = QPushButton(FETCH_BUTTON)
         self.fetch_button.setObjectName("fetchDemo")
         self.fetch_button.clicked.connect(self.fetchRequested)
         pick = self.pick_button = QPushButton("Choose GGUF files…")
@@ -64,11 +67,15 @@ class FirstRun(QWidget):
         layout.addWidget(self.progress)
         layout.addStretch(2)
 
-    def offer(self, target: str | None, draft: str | None = None, demo: bool = False, note: str = "") -> None:
+    def offer(self, target: str | None, draft: str | None = None, demo: bool = False, note: str = "",
+              demo_here: bool = False) -> None:
         """Offer to load `target` (+ `draft`) directly: the cached demo pair (demo=True), or models found
         on this machine. With no target: today's page, fetch or choose. `note`: why a model chosen is
-        not offered (ModelBar.loadable), said on the page (the demo pair's too: offered in its place)."""
+        not offered (ModelBar.loadable), said on the page (the demo pair's too: offered in its place).
+        `demo_here`: the demo pair is cached, so the page offers to load it, not to fetch 1.6 GB (a
+        pair that could not pair offered that: a new user's try)."""
         self.offered = (target, draft) if target else None
+        self.fetch_button.setText(LOAD_DEMO_BUTTON if demo_here else FETCH_BUTTON)
         if not target:
             self.load_button.hide()
             self.fetch_button.show()
@@ -88,7 +95,7 @@ class FirstRun(QWidget):
             self.load_button.setText("Load this pair" if draft else "Load this model")
             alone = f", alone ({html.escape(note, quote=False)})" if note else ""
             self.text.setText(html.escape(INTRO) + f"<br>Found on this machine: {names}{alone}.<br>"
-                              + html.escape(FETCH_TOO))
+                              + html.escape(LOAD_DEMO_TOO if demo_here else FETCH_TOO))
         self.load_button.setToolTip(target + (f"\n{draft}" if draft else ""))
         self.load_button.show()
         self.load_button.setDefault(True)

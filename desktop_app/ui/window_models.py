@@ -67,7 +67,8 @@ class ModelsMixin:
         if t is None and demo is not None:      # (a file that failed to load offered to fetch the demo pair
             self.first_run.offer(*demo, demo=True, note=note)   # already here: a new user's try)
             return
-        self.first_run.offer(t, d, demo=demo is not None and (t, d) == tuple(demo), note=note)
+        self.first_run.offer(t, d, demo=demo is not None and (t, d) == tuple(demo), note=note,
+                             demo_here=demo is not None)
 
     def _offer_bar_choice(self) -> None:
         """The user chose another file in the bar while nothing is loaded: the welcome page offers it
@@ -94,8 +95,9 @@ class ModelsMixin:
             self._say(f"Loading onto the RPC servers {', '.join(t_opts.rpc_servers)}. {RPC_WARNING}")
         self.model_bar.select(target, draft)
         if not self.loaded:                # the welcome page names the pair loading, not another (it offered
-            demo = tuple(str(models.model_path(m)) for m in models.resolve(["demo"]))   # the last pair, and to
-            self.first_run.offer(target, draft, demo=(target, draft) == demo)   # fetch the demo that was loading)
+            demo = [models.inspect(m) for m in models.resolve(["demo"])]   # the last pair, and to fetch
+            self.first_run.offer(target, draft, demo=(target, draft) == tuple(d.path for d in demo),  # the demo
+                                 demo_here=_cached(demo) is not None)                 # that was loading)
         waits = self.busy                  # (a reply or compare runs: the load starts when it ends; "Loading 0 %"
         self._begin_load()                 # said nothing of why it did not move, a new user's try)
         self.model_bar.show_progress("Loading once the reply or compare ends" if waits else "Loading",

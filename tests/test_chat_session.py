@@ -148,7 +148,19 @@ def test_full_conversation_offers_to_drop_old_turns(test_model_path, tmp_path):
         with pytest.raises(ContextOverflow) as info:
             list(chat.reply(cid, options))
         assert info.value.can_drop_turns and "leave out the oldest turns" in str(info.value)
+        assert not info.value.only_last                        # (a few of the latest turns fit)
         assert len(store.messages(cid)) == 25                  # nothing lost, nothing half-written
+        # where only the last message fits, leaving turns out leaves it alone, and that is said (a new
+        # user's try: "Now give it a title." after a long story, sent alone; the model named another story)
+        story = store.create_conversation()
+        store.add_message(story, "user", "Write a long story about a cat.")
+        store.add_message(story, "assistant", "Once upon a time " * 130)
+        store.add_message(story, "user", "Now give it a title.")
+        with pytest.raises(ContextOverflow) as info:
+            list(chat.reply(story, options))
+        assert info.value.can_drop_turns and info.value.only_last
+        assert "leave out every earlier turn (only the last message fits" in str(info.value)
+        assert "use a larger context size" in str(info.value)
         first = chat.drop_oldest_turns(cid, options)
         assert first > 0 and store.messages(cid)[first].role == "user"
         events = list(chat.reply(cid, options))

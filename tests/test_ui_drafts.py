@@ -289,7 +289,10 @@ def test_a_message_that_waited_leaves_an_overflow_banner_and_its_choices_alone(q
     reply_ends(w)
     assert w.sent == [("send", cats, "And lions?")]       # (not "And tigers?" in its place)
     assert w.banner.label.text().startswith("The conversation does not fit.")
-    assert [b.text() for b in w.banner.buttons] == ["Leave out oldest turns and send", "New conversation"]
+    shown = lambda: [b.text() for b in w.banner.buttons if b.isVisibleTo(w.banner)]   # noqa: E731
+    assert shown() == ["Leave out oldest turns and send", "New conversation"]
+    w._on_overflow(cats, "Only the last message fits.", True, "And lions?", only_last=True)
+    assert shown() == ["Leave out every earlier turn and send", "New conversation", "Raise the context size…"]
 
 
 def test_esc_ends_an_edit_while_models_load(qtbot, recorded):

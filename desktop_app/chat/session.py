@@ -37,10 +37,16 @@ class ContextOverflow(RuntimeError):
     larger context will do."""
 
     def __init__(self, n_prompt: int, n_ctx: int, reserve: int, can_drop_turns: bool,
-                 larger: str = "use a larger context size"):
+                 larger: str = "use a larger context size", only_last: bool = False):
         self.n_prompt, self.n_ctx, self.reserve, self.can_drop_turns = n_prompt, n_ctx, reserve, can_drop_turns
-        choices = ("leave out the oldest turns (the system prompt stays) or start a new conversation"
-                   if can_drop_turns else f"shorten the message, or {larger}")
+        self.only_last = only_last       # leaving turns out leaves only the last message: said, so that no one
+        if not can_drop_turns:           # sends "Now give it a title." alone unawares (a new user's try)
+            choices = f"shorten the message, or {larger}"
+        elif only_last:
+            choices = ("leave out every earlier turn (only the last message fits: the model would not see the "
+                       f"conversation before it; the system prompt stays), start a new conversation, or {larger}")
+        else:
+            choices = "leave out the oldest turns (the system prompt stays) or start a new conversation"
         needs = f"{n_prompt} tokens plus {reserve} to begin a reply" if reserve else f"{n_prompt} tokens"
         super().__init__(f"This conversation needs {needs}, but the context holds {n_ctx}: {choices}.")
 
@@ -190,8 +196,9 @@ class ChatSession:
         reserve = self._reserve(options)
         if len(prompt) + reserve > self.n_ctx:
             starts = [i for i, m in enumerate(conversation.messages) if m.role == "user" and i > conversation.first_turn]
-            can_drop = bool(starts) and self.fits(replace(conversation, first_turn=starts[-1]), options)
-            raise ContextOverflow(len(prompt), self.n_ctx, reserve, can_drop)   # (can_drop: the last turn alone fits)
+            fit = next((i for i in starts if self.fits(replace(conversation, first_turn=i), options)), None)
+            raise ContextOverflow(len(prompt), self.n_ctx, reserve, fit is not None,   # (the last turn alone fits;
+                                  only_last=fit is not None and fit == starts[-1])    # only it, or more)
         return self._stream(conversation_id, prompt, options)
 
     def _stream(self, conversation_id: int, prompt: list[int], options: GenerationOptions) -> Iterator:

@@ -1,12 +1,14 @@
-"""The banner across the top of the chat: a message for the user, with up to two actions."""
+"""The banner across the top of the chat: a message for the user, with up to three actions."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
+ACTIONS_MAX = 3      # (a conversation of which only the last message fits: leave out, new, a larger context)
+
 
 class Banner(QFrame):
-    """A message across the top of the chat, with up to two actions."""
+    """A message across the top of the chat, with up to ACTIONS_MAX actions."""
 
     hidden = Signal()        # it was hidden, however (Dismiss, an action, the window)
 
@@ -23,8 +25,8 @@ class Banner(QFrame):
         row = QHBoxLayout()
         row.addStretch(1)
         column.addLayout(row)
-        self.buttons = [QPushButton(), QPushButton()]
-        self._callbacks = [None, None]
+        self.buttons = [QPushButton() for _ in range(ACTIONS_MAX)]
+        self._callbacks = [None] * ACTIONS_MAX
         for i, b in enumerate(self.buttons):
             b.clicked.connect(lambda _=False, i=i: self._clicked(i))
             row.addWidget(b)
@@ -35,7 +37,7 @@ class Banner(QFrame):
             b.setFocusPolicy(Qt.TabFocus)                # box: after Dismiss, typing went nowhere); Tab reaches them
         self.about: int | None = None
         self.kind = ""                            # what the message is, for those who must know it is theirs
-        self._stays = [False, False]
+        self._stays = [False] * ACTIONS_MAX
         self.hide()
 
     def setVisible(self, visible: bool) -> None:

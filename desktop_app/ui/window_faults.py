@@ -88,10 +88,13 @@ class FaultsMixin:
         along, in the box."""
         self.new_conversation(take_box=True)
 
-    def _on_overflow(self, conversation_id: int, message: str, can_drop: bool, text: str = "") -> None:
+    def _on_overflow(self, conversation_id: int, message: str, can_drop: bool, text: str = "",
+                     only_last: bool = False) -> None:
         """The conversation does not fit in the context. A message just sent (`text`) was taken back out
         of the history: it goes back to the box, and the banner's choices send it on (found by a user's
-        try: it had stayed stored, unanswered, and "New conversation" left it behind)."""
+        try: it had stayed stored, unanswered, and "New conversation" left it behind). `only_last`:
+        leaving turns out leaves only the last message, which the button says, beside a larger context
+        (it read "Leave out oldest turns and send", and the model saw the new message alone)."""
         if self._closing:          # already-queued worker signals after close
             return
         self.reply.end()
@@ -107,12 +110,14 @@ class FaultsMixin:
             self.editing = True                      # (Enter sends it as the edit it is)
             message += (" Your edited message was not sent: it is still in the box, and the conversation is "
                         "as it was.")
-        drop = (("Leave out oldest turns and send", lambda: self._drop_and_retry(conversation_id, send=True))
-                if text else ("Leave out oldest turns", lambda: self._drop_and_retry(conversation_id)))
-        actions = ([drop, ("New conversation", self._new_with_box)] if can_drop
-                   else [("Edit the message", self._shorten if text or edited else lambda: self.edit_last(note=message),
-                          True)]
-                   + self._larger_context())
+        turns = "every earlier turn" if only_last else "oldest turns"
+        drop = ((f"Leave out {turns} and send", lambda: self._drop_and_retry(conversation_id, send=True))
+                if text else (f"Leave out {turns}", lambda: self._drop_and_retry(conversation_id)))
+        if can_drop:
+            actions = [drop, ("New conversation", self._new_with_box)] + (self._larger_context() if only_last else [])
+        else:
+            actions = [("Edit the message", self._shorten if text or edited else lambda: self.edit_last(note=message),
+                        True)] + self._larger_context()
         self.banner.show_message(message, actions, about=conversation_id)
         if conversation_id == self.current_id:
             self.open_conversation(conversation_id)

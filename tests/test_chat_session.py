@@ -121,6 +121,21 @@ def test_edit_reevaluates_from_the_first_differing_token(session, pair):
     new_prompt = session.prompt_tokens(_without_last_reply(conv))
     common = next(i for i, (a, b) in enumerate(zip(old_prompt, new_prompt)) if a != b)
     assert counted.finish.stats.n_prompt_evaluated == len(new_prompt) - common
+    assert conv.title == "What is two plus two?"              # (the second message edited: the title stays)
+
+
+def test_a_title_made_from_the_first_message_follows_its_edit(session):
+    """Edited from Australia to New Zealand, the conversation stayed "What is the capital of Australia?" (a
+    new user's try); a title the user gave stays."""
+    store = session.store
+    cid = store.create_conversation()
+    session.add_user_message(cid, "What is the capital of Australia?")
+    store.add_message(cid, "assistant", "Canberra.")
+    session.replace_last_user_message(cid, "What is the capital of New Zealand?")
+    assert store.conversation(cid).title == "What is the capital of New Zealand?"
+    store.rename(cid, "Capitals")
+    session.replace_last_user_message(cid, "What is the capital of Chile?")
+    assert store.conversation(cid).title == "Capitals"
 
 
 def test_switching_conversations_reuses_the_shared_prefix(session, pair):

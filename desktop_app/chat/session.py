@@ -172,7 +172,8 @@ class ChatSession:
 
     def replace_last_user_message(self, conversation_id: int, text: str,
                                   options: GenerationOptions | None = None) -> None:
-        """Store `text` in place of the last user message, dropping what followed it. With `options`,
+        """Store `text` in place of the last user message, dropping what followed it (a title made from
+        it, where it is the first message, is made again from `text`). With `options`,
         an edited conversation the context cannot hold raises ContextOverflow first, with the history
         untouched: edited into one too long, the last exchange was gone for good and the new message
         sat unanswered (a new user's try). (Leaving out turns for it is not offered: that answers
@@ -188,6 +189,9 @@ class ChatSession:
                 raise ContextOverflow(len(self.prompt_tokens(edited)), self.n_ctx, self._reserve(options), False)
         self.store.delete_messages_from(conversation_id, last.position)
         self.store.add_message(conversation_id, "user", text)
+        first = all(m.role != "user" for m in conversation.messages if m.position < last.position)
+        if first and conversation.title == _title_from(last.content):   # (it named Australia's capital over
+            self.store.rename(conversation_id, _title_from(text))          # New Zealand's: a new user's try)
 
     def reply(self, conversation_id: int, options: GenerationOptions) -> Iterator:
         """Generate the assistant's reply to the conversation as stored, writing it as it streams."""

@@ -489,6 +489,10 @@ def test_a_renamed_conversation_s_name_follows_in_the_panel_s_header(qtbot):
     panel.begin("cats", 7)                         # a reply stopped, or cut off by the engine's death, says so
     panel.finish(slow_stats(stop_reason="cancelled"))
     assert panel.header.text().endswith("in 'cats' (stopped)")
+    for reason in ("max_tokens", "context_full"):  # cut off at max tokens or by a full context, not "finished"
+        panel.begin("cats", 7)
+        panel.finish(slow_stats(stop_reason=reason))
+        assert panel.header.text().endswith("in 'cats' (cut off)")
     panel.begin("cats", 7)
     panel.interrupt("Interrupted: the model engine stopped before this reply was finished.")
     assert panel.header.text().endswith("in 'cats' (interrupted)")

@@ -254,9 +254,10 @@ class SpecPanel(QWidget):
             self.header.setText(stored_header(title, created_at, number))
         elif self._streaming:
             self.header.setText(f"Live: reply in '{self._live_title}'")
-        else:                       # how it ended (a stopped or interrupted one said "just finished", or
-            s = self._live_stats    # "Live"; "just finished" stayed on minutes later: users' tries)
-            end = "interrupted" if s is None else "stopped" if s.stop_reason == "cancelled" else "finished"
+        else:                       # how it ended ("just finished" stayed on minutes later, and was said
+            s = self._live_stats    # of stopped, interrupted and cut-off replies: users' tries)
+            end = ("interrupted" if s is None else "stopped" if s.stop_reason == "cancelled" else
+                   "cut off" if s.stop_reason in ("max_tokens", "context_full") else "finished")
             self.header.setText(f"Reply of {time.strftime('%H:%M', self._live_began)} in '{self._live_title}' "
                                 f"({end})")
 
@@ -371,8 +372,7 @@ class SpecPanel(QWidget):
             self.show_stats(stats)
 
     @property
-    def live(self) -> bool:
-        """A reply is streaming into the panel."""
+    def live(self) -> bool:          # a reply is streaming into the panel
         return self._streaming
 
     def interrupt(self, why: str) -> None:

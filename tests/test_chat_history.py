@@ -74,7 +74,7 @@ def test_export_json_round_trips_and_markdown(store, tmp_path):
     md = store.export_markdown(cid)
     assert md.startswith("# Primes\n") and "**System**\n\nBe brief." in md
     assert "**You**\n\nIs 7 prime?" in md and "**Assistant**\n\nYes, **7** is prime." in md
-    assert "3 tokens, 12.5 tok/s, 50 % of drafted tokens accepted" in md
+    assert "3 tokens, 12.5 tok/s, 50 % of drafted tokens kept" in md
     with pytest.raises(ValueError):
         other.import_json({"format": "something else"})
     other.close()

@@ -90,3 +90,5 @@ def test_a_file_that_is_not_an_export_is_not_imported_and_says_why(qtbot, window
 def test_a_file_name_from_a_title():
     assert file_name('a/b\\c: "d"?') == "a b c d"
     assert file_name(" . ") == "conversation" and len(file_name("x" * 200)) == 80
+    assert file_name("Write a long story (about 500 words) about a li…") == \
+        "Write a long story (about 500 words) about a li"          # (not "li….md")

@@ -272,7 +272,7 @@ class HistoryStore(EarlierReplies, Unsent):
                 s = m.stats
                 extra = f"{s['n_tokens']} tokens, {s.get('tokens_per_s', 0):.1f} tok/s"
                 if s.get("acceptance_rate") is not None:
-                    extra += f", {100 * s['acceptance_rate']:.0f} % of drafted tokens accepted"
+                    extra += f", {100 * s['acceptance_rate']:.0f} % of drafted tokens kept"   # (as the window says)
                 lines += [f"_{extra}_", ""]
         return "\n".join(lines).rstrip() + "\n"
 

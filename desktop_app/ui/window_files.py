@@ -19,8 +19,9 @@ TANDEM_JSON = "Tandem conversation, every reply's rounds and settings (*.json)"
 
 
 def file_name(title: str) -> str:
-    """A file name from a conversation's title: no path separators or characters a desktop refuses."""
-    name = re.sub(r'[\\/:*?"<>|\x00-\x1f]+', " ", title).strip(" .")
+    """A file name from a conversation's title: no path separators or characters a desktop refuses, nor
+    the "…" that ends a title made from a long first message ("about a li….md": a new user's try)."""
+    name = re.sub(r'[\\/:*?"<>|\x00-\x1f]+', " ", title).strip(" .…")
     return re.sub(r"\s+", " ", name)[:80] or "conversation"
 
 

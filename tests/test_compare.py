@@ -444,3 +444,16 @@ def test_a_later_first_token_with_speculation_is_explained():
         "its 5 drafts and their check, where plain decoding's comes after one pass.")
     assert first_token_note(result(0.1)) == ""
     assert first_token_note(result(0.492, first_gamma=0)) == ""     # (a first round that drafted nothing: not that)
+
+
+def test_the_compare_table_says_how_a_run_ended_and_its_kept_share_as_the_panel_does():
+    """"Stopped by: eos" was jargon, and "2 of 3 (67%)" beside the panel's "2/3 (67 %)" (a new user's try)."""
+    from desktop_app.chat.compare import CompareRun
+    from desktop_app.engine.events import GenerationStats
+    from desktop_app.engine.settings import SpecSettings
+    from desktop_app.ui.compare_dialog import run_cells
+    stats = GenerationStats(n_tokens=3, n_drafted=3, n_accepted=2, acceptance_rate=2 / 3, stop_reason="eos")
+    cells = run_cells(CompareRun("on", SpecSettings(), stats=stats), 0.0)
+    assert cells["drafts"] == "2 of 3 (67 %)" and cells["stop"] == "its end (the model's end token)"
+    cut = run_cells(CompareRun("on", SpecSettings(), stats=GenerationStats(n_tokens=9, stop_reason="max_tokens")), 0.0)
+    assert cut["stop"] == "Max tokens" and cut["drafts"] == "–"

@@ -32,12 +32,16 @@ def run_cells(run: CompareRun, off_tokens_per_s: float) -> dict[str, str]:
     cells = {"ttft": duration_text(s.ttft_s), "speed": rate_text(s.tokens_per_s),
              "total": duration_text(s.t_total_s), "tokens": str(s.n_tokens),
              "prompt": f"{s.n_prompt_evaluated} of {s.n_prompt_tokens}",
-             "drafts": (f"{s.n_accepted} of {s.n_drafted}"
-                        + (f" ({s.acceptance_rate:.0%})" if s.acceptance_rate is not None else ""))
+             "drafts": (f"{s.n_accepted} of {s.n_drafted}"        # (the per cent spaced as the panel's)
+                        + (f" ({100 * s.acceptance_rate:.0f} %)" if s.acceptance_rate is not None else ""))
              if s.n_drafted else "–",
              "vs_off": f"{s.tokens_per_s / off_tokens_per_s:.2f}×" if off_tokens_per_s else "–",
-             "stop": s.stop_reason.replace("_", " ") or "–"}
+             "stop": STOPPED_BY.get(s.stop_reason, s.stop_reason.replace("_", " ")) or "–"}
     return cells
+
+
+STOPPED_BY = {"eos": "its end (the model's end token)", "stop_string": "a stop string", "max_tokens": "Max tokens",
+              "cancelled": "Stop", "context_full": "a full context"}   # ("eos" was jargon: a new user's try)
 
 
 def first_token_note(result: CompareResult) -> str:

@@ -470,6 +470,12 @@ def test_pay_curve_quotes_the_replys_own_prediction_when_some_rounds_drafted_not
             f"{mixed.mean_drafted:.1f} tokens on average (its rounds as they ran: predicted 1.23×") in text
     assert "γ 4: predicted" not in text
     assert f"is best (predicted {pay.speedups[pay.gammas.index(pay.best_gamma)]:.2f}× with every round drafting)" in text
+    above = "above the curve's best, which prices every round alike"     # (said only where the reply is above it)
+    assert (above in text) == (1.234 > max(pay.speedups) + 0.005)
+    pay.show(dataclasses.replace(mixed, predicted_speedup_measured=max(pay.speedups) + 0.2), 4)
+    assert above in pay.sentence.text() and pay.sentence.text().endswith("this reply's rounds were not alike.")
+    pay.show(mixed, 4)
+    text = pay.sentence.text()
     if mixed.measured_speedup is not None:
         assert f"predicted 1.23×, measured {mixed.measured_speedup:.2f}×)" in text
     # and the chart marks that prediction where the reply's measurement is, not on the curve

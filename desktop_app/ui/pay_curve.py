@@ -244,6 +244,9 @@ class PayCurve(QWidget):
                          f"{s.mean_drafted or current:.1f} tokens on average (its rounds as they ran: "
                          f"predicted {s.predicted_speedup_measured:.2f}×")
                 text += f", {measured_text})" if measured_text else ")"
+                if s.predicted_speedup_measured > predicted[best] + 0.005:    # (a "best" below the reply read
+                    text += (": above the curve's best, which prices every round alike, one γ at the reply's "
+                             "α; this reply's rounds were not alike")        # as a contradiction: a user's try)
             elif current == best:
                 text += used + (f" ({measured_text})" if measured_text else "")
             elif current in predicted:

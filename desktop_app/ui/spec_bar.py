@@ -7,7 +7,7 @@ the worker. In Auto the engine chooses γ (and, with a draft model, model or loo
 window gives the bar each RoundEvent (`show_round`) so that it shows what auto is choosing."""
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtCore import QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QButtonGroup, QDoubleSpinBox, QFrame, QHBoxLayout, QLabel, QSlider, QToolTip,
                                QSpinBox, QToolButton, QVBoxLayout, QWidget)
@@ -24,6 +24,7 @@ CHOICES = [("model", "Draft model"), ("lookup", "Prompt lookup"), ("auto", "Auto
 DRAFTER_WORDS = {"model": "draft model", "lookup": "prompt lookup"}
 TOGGLE_KEYS, UP_KEYS, DOWN_KEYS = "Ctrl+T", "Ctrl+]", "Ctrl+["
 P_MIN_MAX = 0.99                 # the settings file's bound (a probability below 1)
+TIP_DELAY_MS = 150               # a note from a key or a menu item shows this much later (the menu gone)
 
 NO_DRAFT_TIP = ("No draft model is loaded: choose one in the Draft box of the model bar and load the pair "
                 "to draft with it. Prompt lookup and Auto work without one.")
@@ -244,8 +245,9 @@ class SpecBar(QFrame):
                   else "Draft model or Prompt lookup")
         why = (f"Auto chooses γ itself, 0 to {AUTO_GAMMA_MAX} each round: choose {choose} to set it." if on
                else f"Speculation is off: turn it on ({TOGGLE_KEYS}) to set γ.")
-        near = self.gamma_label if on else self.mode
-        QToolTip.showText(near.mapToGlobal(QPoint(0, near.height())), why, near)
+        near = self.gamma_label if on else self.mode     # (shown a moment later: from the Speculation menu,
+        QTimer.singleShot(TIP_DELAY_MS, near, lambda: QToolTip.showText(  # shown at once, it went as the menu
+            near.mapToGlobal(QPoint(0, near.height())), why, near))              # closed; none once `near` is gone)
 
     def mode_text(self) -> str:
         return self.mode.text()

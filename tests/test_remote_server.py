@@ -277,6 +277,14 @@ def test_a_conversation_the_server_cannot_hold_is_refused_and_adds_nothing(spec_
     assert "start the server with a larger context (its -c)" in str(exc.value)     # (not Tandem's setting)
     assert [m.role for m in store.messages(cid)] == ["user"]
     assert session.take_back(cid, text) and store.messages(cid) == []     # (the window's box gets it back)
+    # after one earlier turn, leaving turns out (one at a time here) would leave the message alone: said so
+    two = store.create_conversation()
+    session.add_user_message(two, "Hello.")
+    store.add_message(two, "assistant", "Hello! How can I help?")
+    session.add_user_message(two, text)
+    with pytest.raises(ContextOverflow) as exc:
+        session.reply(two, GenerationOptions(sampling=GREEDY, max_tokens=16))
+    assert exc.value.can_drop_turns and exc.value.only_last and "leave out every earlier turn" in str(exc.value)
     store.close()
 
 

@@ -23,7 +23,7 @@ ONE_LINE = ("demo-oneline.json", "demo-oneline-sampled.json")   # one-line code 
 
 # What auto reaches in replay on every built-in prompt under every profile, as a floor. Issue #14 asks
 # for 0.95 of the best fixed setting and 1.0 of plain everywhere; 10 of the 48 cases fall short of
-# that (worst 0.930 of the best: the demo code on xeon, the draft model at γ 8; worst 0.983 of plain:
+# that (worst 0.933 of the best: the demo code on xeon, the draft model at γ 8; worst 0.983 of plain:
 # plain-best prompts where auto's probes and short copies cost a little).
 # docs/auto-mode.md has every case, and why no setting of auto's caution passes both halves
 # (scripts/replay_caution.py).

@@ -453,3 +453,14 @@ def test_the_rename_dialog_shows_a_title_made_from_a_first_message_whole(qtbot):
     dialog.close()
     assert rename_dialog(bar, "Cats").width() == RENAME_WIDTH[0]
     assert rename_dialog(bar, title * 4).width() == RENAME_WIDTH[1]
+
+
+def test_the_list_takes_a_title_as_soon_as_its_message_is_stored(qtbot, recorded):
+    """An edit of a first message renames the conversation (ChatSession.replace_last_user_message); the
+    list showed the old title until a reply started, which a refusal or a fault may stop (a review)."""
+    w = recorded
+    cid = exchange(w, "What is the capital of Australia?", "What is the capital of Australia?", "Canberra.")
+    w.open_conversation(cid, show=True)
+    w.store.rename(cid, "What is the capital of New Zealand?")   # (what the worker's edit did, in the history)
+    w._on_message_stored(cid)
+    assert w.sidebar.list.currentItem().text() == "What is the capital of New Zealand?"

@@ -501,7 +501,8 @@ def test_a_pair_that_cannot_pair_offers_the_cached_demo_pair_to_load_not_to_fetc
     assert w.first_run.fetch_button.isVisible() and w.first_run.fetch_button.text() == LOAD_DEMO_BUTTON
     monkeypatch.setattr(models, "inspect", lambda m: SimpleNamespace(verified=False, path=str(tmp_path / m.key)))
     w._offer_bar_choice()                              # (not cached: fetching it is what is offered)
-    assert "1.6 GB, fetched once" in w.first_run.text.text() and w.first_run.fetch_button.text() == "Fetch the demo pair"
+    assert "1.6 GB, fetched once" in w.first_run.text.text()
+    assert w.first_run.fetch_button.text() == "Fetch the demo pair"
 
 
 def test_an_unreadable_last_model_leaves_the_cached_demo_pair_offered(qtbot, tmp_path, close_all, monkeypatch,

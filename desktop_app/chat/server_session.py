@@ -60,8 +60,10 @@ class ServerChatSession(ChatSession):
         except ServerError as exc:
             if exc.kind != "context":
                 raise
-            can_drop = sum(1 for m in conversation.messages[conversation.first_turn:] if m.role == "user") > 1
-            raise ContextOverflow(exc.n_prompt, exc.n_ctx or self.n_ctx, 0, can_drop, SERVER_LARGER) from None
+            turns = sum(1 for m in conversation.messages[conversation.first_turn:] if m.role == "user")
+            raise ContextOverflow(exc.n_prompt, exc.n_ctx or self.n_ctx, 0, turns > 1, SERVER_LARGER,
+                                  only_last=turns == 2) from None   # (a drop here is one turn: of two, the last
+                                                                     # message is left alone)
         return self._store_reply(conversation_id, events, settings)
 
     def drop_oldest_turns(self, conversation_id: int, options: GenerationOptions = GenerationOptions()) -> int:

@@ -200,9 +200,11 @@ class ChatSession:
         reserve = self._reserve(options)
         if len(prompt) + reserve > self.n_ctx:
             starts = [i for i, m in enumerate(conversation.messages) if m.role == "user" and i > conversation.first_turn]
-            fit = next((i for i in starts if self.fits(replace(conversation, first_turn=i), options)), None)
-            raise ContextOverflow(len(prompt), self.n_ctx, reserve, fit is not None,   # (the last turn alone fits;
-                                  only_last=fit is not None and fit == starts[-1])    # only it, or more)
+            def fits_from(i: int) -> bool:
+                return self.fits(replace(conversation, first_turn=i), options)
+            can_drop = bool(starts) and fits_from(starts[-1])                # (the last turn alone fits;
+            only_last = can_drop and (len(starts) == 1 or not fits_from(starts[-2]))   # only it, or more)
+            raise ContextOverflow(len(prompt), self.n_ctx, reserve, can_drop, only_last=only_last)
         return self._stream(conversation_id, prompt, options)
 
     def _stream(self, conversation_id: int, prompt: list[int], options: GenerationOptions) -> Iterator:

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QGridLayout, QLabel, Q
 
 from desktop_app.chat.compare import CompareResult, CompareRun
 from desktop_app.counts import count
+from desktop_app.engine.events import StopReason
 from desktop_app.engine.explain import duration_text, rate_number, rate_text
 
 ROWS = (("ttft", "Time to first token"), ("speed", "Tokens per second"), ("total", "Total time"),
@@ -22,6 +23,11 @@ COLUMNS = ("off", "on")
 NOT_DRAWN = ("Neither run is shown while it is written, so both can be faster than a reply in the chat, which "
              "the window draws as it streams: on 2 cores, a streamed reply ran at 0.87–0.90× the speed.")
 # (measured: docs/window-cost.txt, scripts/window_render_cost.py)
+
+
+STOPPED_BY = {StopReason.EOS.value: "its end (the model's end token)", StopReason.STOP_STRING.value: "a stop string",
+              StopReason.MAX_TOKENS.value: "Max tokens", StopReason.CANCELLED.value: "the Stop button",
+              StopReason.CONTEXT_FULL.value: "a full context"}   # ("eos" was jargon: a new user's try)
 
 
 def run_cells(run: CompareRun, off_tokens_per_s: float) -> dict[str, str]:
@@ -38,10 +44,6 @@ def run_cells(run: CompareRun, off_tokens_per_s: float) -> dict[str, str]:
              "vs_off": f"{s.tokens_per_s / off_tokens_per_s:.2f}×" if off_tokens_per_s else "–",
              "stop": STOPPED_BY.get(s.stop_reason, s.stop_reason.replace("_", " ")) or "–"}
     return cells
-
-
-STOPPED_BY = {"eos": "its end (the model's end token)", "stop_string": "a stop string", "max_tokens": "Max tokens",
-              "cancelled": "Stop", "context_full": "a full context"}   # ("eos" was jargon: a new user's try)
 
 
 def first_token_note(result: CompareResult) -> str:

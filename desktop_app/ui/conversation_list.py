@@ -108,8 +108,10 @@ class ConversationList(QWidget):
         if item is None:
             return
         dialog = rename_dialog(self, item.text())
-        if dialog.exec() and dialog.textValue().strip():
-            self.renamed.emit(int(item.data(Qt.UserRole)), dialog.textValue().strip())
+        title = dialog.textValue().strip() if dialog.exec() else ""
+        dialog.deleteLater()
+        if title:
+            self.renamed.emit(int(item.data(Qt.UserRole)), title)
 
     def delete_current(self) -> None:
         """Ask to delete the selected conversation (`deleteRequested`: the window checks, then confirms)."""

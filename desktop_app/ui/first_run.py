@@ -10,13 +10,12 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QV
 
 INTRO = ("Tandem chats with a model on this machine and tries to speed it up with a small draft model or by "
          "copying earlier text, showing every round and whether it pays here.")
-FETCH_TOO = ("Or fetch the demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft, 1.6 GB, fetched once — or "
-             "choose other GGUF files.")
-LOAD_DEMO_TOO = ("Or load the demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft, already on this machine — or "
-                 "choose other GGUF files.")
+DEMO_PAIR = "the demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft"
+FETCH_TOO = f"Or fetch {DEMO_PAIR}, 1.6 GB, fetched once — or choose other GGUF files."
+LOAD_DEMO_TOO = f"Or load {DEMO_PAIR}, already on this machine — or choose other GGUF files."
+FETCH = f" Start with {DEMO_PAIR}, 1.6 GB, fetched once — or choose GGUF files you already have."
+LOAD_DEMO = f" Start with {DEMO_PAIR}, already on this machine — or choose GGUF files you already have."
 FETCH_BUTTON, LOAD_DEMO_BUTTON = "Fetch the demo pair", "Load the demo pair (cached)"
-FETCH = (" Start with the demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft, 1.6 GB, fetched once — or choose "
-         "GGUF files you already have.")
 
 
 class FirstRun(QWidget):
@@ -80,14 +79,15 @@ class FirstRun(QWidget):
             self.load_button.hide()
             self.fetch_button.show()
             self.fetch_button.setDefault(True)
-            self.text.setText(INTRO + FETCH if not note else html.escape(INTRO) + "<br>"
-                              + html.escape(f"{note}.", quote=False) + "<br>" + html.escape(FETCH.strip()))
+            start = LOAD_DEMO if demo_here else FETCH
+            self.text.setText(INTRO + start if not note else html.escape(INTRO) + "<br>"
+                              + html.escape(f"{note}.", quote=False) + "<br>" + html.escape(start.strip()))
             return
         if demo:
-            self.load_button.setText("Load the demo pair (cached)")
+            self.load_button.setText(LOAD_DEMO_BUTTON)
             why = f"<br>{html.escape(note, quote=False)}.<br>" if note else " "
-            self.text.setText(html.escape(INTRO) + why + "The demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft — "
-                              "is already on this machine.")
+            self.text.setText(html.escape(INTRO) + why + html.escape(f"{DEMO_PAIR[0].upper()}{DEMO_PAIR[1:]} — is "
+                                                                     "already on this machine."))
         else:
             names = f"<b>{html.escape(os.path.basename(target))}</b>"
             if draft:

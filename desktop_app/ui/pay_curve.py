@@ -244,9 +244,7 @@ class PayCurve(QWidget):
                          f"{s.mean_drafted or current:.1f} tokens on average (its rounds as they ran: "
                          f"predicted {s.predicted_speedup_measured:.2f}×")
                 text += f", {measured_text})" if measured_text else ")"
-                if s.predicted_speedup_measured > predicted[best] + 0.005:    # (a "best" below the reply read
-                    text += (": above the curve's best, which prices every round alike, one γ at the reply's "
-                             "α; this reply's rounds were not alike")        # as a contradiction: a user's try)
+                text += _above(s, predicted)
             elif current == best:
                 text += used + (f" ({measured_text})" if measured_text else "")
             elif current in predicted:
@@ -268,5 +266,14 @@ class PayCurve(QWidget):
         if s.n_plain_rounds and s.predicted_speedup_measured is not None:     # (as above: not the curve's)
             own = (f"this reply drafted in {s.n_rounds - s.n_plain_rounds} of its {s.n_rounds} rounds: "
                    f"predicted {s.predicted_speedup_measured:.2f}×")
-            return text + f" ({own}" + (f", {measured_text})." if measured_text else ").")
+            return text + f" ({own}" + (f", {measured_text})" if measured_text else ")") + _above(s, predicted) + "."
         return text + (f" (this reply: {measured_text})." if measured_text else ".")
+
+
+def _above(s: GenerationStats, predicted: dict[int, float]) -> str:
+    """Why a reply's own prediction is above the curve's best (or above plain where no γ beats it), where
+    it is as shown: a "best" below the reply read as a contradiction (a user's try)."""
+    if round(s.predicted_speedup_measured, 2) <= round(max(predicted.values()), 2):
+        return ""
+    return (": above the curve, which prices every round alike, one γ at the reply's α; this reply's rounds were "
+            "not alike")

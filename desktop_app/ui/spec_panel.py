@@ -12,7 +12,7 @@ from PySide6.QtGui import QPainter, QPalette
 from PySide6.QtWidgets import (QGridLayout, QGroupBox, QLabel, QSizePolicy, QSplitter, QTabWidget, QVBoxLayout,
                                QWidget)
 
-from desktop_app.chat.reply_footer import reading_note
+from desktop_app.chat.reply_footer import CUT_OFF, reading_note
 from desktop_app.counts import count
 from desktop_app.engine.auto_policy import FIRST_PROBE
 from desktop_app.engine.events import GenerationStats, PromptEvent, RoundEvent, StopReason
@@ -257,7 +257,7 @@ class SpecPanel(QWidget):
         else:                       # how it ended ("just finished" stayed on minutes later, and was said
             s = self._live_stats    # of stopped, interrupted and cut-off replies: users' tries)
             end = ("interrupted" if s is None else "stopped" if s.stop_reason == "cancelled" else
-                   "cut off" if s.stop_reason in ("max_tokens", "context_full") else "finished")
+                   "cut off" if s.stop_reason in CUT_OFF else "finished")
             self.header.setText(f"Reply of {time.strftime('%H:%M', self._live_began)} in '{self._live_title}' "
                                 f"({end})")
 

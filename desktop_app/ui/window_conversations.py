@@ -210,6 +210,8 @@ class ConversationsMixin:
         elif self.composer.toPlainText().strip() == self.pending_text:
             self.composer.clear()
         self.pending_text = ""
+        self.refresh_conversations()      # (a first message, or its edit, names the conversation: said at once,
+                                          # not only when a reply starts, which a refusal or a fault may stop)
 
     def _choose_conversation(self, conversation_id: int) -> None:
         """A conversation clicked in the list: opened, and shown even before any model is loaded (a

@@ -299,3 +299,19 @@ def test_killed_process_leaves_the_partial_reply(test_model_path, tmp_path):
     assert reply.role == "assistant" and len(reply.content) > 40
     assert reply.status == "interrupted" and not reply.complete
     store.close()
+
+
+def test_a_reply_keeps_the_speculation_settings_it_ended_with_where_they_changed_while_it_ran(session):
+    """The footer named the drafter chosen at Send under a reply the user switched to Auto while it ran (a
+    new user's try): the settings it ended with are kept beside those it began with, and only then."""
+    from dataclasses import asdict, replace
+    store = session.store
+    cid = store.create_conversation()
+    auto = replace(OPTIONS.spec, auto=True)
+    for event in session.send(cid, "Count from one to ten.", OPTIONS):
+        if isinstance(event, RoundEvent) and session.controls.settings != auto:
+            session.controls.set(auto)                        # (as the window's bar does, mid-reply)
+    settings = store.messages(cid)[-1].settings
+    assert settings["spec"] == asdict(OPTIONS.spec) and settings["spec_end"] == asdict(auto)
+    Counted(session.pair).run(session.send(cid, "And back?", OPTIONS))
+    assert "spec_end" not in store.messages(cid)[-1].settings

@@ -105,6 +105,21 @@ def test_footer_in_auto_mode_gives_the_rounds_that_drafted_and_their_mean_gamma(
         "auto, lookup only · drafted in 20 of 50 rounds, γ ≈ 3.2")
 
 
+def test_footer_names_the_settings_a_reply_ended_with_where_they_changed_while_it_ran():
+    """"draft model · γ 2" stood under a reply that auto wrote with copies, the user having chosen Auto
+    while the draft model read the prompt (a new user's try); ChatSession keeps the settings it ended
+    with as "spec_end"."""
+    s = _stats(mean_drafted=3.24, n_rounds=50, n_plain_rounds=30)
+    switched = {**_settings(drafter="model", draft_max=2), "spec_end": asdict(SpecSettings(drafter="model", auto=True))}
+    assert footer_text(s.to_json(), switched).startswith(
+        "draft model, then auto · drafted in 20 of 50 rounds, γ ≈ 3.2 · 46/76 drafted kept · ")
+    longer = {**_settings(drafter="model", draft_max=4), "spec_end": asdict(SpecSettings(drafter="model", draft_max=8))}
+    assert footer_text(s.to_json(), longer).startswith("draft model, γ 4, then 8 · drafted in 20 of 50 rounds, γ ≈ 3.2")
+    looked = {**_settings(drafter="model", draft_max=4), "spec_end": asdict(SpecSettings(drafter="lookup", draft_max=8))}
+    assert version_line(1, s.to_json(), looked).startswith("1. draft model, then prompt lookup · ")
+    assert footer_text(s.to_json(), _settings(drafter="model", draft_max=4)).startswith("draft model · γ 4 · ")
+
+
 def test_footer_of_a_reply_that_drafted_in_no_round_says_so_and_no_gamma():
     s = _stats(n_drafted=0, n_accepted=0, mean_drafted=None, acceptance_rate=None, n_rounds=5, n_plain_rounds=5)
     text = footer_text(s.to_json(), _settings(drafter="model", auto=True))

@@ -202,9 +202,11 @@ class HistoryStore(EarlierReplies, Unsent):
 
     @reports('Saving the reply')
     def update_message(self, message_id: int, **fields) -> None:
-        """Set the given fields of a message (content, status, token_ids, stats, rounds); None clears one."""
+        """Set the given fields of a message (content, status, token_ids, stats, rounds, settings); None
+        clears one."""
         encode = {"content": lambda v: v, "status": lambda v: v, "token_ids": pack_tokens,
-                  "stats": lambda v: None if v is None else json.dumps(v), "rounds": pack_rounds}
+                  "stats": lambda v: None if v is None else json.dumps(v), "rounds": pack_rounds,
+                  "settings": lambda v: None if v is None else json.dumps(v)}
         unknown = set(fields) - set(encode)
         if unknown:
             raise TypeError(f"unknown message fields: {', '.join(sorted(unknown))}")

@@ -41,6 +41,23 @@ def drafter_label(settings: dict | None) -> str | None:
     return DRAFTER_LABELS.get(spec.get("drafter", "model"), str(spec.get("drafter")))
 
 
+def ran_label(settings: dict | None) -> str | None:
+    """drafter_label of the settings a reply started with, and of those it ended with where the user
+    changed them while it ran ("draft model, then auto"; "draft model, γ 4, then 8"): ChatSession keeps
+    those as "spec_end"."""
+    label = drafter_label(settings)
+    end = settings.get("spec_end") if isinstance(settings, dict) else None
+    if label is None or not isinstance(end, dict):
+        return label
+    last = drafter_label({"spec": end})
+    if last != label:
+        return f"{label}, then {last}"
+    first = settings["spec"].get("draft_max")
+    if not end.get("auto") and end.get("draft_max") != first:
+        return f"{label}, γ {first}, then {end.get('draft_max')}"
+    return label
+
+
 def reading_note(read: PromptEvent | None) -> str:
     """A streaming reply's note before its first token; `read`: how far a long prompt has been read."""
     if read is not None and read.model == "draft":
@@ -72,9 +89,10 @@ def footer_forms(stats: dict | GenerationStats | None, settings: dict | None, st
     s = GenerationStats.from_json(stats)
     if s is None:
         return ["" if status in ("done", "streaming") else NO_STATS.get(status, f"{status}: no statistics were recorded")]
-    label = drafter_label(settings)
+    label = ran_label(settings)
     spec = (settings or {}).get("spec") if isinstance(settings, dict) else None
     spec = spec if isinstance(spec, dict) else {}
+    changed = isinstance(settings, dict) and isinstance(settings.get("spec_end"), dict)   # (while it ran)
     if s.remote:                                        # its settings are the server's, not Tandem's
         label = s.remote
     elif label is None:                                 # settings missing: say what the numbers show
@@ -92,7 +110,7 @@ def footer_forms(stats: dict | GenerationStats | None, settings: dict | None, st
     if not s.n_drafted:                                 # every round a plain step: no γ, nothing kept
         if s.n_rounds:
             gamma = gamma_short = f"drafted in none of {count(s.n_rounds, 'round')}"
-    elif spec.get("auto"):                                # its mean over the rounds that drafted, and how many
+    elif spec.get("auto") or changed:                     # its mean over the rounds that drafted, and how many
         drafted_in = f"drafted in {s.n_rounds - s.n_plain_rounds} of {s.n_rounds} rounds, " if s.n_rounds else ""
         gamma, gamma_short = f"{drafted_in}γ ≈ {mean}", ""      # (not γ alone: without the rounds it read
                                                                   # as γ 7.8 in every round, a user's try)
@@ -121,7 +139,7 @@ def version_line(number: int, stats: dict | GenerationStats | None, settings: di
     """One version of a reply, for the list beside "‹ n/m ›": "2. draft model · 58.6 tok/s", with how
     it ended where that was not its own choice ("· stopped")."""
     s = GenerationStats.from_json(stats)
-    label = (s.remote if s is not None and s.remote else drafter_label(settings)) or "a reply"
+    label = (s.remote if s is not None and s.remote else ran_label(settings)) or "a reply"
     speed = rate_text(s.tokens_per_s) if s is not None and s.n_tokens else "no statistics"
     note = reply_note(status, stats)
     return " · ".join(part for part in (f"{number}. {label}", speed, note.split(":")[0]) if part)

@@ -245,7 +245,8 @@ class ChatSession:
                     keep_tokens = self.keeps_tokens and event.stop_reason != StopReason.STOP_STRING
                     self.store.update_message(message.id, content=event.text, status=status,
                                               token_ids=list(event.tokens) if keep_tokens else None,
-                                              stats=event.stats.to_json(), rounds=rounds)
+                                              stats=event.stats.to_json(), rounds=rounds,
+                                              **self._changed_while_running(settings))
                     finished = True
                 yield event
         except HistoryError:           # the history refused a write (a full disk): nothing more to try
@@ -260,6 +261,15 @@ class ChatSession:
         except Exception:
             self._keep(message.id, text, tokens, rounds, "error")
             raise
+
+    def _changed_while_running(self, settings: dict) -> dict:
+        """{"settings": …} with the speculation settings the reply ended with ("spec_end"), where the user
+        changed them while it ran; {} otherwise. The footer named the drafter chosen at Send, "draft model ·
+        γ 2", under a reply that auto wrote with copies (a new user's try)."""
+        end = asdict(self.controls.settings)
+        if not isinstance(settings.get("spec"), dict) or end == settings["spec"]:
+            return {}
+        return {"settings": {**settings, "spec_end": end}}
 
     def _keep(self, message_id: int, text: str, tokens: list[int], rounds: list, status: str) -> None:
         """Save a reply that ended early, as far as the history lets us (the error that ended it is

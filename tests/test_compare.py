@@ -215,7 +215,7 @@ def test_top_logits_give_the_greedy_choice_and_explain_a_forced_divergence(sessi
     # the words for a near-tie, and for a gap rounding cannot explain
     tie = ((5, 12.3456, " cat"), (9, 12.3311, " dog"))
     said = greedy_reason(tie, 0.0145, 5, 9, " cat", " dog")
-    assert "near-tie" in said and "0.0145" in said and "' cat'" in said and "batch" in said
+    assert "near-tie" in said and "0.0145" in said and "“ cat”" in said and "batch" in said
     assert "unexpected" in greedy_reason(((5, 14.0, " cat"), (9, 12.0, " dog")), 2.0, 5, 9, " cat", " dog")
 
     # a divergence at the reply's end: one run stopped where the other went on
@@ -457,3 +457,10 @@ def test_the_compare_table_says_how_a_run_ended_and_its_kept_share_as_the_panel_
     assert cells["drafts"] == "2 of 3 (67 %)" and cells["stop"] == "its end (the model's end token)"
     cut = run_cells(CompareRun("on", SpecSettings(), stats=GenerationStats(n_tokens=9, stop_reason="max_tokens")), 0.0)
     assert cut["stop"] == "Max tokens" and cut["drafts"] == "–"
+
+
+def test_the_compare_quotes_a_token_s_text_as_text_not_as_python():
+    """"with it ':\\n\\n'" was Python's repr on screen (a new user's try)."""
+    from desktop_app.chat.compare import END_OF_REPLY, shown
+    assert shown(":\n\n") == "“:⏎⏎”" and shown("\tx") == "“⇥x”" and shown("()") == "“()”"
+    assert shown(END_OF_REPLY) == "(end of reply)"

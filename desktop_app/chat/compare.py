@@ -253,7 +253,7 @@ def first_difference(pair, prompt: list[int], off: CompareRun, on: CompareRun,
 def greedy_reason(top, gap, off_token, on_token, off_piece, on_piece) -> str:
     """Why two greedy texts part where the target's two best were `top` ((token, logit, piece) each)."""
     (t1, l1, p1), (t2, l2, p2) = top[0], top[1]
-    said = (f"Here the target's two best tokens were {p1!r} (logit {l1:.4f}) and {p2!r} ({l2:.4f}): a gap "
+    said = (f"Here the target's two best tokens were {shown(p1)} (logit {l1:.4f}) and {shown(p2)} ({l2:.4f}): a gap "
             f"of {gap:.4f}. ")
     swapped = {off_token, on_token} <= {t1, t2, None}
     if gap is not None and gap <= NEAR_TIE and swapped:
@@ -261,12 +261,23 @@ def greedy_reason(top, gap, off_token, on_token, off_piece, on_piece) -> str:
                        "tokens, plain decoding one token at a time; the two add up the same numbers in a "
                        "different order and round differently, enough to swap a near-tie. Each text is the "
                        "target's greedy choice as it was evaluated; from here on they continue different texts.")
-    return said + (f"That gap is too wide for rounding to swap, and greedy decoding with and without speculation should agree "
-                   f"here (without: {off_piece!r}, with: {on_piece!r}); this is unexpected, worth reporting.")
+    return said + ("That gap is too wide for rounding to swap, and greedy decoding with and without speculation "
+                   f"should agree here (without: {shown(off_piece)}, with: {shown(on_piece)}); this is unexpected, "
+                   "worth reporting.")
+
+
+END_OF_REPLY, MAX_TOKENS_REACHED = "(end of reply)", "(max tokens reached)"   # where a run has no token
+
+
+def shown(piece: str) -> str:
+    """A token's text as the compare quotes it: in quotation marks, a line break as ⏎ and a tab as ⇥
+    (Python's repr showed "':\\n\\n'", a new user's try); a note such as "(end of reply)" as it is."""
+    if piece in (END_OF_REPLY, MAX_TOKENS_REACHED):
+        return piece
+    return "“" + piece.replace("\n", "⏎").replace("\t", "⇥") + "”"
 
 
 def _piece(pair, token: int | None, run: CompareRun | None = None) -> str:
     if token is None:
-        return "(end of reply)" if run is None or run.stop_reason != StopReason.MAX_TOKENS.value \
-            else "(max tokens reached)"
+        return END_OF_REPLY if run is None or run.stop_reason != StopReason.MAX_TOKENS.value else MAX_TOKENS_REACHED
     return pair.target.special_piece(token).decode("utf-8", errors="replace")

@@ -11,13 +11,13 @@ from PySide6.QtGui import QColor, QTextCursor
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QGridLayout, QLabel, QPlainTextEdit, QPushButton,
                                QTextEdit, QVBoxLayout)
 
-from desktop_app.chat.compare import CompareResult, CompareRun
+from desktop_app.chat.compare import CompareResult, CompareRun, shown
 from desktop_app.counts import count
 from desktop_app.engine.events import StopReason
 from desktop_app.engine.explain import duration_text, rate_number, rate_text
 
 ROWS = (("ttft", "Time to first token"), ("speed", "Tokens per second"), ("total", "Total time"),
-        ("tokens", "Tokens"), ("prompt", "Prompt tokens evaluated"), ("drafts", "Drafts kept"),
+        ("tokens", "Tokens"), ("prompt", "Prompt tokens read (the rest cached)"), ("drafts", "Drafts kept"),
         ("vs_off", "Speed-up over speculation off"), ("stop", "Stopped by"))
 COLUMNS = ("off", "on")
 NOT_DRAWN = ("Neither run is shown while it is written, so both can be faster than a reply in the chat, which "
@@ -218,8 +218,8 @@ class CompareDialog(QDialog):
                                 "the two runs spend their random draws differently.)")
             return
         d = result.first_difference
-        self.verdict.setText(f"The texts first differ at token {d.position}: without speculation {d.off_piece!r}, "
-                             f"with it {d.on_piece!r}." + (f"\nBefore it: “…{d.before}”" if d.before else "")
+        self.verdict.setText(f"The texts first differ at token {d.position}: without speculation {shown(d.off_piece)}, "
+                             f"with it {shown(d.on_piece)}." + (f"\nBefore it: “…{d.before}”" if d.before else "")
                              + f"\nThen, without: “{d.off_after}…”"
                              f"\nThen, with: “{d.on_after}…”")
         for c, run in (("off", result.off), ("on", result.on)):      # mark where each text parts

@@ -589,3 +589,13 @@ def test_the_live_panel_fills_alpha_kept_per_round_and_times_as_the_reply_s_end_
                     "split": "0.00 s / 0.01 s"}
     panel.finish(recorder.finish(5, 0.1, 0.01, 0.02, "max_tokens", CostModel()))
     assert {key: panel.labels[key].text() for key in live} == live
+
+
+def test_a_late_first_token_after_a_long_read_is_explained():
+    """"first 11.55 s" stood unexplained after a reload or a Compare, which left little of the conversation
+    in the cache (a new user's try); a quick first token, or a short read, says nothing of it."""
+    late = slow_stats(ttft_s=11.55, n_prompt_tokens=1100, n_prompt_evaluated=1054)
+    assert explain(late).endswith("The first token came after 11.55 s: 1,054 tokens of the conversation had to "
+                                  "be read first (the other 46 were kept from before).")
+    assert "first token came" not in explain(slow_stats(ttft_s=0.6, n_prompt_tokens=1100, n_prompt_evaluated=1054))
+    assert "first token came" not in explain(slow_stats(ttft_s=3.0, n_prompt_tokens=1100, n_prompt_evaluated=20))

@@ -99,7 +99,23 @@ def verdict(stats: GenerationStats) -> str:
 
 def explain(stats: GenerationStats) -> str:
     """The panel's sentence on one reply: what was kept, and why it paid or did not."""
-    return " ".join(part for part in (_explain(stats), unused_draft(stats), fewer_threads(stats)) if part)
+    return " ".join(part for part in (_explain(stats), unused_draft(stats), fewer_threads(stats), slow_start(stats))
+                    if part)
+
+
+SLOW_START_S, SLOW_START_TOKENS = 2.0, 128   # a first token this late, after a read of this many tokens: said why
+
+
+def slow_start(stats: GenerationStats) -> str:
+    """Why the first token came late, where the reply read much of its conversation first ("first 11.55
+    s" stood unexplained after a reload, or after a Compare, whose replies took the chat's place in
+    the cache: a new user's try). "" otherwise."""
+    if stats.ttft_s < SLOW_START_S or stats.n_prompt_evaluated < SLOW_START_TOKENS:
+        return ""
+    cached = stats.n_prompt_tokens - stats.n_prompt_evaluated
+    kept = f" (the other {cached:,} were kept from before)" if cached > 0 else ""
+    return (f"The first token came after {duration_text(stats.ttft_s)}: {stats.n_prompt_evaluated:,} tokens of the "
+            f"conversation had to be read first{kept}.")
 
 
 def fewer_threads(stats: GenerationStats) -> str:

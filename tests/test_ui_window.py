@@ -1061,3 +1061,16 @@ def test_a_load_stage_that_cannot_say_how_far_it_is_shows_busy(window):
     assert bar.status.text() == "Measuring the models' speed…"           # the stage is the line under it
     window._on_load_progress("target", 0.5)
     assert bar.progress.maximum() == 1000 and bar.status.text() != "Measuring the models' speed…"
+
+
+def test_the_load_line_says_a_thread_count_set_in_settings(qtbot, window, test_model_path):
+    """Threads set to 1 halved every reply's speed, and nothing where a user looks said so (a new user's try)."""
+    window.settings_panel.n_threads.setValue(1)
+    load(qtbot, window, test_model_path, None)
+    n_ctx = window.loaded.n_ctx
+    assert window.model_bar.status.text() == (f"Loaded SmolLM2-135M-Instruct.Q4_1.gguf (context {n_ctx} tokens, "
+                                              "1 thread as set in Settings).")
+    window.settings_panel.n_threads.setValue(0)                    # automatic: no count to name
+    window.load_pair(test_model_path, None)
+    qtbot.waitUntil(lambda: window.model_bar.status.text() == f"Loaded SmolLM2-135M-Instruct.Q4_1.gguf (context "
+                                                               f"{n_ctx} tokens).", timeout=TIMEOUT_MS)

@@ -41,7 +41,8 @@ prediction for every γ. Below 1.0× speculation is slower here, and the panel s
 shorter γ, or Speculate off.</p>
 <p>Other programs busy on the CPUs slow every pass: llama.cpp's threads wait for each other at every
 step. With Settings ▸ Threads at automatic, a reply runs on fewer threads while they are, and the
-panel's sentence ends by saying so; with a number set there, it says what automatic would have run.</p>
+panel's sentence ends by saying so; with a number set there (the model bar's line names it), where
+other programs kept the CPUs busy, it says what automatic would have run.</p>
 """
 
 

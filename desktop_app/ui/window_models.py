@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from desktop_app import models
+from desktop_app.counts import count
 from desktop_app.engine.process.client import STAGES
 from desktop_app.engine.rpc import WARNING as RPC_WARNING
 from desktop_app.engine.rpc import RpcError
@@ -163,7 +164,10 @@ class ModelsMixin:
             self.settings.remember_pair(info.target, info.draft)
             unsaved = self._save_settings()
             names = os.path.basename(info.target) + (f" + {os.path.basename(info.draft)}" if info.draft else "")
-            self.model_bar.show_loaded(f"Loaded {names} (context {info.n_ctx} tokens)."
+            # (a thread count set in Settings slowed every reply and was shown nowhere: a new user's try)
+            threads = int((info.settings or {}).get("n_threads") or 0)
+            on = f", {count(threads, 'thread')} as set in Settings" if threads else ""
+            self.model_bar.show_loaded(f"Loaded {names} (context {info.n_ctx} tokens{on})."
                                        + (f" Note: {info.template_note}." if info.template_note else ""))
             self.spec_bar.set_remote(None)
         self.settings_panel.template_note.setText(info.template_note)

@@ -285,10 +285,10 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
     assert L["c"].text() == "–" and "tries it only after a reply's first" in panel.verdict.text()
     copies = dataclasses.replace(unused, n_drafted=4, n_accepted=2, c=0.0, t_draft_s=0.01)   # copies only: the
     panel.show_stats(copies)                      # row said "none (copies only)" beside the sentence's 1.73
-    assert L["c"].text() == "1.73 (not drafted: copies only)" and "would cost 1.73 of a target pass" in \
+    assert L["c"].text() == "1.73 (not drafted: lookup only)" and "would cost 1.73 of a target pass" in \
         panel.verdict.text()
     panel.show_stats(dataclasses.replace(copies, unused_draft_c=None))    # (no draft model loaded)
-    assert L["c"].text() == "none (copies only)"
+    assert L["c"].text() == "none (lookup only)"
     # slower than plain: the verdict says it loses, with the same number as the grid
     s = slow_stats(tokens_per_s=0.3, t_verify_s=14 / 0.3 - 1.0)   # all of it in rounds: plain stays 0.5 tok/s
     panel.show_stats(s)

@@ -415,8 +415,8 @@ class SpecPanel(QWidget):
         unused = s.unused_draft_c if s.n_rounds > FIRST_PROBE else None   # (the price auto weighed a draft
         if s.n_drafted:                                                   # model left unused at: the sentence
             self._show_drafts(s)                                          # quotes it)
-            L["c"].setText("–" if s.c is None else f"{s.c:.2f} × a pass" if s.c else "none (copies only)"
-                           if unused is None else f"{unused:.2f} (not drafted: copies only)")
+            L["c"].setText("–" if s.c is None else f"{s.c:.2f} × a pass" if s.c else "none (lookup only)"
+                           if unused is None else f"{unused:.2f} (not drafted: lookup only)")
             L["predicted"].setText(predicted_text(s))
         else:
             for key in ("accepted", "alpha", "per_round", "predicted"):

@@ -234,6 +234,10 @@ def test_a_reply_that_drafts_in_every_round_compares_itself_with_plain_as_known_
     # one line, whole: a shorter form where it does not fit (wrapped, "20.0" stood alone under it: a user's try)
     assert QLabel.text(title) in (title.text(), "Tokens/s; dashed: plain ≈ 20.0", "Tok/s; dashed: plain ≈ 20.0")
     assert not title.wordWrap()
+    for width in (150, 110, 60):                  # narrower: the number whole, or not at all ("plain 1…" read
+        title.resize(width, title.height())       # as 1 tok/s at the window's least width, a new user's try)
+        title._elide()                            # (as its resizeEvent does, the panel not shown here)
+        assert QLabel.text(title) in ("Tok/s; dashed: plain ≈ 20.0", "Tok/s; plain ≈ 20.0", "Tok/s"), width
     # and its seconds never run together: "0.05 0.10 0.15 0.2" under a fifth of a second, 140 px wide
     seconds = panel.charts.speed_plot.getPlotItem().getAxis("bottom")
     for low, high, px in ((0.0, 0.2, 140), (0.0, 0.23, 100), (0.0, 37.0, 140), (0.0, 12.5, 300), (0.0, 3.0, 60)):

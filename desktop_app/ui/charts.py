@@ -376,9 +376,9 @@ class LiveCharts(QWidget):
         if rate is None:
             self.speed_title.setText(SPEED_TITLE, "Tokens/s")
         else:                                      # (the seconds' unit as long as it fits)
-            plain = f"{label} {rate_number(rate)}"
-            self.speed_title.setText(f"{SPEED_TITLE}; dashed: {plain}", f"Tokens/s; dashed: {plain}",
-                                     f"Tok/s; dashed: {plain}")
+            plain = f"{label} {rate_number(rate)}"      # (the number whole or not at all: cut, "dashed: plain
+            self.speed_title.setText(f"{SPEED_TITLE}; dashed: {plain}", f"Tokens/s; dashed: {plain}",  # 1…" read
+                                     f"Tok/s; dashed: {plain}", f"Tok/s; {plain}", "Tok/s")   # as 1 tok/s)
         if rate is not None:
             self.plain_line.setValue(rate)
         self.speed_plot.setXRange(0, max(xs, default=0) or 1, padding=0.02)

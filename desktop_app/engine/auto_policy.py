@@ -31,10 +31,10 @@ model, and takes the option with the best predicted tokens per second, E(γ) / (
   agrees with the target about as often as the target is sure of itself (measured on the recorded
   traces: 0.59-0.99 agreement against 0.54-1.00 confidence, prompt by prompt).
 - The draft model reads the text lazily: until auto first drafts with it in a reply, its prompt pass
-  is not paid (time to first token is plain decoding's). Choosing it means catching it up first,
-  at CostModel.prefill_s per token; that cost is spread over the tokens the reply is expected to
-  have left (reply_horizon: twice its length so far, at least HORIZON_MIN, at most what max_tokens
-  leaves), and must be repaid against the recent rate of the rounds without it.
+  is not paid (time to first token is plain decoding's). Choosing it means catching it up first
+  (CostModel.prefill_cost: a step and a price per token), a cost spread over the tokens the reply is
+  expected to have left (reply_horizon: twice its length so far, at least HORIZON_MIN, at most what
+  max_tokens leaves) and repaid against the recent rate of the rounds without it.
 - Exploration: the draft model has no free judgement, so it is explored (a probe round) when it
   has hardly been tried and could pay at the target's confidence, or, once tried, at its upper
   confidence bound; a probe that does not lead to a win doubles the rounds before the next. A probe
@@ -421,7 +421,7 @@ class AutoPolicy:
         step = self.costs.draft_step_s.get("model")
         if step is None:
             return best
-        catch_up = model.behind * self.costs.prefill_s.get("model", step)
+        catch_up = self.costs.prefill_cost("model", model.behind)
 
         def with_catch_up(rate: float) -> float:     # the rate over the horizon, catch-up included
             return horizon / (horizon / rate + catch_up) if rate > 0 else 0.0

@@ -8,7 +8,7 @@ import numpy as np
 
 from desktop_app.engine import backend
 from desktop_app.engine.calibration_store import KEEP, Remembered, plausible
-from desktop_app.engine.costs import CostModel
+from desktop_app.engine.costs import CostModel, per_token
 
 VERIFY_SIZES = (2, 3, 4, 5, 8, 9, 16, 17, 33)
 PREFILL_TOKENS = 64
@@ -75,8 +75,8 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
 
 def _draft_ratios(target_ctx: backend.Context, draft_ctx: backend.Context,
                   steps: int) -> tuple[float | None, float | None]:
-    """(a draft step, a token of the draft's prompt pass (auto's catch-up)) in single-token target
-    passes: the faster of `steps` draft steps, and of two prompt passes of PREFILL_TOKENS, over the
+    """(a draft step, a token's share of the draft's prompt pass beyond a step (auto's catch-up:
+    CostModel.prefill_cost)) in single-token target passes: the faster of `steps` draft steps, and of two prompt passes of PREFILL_TOKENS, over the
     faster of the target passes taken in turn with them, so that other work on the machine slows both
     alike. Timed apart (the draft's median after all the target's timings), a load beside other work
     had priced a step of the 0.5B draft at 1.73 passes of its 1.5B target, where its real rounds took
@@ -104,7 +104,8 @@ def _draft_ratios(target_ctx: backend.Context, draft_ctx: backend.Context,
     single = min(singles, default=0.0)
     if single <= 0:
         return None, None
-    return (min(drafts) / single if drafts else None), (min(prefills) / n / single if prefills else None)
+    step = min(drafts, default=0.0)
+    return (step / single if drafts else None), (per_token(min(prefills), n, step) / single if prefills else None)
 
 
 def _pass_s(ctx: backend.Context) -> float:

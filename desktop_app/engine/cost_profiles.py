@@ -2,7 +2,9 @@
 
 A profile gives the milliseconds of a target pass over b tokens with logits at every position (a
 verify pass; b = 1 is a plain step), of one draft-model step, and of one token of a batched prompt
-pass through each model. Sizes between those listed are interpolated (CostModel.verify_cost).
+pass through each model (beyond the pass's single step: CostModel.prefill_cost; each was timed over
+a prompt long enough that the step is a small part of it). Sizes between those listed are
+interpolated (CostModel.verify_cost).
 
 Built in:
 - "steep": this project's 2-core AMD EPYC, demo pair (docs/performance.md, "What it means"): a 17-token check
@@ -63,6 +65,10 @@ class CostProfile:
 
     def verify_s(self, batch: int) -> float:
         return self._costs.verify_cost(batch)
+
+    def prefill_s(self, model: str, n_tokens: int) -> float:
+        """Seconds to read n_tokens through "target" or "model" (CostModel.prefill_cost)."""
+        return self._costs.prefill_cost(model, n_tokens)
 
     @cached_property
     def _costs(self) -> CostModel:

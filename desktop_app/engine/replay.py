@@ -9,7 +9,8 @@ have, in milliseconds.
 
 A round that drafts γ tokens with the draft model costs γ draft steps plus a verify pass of γ+1
 tokens; a copied draft costs only its verify pass; a plain step is a verify pass of 1. A draft model
-that has not read the text first reads it at the profile's prompt cost per token, in fixed mode and
+that has not read the text first reads it as the app prices a read (CostModel.prefill_cost: the
+profile's prompt cost per token, and a step besides where it is a pass of its own), in fixed mode and
 auto alike: auto's lazy prefill, the tokens of rounds it did not draft, and, after a round that kept
 every draft, its last draft, which no draft pass evaluated. Time to first token: the target's prompt
 pass (and, where the draft model reads the prompt at once, the draft's), then the first round.
@@ -146,9 +147,9 @@ class _Clock:
         return self._jitter(n * self.profile.draft_step_ms / 1000, _STEPS, at, n)
 
     def prefill(self, model: str, n: int, at: int | None = None) -> float:
-        """A prompt pass (or a catch-up) of n tokens: its noise is keyed by the model, not by n."""
-        ms = self.profile.prefill_ms.get(model, self.profile.draft_step_ms if model == "model" else 0.0)
-        return self._jitter(n * ms / 1000, _PREFILL, at, model == "model")
+        """A prompt pass (or a catch-up) of n tokens, priced as the app prices it (CostModel.prefill_cost:
+        a single pass besides where it is a pass of its own): its noise is keyed by the model, not by n."""
+        return self._jitter(self.profile.prefill_s(model, n), _PREFILL, at, model == "model")
 
 
 def calibrated(clock: _Clock, loads: int = 1) -> CostModel:
@@ -169,7 +170,7 @@ def calibrated(clock: _Clock, loads: int = 1) -> CostModel:
             costs.verify_s[k] = price(costs.verify_s[1], [r[k] for r in [*earlier, now]])
     costs.draft_step_s["model"] = clock.steps(1)
     for model in ("target", "model"):
-        costs.prefill_s[model] = clock.prefill(model, 64) / 64
+        costs.record_prefill(model, 64, clock.prefill(model, 64))
     return costs
 
 

@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 
 from desktop_app.engine.auto_policy import FIRST_PROBE
-from desktop_app.engine.events import GenerationStats, RoundEvent, TokenEvent, TokenKind
+from desktop_app.engine.events import GenerationStats, RoundEvent, StopReason, TokenEvent, TokenKind
 from desktop_app.engine.explain import duration_text, explain, measured_text, predicted_text, rate_text
 from desktop_app.ui.main_window import MainWindow
 from desktop_app.ui.round_strip import (BONUS, CORRECTION, DISCARDED, END, KEPT, PLAIN, REJECTED, Colours,
@@ -182,6 +182,20 @@ def slow_stats(**kw) -> GenerationStats:
                 c=0.05, predicted_speedup=0.16, predicted_speedup_measured=1.2, ttft_s=2.5)
     base.update(kw)
     return GenerationStats(**base)
+
+
+def test_the_tokens_row_counts_the_end_the_rounds_wrote(qtbot):
+    """Five rounds that drafted 4 and kept 1.8 each give 2.80 tokens apiece, 14 in all: 13 of text and the
+    reply's end. The row said "13 in 5 rounds" beside the sentence's "giving 2.80 tokens" (a new user's
+    sums: 5 × 2.80 = 14 ≠ 13). A reply cut off at max_tokens wrote no end."""
+    panel = SpecPanel()
+    qtbot.addWidget(panel)
+    ended = slow_stats(n_tokens=13, stop_reason=StopReason.EOS.value)
+    panel.show_stats(ended)
+    assert panel.labels["tokens"].text() == "13 + end in 5 rounds (first after 2.50 s)"
+    assert "giving 2.80 tokens" in explain(ended) and 5 * 2.80 == pytest.approx(13 + 1)
+    panel.show_stats(slow_stats(stop_reason=StopReason.MAX_TOKENS.value))
+    assert panel.labels["tokens"].text() == "14 in 5 rounds (first after 2.50 s)"
 
 
 def test_the_sentence_adds_up_as_shown_and_as_the_panel_shows_it():

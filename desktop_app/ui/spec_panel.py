@@ -32,9 +32,8 @@ STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation e
                                              "reply's plain steps, or (\"earlier\") last timed before it, at "
                                              "load or in an earlier reply: a machine busier now than then "
                                              "makes this reply look slower"),
-         ("tokens", "Tokens", "Tokens this reply wrote, in how many rounds: a round is one target pass, a plain "
-                              "step or a check of drafted tokens (the strip numbers them), and the last round "
-                              "may write only the end of the reply, which is not a token of its text"),
+         ("tokens", "Tokens", "Tokens this reply wrote, in how many rounds: a round is one target pass, a plain step "
+                              "or a check of drafts (numbered in the strip); \"+ end\": and the reply's end, not text"),
          ("accepted", "Drafts kept", "Drafted tokens the target kept: kept / drafted (the acceptance rate)"),
          ("alpha", "Acceptance α", ALPHA_TIP),
          ("per_round", "Kept per round", "Drafts kept of drafts made, per round that drafted"),
@@ -408,10 +407,11 @@ class SpecPanel(QWidget):
         L["vs_plain"].setText(measured_text(s), f"{m:.2f}× of {rate_text(s.plain_tokens_per_s)}" if m else "")
         rounds = f" in {count(s.n_rounds, 'round')}" if s.n_rounds else ""     # (a llama-server's are untimed)
         first = duration_text(s.ttft_s)
-        # (the compact form keeps the first token's time where the panel is narrow: a long sentence below
-        # gives it a scroll bar, and "(…)" stood for it on every busy machine's reply, a new user's try)
-        L["tokens"].setText(f"{s.n_tokens}{rounds} (first after {first})",
-                            f"{s.n_tokens} in {s.n_rounds} (first {first})" if s.n_rounds else "")
+        # (the rounds wrote the reply's end too: the tokens per round summed to one more than the row said;
+        # the compact form keeps the first token's time where the panel is narrow, "(…)" stood for it)
+        n = f"{s.n_tokens} + end" if s.n_rounds and s.stop_reason == StopReason.EOS.value else str(s.n_tokens)
+        L["tokens"].setText(f"{n}{rounds} (first after {first})",
+                            f"{n} in {s.n_rounds} (first {first})" if s.n_rounds else "")
         unused = s.unused_draft_c if s.n_rounds > FIRST_PROBE else None   # (the price auto weighed a draft
         if s.n_drafted:                                                   # model left unused at: the sentence
             self._show_drafts(s)                                          # quotes it)

@@ -15,8 +15,9 @@ from desktop_app.engine import (GREEDY, Controls, FinishEvent, LoadOptions, Mode
                                 TokenEvent)
 from desktop_app.engine.costs import DIP_MAX, WIN_MARGIN
 from desktop_app.engine.events import GenerationStats
+from desktop_app.engine.metrics import plain_rate_so_far
 from desktop_app.engine.explain import measured_text, rate_text
-from desktop_app.ui.charts import PLAIN_ESTIMATE_MIN, LiveCharts, rolling_rate
+from desktop_app.ui.charts import PLAIN_EARLIER, PLAIN_ESTIMATE_MIN, LiveCharts, rolling_rate
 from desktop_app.ui.spec_panel import SpecPanel
 from desktop_app.ui.pay_curve import LABEL_INSET, PayCurve
 
@@ -117,9 +118,9 @@ def test_live_charts_show_the_rounds_of_a_real_reply(reply, qtbot, tmp_path):
     assert stats.n_drafted and any(r.accepted < r.gamma for r in rounds) and max(r.gamma for r in rounds) == 4
     assert_charts_show(charts, rounds, stats)
     assert charts.rounds == rounds
-    # the drafted reply had no plain round: no estimate of plain speed until the finish
+    # the drafted reply had no plain round: until the finish, plain as the engine priced a pass before it
     if not any(r.gamma == 0 for r in rounds):
-        assert before == (None, "")
+        assert before[1] == PLAIN_EARLIER and before[0] == pytest.approx(stats.plain_tokens_per_s, rel=0.05)
     # the same rounds as the history stores them, and the stats as its JSON, show the same
     stored = LiveCharts()
     qtbot.addWidget(stored)
@@ -211,9 +212,9 @@ def test_a_reply_that_drafts_in_every_round_compares_itself_with_plain_as_known_
     running at 0.57× plain (a new user's try). Until then it compares with plain decoding's rate as
     known before the reply: timed at load, then as each reply measured it."""
     _, rounds, stats, _ = reply
-    drafting = [r for r in rounds if r.gamma]
-    assert len(drafting) >= len(rounds) - 1 and len(rounds) - len(drafting) < PLAIN_ESTIMATE_MIN
-    speed = sum(r.n_reply_tokens for r in drafting) / sum(r.t_round_s for r in drafting)
+    drafting = [dataclasses.replace(r, plain_step_s=0.0) for r in rounds if r.gamma]   # (the engine's price of a
+    assert len(drafting) >= len(rounds) - 1 and len(rounds) - len(drafting) < PLAIN_ESTIMATE_MIN   # pass not sent,
+    speed = sum(r.n_reply_tokens for r in drafting) / sum(r.t_round_s for r in drafting)  # as a llama-server's)
     panel = SpecPanel()
     qtbot.addWidget(panel)
 
@@ -260,13 +261,33 @@ def test_a_reply_that_drafts_in_every_round_compares_itself_with_plain_as_known_
     assert live() == "–"
 
 
+def test_a_reply_compares_itself_live_with_the_plain_rate_its_end_will_give(reply, qtbot):
+    """A fixed draft model's reply has no plain step of its own, so until its end it is compared with
+    plain decoding as known before it. The panel knew the last reply's rate, the engine its own price of
+    a pass since: live "1.43× (plain ≈ 5.84 tok/s, earlier)" became "1.11× (plain 8.63 tok/s, earlier)"
+    at the end (a new user's try). Each round now carries the engine's price, and the live estimate is
+    priced as the end's: within a few per cent of it, whatever the last reply said."""
+    _, rounds, stats, _ = reply
+    charts = LiveCharts()
+    qtbot.addWidget(charts)
+    charts.begin(earlier_plain=0.68 * stats.plain_tokens_per_s)          # (the last reply's, on a busier machine)
+    drafting = [r for r in rounds if r.gamma]
+    for r in drafting:
+        charts.add_round(r)
+    rate, label = charts.plain_rate()
+    assert label == PLAIN_EARLIER and all(r.plain_step_s > 0 for r in drafting)
+    assert rate == pytest.approx(plain_rate_so_far(drafting, drafting[-1].plain_step_s))
+    if not stats.n_plain_rounds:                 # (else the end times plain from its own plain step)
+        assert rate == pytest.approx(stats.plain_tokens_per_s, rel=0.05), (rate, stats.plain_tokens_per_s)
+
+
 def test_plain_reply_estimates_plain_speed_live_and_has_no_alpha(pair, qapp, qtbot):
     charts = LiveCharts()
     qtbot.addWidget(charts)
     rounds, stats, (estimate, label) = generate_into(charts, pair, qapp, max_tokens=12, drafter="none")
     assert rounds and all(r.gamma == 0 for r in rounds)
     assert label == "plain ≈"
-    assert estimate == pytest.approx(len(rounds) / sum(r.t_verify_s for r in rounds))
+    assert estimate == pytest.approx(plain_rate_so_far(rounds, sum(r.t_verify_s for r in rounds) / len(rounds)))
     assert charts.plain_rate() == (pytest.approx(stats.plain_tokens_per_s), "plain")
     assert plotted_bars(charts.position_bars)[1] == [] == stats.position_acceptance
     # the panel's row says the same estimate while the reply runs, and the measurement once it ended

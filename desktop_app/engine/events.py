@@ -54,6 +54,9 @@ class RoundEvent:
     end: str = ""                     # "eos" or "max_tokens" when the reply ended in this round: the
                                       # round is cut there, so nothing past the reply's end is in it
                                       # (an end-of-generation token stays as its last emitted token)
+    plain_step_s: float = 0.0         # the engine's price of a single-token target pass as the round
+                                      # ended: plain decoding's step until the reply times its own, as
+                                      # GenerationStats.t_target_step_s (0.0: not known; not stored)
 
     @property
     def gamma(self) -> int:

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from desktop_app.engine.events import GenerationStats, RoundEvent
 from desktop_app.engine.explain import rate_number
+from desktop_app.engine.metrics import plain_rate_so_far
 from desktop_app.ui.elided import ElidedLabel
 
 DRAFTER_COLOURS = {"model": "#2ca02c", "lookup": "#9467bd", "server": "#1f77b4", "none": "#8c8c8c"}
@@ -312,19 +313,21 @@ class LiveCharts(QWidget):
         return draft, verify, other
 
     def plain_rate(self) -> tuple[float | None, str]:
-        """The plain-decoding reference: stats.plain_tokens_per_s once the reply ended, before that an
-        estimate from the single-token passes of its plain rounds, once there are PLAIN_ESTIMATE_MIN,
-        else the rate known before the reply (begin's `earlier_plain`: a reply that drafts in every
-        round, as a fixed draft model does, showed no comparison until its end, though slower than plain
-        decoding all along: a new user's try), else None."""
+        """The plain-decoding reference: stats.plain_tokens_per_s once the reply ended; before that, as
+        the end will price it (metrics.plain_rate_so_far), from the single-token passes of its plain
+        rounds once there are PLAIN_ESTIMATE_MIN, else from the engine's price of one as the last round
+        ended (RoundEvent.plain_step_s), else the rate known before the reply (begin's `earlier_plain`:
+        a reply that drafts in every round, as a fixed draft model does, showed no comparison until its
+        end, though slower than plain decoding all along: a new user's try), else None."""
         if self._stats is not None:
             rate = self._stats.plain_tokens_per_s
             return rate, "plain" if rate else ""
         plain = [r.t_verify_s for r in self._rounds if not r.gamma and r.t_verify_s > 0]
         if len(plain) >= PLAIN_ESTIMATE_MIN:
-            return len(plain) / sum(plain), PLAIN_SO_FAR
-        if self._earlier_plain:
-            return self._earlier_plain, PLAIN_EARLIER
+            return plain_rate_so_far(self._rounds, sum(plain) / len(plain)), PLAIN_SO_FAR
+        rate = plain_rate_so_far(self._rounds, self._rounds[-1].plain_step_s) if self._rounds else None
+        if rate or self._earlier_plain:
+            return rate or self._earlier_plain, PLAIN_EARLIER
         return None, ""
 
     def shown_plain_rate(self) -> tuple[float | None, str]:

@@ -463,13 +463,13 @@ def test_the_welcome_page_offers_only_what_can_load_and_follows_the_file_chosen(
     assert w.model_bar.draft_path() == gemma_path and "cannot pair" in w.model_bar.verdict.text()
     assert w.first_run.offered == (test_model_path, None) and w.first_run.load_button.text() == "Load this model"
     assert ("Found on this machine: <b>SmolLM2-135M-Instruct.Q4_1.gguf</b>, alone (the draft gemma-3-270m.Q4_K_M.gguf "
-            "cannot pair with it: the draft's tokenizer is llama-spm") in w.first_run.text.text()
+            "cannot pair with it: the bar above says why)") in w.first_run.text.text()   # (in its words only)
     notes = tmp_path / "notamodel.gguf"
     notes.write_text("not a model")
     monkeypatch.setattr(model_bar.QFileDialog, "getOpenFileName", staticmethod(lambda *a: (str(notes), "")))
     w.model_bar.browse_target()                        # (the user picks a file: the page follows)
     assert w.first_run.offered is None and w.first_run.load_button.isHidden() and w.first_run.fetch_button.isVisible()
-    assert f"<br>{notes} cannot be loaded (cannot read: " in w.first_run.text.text()
+    assert f"<br>{notes} cannot be loaded: its line in the bar above says why." in w.first_run.text.text()
     monkeypatch.setattr(model_bar.QFileDialog, "getOpenFileName", staticmethod(lambda *a: (test_model_path, "")))
     w.model_bar.browse_target()
     assert w.first_run.offered == (test_model_path, None) and "alone (the draft gemma" in w.first_run.text.text()
@@ -527,5 +527,11 @@ def test_an_unreadable_last_model_leaves_the_cached_demo_pair_offered(qtbot, tmp
     qtbot.waitUntil(lambda: not w.loading and "Could not load" in w.model_bar.status.text(), timeout=TIMEOUT_MS)
     assert w.first_run.offered == (test_model_path, q2k_draft_path) and w.first_run.fetch_button.isHidden()
     assert w.first_run.load_button.text() == "Load the demo pair (cached)"
-    assert (f"<br>{notes} cannot be loaded (cannot read: " in w.first_run.text.text()
+    assert (f"<br>{notes} cannot be loaded: its line in the bar above says why." in w.first_run.text.text()
             and "already on this machine" in w.first_run.text.text())
+    # the reason once, in the bar's line; the failed load and the page point to it (a new user's try read
+    # "cannot read: notamodel.gguf is not a GGUF file", "Could not load: notamodel.gguf: not a GGUF file (it
+    # does not start with the GGUF signature)" and "… cannot be loaded (cannot read: …)" as three failures)
+    assert "is not a GGUF file" in w.model_bar.info.text()
+    assert w.model_bar.status.text() == "Could not load notamodel.gguf: its line above says why."
+    assert "GGUF" not in w.model_bar.status.text() + w.first_run.text.text()

@@ -153,7 +153,7 @@ def test_with_a_draft_that_cannot_pair_the_banner_offers_the_target_alone(qtbot,
     window.settings_panel.max_tokens.setValue(4)
     type_and_send(qtbot, window, "Say hello.")
     assert ("SmolLM2-135M-Instruct.Q4_1.gguf is chosen in the bar above, but the draft gemma-3-270m.Q4_K_M.gguf "
-            "cannot pair with it: the draft's tokenizer is llama-spm") in window.banner.label.text()
+            "cannot pair with it: the bar above says why") in window.banner.label.text()
     assert window.banner.buttons[0].text() == "Load SmolLM2-135M-Instruct.Q4_1.gguf alone and send"
     qtbot.mouseClick(window.banner.buttons[0], Qt.LeftButton)
     qtbot.waitUntil(lambda: window.loaded is not None and len(stored(window)) == 2 and window.generating_id is None
@@ -618,6 +618,8 @@ def test_a_note_that_no_model_is_loaded_goes_once_models_load(qtbot, window, tes
     qtbot.waitUntil(lambda: not window.loading and not window.busy, timeout=TIMEOUT_MS)
     assert window.first_run.offered == (test_model_path, None)         # ... and then what of it can load)
     assert "alone (the draft gemma-3-270m.Q4_K_M.gguf cannot pair with it" in window.first_run.text.text()
+    assert "the draft's tokenizer is llama-spm" in window.model_bar.verdict.text()    # (why, once: the bar's line)
+    assert window.model_bar.status.text() == "Could not load this pair: the line above says why."
     assert window.banner.isVisible() and window.banner.label.text().startswith("The models did not load, so your "
                                                                                 "message was not sent")
     assert window.composer.toPlainText() == "Hello there"

@@ -227,14 +227,25 @@ class ModelBar(QWidget):
         Where the headers cannot tell, the pair goes: the engine's check decides."""
         t, d = self.target_path(), self.draft_path()
         said = {path: describe(path) for path in (t, d) if path}
+        # (why, in the bar's own words only: said again in others', one bad file read as three failures,
+        # a new user's try; a file that cannot load by its whole path: "hostname" said nothing of /etc)
         if not t or said[t].startswith(UNREADABLE):
-            # (a file that cannot load by its whole path: "hostname" said nothing of /etc, a new user's try)
-            return None, None, f"{t} cannot be loaded ({said[t]})" if t else ""
+            return None, None, f"{t} cannot be loaded: its line in the bar above says why" if t else ""
         if d and said[d].startswith(UNREADABLE):
-            return t, None, f"the draft {d} cannot be loaded ({said[d]})"
+            return t, None, f"the draft {d} cannot be loaded: its line in the bar above says why"
         if d and self.pair_verdict is not None and self.pair_verdict.ok is False:
-            return t, None, f"the draft {os.path.basename(d)} cannot pair with it: {self.pair_verdict.why}"
+            return t, None, f"the draft {os.path.basename(d)} cannot pair with it: the bar above says why"
         return t, d, ""
+
+    def says_why(self, failure: str) -> str:
+        """Where the bar's lines already say why a load failed (`failure`, the engine's words: a file they
+        call unreadable, or a pair they call unable to pair), a short message pointing there; else ""."""
+        bad = self.unreadable()
+        if bad and failure.startswith(os.path.basename(bad) + ":"):
+            return f"Could not load {os.path.basename(bad)}: its line above says why."
+        if self.pair_verdict is not None and self.pair_verdict.ok is False and " cannot draft for " in failure:
+            return "Could not load this pair: the line above says why."
+        return ""
 
     def draft_path(self) -> str | None:
         return self.draft.currentData()

@@ -204,6 +204,8 @@ class ModelsMixin:
         said = message if message.startswith(("Could not", *CANCELLED)) else f"Could not load: {message}"
         if self.loaded and not remote:                   # (first: the error is about the bar as it is then)
             self.model_bar.select(self.loaded.target, self.loaded.draft)
+        elif not self.loaded:                            # (the bar still shows the files: where their lines
+            said = self.model_bar.says_why(message) or said   # say why, in other words, once is enough)
         self.model_bar.show_error(said.rstrip(".") + "." + still)
         self._end_load(ok=False)
         self._offer_bar_choice()                         # (with nothing loaded: what of it can load)

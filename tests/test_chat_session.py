@@ -315,3 +315,31 @@ def test_a_reply_keeps_the_speculation_settings_it_ended_with_where_they_changed
     assert settings["spec"] == asdict(OPTIONS.spec) and settings["spec_end"] == asdict(auto)
     Counted(session.pair).run(session.send(cid, "And back?", OPTIONS))
     assert "spec_end" not in store.messages(cid)[-1].settings
+
+
+def test_a_reply_another_vocabulary_wrote_is_read_as_its_text(session, pair):
+    """A reply's stored token ids are read back only by a model of the vocabulary that wrote them: after a
+    switch from SmolLM2 to the demo pair in one conversation, the earlier replies' ids were junk to the new
+    target, and its reply began "\\t\\t\\t\\t\\t\\t\\t\\tres class stK" (a new user's try). Another vocabulary's
+    reply is tokenised afresh from its text; this one's keeps its ids (KV reuse); one stored before replies
+    named their vocabulary keeps them where it names this target's file."""
+    cid = session.store.create_conversation()
+    Counted(pair).run(session.send(cid, "Name a colour.", OPTIONS))
+    own = session.store.conversation(cid).messages[-1]
+    assert own.settings["vocab"] == pair.target.vocab_id and own.token_ids
+    name = os.path.basename(pair.target.path)
+    junk = [7] * 5                                         # (another model's ids for the same text)
+    for settings, read_as_text in (({"vocab": "0" * 16, "target": name}, True),
+                                   ({"target": "Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf"}, True),
+                                   ({"vocab": pair.target.vocab_id, "target": "renamed.gguf"}, False),
+                                   ({"target": name}, False)):
+        asked = session.store.add_message(cid, "user", "Another?")
+        session.store.add_message(cid, "assistant", "Blue.", token_ids=junk, settings=settings)
+        conv = session.store.conversation(cid)
+        prompt = session.prompt_tokens(conv)
+        n = len(own.token_ids)
+        assert any(prompt[i:i + n] == own.token_ids for i in range(len(prompt)))   # (this vocabulary's: as made)
+        conv.messages[-1].token_ids = None
+        assert (prompt == session.prompt_tokens(conv)) == read_as_text, settings
+        assert any(prompt[i:i + len(junk)] == junk for i in range(len(prompt))) != read_as_text
+        session.store.delete_messages_from(cid, asked.position)

@@ -77,9 +77,21 @@ class ChatSession:
     def prompt_tokens(self, conversation: ConversationInfo) -> list[int]:
         messages = [Message("system", conversation.system_prompt)] if conversation.system_prompt else []
         for m in conversation.messages[conversation.first_turn:]:
-            tokens = tuple(m.token_ids) if (m.role == "assistant" and m.token_ids is not None) else None
+            tokens = tuple(m.token_ids) if (m.role == "assistant" and m.token_ids is not None
+                                            and self._own_tokens(m.settings)) else None
             messages.append(Message(m.role, m.content, tokens))
         return self.template.tokenize(messages)
+
+    def _own_tokens(self, settings: dict | None) -> bool:
+        """Whether a reply made with `settings` has token ids this target reads as its text: made by a
+        model of its vocabulary (or, stored before replies named theirs, by a file of its name). Another
+        model's ids are other text to it: after a switch from SmolLM2 to the demo pair, the earlier
+        replies' ids read as junk and the first reply began "\t\t\t\t\t\t\t\tres class stK" (a new user's
+        try). Their text is tokenised afresh instead."""
+        settings = settings or {}
+        if "vocab" in settings:
+            return settings["vocab"] == self.pair.target.vocab_id
+        return settings.get("target") == os.path.basename(self.pair.target.path)
 
     def _reserve(self, options: GenerationOptions) -> int:
         return min(options.max_tokens, max(16, self.n_ctx // 8))
@@ -210,7 +222,7 @@ class ChatSession:
     def _stream(self, conversation_id: int, prompt: list[int], options: GenerationOptions) -> Iterator:
         self.controls.reset_cancel()
         self.controls.set(options.spec)
-        settings = {"target": os.path.basename(self.pair.target.path),
+        settings = {"target": os.path.basename(self.pair.target.path), "vocab": self.pair.target.vocab_id,
                     "draft": os.path.basename(self.pair.draft.path) if self.pair.draft else None,
                     "sampling": asdict(options.sampling), "spec": asdict(options.spec),
                     "max_tokens": options.max_tokens}

@@ -7,6 +7,8 @@ rolls back positions, and hands out logits as zero-copy numpy views. No Qt, no s
 from __future__ import annotations
 
 import ctypes
+import functools
+import hashlib
 import os
 import threading
 from collections import deque
@@ -14,6 +16,9 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import llama_cpp as L
 import numpy as np
+
+VOCAB_ID_STRIDE = 97        # Model.vocab_id hashes every this-many-th token's text ...
+VOCAB_ID_TAIL = 512         # ... and the last this many
 
 # --- ggml itself, for what llama-cpp-python does not bind -----------------------------------------
 
@@ -155,6 +160,18 @@ class Model:
     def token_text(self, token: int) -> bytes:
         """The vocabulary's stored text of a token (as llama.cpp compares vocabularies)."""
         return L.llama_vocab_get_text(self._vocab, token) or b""
+
+    @functools.cached_property
+    def vocab_id(self) -> str:
+        """A short name for the vocabulary, the same for every model that maps text to the same token
+        ids: a hash of its type, its size, every VOCAB_ID_STRIDE-th token's text and the last
+        VOCAB_ID_TAIL (where special tokens are added). A reply's stored token ids are read back only
+        by a model of its vocabulary (ChatSession.prompt_tokens)."""
+        h = hashlib.sha1(f"{self.vocab_type}/{self.n_vocab}".encode())
+        tail = range(max(0, self.n_vocab - VOCAB_ID_TAIL), self.n_vocab)
+        for token in [*range(0, self.n_vocab, VOCAB_ID_STRIDE), *tail]:
+            h.update(self.token_text(token) + b"\0")
+        return h.hexdigest()[:16]
 
     def is_eog(self, token: int) -> bool:
         if not self._eog_known[token]:

@@ -283,6 +283,7 @@ class RemoteModel:
         self.bos, self.eos = info.bos, info.eos
         self.add_bos, self.add_eos = info.add_bos, info.add_eos
         self.vocab_type = info.vocab_type
+        self.vocab_id = info.vocab_id
 
     def chat_template(self) -> str | None:
         return self.info.chat_template

@@ -187,7 +187,7 @@ class Host:
 def _model_info(model) -> P.ModelInfo:
     specials = {t: model.special_piece(t) for t in (model.bos, model.eos) if t >= 0}
     return P.ModelInfo(model.path, model.n_vocab, model.bos, model.eos, model.add_bos, model.add_eos,
-                       model.vocab_type, model.chat_template(), specials)
+                       model.vocab_type, model.chat_template(), specials, model.vocab_id)
 
 
 def _failure(request_id: int, exc: Exception) -> P.Failed:

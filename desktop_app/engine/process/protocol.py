@@ -109,6 +109,7 @@ class ModelInfo:
     vocab_type: int
     chat_template: str | None
     special_pieces: dict[int, bytes] = field(default_factory=dict)   # bos and eos, as the template needs
+    vocab_id: str = ""             # backend.Model.vocab_id
 
 
 @dataclass(frozen=True)

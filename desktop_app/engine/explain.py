@@ -67,11 +67,12 @@ def measured_text(stats: GenerationStats) -> str:
     return f"{m:.2f}× (plain {rate_text(stats.plain_tokens_per_s)}{'' if stats.n_plain_rounds else ', earlier'})"
 
 
-def predicted_text(stats: GenerationStats) -> str:
+def predicted_text(stats: GenerationStats, compact: bool = False) -> str:
     """The cost model's predicted speed-up (the panel's row says "predicted"), with the flat-cost
     formula's beside it, said in words ("flat-cost formula" was jargon to a new user: a check of γ + 1
     tokens priced as one pass, as on a GPU); "" when nothing was drafted. A pair that kept no draft
-    gets no predicted gain: a formula at α = 0 says nothing about this pair."""
+    gets no predicted gain: a formula at α = 0 says nothing about this pair. `compact`: fewer words, for
+    a narrow panel (whole, the flat-cost figure was "(…)" at 1280 px, a new user's try)."""
     if not stats.n_drafted:
         return ""
     if not stats.n_accepted:
@@ -80,7 +81,8 @@ def predicted_text(stats: GenerationStats) -> str:
         return "–"
     text = f"{stats.predicted_speedup_measured:.2f}×"
     if stats.predicted_speedup is not None:
-        text += f" ({stats.predicted_speedup:.2f}× if a check cost one pass)"
+        text += (f" (one-pass check: {stats.predicted_speedup:.2f}×)" if compact else
+                 f" ({stats.predicted_speedup:.2f}× if a check cost one pass)")
     return text
 
 

@@ -417,7 +417,7 @@ class SpecPanel(QWidget):
             self._show_drafts(s)                                          # quotes it)
             L["c"].setText("–" if s.c is None else f"{s.c:.2f} × a pass" if s.c else "none (lookup only)"
                            if unused is None else f"{unused:.2f} (not drafted: lookup only)")
-            L["predicted"].setText(predicted_text(s))
+            L["predicted"].setText(predicted_text(s), predicted_text(s, compact=True))
         else:
             for key in ("accepted", "alpha", "per_round", "predicted"):
                 L[key].setText("–")

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
+from desktop_app.chat import compare as compare_module
 from desktop_app.chat.compare import (NEAR_TIE, CompareRun, compare, compare_prompt, first_difference,
                                       greedy_reason)
 from desktop_app.chat.history import HistoryStore
@@ -61,7 +62,7 @@ def assert_explained_if_different(result):
     assert d is not None and d.gap is not None and d.gap <= NEAR_TIE and "near-tie" in d.reason, d
 
 
-def test_compare_reruns_the_last_message_off_then_on_and_stores_nothing(session, pair):
+def test_compare_reruns_the_last_message_off_then_on_and_stores_nothing(session, pair, monkeypatch):
     store = session.store
     cid = store.create_conversation(system_prompt="You are a helpful assistant.")
     first = consume(session.send(cid, "What is the capital of France?", OPTIONS))
@@ -70,10 +71,16 @@ def test_compare_reruns_the_last_message_off_then_on_and_stores_nothing(session,
     stored_reply = store.messages(cid)[-1]
     said, ended = [], []
 
+    monkeypatch.setattr(compare_module, "TICK_S", 0.0)      # (each token: at most once a second in the window)
     result = compare(session, cid, OPTIONS, progress=said.append, run_done=ended.append)
 
     assert not result.cancelled and result.off.finished and result.on.finished
-    assert len(said) >= 3 and "Reading" in said[0] and "without" in said[1] and "with speculation" in said[2]
+    steps = [m for m in said if ": " not in m]
+    assert len(steps) >= 3 and "Reading" in steps[0] and "without" in steps[1] and "with speculation" in steps[2]
+    # and how far each run has got, as it goes: a bare "Running …" over empty panes for minutes read as hung
+    ticks = [m for m in said if m.startswith("Running without speculation (off): ")]
+    assert ticks[0].startswith(f"Running without speculation (off): 1 of at most {OPTIONS.max_tokens} tokens, ")
+    assert len(ticks) == result.off.stats.n_tokens
     assert ended == [result.off, result.on]                   # each run reported as it ended
     # both runs find the prompt read, so their times to first token compare like with like (the first
     # used to read it all and the second reuse it)

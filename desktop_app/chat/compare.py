@@ -13,6 +13,7 @@ the random draws, which the two runs spend differently: they differ by chance.
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -25,6 +26,7 @@ from desktop_app.engine.sampling import SamplingParams
 from desktop_app.engine.settings import Controls, SpecSettings
 
 CONTEXT_CHARS = 40              # text shown either side of the first difference
+TICK_S = 1.0                    # how often a run says how far it has got
 NEAR_TIE = 0.05                 # a top-two logit gap batching can plausibly swap (it moves logits by ~1e-3)
 
 
@@ -170,7 +172,7 @@ def compare(session: ChatSession, conversation_id: int, options: GenerationOptio
             break
         if progress:
             progress(f"Running {words} ({run.label})…")
-        _run(session, run, prompt, sampling, options)
+        _run(session, run, prompt, sampling, options, _ticker(progress, f"Running {words} ({run.label})", options))
         if run_done and run.finished:
             run_done(run)
     result.cancelled = not all(r.finished for r in runs)
@@ -184,10 +186,29 @@ def compare(session: ChatSession, conversation_id: int, options: GenerationOptio
     return result
 
 
+def _ticker(progress: Callable[[str], None] | None, doing: str,
+            options: GenerationOptions) -> Callable[[int], None] | None:
+    """A run's progress, told at most every TICK_S from its token count: "Running with speculation (on):
+    57 of at most 512 tokens, 12 s …". (A bare "Running …" over empty panes for minutes read as hung: a
+    new user's try.)"""
+    if progress is None:
+        return None
+    start = last = time.monotonic()
+
+    def tick(n: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= TICK_S:
+            last = now
+            progress(f"{doing}: {n} of at most {options.max_tokens} tokens, {now - start:.0f} s (its text is "
+                     "shown when it ends)…")
+    return tick
+
+
 def _run(session: ChatSession, run: CompareRun, prompt: list[int], sampling: SamplingParams,
-         options: GenerationOptions) -> None:
+         options: GenerationOptions, tick: Callable[[int], None] | None = None) -> None:
     """One run, on controls of its own (speculation settings changed meanwhile do not reach it) that
-    follow the session's cancel."""
+    follow the session's cancel; `tick` gets its token count as each token comes."""
     controls = Controls(run.spec)
 
     def follow(c: Controls) -> None:
@@ -204,6 +225,8 @@ def _run(session: ChatSession, run: CompareRun, prompt: list[int], sampling: Sam
                 run.offsets.append(len(text))
                 text += event.text
                 tokens.append(event.token)
+                if tick:
+                    tick(len(tokens))
             elif isinstance(event, RoundEvent):
                 if not run.rounds:
                     run.first_gamma = event.gamma

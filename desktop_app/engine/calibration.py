@@ -76,9 +76,9 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
 def _draft_ratios(target_ctx: backend.Context, draft_ctx: backend.Context,
                   steps: int) -> tuple[float | None, float | None]:
     """(a draft step, a token's share of the draft's prompt pass beyond a step (auto's catch-up:
-    CostModel.prefill_cost)) in single-token target passes: the faster of `steps` draft steps, and of two prompt passes of PREFILL_TOKENS, over the
-    faster of the target passes taken in turn with them, so that other work on the machine slows both
-    alike. Timed apart (the draft's median after all the target's timings), a load beside other work
+    CostModel.prefill_cost)) in single-token target passes: the faster of `steps` draft steps, and of
+    two prompt passes of PREFILL_TOKENS, over the faster of the target passes taken in turn with them,
+    so that other work on the machine slows both alike. Timed apart (the draft's median after all the target's timings), a load beside other work
     had priced a step of the 0.5B draft at 1.73 passes of its 1.5B target, where its real rounds took
     0.5-0.7 (a new user's try); auto, seeing no round with it pay, never drafted with it to learn
     better. None: no room in a context for it. Both contexts are left empty."""

@@ -171,11 +171,11 @@ class CostModel:
 
     def prefill_cost(self, model: str, n_tokens: int) -> float:
         """Seconds to read n_tokens of text through `model`, at prefill_s's price a token (where not
-        measured, a single pass's, as if each token were read alone). PREFILL_MIN tokens or more are read in a pass of their own, which costs a
-        single-token pass besides (a draft's catch-up on a 2-core Xeon: 12 tokens 99.5 ms, 33 tokens
-        218, 64 tokens 379, about a 34 ms step plus 5.4 ms a token; priced at a token's share of the
-        64-token pass, 12 tokens had cost 71 ms). Fewer are read by the first draft pass, beside its
-        own token (ModelDrafter.catch_up): their tokens' share only."""
+        measured, a single pass's, as if each token were read alone). PREFILL_MIN tokens or more are
+        read in a pass of their own, which costs a single-token pass besides (a draft's catch-up on a
+        2-core Xeon: 12 tokens 99.5 ms, 33 tokens 218, 64 tokens 379, about a 34 ms step plus 5.4 ms a
+        token; priced at a token's share of the 64-token pass, 12 tokens had cost 71 ms). Fewer are
+        read by the first draft pass, beside its own token (ModelDrafter.catch_up): their share only."""
         if n_tokens <= 0:
             return 0.0
         single = self.single_pass(model)

@@ -14,7 +14,7 @@ from desktop_app.engine.rpc import RpcError
 from desktop_app.models.discovery import find_gguf_files
 from desktop_app.models.pairing import suggest_pair
 from desktop_app.ui.settings_panel import load_options, rpc_options
-from desktop_app.ui.worker import CANCELLED, GenerateRequest, LoadedPair, LoadRequest, ServerRequest
+from desktop_app.ui.worker import CANCELLED, RELEASED_NOTE, GenerateRequest, LoadedPair, LoadRequest, ServerRequest
 
 QUEUED_NOTE = "The models are loading; your message will be sent once they are ready."
 NOT_SENT_NOTE = "The models did not load, so your message was not sent; it is still in the box."
@@ -202,10 +202,11 @@ class ModelsMixin:
                  f" Still using {os.path.basename(self.loaded.target)}"
                  + (f" + {os.path.basename(self.loaded.draft)}" if self.loaded.draft else "") + ".")
         said = message if message.startswith(("Could not", *CANCELLED)) else f"Could not load: {message}"
+        reason, note, _ = message.partition(RELEASED_NOTE)      # (the worker's note on the models let go)
         if self.loaded and not remote:                   # (first: the error is about the bar as it is then)
             self.model_bar.select(self.loaded.target, self.loaded.draft)
-        elif not self.loaded:                            # (the bar still shows the files: where their lines
-            said = self.model_bar.says_why(message) or said   # say why, in other words, once is enough)
+        elif not self.loaded and (pointer := self.model_bar.says_why(reason)):   # (the bar still shows the
+            said = f"{pointer} {note}".strip()           # files, and their lines say why: once is enough)
         self.model_bar.show_error(said.rstrip(".") + "." + still)
         self._end_load(ok=False)
         self._offer_bar_choice()                         # (with nothing loaded: what of it can load)

@@ -56,6 +56,7 @@ CANCELLED_LOAD = "Loading was cancelled."           # the model bar's Cancel, as
 CANCELLED_CONNECT = "Connecting was cancelled."
 CANCELLED_FETCH = "Fetching the demo pair was cancelled."
 CANCELLED = (CANCELLED_LOAD, CANCELLED_CONNECT, CANCELLED_FETCH)
+RELEASED_NOTE = "The models loaded before were let go first, to change RPC servers: load them again to go on."
 
 
 @dataclass(frozen=True)
@@ -210,8 +211,7 @@ class EngineWorker(QObject):
     def _load_failed(self, message: str, released: bool) -> None:
         """Say that a load did not happen and, when it let the models loaded before go, that they went."""
         if released:
-            message = (f"{message.rstrip('.')}. The models loaded before were let go first, to change RPC "
-                       "servers: load them again to go on.")
+            message = f"{message.rstrip('.')}. {RELEASED_NOTE}"
         self.loadFailed.emit(message)
 
     @Slot(object)

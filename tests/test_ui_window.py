@@ -171,6 +171,8 @@ def test_stopping_a_reply_does_not_cancel_a_load_asked_for_meanwhile(qtbot, load
     qtbot.waitUntil(lambda: w.generating_id is not None and len(w.live_text) > 10, timeout=TIMEOUT_MS)
     w.load_pair(test_model_path, None)                    # waits behind the reply, and says so
     assert w.model_bar.status.text() == "Loading once the reply or compare ends…"
+    bar = w.model_bar.progress                            # (an empty bar: a busy one read as full, a user's try)
+    assert bar.isVisible() and (bar.maximum(), bar.value(), bar.format()) == (1000, 0, "")
     w.stop()
     qtbot.waitUntil(lambda: not w.loading and not w.busy, timeout=TIMEOUT_MS)
     assert w.loaded is not None and w.loaded.draft is None, w.model_bar.status.text()

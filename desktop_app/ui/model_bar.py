@@ -323,8 +323,10 @@ class ModelBar(QWidget):
             self.loadRequested.emit(self.target_path(), self.draft_path())
 
     # -- progress and outcome
-    def show_progress(self, text: str, fraction: float | None) -> None:
-        """A load's or a fetch's stage and how far it is (None: a stage that cannot say, shown busy)."""
+    def show_progress(self, text: str, fraction: float | None, waiting: bool = False) -> None:
+        """A load's or a fetch's stage and how far it is (None: a stage that cannot say, shown busy).
+        `waiting`: it has not started (it waits for a reply to end): an empty bar, the stage under it
+        (a busy bar over "Loading once the reply or compare ends…" read as a full one, a new user's try)."""
         if self.status.text() == NO_MODEL or self.status.styleSheet():   # (nothing loaded, or an error from
             self._show_status("")                                        # before: the bar says what happens now)
         elif self.status.text() == self._loaded_text and self.loaded_pair is not None:   # ("Loaded X" under
@@ -333,12 +335,12 @@ class ModelBar(QWidget):
         self.load_button.setEnabled(False)
         self.load_button.hide()                 # Cancel takes its place: the row keeps its width
         self.cancel_button.show()
-        self.progress.setRange(0, 0 if fraction is None else 1000)
-        if fraction is not None:
-            self.progress.setValue(int(1000 * fraction))
+        self.progress.setRange(0, 0 if fraction is None and not waiting else 1000)
+        if fraction is not None or waiting:
+            self.progress.setValue(int(1000 * (fraction or 0.0)))
             self._busy_stage("")
         if self.cancel_button.isEnabled():      # (once pressed, the bar says so until the answer comes)
-            self.progress.setFormat(f"{text} %p%")
+            self.progress.setFormat("" if waiting else f"{text} %p%")
             if fraction is None:
                 self._busy_stage(f"{text}…")
 

@@ -102,7 +102,7 @@ class ModelsMixin:
         waits = self.busy                  # (a reply or compare runs: the load starts when it ends; "Loading 0 %"
         self._begin_load()                 # said nothing of why it did not move, a new user's try)
         self.model_bar.show_progress("Loading once the reply or compare ends" if waits else "Loading",
-                                     None if waits else 0.0)   # (its Cancel counts from now)
+                                     None if waits else 0.0, waiting=waits)   # (its Cancel counts from now)
         self.worker.new_load()
         self.requestLoad.emit(LoadRequest(target, draft, t_opts, d_opts, settings))
         return True

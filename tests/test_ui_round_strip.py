@@ -443,6 +443,16 @@ def test_after_a_restart_rounds_of_a_past_reply_come_from_the_history(qtbot, tmp
         reply = again.chat.messages[-1]
         # (the window shows the first-run page until a model is loaded: the button is shown within its message)
         assert reply.role == "assistant" and reply.footer.isVisibleTo(reply)
+        body = reply.body.viewport()                  # a click on its text shows its rounds too (only the footer
+        shown = []                                    # did, and nothing said so: a new user's try) ...
+        reply.showRounds.connect(shown.append)
+        qtbot.mouseClick(body, Qt.LeftButton, pos=body.rect().center())
+        assert shown == [reply.message_id]
+        cursor = reply.body.textCursor()              # ... not one that selects text to copy
+        cursor.select(cursor.SelectionType.Document)
+        reply.body.setTextCursor(cursor)
+        qtbot.mouseRelease(body, Qt.LeftButton, pos=body.rect().center())
+        assert shown == [reply.message_id]
         reply.footer.click()
         check_rows(again.spec_panel.strip, events)
         header = again.spec_panel.header.text()

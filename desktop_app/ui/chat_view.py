@@ -65,7 +65,8 @@ class MessageWidget(QFrame):
         head.addWidget(self.copy_button)
         layout.addLayout(head)
         self.body = MessageText(self)
-        layout.addWidget(self.body)
+        self.body.clicked.connect(self._footer_clicked)   # (a reply showed its rounds only from its footer,
+        layout.addWidget(self.body)                       # and nothing said so: a new user's try)
         self.footer = ElidedButton()          # never widens the chat: a narrow column ends it in "…"
         self.footer.setObjectName("replyFooter")
         self.footer.setFlat(True)
@@ -167,7 +168,7 @@ class MessageWidget(QFrame):
         forms = footer_forms(self._stats, self._settings, self._status) if self.role == "assistant" else [""]
         text = forms[0]
         self.footer.setText(*forms)
-        action = ("Click: show this reply's rounds in the speculation panel" if self.has_rounds
+        action = ("Click (here or on the reply): show its rounds in the speculation panel" if self.has_rounds
                   else "No rounds were recorded for this reply")
         made = made_with(self._settings) if self.role == "assistant" else ""
         self.footer.setToolTip("\n\n".join(p for p in (text, made, action) if p))   # (the whole line, which
@@ -175,7 +176,7 @@ class MessageWidget(QFrame):
         self.footer.setVisible(bool(text))
 
     def _footer_clicked(self) -> None:
-        if self.has_rounds:
+        if self.has_rounds and self.role == "assistant":
             self.showRounds.emit(self.message_id or -1)
 
     @property

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from PySide6.QtCore import QEvent, Qt
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetricsF, QPalette, QTextCharFormat, QTextCursor, QTextFormat
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QToolTip, QWidget
 
@@ -32,7 +32,9 @@ def _is_code(block) -> bool:
 
 class MessageText(QTextBrowser):
     """A read-only view as tall as its text: Markdown (with a reply's tokens coloured by origin, when
-    highlighted), or a message as typed."""
+    highlighted), or a message as typed. `clicked`: a click that selected nothing and opened no link."""
+
+    clicked = Signal()
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -50,6 +52,12 @@ class MessageText(QTextBrowser):
         self._markdown: str | None = ""
         self._tip_starts: list[int] = []              # highlighted tokens: where each starts in the text,
         self._tip_spans: list[tuple[int, int, str]] = []   # and (start, end, tooltip)
+
+    def mouseReleaseEvent(self, event) -> None:
+        super().mouseReleaseEvent(event)
+        if (event.button() == Qt.LeftButton and not self.textCursor().hasSelection()
+                and not self.anchorAt(event.position().toPoint())):
+            self.clicked.emit()
 
     def set_markdown(self, text: str) -> None:
         if text != self._markdown:

@@ -302,3 +302,23 @@ def test_a_draft_step_is_priced_against_target_passes_beside_it(cache, test_mode
         assert busy and seen[-1] is pair.draft_ctx
         loaded = price(pair)
     assert 0.6 < loaded[0] / quiet[0] < 1.5 and 0.6 < loaded[1] / quiet[1] < 1.5, (quiet, loaded)
+
+
+@pytest.mark.network
+def test_a_prompt_pass_is_priced_beyond_its_model_s_single_pass(cache, test_model_path, q2k_draft_path, monkeypatch):
+    """A read's price per token is what its pass cost beyond a single pass (CostModel.prefill_cost), so
+    each model's single pass must be priced before its prompt pass is timed at load: the target's was
+    timed first, and its price held the whole pass's share (a review)."""
+    from desktop_app.engine.costs import CostModel
+    seen = {}
+    real = CostModel.record_prefill
+
+    def record(self, model, n_tokens, seconds):
+        seen.setdefault(model, self.single_pass(model))
+        return real(self, model, n_tokens, seconds)
+
+    monkeypatch.setattr(CostModel, "record_prefill", record)
+    with ModelPair.load(test_model_path, q2k_draft_path, target_options=OPTIONS) as pair:
+        costs = pair.decoder.costs
+        assert seen["target"] > 0 and seen["model"] > 0, seen
+        assert 0 < costs.prefill_s["target"] < costs.verify_s[1] and 0 < costs.prefill_s["model"]

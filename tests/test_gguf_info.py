@@ -173,6 +173,29 @@ def test_fields_of_the_wrong_type_are_errors(tmp_path):
         read_info(path)
 
 
+def test_a_load_checks_the_header_whole_not_the_summary_s_fields(tmp_path):
+    """What a load asks of a file before llama.cpp reads it (check_whole): a whole header, and weights as
+    long as it says. Not the summary's fields: llama.cpp loads files whose head counts are per-layer
+    arrays, which read_info refuses (a review: the load check had refused them too)."""
+    import gguf
+
+    from desktop_app.models.gguf_info import check_whole
+    path = tmp_path / "per-layer.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_array("llama.attention.head_count", [8, 8, 4])
+    writer.add_array("tokenizer.ggml.tokens", ["a", "b"])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    with pytest.raises(GGUFError, match="head_count is not an integer"):
+        read_info(path)
+    check_whole(path)
+    from desktop_app.engine.loading import check_gguf_header
+    check_gguf_header(str(path))                       # (the engine's check before a load: not refused)
+    with pytest.raises(GGUFError):                     # (a header cut short is still refused)
+        check_whole(damaged(tmp_path, b"GGUF", "cut.gguf"))
+
+
 def test_a_folder_or_a_pipe_named_gguf_is_an_error_not_a_hang(tmp_path):
     (tmp_path / "folder.gguf").mkdir()
     with pytest.raises(GGUFError, match="folder.gguf is not a regular file"):

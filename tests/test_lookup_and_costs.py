@@ -182,6 +182,9 @@ def test_a_catch_up_is_priced_as_a_step_plus_its_tokens():
         assert c.prefill_cost("model", n) == pytest.approx(ms / 1000, rel=0.03)
     assert c.prefill_cost("model", 3) == pytest.approx(3 * (0.379 - 0.034) / 64)
     assert c.prefill_cost("model", 0) == 0.0
+    c.verify_s[1] = 0.080                               # the target reads even 3 tokens in a pass of its own
+    c.record_prefill("target", 64, 0.080 + 64 * 0.004)
+    assert c.prefill_cost("target", 3) == pytest.approx(0.080 + 3 * 0.004)
     slow = CostModel(draft_step_s={"model": 0.300})
     slow.record_prefill("model", 64, 0.379)
     assert slow.prefill_s["model"] == pytest.approx(0.379 / 2 / 64)

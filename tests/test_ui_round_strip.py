@@ -193,9 +193,11 @@ def test_the_tokens_row_counts_the_end_the_rounds_wrote(qtbot):
     ended = slow_stats(n_tokens=13, stop_reason=StopReason.EOS.value)
     panel.show_stats(ended)
     assert panel.labels["tokens"].text() == "13 + end in 5 rounds (first after 2.50 s)"
-    assert "giving 2.80 tokens" in explain(ended) and 5 * 2.80 == pytest.approx(13 + 1)
+    assert "giving 2.80 tokens" in explain(ended)
     panel.show_stats(slow_stats(stop_reason=StopReason.MAX_TOKENS.value))
     assert panel.labels["tokens"].text() == "14 in 5 rounds (first after 2.50 s)"
+    panel.show_stats(slow_stats(stop_reason=StopReason.EOS.value, remote="llama-server"))   # (its "stop" may be
+    assert panel.labels["tokens"].text() == "14 in 5 rounds (first after 2.50 s)"          # a stop string's)
 
 
 def test_the_sentence_adds_up_as_shown_and_as_the_panel_shows_it():

@@ -163,10 +163,11 @@ class Model:
 
     @functools.cached_property
     def vocab_id(self) -> str:
-        """A short name for the vocabulary, the same for every model that maps text to the same token
-        ids: a hash of its type, its size, every VOCAB_ID_STRIDE-th token's text and the last
-        VOCAB_ID_TAIL (where special tokens are added). A reply's stored token ids are read back only
-        by a model of its vocabulary (ChatSession.prompt_tokens)."""
+        """A short name for the vocabulary: a hash of its type, its size, every VOCAB_ID_STRIDE-th token's
+        text and the last VOCAB_ID_TAIL (where special tokens are added). Two models with the same name
+        map text to the same token ids (two that do may still differ: a vocabulary padded to another
+        size). A reply's stored token ids are read back only by a model of its vocabulary
+        (ChatSession.prompt_tokens); another's tokenises the reply's text afresh."""
         h = hashlib.sha1(f"{self.vocab_type}/{self.n_vocab}".encode())
         tail = range(max(0, self.n_vocab - VOCAB_ID_TAIL), self.n_vocab)
         for token in [*range(0, self.n_vocab, VOCAB_ID_STRIDE), *tail]:

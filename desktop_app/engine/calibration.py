@@ -45,7 +45,6 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
         start = ctx.model.bos if ctx.model.bos >= 0 else 0
         ctx.eval([start], logits="last")                    # warm-up, not timed
         median = _single_pass_s(ctx, steps)
-        _time_prefill(costs, name, ctx, start)
         if name == "target":
             fits = tuple(k for k in verify_sizes if len(ctx.tokens) + k <= ctx.n_ctx) if median > 0 else ()
             if fits:
@@ -62,6 +61,7 @@ def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.
                     costs.verify_s[k] = price(median, values)
         else:
             costs.draft_step_s[name] = median
+        _time_prefill(costs, name, ctx, start)    # (once its single pass is priced: a read's price is beyond it)
         ctx.clear()
     single = costs.verify_s.get(1, 0.0)
     if draft_ctx is not None and single > 0:

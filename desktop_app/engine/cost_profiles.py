@@ -66,7 +66,7 @@ class CostProfile:
     def verify_s(self, batch: int) -> float:
         return self._costs.verify_cost(batch)
 
-    def prefill_s(self, model: str, n_tokens: int) -> float:
+    def read_s(self, model: str, n_tokens: int) -> float:
         """Seconds to read n_tokens through "target" or "model" (CostModel.prefill_cost)."""
         return self._costs.prefill_cost(model, n_tokens)
 

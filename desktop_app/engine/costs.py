@@ -170,16 +170,17 @@ class CostModel:
         return self.verify_s.get(1, 0.0) if model == "target" else self.draft_step_s.get(model, 0.0)
 
     def prefill_cost(self, model: str, n_tokens: int) -> float:
-        """Seconds to read n_tokens of text through `model`, at prefill_s's price a token (where not
-        measured, a single pass's, as if each token were read alone). PREFILL_MIN tokens or more are
-        read in a pass of their own, which costs a single-token pass besides (a draft's catch-up on a
-        2-core Xeon: 12 tokens 99.5 ms, 33 tokens 218, 64 tokens 379, about a 34 ms step plus 5.4 ms a
-        token; priced at a token's share of the 64-token pass, 12 tokens had cost 71 ms). Fewer are
-        read by the first draft pass, beside its own token (ModelDrafter.catch_up): their share only."""
+        """Seconds to read n_tokens of text through `model`: a single-token pass, and prefill_s's price
+        a token beyond it (where not measured, a single pass's). A draft's catch-up on a 2-core Xeon: 12
+        tokens 99.5 ms, 33 tokens 218, 64 tokens 379, about a 34 ms step plus 5.4 ms a token; priced at
+        a token's share of the 64-token pass, 12 tokens had cost 71 ms. The draft model reads fewer than
+        PREFILL_MIN in its first draft pass, beside its own token (ModelDrafter.catch_up): their share
+        only, that pass being paid as a draft step."""
         if n_tokens <= 0:
             return 0.0
         single = self.single_pass(model)
-        return n_tokens * self.prefill_s.get(model, single) + (single if n_tokens >= PREFILL_MIN else 0.0)
+        rides_along = model != "target" and n_tokens < PREFILL_MIN
+        return n_tokens * self.prefill_s.get(model, single) + (0.0 if rides_along else single)
 
     def verify_cost(self, batch: int) -> float | None:
         """Seconds for a verify pass over `batch` tokens: measured, else interpolated linearly between

@@ -384,7 +384,7 @@ class SpeculativeDecoder:
             emitted_text=drafted_text[:n_acc] + (model.special_piece(emitted[-1]).decode("utf-8", "replace"),),
             kinds=tuple(kinds), target_top=tuple(judgement.target_top), t_draft_s=times.draft_s,
             t_verify_s=times.verify_s, t_round_s=now - times.start, n_past=len(reply.tokens),
-            plain_step_s=self.costs.verify_s.get(1, 0.0))
+            plain_step_s=self.costs.verify_s.get(1, 0.0), t_catch_up_s=reply.catch_up_s)
         event = _cut_at_end(event, model.is_eog, max_tokens - len(reply.reply))
         reply.recorder.add_round(event, proposal.n_steps)
         reply.n_round += 1

@@ -57,6 +57,8 @@ class RoundEvent:
     plain_step_s: float = 0.0         # the engine's price of a single-token target pass as the round
                                       # ended: plain decoding's step until the reply times its own, as
                                       # GenerationStats.t_target_step_s (0.0: not known; not stored)
+    t_catch_up_s: float = 0.0         # of t_round_s: the draft model catching up on the text (not stored:
+                                      # GenerationStats.t_catch_up_s has the reply's)
 
     @property
     def gamma(self) -> int:

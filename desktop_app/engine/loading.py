@@ -8,7 +8,7 @@ from typing import Callable
 from desktop_app.engine import backend, repack, rpc
 from desktop_app.engine.errors import LoadCancelled, ModelLoadError  # noqa: F401 (re-exported)
 from desktop_app.engine.load_options import LoadOptions
-from desktop_app.models.gguf_info import GGUFError, read_info
+from desktop_app.models.gguf_info import GGUFError, check_whole
 
 GGUF_MAGIC = b"GGUF"
 
@@ -30,7 +30,7 @@ def check_gguf_header(path: str) -> None:
     if version not in (2, 3):
         raise ModelLoadError(path, f"unsupported GGUF version {version}")
     try:                              # its header whole, and its weights as long as the header says: a file
-        read_info(path)               # cut short was "truncated or damaged" to llama.cpp, where the bar's
+        check_whole(path)             # cut short was "truncated or damaged" to llama.cpp, where the bar's
     except GGUFError as exc:          # line had said how far it ran (a new user's try)
         raise ModelLoadError(path, str(exc)) from None
 

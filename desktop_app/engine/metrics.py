@@ -139,5 +139,5 @@ def plain_rate_so_far(rounds: Sequence[RoundEvent], step_s: float) -> float | No
     if not n or seconds <= 0 or step_s <= 0:
         return None
     return GenerationStats(n_tokens=n, n_rounds=len(rounds), tokens_per_s=n / seconds, t_target_step_s=step_s,
-                           t_draft_s=sum(r.t_draft_s for r in rounds),
-                           t_verify_s=sum(r.t_verify_s for r in rounds)).plain_tokens_per_s
+                           t_draft_s=sum(r.t_draft_s for r in rounds), t_verify_s=sum(r.t_verify_s for r in rounds),
+                           t_catch_up_s=sum(r.t_catch_up_s for r in rounds)).plain_tokens_per_s

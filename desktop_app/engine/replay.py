@@ -149,7 +149,7 @@ class _Clock:
     def prefill(self, model: str, n: int, at: int | None = None) -> float:
         """A prompt pass (or a catch-up) of n tokens, priced as the app prices it (CostModel.prefill_cost:
         a single pass besides where it is a pass of its own): its noise is keyed by the model, not by n."""
-        return self._jitter(self.profile.prefill_s(model, n), _PREFILL, at, model == "model")
+        return self._jitter(self.profile.read_s(model, n), _PREFILL, at, model == "model")
 
 
 def calibrated(clock: _Clock, loads: int = 1) -> CostModel:

@@ -332,8 +332,16 @@ def read_vocabulary(path: str | os.PathLike) -> tuple[GGUFInfo, list[bytes]]:
     return info, tokens or []
 
 
-def _read(path: str | os.PathLike, keep_tokens: bool) -> tuple[GGUFInfo, list[bytes] | None]:
-    path = os.fspath(path)
+def check_whole(path: str | os.PathLike) -> None:
+    """Raise GGUFError where the file's header cannot be read or its weights run past its end; nothing
+    of what read_info's summary asks of the metadata (llama.cpp loads files whose head counts are
+    per-layer arrays, which the summary does not read)."""
+    _whole(os.fspath(path), keep_tokens=False)
+
+
+def _whole(path: str, keep_tokens: bool) -> tuple[str, int, dict, int, _Reader]:
+    """(the file's printable name, its size, its metadata, its parameter count, its reader), the header
+    read whole and the weights' extent checked against the file's size."""
     name = _printable(os.path.basename(path))
     fh, size = _open(path, name)
     reader = _Reader(fh, size, keep_tokens)
@@ -346,6 +354,12 @@ def _read(path: str | os.PathLike, keep_tokens: bool) -> tuple[GGUFInfo, list[by
     if end > size:
         raise GGUFError(f"the file is cut short: its weights end at byte {end:,}, and it has {size:,} "
                         f"({100 * size / end:.0f} %; a download or copy that did not finish?)")
+    return name, size, meta, n_params, reader
+
+
+def _read(path: str | os.PathLike, keep_tokens: bool) -> tuple[GGUFInfo, list[bytes] | None]:
+    path = os.fspath(path)
+    name, size, meta, n_params, reader = _whole(path, keep_tokens)
     arch = _text(meta, "general.architecture") or "unknown"
     ftype = _int(meta, "general.file_type", None)
     tokens = meta.get("tokenizer.ggml.tokens")

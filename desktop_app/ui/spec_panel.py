@@ -407,11 +407,11 @@ class SpecPanel(QWidget):
         L["vs_plain"].setText(measured_text(s), f"{m:.2f}× of {rate_text(s.plain_tokens_per_s)}" if m else "")
         rounds = f" in {count(s.n_rounds, 'round')}" if s.n_rounds else ""     # (a llama-server's are untimed)
         first = duration_text(s.ttft_s)
-        # (the rounds wrote the reply's end too: the tokens per round summed to one more than the row said;
-        # the compact form keeps the first token's time where the panel is narrow, "(…)" stood for it)
-        n = f"{s.n_tokens} + end" if s.n_rounds and s.stop_reason == StopReason.EOS.value else str(s.n_tokens)
-        L["tokens"].setText(f"{n}{rounds} (first after {first})",
-                            f"{n} in {s.n_rounds} (first {first})" if s.n_rounds else "")
+        # (+ end: the rounds wrote the reply's end too, and per round summed to one more than the row said)
+        ended = s.n_rounds and s.stop_reason == StopReason.EOS.value and not s.remote   # (a server's "stop":
+        n = f"{s.n_tokens} + end" if ended else str(s.n_tokens)                        # maybe a stop string)
+        L["tokens"].setText(f"{n}{rounds} (first after {first})",      # (the compact form keeps the first
+                            f"{n} in {s.n_rounds} (first {first})" if s.n_rounds else "")   # token's time)
         unused = s.unused_draft_c if s.n_rounds > FIRST_PROBE else None   # (the price auto weighed a draft
         if s.n_drafted:                                                   # model left unused at: the sentence
             self._show_drafts(s)                                          # quotes it)

@@ -621,7 +621,7 @@ def test_a_note_that_no_model_is_loaded_goes_once_models_load(qtbot, window, tes
     assert window.first_run.offered == (test_model_path, None)         # ... and then what of it can load)
     assert "alone (the draft gemma-3-270m.Q4_K_M.gguf cannot pair with it" in window.first_run.text.text()
     assert "the draft's tokenizer is llama-spm" in window.model_bar.verdict.text()    # (why, once: the bar's line)
-    assert window.model_bar.status.text() == "Could not load this pair: the line above says why."
+    assert window.model_bar.status.text() == "Could not load this pair: the red line above says why."
     assert window.banner.isVisible() and window.banner.label.text().startswith("The models did not load, so your "
                                                                                 "message was not sent")
     assert window.composer.toPlainText() == "Hello there"

@@ -244,7 +244,7 @@ class ModelBar(QWidget):
         if bad and failure.startswith(os.path.basename(bad) + ":"):
             return f"Could not load {os.path.basename(bad)}: its line above says why."
         if self.pair_verdict is not None and self.pair_verdict.ok is False and " cannot draft for " in failure:
-            return "Could not load this pair: the line above says why."
+            return "Could not load this pair: the red line above says why."
         return ""
 
     def draft_path(self) -> str | None:

@@ -78,10 +78,11 @@ def _draft_ratios(target_ctx: backend.Context, draft_ctx: backend.Context,
     """(a draft step, a token's share of the draft's prompt pass beyond a step (auto's catch-up:
     CostModel.prefill_cost)) in single-token target passes: the faster of `steps` draft steps, and of
     two prompt passes of PREFILL_TOKENS, over the faster of the target passes taken in turn with them,
-    so that other work on the machine slows both alike. Timed apart (the draft's median after all the target's timings), a load beside other work
-    had priced a step of the 0.5B draft at 1.73 passes of its 1.5B target, where its real rounds took
-    0.5-0.7 (a new user's try); auto, seeing no round with it pay, never drafted with it to learn
-    better. None: no room in a context for it. Both contexts are left empty."""
+    so that other work on the machine slows both alike. Timed apart (the draft's median after all the
+    target's timings), a load beside other work had priced a step of the 0.5B draft at 1.73 passes of
+    its 1.5B target, where its real rounds took 0.5-0.7 (a new user's try); auto, seeing no round with
+    it pay, never drafted with it to learn better. None: no room in a context for it. Both contexts
+    are left empty."""
     for ctx in (target_ctx, draft_ctx):
         ctx.clear()
         ctx.eval([ctx.model.bos if ctx.model.bos >= 0 else 0], logits="last")

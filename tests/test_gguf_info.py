@@ -159,16 +159,24 @@ def test_tensor_shapes_past_llama_cpps_limits(tmp_path, probe, probe_header):
         read_info(damaged(tmp_path, huge))
 
 
-def test_fields_of_the_wrong_type_are_errors(tmp_path):
+def header_only(path: Path, **fields) -> Path:
+    """A GGUF file of a "llama" header alone, with a two-token vocabulary and `fields` (key with "." as
+    "__": a list is written as an array, anything else as a string)."""
     import gguf
 
-    path = tmp_path / "typed.gguf"
     writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_string("llama.context_length", "lots")
+    for key, value in fields.items():
+        key = key.replace("__", ".")
+        writer.add_array(key, value) if isinstance(value, list) else writer.add_string(key, value)
     writer.add_array("tokenizer.ggml.tokens", ["a", "b"])
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.close()
+    return path
+
+
+def test_fields_of_the_wrong_type_are_errors(tmp_path):
+    path = header_only(tmp_path / "typed.gguf", llama__context_length="lots")
     with pytest.raises(GGUFError, match="llama.context_length is not an integer"):
         read_info(path)
 
@@ -177,16 +185,8 @@ def test_a_load_checks_the_header_whole_not_the_summary_s_fields(tmp_path):
     """What a load asks of a file before llama.cpp reads it (check_whole): a whole header, and weights as
     long as it says. Not the summary's fields: llama.cpp loads files whose head counts are per-layer
     arrays, which read_info refuses (a review: the load check had refused them too)."""
-    import gguf
-
     from desktop_app.models.gguf_info import check_whole
-    path = tmp_path / "per-layer.gguf"
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_array("llama.attention.head_count", [8, 8, 4])
-    writer.add_array("tokenizer.ggml.tokens", ["a", "b"])
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.close()
+    path = header_only(tmp_path / "per-layer.gguf", llama__attention__head_count=[8, 8, 4])
     with pytest.raises(GGUFError, match="head_count is not an integer"):
         read_info(path)
     check_whole(path)

@@ -24,6 +24,8 @@ def test_the_shortcuts_list_every_key_the_window_answers(qtbot, window):
     menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&Help")
     assert [a.text() for a in menu.actions() if a.text()] == ["Keyboard shortcuts", "Reading the speculation panel",
                                                               "About Tandem and this system…"]
+    f1 = [a.text() for a in keyed if a.shortcut() == QKeySequence(QKeySequence.HelpContents)]
+    assert f1 == ["Reading the speculation panel"]       # (F1 opened CPU flags and folders: a new user's try)
 
 
 def test_the_panel_help_names_every_colour_of_the_legend(qtbot, window):

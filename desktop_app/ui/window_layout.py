@@ -67,8 +67,8 @@ class LayoutMixin:
                 ("Import conversation…", "", self.import_conversation),
                 ("Rename conversation", "F2", self.sidebar.rename_current),
                 ("Keyboard shortcuts", "Ctrl+/", self.show_shortcuts),
-                ("Reading the speculation panel", "", self.show_panel_help),
-                ("About Tandem and this system…", QKeySequence.HelpContents, self.show_system),
+                ("Reading the speculation panel", QKeySequence.HelpContents, self.show_panel_help),   # (F1: help,
+                ("About Tandem and this system…", "", self.show_system),   # not a dump of CPU flags, a user's try)
                 ("Quit", QKeySequence.Quit, self.close)):
             action = actions[text] = QAction(text, self)
             action.setShortcut(QKeySequence(keys))

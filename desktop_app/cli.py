@@ -47,7 +47,8 @@ The reply goes to stdout; its numbers to stderr, one line each reply:
                          them (as multiples of a single pass, at this reply's pace), and as if a check
                          cost one single-token pass (the paper's flat cost)
   rounds                 rounds that drafted and rounds decoded plainly (with --auto: by drafter)
-  measured               this reply's speed against plain decoding timed in the same reply
+  measured               this reply's speed against plain decoding, timed on its plain rounds, or
+                         before it where it had none (at load, or by the last reply in the window)
 """
 
 

@@ -283,7 +283,9 @@ def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | N
     elif s.n_drafted:
         parts.append(f"rounds: {s.n_rounds - s.n_plain_rounds} drafted, {s.n_plain_rounds} plain")
     if s.measured_speedup is not None:
-        parts.append(f"measured {s.measured_speedup:.2f}x plain decoding ({rate_text(s.plain_tokens_per_s)})")
+        earlier = "" if s.n_plain_rounds else ", timed before this reply"   # (the window's "earlier")
+        parts.append(f"measured {s.measured_speedup:.2f}x plain decoding (plain {rate_text(s.plain_tokens_per_s)}"
+                     f"{earlier})")
     parts.append(_clause(fewer_threads(s)))              # (the window's sentence says it too)
     if finish.message:
         parts.append(finish.message)

@@ -605,6 +605,7 @@ def test_deleting_the_conversation_writing_a_reply_is_refused_before_asking(qtbo
     assert not asked and "Stop the reply" in w.banner.label.text()
     w.stop()
     wait_idle(qtbot, w)
+    assert not w.banner.isVisible()                      # (once the reply ended it said what was past)
     w.sidebar.delete_current()
     assert len(asked) == 1 and w.current_id is None and w.sidebar.list.count() == 0
 

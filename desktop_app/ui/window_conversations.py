@@ -101,6 +101,8 @@ class ConversationsMixin:
         and a version switch (a new user's try)."""
         if self.banner.kind == "unsent" and (busy or (busy is None and not self.composer.toPlainText().strip())):
             self.banner.hide()
+        elif self.banner.kind == "busy" and busy is False:   # ("stop the reply first" stayed up after the
+            self.banner.hide()                                # reply ended, a new user's try)
 
     def say_busy(self, what: str) -> None:
         """`what` (a key or menu item) cannot be done while a reply, compare or load runs: the banner says
@@ -108,7 +110,7 @@ class ConversationsMixin:
         message waits (replaced, it would not be sent)."""
         if self.banner.kind != "queued" or self.banner.isHidden():
             self.banner.show_message(f"{what} waits for what is running to end: wait for it, or stop it (Esc).",
-                                     about=self.current_id)
+                                     about=self.current_id, kind="busy")
 
     def _edit_note(self, note: str = "") -> None:
         """The banner says an edit is under way, with its way out: "Cancel edit" alone (beside it, a new
@@ -332,7 +334,7 @@ class ConversationsMixin:
 
     def _delete(self, conversation_id: int) -> None:
         if conversation_id == self.generating_id:
-            self.banner.show_message("Stop the reply before deleting this conversation.")
+            self.banner.show_message("Stop the reply before deleting this conversation.", kind="busy")
             return
         if self._history(self.store.delete_conversation, conversation_id, default=False) is False:
             return

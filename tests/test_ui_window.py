@@ -279,8 +279,9 @@ def test_stop_mid_reply_keeps_the_partial_text(qtbot, loaded):
     qtbot.mouseClick(w.send_button, Qt.LeftButton)
     assert w.busy and w.generating_id == writing and w.composer.toPlainText() == "What is 2+2?"
     assert w.banner.label.text().startswith("A reply is being written in “")
-    assert w.banner.label.text().endswith("your message will be sent when it ends.")
-    w.open_conversation(writing)              # (the message waits in its own conversation's box)
+    assert w.banner.label.text().endswith(f"your message in “{w._title(waiting)}” will be sent when it ends.")
+    w.open_conversation(writing)              # (the message waits in its own conversation's box; the note,
+    assert "your message in “" in w.banner.label.text()   # which follows, says which: a new user's try)
     assert w.composer.toPlainText() == ""
     assert w.send_button.text() == "Stop"
     qtbot.mouseClick(w.send_button, Qt.LeftButton)

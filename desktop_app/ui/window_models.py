@@ -265,13 +265,15 @@ class ModelsMixin:
                                      "when the run ends; send this one after it (it stays in the box).",
                                      [("Don't send that one", self._drop_queued)], dismiss=False, kind="queued")
             return
+        yours = "your message"
         if self.generating_id is None:
             wait = "A compare is running"
         elif self.generating_id == self.current_id:
             wait = "A reply is being written"
-        else:
-            wait = f"A reply is being written in “{self._title(self.generating_id)}”"
-        self.queue_message(text, f"{wait}; your message will be sent when it ends.", follows=True)
+        else:                          # (the note follows to other conversations: "your message" read as one
+            wait = f"A reply is being written in “{self._title(self.generating_id)}”"   # written there, a user's try)
+            yours = f"your message in “{self._title(self.current_id)}”"
+        self.queue_message(text, f"{wait}; {yours} will be sent when it ends.", follows=True)
 
     def queue_message(self, text: str, note: str = QUEUED_NOTE, follows: bool = False) -> None:
         """A message sent while the models get ready, or while a reply or a compare runs: it waits for

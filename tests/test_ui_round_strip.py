@@ -9,7 +9,8 @@ from PySide6.QtCore import QPoint, Qt
 
 from desktop_app.engine.auto_policy import FIRST_PROBE
 from desktop_app.engine.events import GenerationStats, RoundEvent, StopReason, TokenEvent, TokenKind
-from desktop_app.engine.explain import duration_text, explain, measured_text, predicted_text, rate_text
+from desktop_app.engine.explain import (alpha_text, duration_text, explain, measured_text, predicted_text, rate_text,
+                                        share_text)
 from desktop_app.ui.main_window import MainWindow
 from desktop_app.ui.round_strip import (BONUS, CORRECTION, DISCARDED, END, KEPT, PLAIN, REJECTED, Colours,
                                         RoundStrip, round_chips, visible)
@@ -198,6 +199,19 @@ def test_the_tokens_row_counts_the_end_the_rounds_wrote(qtbot):
     assert panel.labels["tokens"].text() == "14 in 5 rounds (first after 2.50 s)"
     panel.show_stats(slow_stats(stop_reason=StopReason.EOS.value, remote="llama-server"))   # (its "stop" may be
     assert panel.labels["tokens"].text() == "14 in 5 rounds (first after 2.50 s)"          # a stop string's)
+
+
+def test_a_share_short_of_all_never_reads_as_all(qtbot):
+    """220 of 221 drafts kept read "220/221 (100 %)", "α 1.00" and "100 % of drafted tokens were kept"
+    beside a rejected draft (a new user's try): one decimal more where rounding would say all, or none."""
+    panel = SpecPanel()
+    qtbot.addWidget(panel)
+    s = slow_stats(n_drafted=221, n_accepted=220, acceptance_rate=220 / 221, alpha=220 / 221)
+    panel.show_stats(s)
+    assert panel.labels["accepted"].text() == "220/221 (99.5 %)" and panel.labels["alpha"].text() == "0.995"
+    assert "99.5 % of drafted tokens were kept (α ≈ 0.995" in explain(s)
+    assert (share_text(1.0), share_text(0.0), share_text(0.4), share_text(1 / 3000)) == ("100 %", "0 %", "40 %", "<0.1 %")
+    assert (alpha_text(1.0), alpha_text(0.9999), alpha_text(0.934)) == ("1.00", ">0.999", "0.93")
 
 
 def test_the_sentence_adds_up_as_shown_and_as_the_panel_shows_it():

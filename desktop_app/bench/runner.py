@@ -7,6 +7,7 @@ from typing import Callable
 
 from desktop_app.chat.template import ChatTemplate, Message
 from desktop_app.engine import Controls, FinishEvent, ModelPair, SamplingParams, SpecSettings
+from desktop_app.engine.explain import alpha_text
 from desktop_app.engine.lookup_ceiling import lookup_ceiling
 from desktop_app.bench.prompts import BenchPrompt
 from desktop_app.remote.server import ServerError
@@ -185,5 +186,5 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
                                  s.mean_accepted, s.mean_drafted, s.t_draft_s, s.t_verify_s, s.c,
                                  s.predicted_speedup, s.predicted_speedup_measured, s.stop_reason, i, ceiling))
         log(f"[{i + 1}/{len(order)}] repeat {r + 1} {prompt:<8} {name:<18} {s.tokens_per_s:6.1f} tok/s"
-            + (f"  α {s.alpha:.2f}" if s.alpha is not None else ""))
+            + (f"  α {alpha_text(s.alpha)}" if s.alpha is not None else ""))
     return results

@@ -19,6 +19,7 @@ from platformdirs import user_data_dir
 from desktop_app import APP_NAME
 from desktop_app.chat.conversation_file import FORMAT, VERSION, checked
 from desktop_app.chat.earlier_replies import EarlierReplies, bring_back
+from desktop_app.engine.explain import share_text
 from desktop_app.chat.history_file import HistoryError, NewerSchema, open_history, reports  # noqa: F401 (HistoryError: re-exported)
 from desktop_app.chat.history_rows import (BODY, ConversationInfo, StoredMessage, pack_rounds, pack_tokens,
                                            stored)
@@ -274,7 +275,7 @@ class HistoryStore(EarlierReplies, Unsent):
                 s = m.stats
                 extra = f"{s['n_tokens']} tokens, {s.get('tokens_per_s', 0):.1f} tok/s"
                 if s.get("acceptance_rate") is not None:
-                    extra += f", {100 * s['acceptance_rate']:.0f} % of drafted tokens kept"   # (as the window says)
+                    extra += f", {share_text(s['acceptance_rate'])} of drafted tokens kept"   # (as the window says)
                 lines += [f"_{extra}_", ""]
         return "\n".join(lines).rstrip() + "\n"
 

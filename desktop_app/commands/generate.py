@@ -254,7 +254,7 @@ def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | N
     """The reply's numbers on stderr: how fast, what was kept, its rounds (for auto, counted by
     drafter), and the seed where sampling drew on one (with --samples, said before the reply)."""
     from desktop_app.counts import count
-    from desktop_app.engine.explain import duration_text, fewer_threads, rate_text, unused_draft
+    from desktop_app.engine.explain import alpha_text, duration_text, fewer_threads, rate_text, share_text, unused_draft
 
     s = finish.stats
     head = f"[sample {k + 1}/{n}] " if n > 1 else ""
@@ -263,8 +263,8 @@ def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | N
     if n == 1 and seed is not None:
         parts.append(f"seed {seed}")
     if s.n_drafted:
-        parts.append(f"kept {s.n_accepted}/{s.n_drafted} drafted ({100 * s.acceptance_rate:.0f} %), "
-                     f"α {s.alpha:.2f}, {s.mean_accepted:.2f} kept per round")
+        parts.append(f"kept {s.n_accepted}/{s.n_drafted} drafted ({share_text(s.acceptance_rate)}), "
+                     f"α {alpha_text(s.alpha)}, {s.mean_accepted:.2f} kept per round")
         split = f"draft {s.t_draft_s:.2f} s / verify {s.t_verify_s:.2f} s"
         if s.c is not None and s.t_draft_step_s is not None:      # (copies take no model step: no c)
             split += f", c = {s.c:.2f}"

@@ -88,14 +88,14 @@ def run_server(args) -> int:
 
 def _print_stats(finish, reply, k: int, n: int) -> None:
     from desktop_app.counts import count
-    from desktop_app.engine.explain import duration_text
+    from desktop_app.engine.explain import duration_text, share_text
 
     s = finish.stats
     head = f"[sample {k + 1}/{n}] " if n > 1 else ""
     parts = [f"{count(s.n_tokens, 'token')}, {s.tokens_per_s:.1f} tok/s (the server's count), first token "
              f"{duration_text(s.ttft_s)}", f"stop: {s.stop_reason}"]
     if s.n_drafted:
-        parts.append(f"kept {s.n_accepted}/{s.n_drafted} drafted ({100 * s.acceptance_rate:.0f} %) in "
+        parts.append(f"kept {s.n_accepted}/{s.n_drafted} drafted ({share_text(s.acceptance_rate)}) in "
                      f"{s.n_rounds - s.n_plain_rounds} rounds, {s.mean_accepted:.2f} kept per round")
     if reply.accepted_per_pos:
         parts.append("kept at draft position " + " ".join(f"{i + 1}:{v}" for i, v in enumerate(reply.accepted_per_pos)))

@@ -37,6 +37,24 @@ def rate_number(rate: float) -> str:
     return f"{rate:.2f}"
 
 
+def share_text(share: float) -> str:
+    """A share as a per cent, "37 %": never "100 %" short of all nor "0 %" above none ("220/221 (100 %)"
+    and "α 1.00" beside a rejected draft: a new user's try), one decimal there ("99.5 %"), or more."""
+    shown = f"{100 * share:.0f}"
+    if (shown == "100" and share < 1) or (shown == "0" and share > 0):
+        shown = f"{100 * share:.1f}"
+        if shown in ("100.0", "0.0"):
+            return ">99.9 %" if share > 0.5 else "<0.1 %"
+    return f"{shown} %"
+
+
+def alpha_text(alpha: float) -> str:
+    """α to two decimals, "0.93"; to three where two would read 1.00 below 1 (0.995), and ">0.999" past."""
+    if alpha < 1 and f"{alpha:.2f}" == "1.00":
+        return f"{alpha:.3f}" if f"{alpha:.3f}" != "1.000" else ">0.999"
+    return f"{alpha:.2f}"
+
+
 def rate_text(rate: float | None) -> str:
     """A rate in tokens per second ("12.6 tok/s"), or "–"."""
     return "–" if rate is None else f"{rate_number(rate)} tok/s"
@@ -181,7 +199,7 @@ def _explain(stats: GenerationStats) -> str:
     rounds = stats.n_drafted / stats.mean_drafted if stats.mean_drafted else 0
     # Only the rounds that drafted: auto mode mixes them with plain steps.
     per_round_ms = 1000 * (stats.t_draft_s + stats.t_verify_s - stats.t_plain_s) / rounds if rounds else 0.0
-    parts = [f"{100 * (stats.acceptance_rate or 0):.0f} % of drafted tokens were kept (α ≈ {alpha:.2f}: the chance "
+    parts = [f"{share_text(stats.acceptance_rate or 0)} of drafted tokens were kept (α ≈ {alpha_text(alpha)}: the chance "
              "that a token was kept when those before it were; after a rejection the rest go unchecked); "
              f"a round drafted {stats.mean_drafted:.2f} and kept {stats.mean_accepted:.2f}, "   # (as the panel's row)
              f"giving {_written(stats)} tokens" + ("" if stats.remote else f" in {per_round_ms:.0f} ms")

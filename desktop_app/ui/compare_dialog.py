@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QGridLayout, QLabel, Q
 from desktop_app.chat.compare import CompareResult, CompareRun, shown
 from desktop_app.counts import count
 from desktop_app.engine.events import StopReason
-from desktop_app.engine.explain import duration_text, rate_number, rate_text
+from desktop_app.engine.explain import duration_text, rate_number, rate_text, share_text
 
 ROWS = (("ttft", "Time to first token"), ("speed", "Tokens per second"), ("total", "Total time"),
         ("tokens", "Tokens"), ("prompt", "Prompt tokens read (the rest cached)"), ("drafts", "Drafts kept"),
@@ -39,7 +39,7 @@ def run_cells(run: CompareRun, off_tokens_per_s: float) -> dict[str, str]:
              "total": duration_text(s.t_total_s), "tokens": str(s.n_tokens),
              "prompt": f"{s.n_prompt_evaluated} of {s.n_prompt_tokens}",
              "drafts": (f"{s.n_accepted} of {s.n_drafted}"        # (the per cent spaced as the panel's)
-                        + (f" ({100 * s.acceptance_rate:.0f} %)" if s.acceptance_rate is not None else ""))
+                        + (f" ({share_text(s.acceptance_rate)})" if s.acceptance_rate is not None else ""))
              if s.n_drafted else "–",
              "vs_off": f"{s.tokens_per_s / off_tokens_per_s:.2f}×" if off_tokens_per_s else "–",
              "stop": STOPPED_BY.get(s.stop_reason, s.stop_reason.replace("_", " ")) or "–"}

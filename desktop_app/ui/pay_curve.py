@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 from desktop_app.counts import count
 from desktop_app.engine.costs import WIN_MARGIN, best_gamma, speedup_curve
 from desktop_app.engine.events import GenerationStats
-from desktop_app.engine.explain import check_cost_s
+from desktop_app.engine.explain import alpha_text, check_cost_s
 from desktop_app.ui.charts import label_backing, quiet_plot, stats_from
 
 GAMMA_MAX = 16
@@ -132,7 +132,7 @@ class PayCurve(QWidget):
         self.speedups = speedup_curve(alpha, step, s.verify_s_by_batch, plain, self.gammas)
         known = [(g, v) for g, v in zip(self.gammas, self.speedups) if v is not None]
         if not known:
-            self.sentence.setText(f"At α {alpha:.2f}: these stats hold no measured verify costs (replies stored "
+            self.sentence.setText(f"At α {alpha_text(alpha)}: these stats hold no measured verify costs (replies stored "
                                   "by older versions lack them), so no speed-up can be predicted.")
             return
         self.curve.setData([g for g, _ in known], [v for _, v in known])
@@ -229,7 +229,7 @@ class PayCurve(QWidget):
     def _sentence(s: GenerationStats, current: int, best: int, predicted: dict[int, float],
                   measured: float | None) -> str:
         measured_text = f"measured {measured:.2f}×" if measured is not None else ""
-        alpha = f"α {s.alpha:.2f}"
+        alpha = f"α {alpha_text(s.alpha)}"
         if s.n_drafted < THIN_EVIDENCE:          # (a user's try: "γ 16 is best" from 8 drafted tokens, all kept)
             alpha += f" (from only {count(s.n_drafted, 'drafted token')}: a rough guess)"
         if best:

@@ -16,7 +16,8 @@ from desktop_app.chat.reply_footer import CUT_OFF, reading_note
 from desktop_app.counts import count
 from desktop_app.engine.auto_policy import FIRST_PROBE
 from desktop_app.engine.events import GenerationStats, PromptEvent, RoundEvent, StopReason
-from desktop_app.engine.explain import ALPHA_TIP, duration_text, explain, measured_text, predicted_text, rate_text
+from desktop_app.engine.explain import (ALPHA_TIP, alpha_text, duration_text, explain, measured_text, predicted_text,
+                                        rate_text, share_text)
 from desktop_app.engine.metrics import StatsRecorder
 from desktop_app.remote.rounds import DRAFTER as SERVER_DRAFTER
 from desktop_app.ui.charts import PLAIN_EARLIER, PLAIN_ESTIMATE_MIN, PLAIN_SO_FAR, LiveCharts
@@ -387,11 +388,10 @@ class SpecPanel(QWidget):
                 self.labels[key].setText("–")
 
     def _show_drafts(self, s: GenerationStats) -> None:
-        """Drafts kept, α, kept per round and the time split: live as rounds come (they stayed "–"
-        until the end: a user's try), and at the end."""
+        """Drafts kept, α, kept per round and the time split: live as rounds come, and at the end."""
         L = self.labels
-        L["accepted"].setText(f"{s.n_accepted}/{s.n_drafted} ({100 * (s.acceptance_rate or 0):.0f} %)")
-        L["alpha"].setText(f"{s.alpha:.2f}" if s.alpha is not None else "–")
+        L["accepted"].setText(f"{s.n_accepted}/{s.n_drafted} ({share_text(s.acceptance_rate or 0)})")
+        L["alpha"].setText(alpha_text(s.alpha) if s.alpha is not None else "–")
         L["per_round"].setText(f"{s.mean_accepted:.2f} of {s.mean_drafted:.2f}")
         self._show_split(s)
 

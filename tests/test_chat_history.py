@@ -7,7 +7,9 @@ import time
 
 import pytest
 
+from desktop_app.chat.conversation_file import checked
 from desktop_app.chat.history import MIGRATIONS, SCHEMA_VERSION, HistoryStore
+from desktop_app.chat.rules import LEFT_OUT_NOTE
 from desktop_app.chat.settings_file import DEFAULTS, SettingsFile
 
 
@@ -78,6 +80,30 @@ def test_export_json_round_trips_and_markdown(store, tmp_path):
     with pytest.raises(ValueError):
         other.import_json({"format": "something else"})
     other.close()
+
+
+def test_an_export_keeps_where_the_model_s_reading_starts_and_how_replies_ended(store, tmp_path):
+    """A conversation whose oldest turns were left out to fit the context: its export and import lost
+    that (the window's "The turns above are left out…" was in neither file, and an imported copy read
+    it all), and the Markdown named no cut-off reply and left a code block cut off open (a new user's
+    try)."""
+    cid = _fill(store)
+    store.add_message(cid, "user", "Write it in Python.")
+    reply = store.add_message(cid, "assistant", "```python\ndef is_prime(n):\n    for")
+    store.update_message(reply.id, stats={"n_tokens": 9, "tokens_per_s": 10.0, "stop_reason": "max_tokens"})
+    store.set_first_turn(cid, 2)
+    doc = store.export_json(cid)
+    other = HistoryStore(tmp_path / "other.db")
+    copy = other.import_json(json.loads(json.dumps(doc)))
+    assert doc["first_turn"] == 2 and other.conversation(copy).first_turn == 2 and other.export_json(copy) == doc
+    other.close()
+    md = store.export_markdown(cid)
+    assert md.index("Is 7 prime?") < md.index(f"_{LEFT_OUT_NOTE}_") < md.index("Write it in Python.")
+    assert "**Assistant** _(cut off: the reply reached Max tokens (Settings))_" in md and "    for\n```\n" in md
+    # a file of an older Tandem, or one whose first turn is out of range, is read whole
+    for first in (None, 99, -1, True):
+        old = {k: v for k, v in doc.items() if k != "first_turn"} | ({} if first is None else {"first_turn": first})
+        assert checked(old)["first_turn"] == 0
 
 
 def _regenerated(store, cid: int, text: str) -> None:

@@ -13,7 +13,7 @@ from PySide6.QtGui import QAction
 from desktop_app.chat.history import HistoryStore
 from desktop_app.engine.events import GenerationStats, RoundEvent
 from desktop_app.engine.explain import rate_text
-from desktop_app.ui.chat_view import LEFT_OUT_NOTE
+from desktop_app.chat.rules import LEFT_OUT_NOTE
 from desktop_app.ui.main_window import MainWindow
 from desktop_app.ui.window_conversations import EDIT_NOTE
 from desktop_app.ui.window_models import QUEUED_NOTE

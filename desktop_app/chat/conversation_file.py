@@ -31,10 +31,12 @@ def checked(doc) -> dict:
     messages = doc.get("messages")
     if not isinstance(messages, list):
         raise ValueError("it has no list of messages")
+    first = doc.get("first_turn", 0)     # (where the model's reading starts; none, or out of range: all)
+    first = first if isinstance(first, int) and not isinstance(first, bool) and 0 <= first < len(messages) else 0
     return {"format": FORMAT, "title": _text(doc.get("title"), "title") or "Imported conversation",
             "system_prompt": _text(doc.get("system_prompt"), "system prompt"),
             "created_at": _time(doc.get("created_at")), "updated_at": _time(doc.get("updated_at")),
-            "messages": [_message(m, i) for i, m in enumerate(messages, 1)]}
+            "first_turn": first, "messages": [_message(m, i) for i, m in enumerate(messages, 1)]}
 
 
 def _message(m, n: int, earlier: bool = False) -> dict:

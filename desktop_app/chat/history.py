@@ -19,6 +19,8 @@ from platformdirs import user_data_dir
 from desktop_app import APP_NAME
 from desktop_app.chat.conversation_file import FORMAT, VERSION, checked
 from desktop_app.chat.earlier_replies import EarlierReplies, bring_back
+from desktop_app.chat.reply_footer import reply_note
+from desktop_app.chat.rules import LEFT_OUT_NOTE
 from desktop_app.engine.explain import share_text
 from desktop_app.chat.history_file import HistoryError, NewerSchema, open_history, reports  # noqa: F401 (HistoryError: re-exported)
 from desktop_app.chat.history_rows import (BODY, ConversationInfo, StoredMessage, pack_rounds, pack_tokens,
@@ -237,7 +239,8 @@ class HistoryStore(EarlierReplies, Unsent):
             if earlier:
                 messages[-1]["earlier_versions"] = [_exported(e) for e in earlier]
         return {"format": FORMAT, "version": VERSION, "title": c.title, "system_prompt": c.system_prompt,
-                "created_at": c.created_at, "updated_at": c.updated_at, "messages": messages}
+                "created_at": c.created_at, "updated_at": c.updated_at, "first_turn": c.first_turn,
+                "messages": messages}
 
     @reports('Importing the conversation')
     def import_json(self, doc: dict) -> int:
@@ -251,8 +254,8 @@ class HistoryStore(EarlierReplies, Unsent):
                     self._import_message(cid, earlier)     # (added and set aside, as Regenerate did)
                     self.set_aside_reply(cid, self.messages(cid)[-1].position)
                 self._import_message(cid, m)
-            self._db.execute("UPDATE conversations SET created_at=?, updated_at=? WHERE id=?",
-                             (doc["created_at"], doc["updated_at"], cid))
+            self._db.execute("UPDATE conversations SET created_at=?, updated_at=?, first_turn=? WHERE id=?",
+                             (doc["created_at"], doc["updated_at"], doc["first_turn"], cid))
         return cid
 
     def _import_message(self, conversation_id: int, m: dict) -> None:
@@ -266,11 +269,14 @@ class HistoryStore(EarlierReplies, Unsent):
         lines = [f"# {c.title}", ""]
         if c.system_prompt:
             lines += ["**System**", "", c.system_prompt, ""]
-        for m in c.messages:
+        for i, m in enumerate(c.messages):
+            if i == c.first_turn and i:             # (where the model's reading starts, as the window says)
+                lines += [f"_{LEFT_OUT_NOTE}_", ""]
             head = "**You**" if m.role == "user" else "**Assistant**"
-            if m.role == "assistant" and not m.complete:
-                head += f" _({m.status})_"
-            lines += [head, "", m.content, ""]
+            note = reply_note(m.status, m.stats) if m.role == "assistant" else ""
+            head += f" _({note})_" if note else ""   # ("cut off: …" too: only statuses other than done were said)
+            fences = sum(line.lstrip().startswith("```") for line in m.content.splitlines())
+            lines += [head, "", m.content + ("\n```" if fences % 2 else ""), ""]   # (a reply cut off in its code)
             if m.stats and m.stats.get("n_tokens"):
                 s = m.stats
                 extra = f"{s['n_tokens']} tokens, {s.get('tokens_per_s', 0):.1f} tok/s"

@@ -7,6 +7,10 @@ from typing import Protocol, Sequence
 from desktop_app.engine.events import StopReason
 
 
+LEFT_OUT_NOTE = ("The turns above are left out of what the model reads, to make room in its context; "
+                 "they stay in the history.")     # (under them, in the window and in a Markdown export)
+
+
 class _Message(Protocol):
     role: str
     content: str

@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
+from desktop_app.chat.rules import LEFT_OUT_NOTE
 from desktop_app.chat.reply_footer import SHORT_NOTES, footer_forms, made_with, reading_note, reply_note
 from desktop_app.chat.token_origins import TokenOrigin, align, origin, origins_from_rounds
 from desktop_app.engine.events import GenerationStats, PromptEvent, RoundEvent, TokenEvent
@@ -196,10 +197,6 @@ class MessageWidget(QFrame):
 
 
 _clock = time.perf_counter       # (tests give renders a cost)
-
-
-LEFT_OUT_NOTE = ("The turns above are left out of what the model reads, to make room in its context; "
-                 "they stay in the history.")
 
 
 class ChatView(QScrollArea):

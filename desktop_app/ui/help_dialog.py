@@ -37,8 +37,9 @@ depends on what the pass costs: checking γ + 1 tokens costs more than one singl
 more on a GPU and several times more on a CPU, and each draft step costs <b>c</b> of a target pass.</p>
 <p><b>vs plain (measured)</b> is this reply's speed over plain decoding's on this machine, timed;
 <b>Predicted (cost model)</b> is what the measured costs and α predict. <b>Does it pay?</b> draws the
-prediction for every γ. Below 1.0× speculation is slower here, and the panel says so: try Auto, a
-shorter γ, or Speculate off.</p>
+prediction for every γ. Below 1.0× speculation is slower here, and the panel says so: with a fixed
+γ, try Auto, a shorter γ, or Speculate off; in Auto, what it tried while it learnt this text cost
+more than it won (it drafts less once it has), and Speculate off is plain decoding.</p>
 <p>Other programs busy on the CPUs slow every pass: llama.cpp's threads wait for each other at every
 step. With Settings ▸ Threads at automatic, a reply runs on fewer threads while they are, and the
 panel's sentence ends by saying so; with a number set there (the model bar's line names it), where

@@ -290,7 +290,7 @@ def test_a_message_that_waited_leaves_an_overflow_banner_and_its_choices_alone(q
     assert w.sent == [("send", cats, "And lions?")]       # (not "And tigers?" in its place)
     assert w.banner.label.text().startswith("The conversation does not fit.")
     shown = lambda: [b.text() for b in w.banner.buttons if b.isVisibleTo(w.banner)]   # noqa: E731
-    assert shown() == ["Leave out oldest turns and send", "New conversation"]
+    assert shown() == ["Leave out oldest turns and send", "New conversation", "Raise the context size…"]
     w._on_overflow(cats, "Only the last message fits.", True, "And lions?", only_last=True)
     assert shown() == ["Leave out every earlier turn and send", "New conversation", "Raise the context size…"]
 

@@ -46,7 +46,7 @@ class ContextOverflow(RuntimeError):
             choices = ("leave out every earlier turn (only the last message fits: the model would not see the "
                        f"conversation before it; the system prompt stays), start a new conversation, or {larger}")
         else:
-            choices = "leave out the oldest turns (the system prompt stays) or start a new conversation"
+            choices = f"leave out the oldest turns (the system prompt stays), start a new conversation, or {larger}"
         needs = f"{n_prompt} tokens plus {reserve} to begin a reply" if reserve else f"{n_prompt} tokens"
         super().__init__(f"This conversation needs {needs}, but the context holds {n_ctx}: {choices}.")
 

@@ -113,8 +113,8 @@ class FaultsMixin:
         turns = "every earlier turn" if only_last else "oldest turns"
         drop = ((f"Leave out {turns} and send", lambda: self._drop_and_retry(conversation_id, send=True))
                 if text else (f"Leave out {turns}", lambda: self._drop_and_retry(conversation_id)))
-        if can_drop:
-            actions = [drop, ("New conversation", self._new_with_box)] + (self._larger_context() if only_last else [])
+        if can_drop:                       # (a larger context too: the first banner offered it, the next not)
+            actions = [drop, ("New conversation", self._new_with_box)] + self._larger_context()
         else:
             actions = [("Edit the message", self._shorten if text or edited else lambda: self.edit_last(note=message),
                         True)] + self._larger_context()

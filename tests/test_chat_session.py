@@ -343,3 +343,21 @@ def test_a_reply_another_vocabulary_wrote_is_read_as_its_text(session, pair):
         assert (prompt == session.prompt_tokens(conv)) == read_as_text, settings
         assert any(prompt[i:i + len(junk)] == junk for i in range(len(prompt))) != read_as_text
         session.store.delete_messages_from(cid, asked.position)
+
+
+def test_a_sampled_reply_stores_the_seed_that_makes_it_again(session, pair):
+    """Sampled with no seed set, a reply's footer said "random seed" and could not be made again (a new
+    user's try): the seed drawn for it is stored with it, and a reply with that seed is the same."""
+    from dataclasses import replace
+
+    from desktop_app.engine import SamplingParams
+    sampled = replace(OPTIONS, sampling=SamplingParams(temperature=0.9, seed=None), max_tokens=16)
+    cid = session.store.create_conversation()
+    first = Counted(pair).run(session.send(cid, "Name a colour.", sampled)).finish
+    seed = session.store.conversation(cid).messages[-1].settings["sampling"]["seed"]
+    assert isinstance(seed, int)
+    again = Counted(pair).run(session.regenerate(cid, replace(sampled, sampling=SamplingParams(temperature=0.9,
+                                                                                               seed=seed)))).finish
+    assert again.tokens == first.tokens
+    Counted(pair).run(session.regenerate(cid, sampled))                 # (none set: another seed, drawn anew)
+    assert session.store.conversation(cid).messages[-1].settings["sampling"]["seed"] not in (seed, None)

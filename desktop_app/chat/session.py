@@ -8,6 +8,7 @@ tokens so that re-tokenising their text cannot break that prefix.
 from __future__ import annotations
 
 import os
+import random
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Iterator
@@ -222,11 +223,14 @@ class ChatSession:
     def _stream(self, conversation_id: int, prompt: list[int], options: GenerationOptions) -> Iterator:
         self.controls.reset_cancel()
         self.controls.set(options.spec)
+        sampling = options.sampling           # (a seed drawn here is stored with the reply, which can then be
+        if sampling.seed is None and not sampling.greedy:    # made again: "random seed" could not, a user's try)
+            sampling = replace(sampling, seed=random.randrange(2**31))
         settings = {"target": os.path.basename(self.pair.target.path), "vocab": self.pair.target.vocab_id,
                     "draft": os.path.basename(self.pair.draft.path) if self.pair.draft else None,
-                    "sampling": asdict(options.sampling), "spec": asdict(options.spec),
+                    "sampling": asdict(sampling), "spec": asdict(options.spec),
                     "max_tokens": options.max_tokens}
-        events = self.pair.generate(prompt, options.sampling, self.controls, options.max_tokens, options.stop)
+        events = self.pair.generate(prompt, sampling, self.controls, options.max_tokens, options.stop)
         return self._store_reply(conversation_id, events, settings)
 
     def _final_status(self, event: FinishEvent) -> str:

@@ -600,3 +600,15 @@ def test_pay_curve_says_when_its_alpha_rests_on_a_few_drafted_tokens(reply, qtbo
     pay.show(enough, 4)
     assert pay.sentence.text().startswith("At α 1.00 on this machine") or pay.sentence.text().startswith("At α 1.00, ")
 
+
+
+def test_pay_curve_names_copies_where_the_reply_only_copied(reply, qtbot):
+    """A reply drafted by prompt lookup alone (c 0) read "γ 7 is best (predicted 1.40×…)", naming no
+    drafter (a new user's try); the draft model's reply says nothing more."""
+    _, _, stats, _ = reply
+    pay = PayCurve()
+    qtbot.addWidget(pay)
+    pay.show(dataclasses.replace(stats, alpha=0.9, c=0.0), 4)
+    assert pay.best_gamma and f"γ {pay.best_gamma} is best for copies of earlier text (" in pay.sentence.text()
+    pay.show(dataclasses.replace(stats, alpha=0.9), 4)
+    assert pay.best_gamma and f"γ {pay.best_gamma} is best (" in pay.sentence.text()

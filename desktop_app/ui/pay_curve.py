@@ -233,7 +233,9 @@ class PayCurve(QWidget):
         if s.n_drafted < THIN_EVIDENCE:          # (a user's try: "γ 16 is best" from 8 drafted tokens, all kept)
             alpha += f" (from only {count(s.n_drafted, 'drafted token')}: a rough guess)"
         if best:
-            text = f"At {alpha} on this machine, γ {best} is best (predicted {predicted[best]:.2f}×"
+            copies = " for copies of earlier text" if s.c == 0.0 else ""   # (c 0: copies only; "γ 7 is best"
+            text = f"At {alpha} on this machine, γ {best} is best{copies} (predicted {predicted[best]:.2f}×"   # of
+            # a lookup-only reply named no drafter: a new user's try)
             text += " with every round drafting)" if s.n_plain_rounds else ")"
             used = f"; this reply drafted {s.mean_drafted or current:.1f} tokens a round"
             if s.n_plain_rounds and s.predicted_speedup_measured is not None:

@@ -608,7 +608,7 @@ def test_pay_curve_names_copies_where_the_reply_only_copied(reply, qtbot):
     _, _, stats, _ = reply
     pay = PayCurve()
     qtbot.addWidget(pay)
-    pay.show(dataclasses.replace(stats, alpha=0.9, c=0.0), 4)
+    pay.show(dataclasses.replace(stats, alpha=0.99, c=0.0, t_draft_step_s=None), 4)   # (as a lookup reply's)
     assert pay.best_gamma and f"γ {pay.best_gamma} is best for copies of earlier text (" in pay.sentence.text()
-    pay.show(dataclasses.replace(stats, alpha=0.9), 4)
+    pay.show(dataclasses.replace(stats, alpha=0.99, c=0.01, t_draft_step_s=0.01 * stats.t_target_step_s), 4)
     assert pay.best_gamma and f"γ {pay.best_gamma} is best (" in pay.sentence.text()

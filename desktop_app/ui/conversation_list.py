@@ -18,6 +18,7 @@ class ConversationList(QWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
+        self._writing: int | None = None          # the conversation a reply is being written in (set_writing)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 6, 4, 6)
         self.search = QLineEdit()
@@ -71,6 +72,20 @@ class ConversationList(QWidget):
                 self.list.setCurrentItem(item)
         self.list.blockSignals(False)
         self._enable_buttons()
+        self.set_writing(self._writing)
+
+    def set_writing(self, conversation_id: int | None) -> None:
+        """Mark the conversation a reply is being written in (None: none): its title in italics, and its
+        tooltip saying so (nothing in the list said which, a new user's try)."""
+        self._writing = conversation_id
+        for i in range(self.list.count()):
+            item = self.list.item(i)
+            title = item.toolTip().split("\n")[0]
+            writing = item.data(Qt.UserRole) == conversation_id
+            font = item.font()
+            font.setItalic(writing)
+            item.setFont(font)
+            item.setToolTip(f"{title}\n(a reply is being written here)" if writing else title)
 
     def eventFilter(self, watched, event) -> bool:
         """Down in the search box goes on to the list, at its first conversation (it did nothing: a new

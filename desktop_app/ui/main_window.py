@@ -422,6 +422,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
         can_compare = can_edit and ready and not self.busy
         self.compare_button.setEnabled(can_compare)
         self._update_menu(regen_ok, can_edit, can_compare, writing_here)
+        self.sidebar.set_writing(self.generating_id if self.busy else None)
 
     # -- closing
     def closeEvent(self, event) -> None:

@@ -88,7 +88,8 @@ class FilesMixin:
             return
         title = self._title(cid)                    # (a second copy read as the first: a new user's try)
         if sum(c.title == title for c in self._history(self.store.list_conversations, default=[])) > 1:
-            self._history(self.store.rename, cid, f"{title} (imported)")
+            self._history(self.store.rename, cid, f"Imported: {title}")   # (first: a long title's end is cut
+                                                                           # off in the list, a user's try)
         self.banner.hide()                          # (one that could not be imported said so)
         self.sidebar.search.clear()
         self.open_conversation(cid, show=True)

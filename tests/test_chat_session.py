@@ -216,6 +216,8 @@ def test_full_conversation_offers_to_drop_old_turns(test_model_path, tmp_path):
         assert store.messages(first) == [] and store.conversation(first).title == DEFAULT_TITLE
         assert not chat.take_back(cid, "word " * 700 + "?")       # only the last message, and only the user's
         assert chat.take_back(cid, "word " * 700) and store.messages(cid)[-1].content == "Short answer."
+        # (and its place in the list is as before: a send refused moved it to the top, a new user's try)
+        assert store.conversation(cid).updated_at == store.messages(cid)[-1].created_at
         assert not chat.take_back(cid, "Short answer.")
         named = store.create_conversation()                        # a title the user gave stays
         store.rename(named, "My question")

@@ -157,6 +157,12 @@ class HistoryStore(EarlierReplies, Unsent):
         self._db.execute("UPDATE conversations SET system_prompt=?, updated_at=? WHERE id=?",
                          (system_prompt, time.time(), conversation_id))
 
+    @reports('Saving the conversation')
+    def set_updated_at(self, conversation_id: int, when: float) -> None:
+        """When the conversation last changed (the list's order): what it was before, where a change was
+        taken back."""
+        self._db.execute("UPDATE conversations SET updated_at=? WHERE id=?", (when, conversation_id))
+
     @reports('Leaving out the oldest turns')
     def set_first_turn(self, conversation_id: int, first_turn: int) -> None:
         self._db.execute("UPDATE conversations SET first_turn=? WHERE id=?", (first_turn, conversation_id))

@@ -142,6 +142,9 @@ class ChatSession:
         if len(messages) == 1 and conversation.title == _title_from(text):   # (a title the user gave stays)
             self.store.rename(conversation_id, DEFAULT_TITLE)
         self.store.delete_messages_from(conversation_id, messages[-1].position)
+        # (and its place in the list: a send refused moved it to the top, a new user's try)
+        self.store.set_updated_at(conversation_id, messages[-2].created_at if len(messages) > 1
+                                  else conversation.created_at)
         last_user = max((i for i, m in enumerate(messages[:-1]) if m.role == "user"), default=0)
         if conversation.first_turn > last_user:
             self.store.set_first_turn(conversation_id, last_user)

@@ -282,6 +282,8 @@ def test_stop_mid_reply_keeps_the_partial_text(qtbot, loaded):
     items = {w.sidebar.list.item(i).data(Qt.UserRole): w.sidebar.list.item(i) for i in range(w.sidebar.list.count())}
     assert items[writing].font().italic() and "a reply is being written here" in items[writing].toolTip()   # (the
     assert not items[waiting].font().italic()             # list said nothing of which: a new user's try)
+    w.settings_panel.temperature.setValue(1.5)            # (changed during a reply, nothing said when it applied)
+    assert w.settings_panel.next_reply.isVisibleTo(w.settings_panel) and "next one" in w.settings_panel.next_reply.text()
     assert w.banner.label.text().endswith(f"your message in “{w._title(waiting)}” will be sent when it ends.")
     w.open_conversation(writing)              # (the message waits in its own conversation's box; the note,
     assert "your message in “" in w.banner.label.text()   # which follows, says which: a new user's try)
@@ -290,6 +292,9 @@ def test_stop_mid_reply_keeps_the_partial_text(qtbot, loaded):
     qtbot.mouseClick(w.send_button, Qt.LeftButton)
     wait_idle(qtbot, w)
     assert not any(w.sidebar.list.item(i).font().italic() for i in range(w.sidebar.list.count()))
+    assert not w.settings_panel.next_reply.isVisibleTo(w.settings_panel)
+    w.settings_panel.temperature.setValue(0.7)            # (and nothing said with no reply being written)
+    assert not w.settings_panel.next_reply.isVisibleTo(w.settings_panel)
     db = stored(w)
     assert db[-1].status == "cancelled" and len(db[-1].content) > 40
     assert len(db[-1].token_ids) < 2000

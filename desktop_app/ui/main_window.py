@@ -423,6 +423,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
         self.compare_button.setEnabled(can_compare)
         self._update_menu(regen_ok, can_edit, can_compare, writing_here)
         self.sidebar.set_writing(self.generating_id if self.busy else None)
+        self.settings_panel.set_writing(self.busy and self.generating_id is not None)
 
     # -- closing
     def closeEvent(self, event) -> None:

@@ -12,6 +12,7 @@ from desktop_app.engine.load_options import LoadOptions
 
 REPACK_CHOICES = [("Auto", "auto"), ("Off", "off"), ("On", "on")]     # (the tooltip says what Auto does)
 REPACK_OPTION = {"auto": None, "off": False, "on": True}        # the setting → LoadOptions.repack
+NEXT_REPLY = "A reply is being written: these apply from the next one."
 LOADING_LABELS = {"n_ctx": "Context size", "n_threads": "Threads", "n_gpu_layers": "GPU layers (target)",
                   "n_gpu_layers_draft": "GPU layers (draft)", "repack": "Weight repacking"}
 
@@ -66,6 +67,13 @@ class SettingsPanel(QWidget):
         for label, w in (("Temperature", self.temperature), ("Top-k", self.top_k), ("Top-p", self.top_p),
                          ("Min-p", self.min_p), ("Seed", self.seed), ("Max tokens", self.max_tokens)):
             form.addRow(label, w)
+            w.valueChanged.connect(self._changed_while_writing)
+        self.next_reply = QLabel(NEXT_REPLY)      # (changed during a reply, nothing said when they applied:
+        self.next_reply.setWordWrap(True)         # a new user's try)
+        self.next_reply.setStyleSheet("color: #b9770e;")
+        self.next_reply.hide()
+        form.addRow(self.next_reply)
+        self._writing = False
         layout.addWidget(sampling_box)
 
         system_box = QGroupBox("System prompt (this conversation)")
@@ -175,6 +183,17 @@ class SettingsPanel(QWidget):
         return {"temperature": self.temperature.value(), "top_k": self.top_k.value(), "top_p": self.top_p.value(),
                 "min_p": self.min_p.value(), "seed": None if seed < 0 else seed,
                 "max_tokens": self.max_tokens.value()}
+
+    def set_writing(self, writing: bool) -> None:
+        """Whether a reply is being written: sampling changed meanwhile applies from the next one, and
+        the panel says so until it ends."""
+        self._writing = writing
+        if not writing:
+            self.next_reply.hide()
+
+    def _changed_while_writing(self) -> None:
+        if self._writing:
+            self.next_reply.show()
 
     def loading(self) -> dict:
         return {"n_ctx": self.n_ctx.value(), "n_threads": self.n_threads.value(), "n_gpu_layers": self.ngl.value(),

@@ -67,7 +67,6 @@ class SettingsPanel(QWidget):
         for label, w in (("Temperature", self.temperature), ("Top-k", self.top_k), ("Top-p", self.top_p),
                          ("Min-p", self.min_p), ("Seed", self.seed), ("Max tokens", self.max_tokens)):
             form.addRow(label, w)
-            w.valueChanged.connect(self._changed_while_writing)
         self.next_reply = QLabel(NEXT_REPLY)      # (changed during a reply, nothing said when they applied:
         self.next_reply.setWordWrap(True)         # a new user's try)
         self.next_reply.setStyleSheet("color: #b9770e;")
@@ -130,6 +129,7 @@ class SettingsPanel(QWidget):
             signal.connect(self.changed)
         for w in (self.temperature, self.top_k, self.top_p, self.min_p, self.seed, self.max_tokens):
             w.valueChanged.connect(self.changed)
+            w.valueChanged.connect(self._changed_while_writing)
         layout.addWidget(load_box)
         self.template_note = QLabel()
         self.template_note.setWordWrap(True)

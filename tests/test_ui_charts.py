@@ -112,6 +112,30 @@ def test_count_axes_label_whole_numbers_only(reply, qtbot):
     charts.hide()
 
 
+def test_the_kept_chart_s_legend_stays_on_one_line_in_a_narrow_panel(reply, qapp, qtbot):
+    """Three drafters' legend beside "Kept per round" needs two lines in a panel 380 px wide (the
+    window's at 1280 px); there the title is shortened so that it keeps to one."""
+    _, rounds, stats, _ = reply
+    mixed = [dataclasses.replace(r, drafter="lookup") if i % 3 == 1 else r for i, r in enumerate(rounds)]
+    mixed.append(dataclasses.replace(rounds[-1], index=len(rounds), drafter="none", drafted=(), drafted_text=(),
+                                     q=(), p=(), accepted=0))
+    charts = LiveCharts()
+    qtbot.addWidget(charts)
+    charts.begin()
+    for r in mixed:
+        charts.add_round(r)
+    charts.finish(stats)
+    charts.show()
+    qtbot.waitUntil(lambda: not charts.pending)
+    title = charts.kept_title
+    for width, head in ((380, "Kept"), (1000, "Kept per round")):
+        charts.resize(width, 400)
+        qapp.processEvents()
+        assert title.text().startswith(head + " ") and all(f"</span>{n}" in title.text() for n in ("model", "lookup", "plain"))
+        assert title.heightForWidth(title.width()) < 1.5 * title.fontMetrics().lineSpacing(), (width, title.text())
+    charts.hide()
+
+
 def test_live_charts_show_the_rounds_of_a_real_reply(reply, qtbot, tmp_path):
     charts, rounds, stats, before = reply
     qtbot.addWidget(charts)

@@ -21,6 +21,7 @@ from desktop_app.ui.elided import ElidedLabel
 
 DRAFTER_COLOURS = {"model": "#2ca02c", "lookup": "#9467bd", "server": "#1f77b4", "none": "#8c8c8c"}
 DRAFTER_NAMES = {"model": "model", "lookup": "lookup", "server": "server", "none": "plain"}
+KEPT_TITLES = ("Kept per round", "Kept/round", "Kept")   # the first of them that fits on one line with the legend
 SPLIT = (("draft", "#1f77b4"), ("target", "#ff7f0e"), ("other", "#8c8c8c"))   # target: checking drafts and plain steps
 
 
@@ -196,7 +197,10 @@ class LiveCharts(QWidget):
         self.position_plot.setYRange(0, 1, padding=0.02)       # (a share)
 
         self.kept_plot = _small_plot(fg, bg, whole=("left", "bottom"))
-        self.kept_title = QLabel("Kept per round")
+        self.kept_title = QLabel(KEPT_TITLES[0])
+        self.kept_title.setToolTip("Drafted tokens kept in each round, against the round's number (as the "
+                                   "strip numbers them); each dot has its drafter's colour.")
+        self._kept_legend: list[str] = []               # the drafters in the chart, as its title's legend names them
         self.kept_line = self.kept_plot.plot([], [], pen=pg.mkPen(QColor(fg.red(), fg.green(), fg.blue(), 60)))
         # one scatter per drafter, each of one colour: pyqtgraph then draws every point from one cached
         # symbol (per-point brushes rendered each point's symbol anew at every redraw)
@@ -365,6 +369,20 @@ class LiveCharts(QWidget):
         if self._dirty:
             self._redraw()
 
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit_kept_title()
+
+    def _fit_kept_title(self) -> None:
+        """"Kept per round" and its legend (a dot of each drafter's colour and its name) on one line:
+        where they do not fit, a shorter title (KEPT_TITLES). Wrapped, the legend's last name stood
+        alone on a second line and pushed the plot down (a new user's try, at 1280 px)."""
+        label, names = self.kept_title, [DRAFTER_NAMES[d] for d in self._kept_legend]
+        head = next((h for h in KEPT_TITLES if label.fontMetrics().horizontalAdvance(" ●".join([h, *names]))
+                     <= label.contentsRect().width() - 2), KEPT_TITLES[-1])
+        label.setText(" ".join([head, *(f'<span style="color:{DRAFTER_COLOURS[d]}">●</span>{n}'
+                                        for d, n in zip(self._kept_legend, names))]))
+
     def _redraw(self) -> None:
         if self.window().isVisible() and not self.isVisible():     # in a hidden tab or a folded panel
             self._dirty = True
@@ -395,9 +413,8 @@ class LiveCharts(QWidget):
         for drafter, item in self.kept_points.items():
             mine = [r for r in rounds if (r.drafter if r.drafter in DRAFTER_COLOURS else "none") == drafter]
             item.setData(x=[r.index + 1 for r in mine], y=[r.accepted for r in mine])   # #1, #2, ... as in the strip
-        present = [d for d in DRAFTER_COLOURS if any(r.drafter == d for r in rounds)]
-        legend = " ".join(f'<span style="color:{DRAFTER_COLOURS[d]}">●</span>{DRAFTER_NAMES[d]}' for d in present)
-        self.kept_title.setText(f"Kept per round {legend}")
+        self._kept_legend = [d for d in DRAFTER_COLOURS if any(r.drafter == d for r in rounds)]
+        self._fit_kept_title()
         self.kept_line.setData([r.index + 1 for r in rounds], [r.accepted for r in rounds])
         self.kept_plot.setXRange(0.5, max((r.index + 1 for r in rounds), default=1) + 0.5, padding=0)
         self.kept_plot.setYRange(0, _top([r.accepted for r in rounds]), padding=0)

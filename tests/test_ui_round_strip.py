@@ -14,7 +14,8 @@ from desktop_app.engine.explain import (alpha_text, duration_text, explain, meas
 from desktop_app.ui.main_window import MainWindow
 from desktop_app.ui.round_strip import (BONUS, CORRECTION, DISCARDED, END, KEPT, PLAIN, REJECTED, Colours,
                                         RoundStrip, round_chips, visible)
-from desktop_app.ui.spec_panel import NO_REPLY, SpecPanel, StatLabel
+from desktop_app.ui.spec_panel import NO_REPLY, SpecPanel
+from desktop_app.ui.stat_label import StatLabel
 
 from tests.test_ui_window import load, stored, type_and_send, wait_idle
 

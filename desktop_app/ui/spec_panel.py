@@ -4,12 +4,11 @@ in the round strip (ui/round_strip.py) as it happens or as the history stored it
 live charts (ui/charts.py) and "Does it pay?" (ui/pay_curve.py) for the same reply."""
 from __future__ import annotations
 
-import re
 import time
 
 from PySide6.QtCore import QSize, Qt, QTimer
-from PySide6.QtGui import QPainter, QPalette
-from PySide6.QtWidgets import (QGridLayout, QGroupBox, QLabel, QSizePolicy, QSplitter, QTabWidget, QVBoxLayout,
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import (QGridLayout, QGroupBox, QLabel, QSplitter, QTabWidget, QVBoxLayout,
                                QWidget)
 
 from desktop_app.chat.reply_footer import CUT_OFF, reading_note
@@ -23,10 +22,10 @@ from desktop_app.remote.rounds import DRAFTER as SERVER_DRAFTER
 from desktop_app.ui.charts import PLAIN_EARLIER, PLAIN_ESTIMATE_MIN, PLAIN_SO_FAR, LiveCharts
 from desktop_app.ui.pay_curve import PayCurve
 from desktop_app.ui.round_strip import Colours, RoundStrip
+from desktop_app.ui.stat_label import StatLabel
 
 NO_REPLY = "No reply selected"
 GENERATING = "Generating…"       # after reading_note's (this with "Tokens –" for a minute read as stuck)
-_BREAKS = re.compile(r" (?=\()| (?=/ )")
 STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation excluded)"),
          ("vs_plain", "vs plain (measured)", "This reply's speed over plain decoding's on this machine, "
                                              "measured: one single-token target pass per token, timed on this "
@@ -52,59 +51,6 @@ def stored_header(title: str, created_at: float, number: int) -> str:
     """The header for a reply from the history."""
     when = time.strftime("%H:%M", time.localtime(created_at)) if created_at else "?"
     return f"Reply of {when} in '{title}' (message {number})"
-
-
-class StatLabel(QWidget):
-    """A value in the grid: one line, never wrapped; when too narrow, its last parts (a parenthesis, or
-    what follows a "/") are left out, shown as "(…)" or "/ …", so a number is never cut or parted from
-    its unit (a first part wider than the label alone ends in "…"); the full text is in the tooltip.
-    A value may come with a compact form (setText's `compact`), shown before any part is left out: the
-    plain rate a "× plain" is over, which "0.73× (…)" hid in a 1000-px window (a new user's try).
-    Its size never depends on its text, so a new value repaints the label alone (a QLabel would ask
-    the whole panel to lay itself out again, several times a second)."""
-
-    def __init__(self, text: str = "–", parent=None):
-        super().__init__(parent)
-        self._text = text
-        self._compact = ""
-        self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
-
-    def text(self) -> str:
-        return self._text
-
-    def sizeHint(self) -> QSize:
-        return QSize(80, self.fontMetrics().height() + 2)
-
-    def minimumSizeHint(self) -> QSize:
-        return QSize(0, self.fontMetrics().height() + 2)
-
-    def shown_text(self) -> str:
-        """What fits in the label's width: the text, or its first parts and "(…)" or "/ …"."""
-        text, width = self._text, self.contentsRect().width()
-        fm = self.fontMetrics()
-        for shown in (text, self._compact):
-            if shown and fm.horizontalAdvance(shown) <= width:
-                return shown
-        parts = _BREAKS.split(text)             # a number keeps its unit: parts end before "(" or "/ "
-        while len(parts) > 1:
-            dropped = parts.pop()
-            # ("(…)" where a parenthesis was left out: "7 …" read as "7 or more", a new user's try)
-            shown = " ".join(parts) + (" (…)" if dropped.startswith("(") else " / …")
-            if fm.horizontalAdvance(shown) <= width:
-                return shown
-        return fm.elidedText(parts[0], Qt.ElideRight, width)     # (a part that does not fit alone ends in "…")
-
-    def setText(self, text: str, compact: str = "") -> None:
-        """`compact`: a shorter form of the same value, shown where `text` does not fit ("" for none)."""
-        if (text, compact) != (self._text, self._compact):
-            self._text, self._compact = text, compact
-            self.setToolTip(text if text != "–" else "")
-            self.update()
-
-    def paintEvent(self, _event) -> None:
-        painter = QPainter(self)
-        painter.setPen(self.palette().color(QPalette.WindowText))
-        painter.drawText(self.contentsRect(), Qt.AlignLeft | Qt.AlignVCenter, self.shown_text())
 
 
 class RoundsBox(QWidget):

@@ -245,6 +245,7 @@ def test_cancelled_reply_is_kept_and_marked(session):
     reply = session.store.messages(cid)[-1]
     assert reply.status == "cancelled" and reply.content and reply.stats["stop_reason"] == "cancelled"
     assert len(reply.rounds) == 5
+    assert reply.rounds[-1]["end"] == "cancelled" and not any("end" in r for r in reply.rounds[:-1])   # (its strip's mark)
 
 
 def test_walking_away_from_the_stream_keeps_the_partial_reply(session):

@@ -202,6 +202,30 @@ def test_the_tokens_row_counts_the_end_the_rounds_wrote(qtbot):
     assert panel.labels["tokens"].text() == "14 in 5 rounds (first after 2.50 s)"          # a stop string's)
 
 
+def test_a_reply_that_ended_after_its_last_round_is_marked_there(qtbot):
+    """A reply that a full context, a stop string or Stop ended came to no end in a round: the strip
+    showed no end mark at all (a new user's try). Its last round now carries why it ended."""
+    for reason, shown in (("context_full", "context full"), ("stop_string", "stop string"), ("cancelled", "stopped")):
+        panel = SpecPanel()
+        qtbot.addWidget(panel)
+        panel.begin("cats")
+        for i in range(3):
+            panel.add_round(make_round(i, ["a", "b"], 1, ["a", "c"], [A, C]))
+        panel.finish(slow_stats(stop_reason=reason))
+        strip = panel.strip
+        assert [c.kind for c in strip.chips(1)] == [KEPT, REJECTED, CORRECTION]
+        assert [c.kind for c in strip.chips(2)] == [KEPT, REJECTED, CORRECTION, END]
+        assert strip.chips(2)[-1].tip.startswith("the reply ended here: ") and strip.round_model.rounds[-1].end == reason
+        painted = strip.round_delegate.layout(strip.round_model.round(2), strip.visualRect(strip.round_model.index(2)),
+                                              strip.font())[0]
+        assert painted[-1].text == "■ " + shown
+    ended = make_round(0, ["!"], 1, ["!", "<|im_end|>"], [A, B], end="eos")    # an end the round wrote stays
+    panel.begin("cats")
+    panel.add_round(ended)
+    panel.finish(slow_stats(stop_reason="eos"))
+    assert panel.strip.round_model.rounds == [ended]
+
+
 def test_a_share_short_of_all_never_reads_as_all(qtbot):
     """220 of 221 drafts kept read "220/221 (100 %)", "α 1.00" and "100 % of drafted tokens were kept"
     beside a rejected draft (a new user's try): one decimal more where rounding would say all, or none."""

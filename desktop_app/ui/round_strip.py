@@ -31,6 +31,9 @@ DRAFT_KINDS = (KEPT, REJECTED, DISCARDED)
 TARGET_KINDS = (CORRECTION, BONUS, PLAIN)
 DRAFTER_NAMES = {"model": "draft model", "lookup": "lookup"}
 MAX_CHIP_CHARS = 18
+ENDS = {"eos": ("eos", "an end-of-generation token"), "max_tokens": ("max tokens", "the token limit (max tokens)"),
+        "stop_string": ("stop string", "a stop string (Settings)"), "cancelled": ("stopped", "you stopped it"),
+        "context_full": ("context full", "the context was full")}   # RoundEvent.end, or the reply's stop reason
 
 _SPECIAL = re.compile(r"^<(\|[^|<>\s]{1,40}\||/?s|[a-z_]{2,24})>$")
 _TARGET_TIPS = {CORRECTION: "the target's token in place of the first rejected draft",
@@ -99,8 +102,7 @@ def round_chips(r: RoundEvent) -> list[Chip]:
         text = r.emitted_text[r.accepted]
         chips.append(Chip(kind, text, f"{kind}: {text!r} — {_TARGET_TIPS.get(kind, kind)}"))
     if r.end:
-        what = "an end-of-generation token" if r.end == "eos" else "the token limit (max tokens)"
-        chips.append(Chip(END, "", f"the reply ended here: {what}"))
+        chips.append(Chip(END, "", f"the reply ended here: {ENDS.get(r.end, (r.end, r.end))[1]}"))
     return chips
 
 
@@ -146,6 +148,12 @@ class RoundListModel(QAbstractListModel):
         self.beginInsertRows(QModelIndex(), n, n + len(rounds) - 1)
         self._rounds.extend(rounds)
         self.endInsertRows()
+
+    def replace_last(self, r: RoundEvent) -> None:
+        if self._rounds:
+            self._rounds[-1] = r
+            index = self.index(len(self._rounds) - 1)
+            self.dataChanged.emit(index, index)
 
     def set_rounds(self, rounds: list[RoundEvent]) -> None:
         self.beginResetModel()
@@ -221,7 +229,7 @@ class RoundDelegate(QStyledItemDelegate):
         entries = [("label", label, round_tip(r), False)]
         for c in round_chips(r):
             if c.kind == END:
-                entries.append((END, "■ " + ("eos" if r.end == "eos" else "max tokens"), c.tip, False))
+                entries.append((END, "■ " + ENDS.get(r.end, (r.end,))[0], c.tip, False))
             else:
                 entries.append((c.kind, visible(c.text), c.tip, is_special(c.text)))
         indent = left
@@ -393,6 +401,12 @@ class RoundStrip(QListView):
 
     def clear(self) -> None:
         self.set_rounds([])
+
+    def end_last(self, r: RoundEvent) -> None:
+        """Show the last round as `r`: the same round, marked as where the reply ended."""
+        self.round_delegate.forget_sizes()
+        self.round_model.replace_last(r)
+        self.scheduleDelayedItemsLayout()              # (the mark may take a line of its own)
 
     def chips(self, row: int) -> list[Chip]:
         return round_chips(self.round_model.round(row))

@@ -5,6 +5,7 @@ live charts (ui/charts.py) and "Does it pay?" (ui/pay_curve.py) for the same rep
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtGui import QPalette
@@ -306,6 +307,10 @@ class SpecPanel(QWidget):
 
     def finish(self, stats: GenerationStats) -> None:
         self._flush()
+        if self._live_rounds and not self._live_rounds[-1].end and stats.stop_reason:   # (a full context, a stop string, Stop: the
+            last = self._live_rounds[-1] = replace(self._live_rounds[-1], end=stats.stop_reason)   # strip marks
+            if self._attached:                                    # where it ended, as the history does)
+                self.strip.end_last(last)
         self._timer.stop()
         self._streaming = False
         self._live_stats = stats

@@ -26,7 +26,7 @@ round, from what it measures on this machine.</p>
 <li><b>correction</b> (orange): the target's own token in place of the rejected one.</li>
 <li><b>bonus</b> (blue): when every guess was kept, the same pass yields one more token.</li>
 <li><b>plain</b>: a round with no guess, one token from one target pass, as without speculation.</li>
-<li><b>end</b> (outlined): where the reply ended, at the model's end token or at Max tokens.</li>
+<li><b>end</b> (outlined): where the reply ended, and why: the model's end token (eos), Max tokens, a stop string, a full context, or Stop.</li>
 </ul>
 <p>Hover a guess for q (the draft's probability of it), p (the target's) and min(1, p/q), the
 chance it is kept when sampling. From the keyboard, Tab to the strip, move between rounds with the

@@ -377,6 +377,9 @@ def test_the_pair_verdict_before_load_comes_from_the_headers(qtbot, tmp_path, cl
     w.model_bar.backend.set_backend("local")
     assert not bar.verdict.isVisible()
     assert "cannot read: " in bar.info.text() and "not a GGUF file" in bar.info.text()
+    # its box names it so from then on, and the good files as before (it stayed there unmarked)
+    assert bar.target.itemText(bar.target.findData(str(notes))) == "notamodel.gguf (cannot be read)"
+    assert bar.draft.itemText(bar.draft.findData(q2k_draft_path)) == os.path.basename(q2k_draft_path)
 
 
 def test_after_a_restart_the_cached_demo_pair_is_offered_as_cached(qtbot, tmp_path, close_all, test_model_path,

@@ -6,6 +6,7 @@ import os
 from functools import lru_cache
 
 from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QGridLayout, QHBoxLayout, QLabel, QMenu, QProgressBar,
                                QPushButton, QStyle, QStyleOptionComboBox, QWidget)
 
@@ -18,6 +19,7 @@ NO_DRAFT = "(no draft model)"
 NO_MODEL = "No model loaded."
 IN_USE = "In use until this load ends: "          # the models loaded, while others load
 UNREADABLE = ("cannot read", "file not found")     # how describe() starts for a file it cannot read
+UNREADABLE_MARK = " (cannot be read)"                # after such a file's name in the boxes, once found so
 MAX_LABEL_CHARS = 46        # longer file names are cut in the middle in the boxes
 
 
@@ -289,6 +291,8 @@ class ModelBar(QWidget):
         t, d = self.target_path(), self.draft_path()
         for combo, path in ((self.target, t), (self.draft, d)):
             combo.setToolTip("\n".join(x for x in (path, describe(path)) if x))
+            if path and describe(path).startswith(UNREADABLE):
+                self._mark_unreadable(path)
         self._update_verdict(t, d)
         lines = []
         if t:
@@ -302,6 +306,16 @@ class ModelBar(QWidget):
         self.verdict.setVisible(local and self.pair_verdict is not None and (not folded or self.pair_verdict.ok is not True))
         self._error_gives_way()
         self.choiceChanged.emit()
+
+    def _mark_unreadable(self, path: str) -> None:
+        """A file found unreadable, so named in both boxes ("… (cannot be read)") and greyed: it stays,
+        as the user may mend it, but choosing another no longer means trying each in turn."""
+        for combo in (self.target, self.draft):
+            i = combo.findData(path)
+            if i >= 0 and not combo.itemText(i).endswith(UNREADABLE_MARK):
+                combo.setItemText(i, combo.itemText(i) + UNREADABLE_MARK)
+                combo.setItemData(i, self.palette().color(QPalette.Disabled, QPalette.Text), Qt.ForegroundRole)
+                self._fit(combo)
 
     def _error_gives_way(self) -> None:
         """Another file chosen since the last attempt's error: the line says what is loaded again."""

@@ -156,7 +156,8 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     p_bench.add_argument("-md", "--model-draft", dest="draft", metavar="DRAFT", help="draft GGUF file or catalogue key")
     p_bench.add_argument("--prompts", default="builtin", metavar="FILE|builtin",
                          help="a .json list or a text file with prompts separated by '---' lines (default: builtin)")
-    p_bench.add_argument("--drafter", default="model,lookup", metavar="LIST", help="model, lookup (default both)")
+    p_bench.add_argument("--drafter", default=None, metavar="LIST", help="model, lookup (default: both with -md, "
+                         "lookup without)")
     p_bench.add_argument("--draft-max", default="2,4,8", metavar="LIST", help="draft lengths (default 2,4,8)")
     p_bench.add_argument("--auto", action="store_true", help="also run auto mode, and report it against the best "
                          "fixed setting per prompt")

@@ -97,10 +97,25 @@ def test_models_alone_lists_them_and_an_unknown_key_is_named_as_such(tmp_path):
     (["--json", "/nonexistent/dir/bench.json"], "--json /nonexistent/dir/bench.json: cannot be written "
                                                 "(No such file or directory)"),
     (["--plot", "/"], "--plot /: cannot be written (Is a directory)"),
+    (["--drafter", "model"], "--drafter model needs a draft model (-md DRAFT)"),   # (it ran plain decoding alone)
 ])
 def test_bench_refuses_bad_input_before_loading_a_model(args, says):
     message = usage_error(tandem("bench", "-m", MISSING, *args), json_doc="--json" in args)
     assert message.startswith(says), message
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11 and Wayland sessions are Linux's")
+def test_the_window_without_a_display_says_so_in_one_line():
+    """Over SSH, `tandem` aborted inside Qt (SIGABRT) with "Reinstalling the application may fix this
+    problem" (a new user's try)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    for args in ([], ["gui"]):
+        out = subprocess.run([sys.executable, "-m", "desktop_app", *args], capture_output=True, text=True, env=env,
+                             timeout=300)
+        assert out.returncode == 1 and out.stdout == "", out
+        assert out.stderr == ("tandem: error: no display to open the window on (neither DISPLAY nor WAYLAND_DISPLAY "
+                              "is set): run tandem from a desktop session, or chat on the command line: tandem "
+                              "generate -m MODEL -p TEXT\n"), out.stderr
 
 
 def test_bench_names_a_prompts_file_it_cannot_use(tmp_path):

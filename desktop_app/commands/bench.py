@@ -108,12 +108,14 @@ def run(args: argparse.Namespace) -> int:
     from desktop_app.engine import IncompatiblePair, LoadOptions, ModelLoadError, ModelPair
 
     try:
-        drafters = _list(args.drafter, str)
+        drafters = _list(args.drafter or ("model,lookup" if args.draft else "lookup"), str)
         draft_maxes = _list(args.draft_max, int)
         temps = [checks.temperature(t) for t in _list(args.temp, float)]
         prompts = load_prompts(args.prompts)
         if any(d not in ("model", "lookup") for d in drafters):
             raise ValueError("--drafter takes model and/or lookup")
+        if "model" in drafters and not args.draft:       # (it ran plain decoding alone, and said nothing)
+            raise ValueError("--drafter model needs a draft model (-md DRAFT)")
         if any(not 1 <= g <= 32 for g in draft_maxes):
             raise ValueError("--draft-max values must be between 1 and 32")
         if not prompts:

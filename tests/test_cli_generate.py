@@ -47,6 +47,16 @@ def test_generate_json_with_a_draft_model(test_model_path, q2k_draft_path):
     assert sample["text"]
 
 
+def test_a_reply_in_plain_turns_ends_where_the_model_starts_the_user_s_next(gemma_path):
+    """A model with no chat template chats in plain "User:/Assistant:" turns; greedy, gemma3-270m
+    answered "2+2 = 4" and went on "User: 2+2 = 4 Assistant: 2+2 = 4 User: …" to the token limit."""
+    out = tandem("generate", "-m", gemma_path, "-p", "What is 2+2?", "-n", "40", "--json")
+    assert out.returncode == 0, out.stderr
+    [sample] = json.loads(out.stdout)["samples"]
+    assert sample["stats"]["stop_reason"] == "stop_string" and "4" in sample["text"], sample
+    assert "User:" not in sample["text"] and sample["stats"]["n_tokens"] < 40
+
+
 def test_generate_samples_use_consecutive_seeds(test_model_path, q2k_draft_path, tmp_path):
     prompt = tmp_path / "prompt.txt"
     prompt.write_text("Once upon a time", encoding="utf-8")

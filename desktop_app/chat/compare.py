@@ -220,7 +220,8 @@ def _run(session: ChatSession, run: CompareRun, prompt: list[int], sampling: Sam
         if session.controls.cancelled:
             controls.cancel()
         text, tokens = "", []
-        for event in session.pair.generate(prompt, sampling, controls, options.max_tokens, options.stop):
+        for event in session.pair.generate(prompt, sampling, controls, options.max_tokens,
+                                           session.template.stops(options.stop)):
             if isinstance(event, TokenEvent):
                 run.offsets.append(len(text))
                 text += event.text

@@ -26,6 +26,8 @@ class Message:
 
 
 FALLBACK_NOTE = "this model has no chat template; using plain 'User:/Assistant:' turns"
+FALLBACK_STOPS = ("\nUser:",)   # where a reply in those turns ends: the model writing the user's next turn
+                                # (gemma3-270m went on "User: Hello, my name is Susan. Assistant: …")
 
 
 def _raise(message: str):
@@ -48,6 +50,11 @@ class ChatTemplate:
     @property
     def note(self) -> str:
         return "" if self.has_template else FALLBACK_NOTE
+
+    def stops(self, stop: Sequence[str] = ()) -> tuple[str, ...]:
+        """The stop strings a reply in this template's turns ends at: `stop` (the user's), and the
+        fallback's next "User:" turn."""
+        return tuple(dict.fromkeys([*stop, *(() if self.has_template else FALLBACK_STOPS)]))
 
     def render(self, messages: Sequence[Message], add_generation_prompt: bool = True,
                markers: Sequence[str] | None = None) -> str:

@@ -63,17 +63,19 @@ def _prompt_text(args) -> str:
     return text
 
 
-def _prompt_tokens(pair, args, text: str) -> list[int]:
+def _prompt_tokens(pair, args, text: str) -> tuple[list[int], tuple[str, ...]]:
+    """The prompt's tokens, and the stop strings its reply ends at (--stop, and the fallback template's
+    next turn)."""
     from desktop_app.chat.template import ChatTemplate, Message
 
     if args.raw:
         prefix = (args.system + "\n\n") if args.system else ""
-        return pair.target.tokenize(prefix + text, add_special=True, parse_special=False)
+        return pair.target.tokenize(prefix + text, add_special=True, parse_special=False), tuple(args.stop)
     template = ChatTemplate(pair.target)
     if template.note and not args.json:
         print(f"note: {template.note}", file=sys.stderr)
     messages = ([Message("system", args.system)] if args.system else []) + [Message("user", text)]
-    return template.tokenize(messages)
+    return template.tokenize(messages), template.stops(args.stop)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,13 +127,14 @@ def run(args: argparse.Namespace) -> int:
                     checks.note(pair.repack.notice)
                 checks.ctx_note(args.ctx_size, pair.n_ctx)
                 n_ctx = pair.n_ctx
-                prompt = _prompt_tokens(pair, args, text)
+                prompt, stops = _prompt_tokens(pair, args, text)
                 if not prompt:
                     return fail(args, "the prompt is empty", EXIT_USAGE)
                 if len(prompt) >= n_ctx:
                     return fail(args, f"the prompt has {len(prompt)} tokens and the context holds {n_ctx}, "
                                       f"which leaves no room for a reply: shorten the prompt or raise -c", EXIT_FAIL)
-                samples = [_sample(pair, args, spec, sampling, prompt, k, out, interrupt) for k in range(args.samples)]
+                samples = [_sample(pair, args, spec, sampling, prompt, stops, k, out, interrupt)
+                           for k in range(args.samples)]
     except models.FetchError as exc:
         return fail(args, str(exc), EXIT_FAIL)
     except KeyboardInterrupt:
@@ -150,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _sample(pair, args, spec, sampling, prompt: list[int], k: int, out: "Streamed", interrupt: Interrupt):
+def _sample(pair, args, spec, sampling, prompt: list[int], stops: tuple[str, ...], k: int, out: "Streamed",
+            interrupt: Interrupt):
     """Sample k of args.samples (seed S + k): its text streamed to stdout (unless --json) and its
     numbers to stderr; returns (seed, rounds, finish)."""
     from desktop_app.engine import Controls, FinishEvent, RoundEvent, TokenEvent
@@ -161,7 +165,7 @@ def _sample(pair, args, spec, sampling, prompt: list[int], k: int, out: "Streame
         out.end_line()
         print(f"[sample {k + 1}/{args.samples}{_seed_text(params)}]", file=sys.stderr, flush=True)
     rounds, finish = [], None
-    for event in pair.generate(prompt, params, Controls(spec), args.max_tokens, args.stop):
+    for event in pair.generate(prompt, params, Controls(spec), args.max_tokens, stops):
         interrupt.check()
         if isinstance(event, RoundEvent):
             rounds.append(event)

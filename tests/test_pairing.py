@@ -76,6 +76,25 @@ def test_header_verdicts_agree_with_the_engines_check(test_model_path, q2k_draft
     assert failed == 5
 
 
+def test_a_draft_no_smaller_than_its_target_is_said_to_be_so(test_model_path, q2k_draft_path, capsys):
+    """The 1.5B model drafting for the 0.5B ran at 0.39× plain, and nothing said why (a new user's
+    try). Those two pair, and the verdict says the draft will not pay; in the right order, nothing."""
+    from desktop_app.commands.checks import draft_note
+    from desktop_app.models.pairing import draft_too_big
+
+    assert check_headers(test_model_path, q2k_draft_path).text == "Pair OK: same tokenizer (gpt2/smollm, 49,152 tokens)"
+    swapped = check_headers(q2k_draft_path, test_model_path)      # (135M parameters both: the draft's file larger)
+    assert swapped.ok is True and swapped.text == (
+        "Pair OK: same tokenizer (gpt2/smollm, 49,152 tokens) — but the draft (135M) is no smaller than the target "
+        "(135M): a draft pays only where it is much faster than its target; swap them?")
+    assert draft_too_big(test_model_path, test_model_path) == ("the draft is the target itself: a draft pays only "
+                                                               "where it is much faster than its target")
+    draft_note(q2k_draft_path, test_model_path)                   # the command line's words
+    draft_note(test_model_path, q2k_draft_path)
+    assert capsys.readouterr().err == ("note: the draft (135M) is no smaller than the target (135M): a draft pays only "
+                                       "where it is much faster than its target; swap -m and -md?\n")
+
+
 def test_suggest_pair_takes_the_larger_file_as_target(test_model_path, q2k_draft_path, gemma_path, qwen_draft_path):
     assert suggest_pair([q2k_draft_path, gemma_path, test_model_path, qwen_draft_path]) == (
         test_model_path, q2k_draft_path)

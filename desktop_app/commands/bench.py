@@ -150,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         target = models.path_for(args.target)
         draft = models.path_for(args.draft) if args.draft else None
+        checks.draft_note(target, draft)
         with Interrupt(on_force=lambda: fail(args, "interrupted", EXIT_INTERRUPTED)) as interrupt:
             try:                                     # (while llama.cpp loads, Ctrl-C is noted, then acted on)
                 pair = ModelPair.load(target, draft, target_opts, draft_opts, cancel=interrupt)

@@ -28,6 +28,16 @@ def note(message: str) -> None:
     print(f"note: {message}", file=sys.stderr)
 
 
+def draft_note(target: str, draft: str | None) -> None:
+    """Say, before loading, where the draft is no smaller than the target (a swapped -m and -md ran
+    at 0.39× plain and nothing said why: a new user's try)."""
+    from desktop_app.models.pairing import draft_too_big
+
+    why = draft_too_big(target, draft, "swap -m and -md?") if draft else ""
+    if why:
+        note(why)
+
+
 def cpu_count() -> int:
     return max(1, os.cpu_count() or 1)
 

@@ -107,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
         args.target = models.path_for(args.target, progress)
         if args.draft:
             args.draft = models.path_for(args.draft, progress)
+            if not args.json:
+                checks.draft_note(args.target, args.draft)
         def interrupted():                         # a second Ctrl-C, which ends the process at once
             status.clear()
             out.end_line()

@@ -86,12 +86,17 @@ class GGUFInfo:
         """Size of an F16 KV cache of n_ctx tokens (what llama.cpp allocates by default)."""
         return n_ctx * self.n_layer * self.n_head_kv * (self.key_length + self.value_length) * bytes_per_value
 
+    @property
+    def params_text(self) -> str:
+        """Its size in parameters as its header names it ("1.5B"), or as counted."""
+        return self.size_label or _human_params(self.n_params)
+
     def summary(self) -> str:
         """One line on the file. general.name is left out where the file's own name (shown beside this
         line) already names the model: uploaders' names can mislead ("Qwen2.5 Coder 0.5B Instruct AWQ"
         for a Q4_K_M file)."""
         parts = [] if self.named_by_file else [self.name]
-        parts += [(self.size_label or _human_params(self.n_params)) + " parameters", self.quantization,
+        parts += [self.params_text + " parameters", self.quantization,
                  f"{self.file_size / 1e9:.2f} GB"]
         if self.context_length:
             parts.append(f"context {self.context_length:,}")

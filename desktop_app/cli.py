@@ -49,6 +49,9 @@ The reply goes to stdout; its numbers to stderr, one line each reply:
   rounds                 rounds that drafted and rounds decoded plainly (with --auto: by drafter)
   measured               this reply's speed against plain decoding, timed on its plain rounds, or
                          before it where it had none (at load, or by the last reply in the window)
+On a terminal the reply's text is coloured by who wrote each token: green, a draft the target kept;
+red, the target's correction of a rejected draft; blue, its bonus token after a draft kept whole;
+uncoloured, a plain step (NO_COLOR=1 turns colour off).
 """
 
 
@@ -90,9 +93,10 @@ def _add_spec_options(p: argparse.ArgumentParser) -> None:
                    "without -md, this or --draft-max, auto mode copies by prompt lookup where that pays")
     p.add_argument("--draft-max", type=int, default=None, metavar="N", help="draft length γ, 1-32 (default 4); "
                    "without -md it asks for prompt lookup at this γ")
-    p.add_argument("--draft-min", type=int, default=0, metavar="N", help="drop drafts shorter than this (not one that ends at an end-of-generation token)")
+    p.add_argument("--draft-min", type=int, default=0, metavar="N", help="drop drafts shorter than this (not one "
+                   "that ends at an end-of-generation token; default 0)")
     p.add_argument("--draft-p-min", type=float, default=0.0, metavar="P",
-                   help="stop drafting when the draft's top probability is below P")
+                   help="stop drafting when the draft's top probability is below P (default 0: never)")
     p.add_argument("--auto", action="store_true", help="choose the drafter and γ (0-32, whatever --draft-max says) "
                    "each round from this machine's measured costs and the acceptance seen so far; a draft model "
                    "reads the prompt only once auto first drafts with it. With --drafter lookup auto weighs copies "
@@ -116,8 +120,8 @@ def _add_gui_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server", metavar="URL", help="open connected to a running llama-server")
     p.add_argument("--api-key", metavar="KEY", default=None, help="its API key (also TANDEM_API_KEY)")
     p.add_argument("--prompt", help=argparse.SUPPRESS)        # with --screenshot: for docs and tests
-    p.add_argument("--screenshot", metavar="PNG", help="once loaded, send a test message, save a screenshot "
-                                                           "after the reply, and quit")
+    p.add_argument("--screenshot", metavar="PNG", help=argparse.SUPPRESS)   # (once loaded, send a test message,
+                                                                            # save a screenshot after the reply, quit)
     _add_repack_option(p)
 
 
@@ -139,12 +143,15 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     _add_server_options(p_gen)
     _add_spec_options(p_gen)
     _add_sampling_options(p_gen)
-    p_gen.add_argument("-n", "--max-tokens", type=int, default=256, help="tokens to generate at most (default 256)")
-    p_gen.add_argument("--samples", type=int, default=1, metavar="K", help="K completions with seeds S, S+1, ...")
-    p_gen.add_argument("--system", default=None, metavar="TEXT", help="system prompt")
+    p_gen.add_argument("-n", "--max-tokens", "--n-predict", dest="max_tokens", type=int, default=256, metavar="N",
+                       help="tokens to generate at most (default 256)")
+    p_gen.add_argument("--samples", type=int, default=1, metavar="K", help="K completions, with seeds S, S+1, ... "
+                       "from --seed S (each sample's text follows a [sample k/K] line)")
+    p_gen.add_argument("-sys", "--system-prompt", "--system", dest="system", default=None, metavar="TEXT",
+                       help="system prompt")
     src = p_gen.add_mutually_exclusive_group(required=True)
-    src.add_argument("-p", "--prompt", metavar="TEXT")
-    src.add_argument("-f", "--prompt-file", metavar="FILE")
+    src.add_argument("-p", "--prompt", metavar="TEXT", help="the message to answer (with --raw: the text to go on)")
+    src.add_argument("-f", "--prompt-file", metavar="FILE", help="... read from FILE (-: standard input)")
     p_gen.add_argument("--raw", action="store_true", help="send the prompt as plain text, no chat template")
     p_gen.add_argument("--stop", action="append", default=[], metavar="TEXT", help="stop string (repeatable)")
     p_gen.add_argument("--json", action="store_true", help="print one JSON document with every round")
@@ -168,7 +175,8 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
                          f"({', '.join([*PROFILES, 'here'])})")
     p_bench.add_argument("--save-traces", metavar="OUT.json", help="with --replay: keep the recorded traces")
     p_bench.add_argument("--temp", default="0", metavar="LIST", help="temperatures (default 0: greedy)")
-    p_bench.add_argument("-n", "--n-tokens", type=int, default=128, help="tokens per run (default 128)")
+    p_bench.add_argument("-n", "--n-tokens", "--n-predict", dest="n_tokens", type=int, default=128, metavar="N",
+                         help="tokens per run (default 128)")
     p_bench.add_argument("--repeat", type=int, default=3, help="repeats of every run (default 3)")
     p_bench.add_argument("--seed", type=int, default=0, help="random seed of sampled runs (default 0)")
     p_bench.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default, or 0: one per "

@@ -70,6 +70,22 @@ def test_generate_samples_use_consecutive_seeds(test_model_path, q2k_draft_path,
     assert one["samples"][0]["tokens"] == many["samples"][1]["tokens"]
 
 
+def test_samples_in_text_are_parted_on_stdout_and_a_prompt_comes_from_standard_input(test_model_path):
+    """Each sample's text follows a line naming it on stdout (the names went to stderr, and the texts ran
+    together in a file: a new user's try); -f - reads the prompt from standard input, as llama.cpp's
+    does not, which said "cannot read the prompt file -"."""
+    args = ["generate", "-m", test_model_path, "-f", "-", "-n", "8", "--temp", "0.8", "-c", "512", "--seed"]
+    out = subprocess.run([sys.executable, "-m", "desktop_app", *args, "5", "--samples", "2"], input="Name a fruit.",
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "[sample 1/2, seed 5]" and "[sample 2/2, seed 6]" in lines[2:], out.stdout
+    second = out.stdout.split("[sample 2/2, seed 6]\n")[1]
+    one = subprocess.run([sys.executable, "-m", "desktop_app", *args, "6"], input="Name a fruit.",
+                         capture_output=True, text=True, timeout=600)
+    assert one.returncode == 0 and one.stdout == second and second.strip(), (one.stdout, second)   # (the same sample)
+
+
 def test_generate_plain_text_output_and_auto_default_without_a_draft_model(test_model_path):
     out = tandem("generate", "-m", test_model_path, "-p", "Say hello.", "-n", "8", "-c", "512")
     assert out.returncode == 0, out.stderr
@@ -146,7 +162,7 @@ def test_generate_text_summary_names_the_seed_and_adds_up(test_model_path, q2k_d
     assert kept + drafted + plain in ((tokens + 1, tokens + 2) if ended else (tokens,)), out.stderr
     many = tandem("generate", "-m", test_model_path, "-p", "Say hi.", "-n", "6", "-c", "512", "--temp", "0.8",
                   "--seed", "3", "--samples", "2")
-    assert "[sample 1/2, seed 3]" in many.stderr and "[sample 2/2, seed 4]" in many.stderr, many.stderr
+    assert "[sample 1/2, seed 3]" in many.stdout and "[sample 2/2, seed 4]" in many.stdout, many.stdout   # (on stdout: parted)
     greedy = tandem("generate", "-m", test_model_path, "-p", "Say hi.", "-n", "6", "-c", "512")
     assert "seed" not in greedy.stderr                     # greedy decoding draws on no seed
 

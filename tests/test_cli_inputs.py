@@ -118,6 +118,15 @@ def test_the_window_without_a_display_says_so_in_one_line():
                               "generate -m MODEL -p TEXT\n"), out.stderr
 
 
+def test_llama_cpp_s_names_for_the_token_limit_and_the_system_prompt():
+    from desktop_app.cli import build_parser
+
+    gen = build_parser().parse_args(["generate", "-m", "x", "-p", "hi", "--n-predict", "5", "-sys", "Be brief."])
+    assert gen.max_tokens == 5 and gen.system == "Be brief."
+    assert build_parser().parse_args(["generate", "-m", "x", "-p", "hi", "--system-prompt", "S"]).system == "S"
+    assert build_parser().parse_args(["bench", "-m", "x", "--n-predict", "7"]).n_tokens == 7
+
+
 def test_bench_names_a_prompts_file_it_cannot_use(tmp_path):
     (tmp_path / "latin1.txt").write_bytes(b"caf\xe9\n")
     (tmp_path / "broken.json").write_text("[1,", encoding="utf-8")

@@ -53,8 +53,11 @@ def _prompt_text(args) -> str:
         text = checks.text("the prompt (-p)", args.prompt)
     else:
         try:
-            with open(args.prompt_file, encoding="utf-8") as fh:
-                text = fh.read()
+            if args.prompt_file == "-":            # (as llama.cpp's -f does not: standard input)
+                text = sys.stdin.buffer.read().decode("utf-8")
+            else:
+                with open(args.prompt_file, encoding="utf-8") as fh:
+                    text = fh.read()
         except (OSError, UnicodeDecodeError) as exc:
             raise ValueError(f"cannot read the prompt file {args.prompt_file}: "
                              f"{exc.strerror if isinstance(exc, OSError) else 'it is not UTF-8 text'}") from None
@@ -163,9 +166,9 @@ def _sample(pair, args, spec, sampling, prompt: list[int], stops: tuple[str, ...
     from desktop_app.engine.sampling import SamplingParams
 
     params = SamplingParams(sampling.temperature, sampling.top_k, sampling.top_p, sampling.min_p, sampling.seed + k)
-    if args.samples > 1 and not args.json:
-        out.end_line()
-        print(f"[sample {k + 1}/{args.samples}{_seed_text(params)}]", file=sys.stderr, flush=True)
+    if args.samples > 1 and not args.json:    # (on stdout: where it goes to a file, the samples' texts
+        out.end_line()                        # ran together there, a new user's try)
+        out.write_line(f"[sample {k + 1}/{args.samples}{_seed_text(params)}]")
     rounds, finish = [], None
     for event in pair.generate(prompt, params, Controls(spec), args.max_tokens, stops):
         interrupt.check()
@@ -226,6 +229,13 @@ class Streamed:
             sys.stdout.write("\n")
             sys.stdout.flush()
             self.open = False
+
+    def write_line(self, line: str) -> None:
+        """A line of its own, never coloured (a sample's header)."""
+        if not self.quiet:
+            self.end_line()
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
 
 
 class LoadStatus:

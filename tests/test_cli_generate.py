@@ -114,10 +114,11 @@ def test_generate_exit_codes(test_model_path, gemma_path, tmp_path):
     assert out.returncode == 1 and f"tandem: error: draft model {tmp_path / 'gone.gguf'}: file not found" in out.stderr
     out = tandem("generate", "-m", test_model_path, "-md", gemma_path, "-p", "hi")
     assert out.returncode == 1 and "cannot draft for" in out.stderr and "the draft's tokenizer is llama-spm, the target's gpt2" in out.stderr
+    assert out.stderr.endswith(" — choose a draft made for this target, or leave out -md to use the target alone\n")
     out = tandem("generate", "-m", test_model_path, "--drafter", "model", "-p", "hi")
     assert out.returncode == 2 and "needs a draft model" in out.stderr
     out = tandem("generate", "-m", test_model_path, "--draft-max", "40", "-p", "hi")
-    assert out.returncode == 2 and "draft max" in out.stderr
+    assert out.returncode == 2 and "--draft-max must be between 1 and 32, not 40" in out.stderr
     out = tandem("generate", "-m", test_model_path)
     assert out.returncode == 2                       # no prompt: argparse usage error
 

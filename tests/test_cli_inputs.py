@@ -51,7 +51,10 @@ GENERATE_ERRORS = {
     "--seed 2^32": (["-p", "hi", "--seed", str(2**32)], "--seed must be -1 (random, as in llama.cpp) or between"),
     "-c -5": (["-p", "hi", "-c", "-5"], "-c must be 0 (the model's own context length, as in llama.cpp) or a "
                                         "number of tokens, not -5"),
-    "--draft-p-min nan": (["-p", "hi", "--draft-p-min", "nan"], "draft p-min must be in [0, 1), not nan"),
+    "--draft-p-min nan": (["-p", "hi", "--draft-p-min", "nan"], "--draft-p-min must be at least 0 and below 1, not nan"),
+    "--draft-max 0": (["-p", "hi", "--draft-max", "0"], "--draft-max must be between 1 and 32, not 0"),   # (it said
+    "--draft-min 10": (["-p", "hi", "--draft-min", "10"], "--draft-min must be between 0 and --draft-max (4), "  # "draft
+                                                          "not 10"),                                             # max")
     "missing prompt file": (["-f", "/nonexistent/prompt.txt"],
                             "cannot read the prompt file /nonexistent/prompt.txt: No such file or directory"),
     "not an int": (["-p", "hi", "--seed", "abc"], "argument --seed: invalid int value: 'abc' (see tandem generate -h)"),

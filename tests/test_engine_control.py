@@ -364,9 +364,9 @@ def test_auto_mode_runs_and_drafts_within_bounds(pair):
 
 
 def test_invalid_settings_are_refused():
-    with pytest.raises(ValueError, match="draft max"):
+    with pytest.raises(ValueError, match="--draft-max must be between 1 and 32"):
         SpecSettings(draft_max=0)
-    with pytest.raises(ValueError, match="draft max"):
+    with pytest.raises(ValueError, match="--draft-max must be between 1 and 32"):
         SpecSettings(draft_max=33)
     with pytest.raises(ValueError, match="drafter"):
         SpecSettings(drafter="magic")

@@ -81,7 +81,8 @@ def test_a_llama_cpp_without_rpc_says_how_to_rebuild(test_model_path):
 
     if L.llama_supports_rpc():
         pytest.skip("the installed llama-cpp-python has RPC")
-    assert out.returncode != 0 and REBUILD in out.stderr, out.stderr[-2000:]
+    # before any load, in --rpc's name (it named the target's file), and without the warning on a network
+    assert out.returncode == 2 and out.stderr == f"tandem: error: --rpc: {REBUILD}\n", out.stderr[-2000:]
 
 
 def test_rpc_addresses_are_checked_before_anything_loads():

@@ -160,7 +160,9 @@ def run(args: argparse.Namespace) -> int:
             if interrupt():                          # (pressed while the load, which it could not stop, ended)
                 pair.close()
                 raise KeyboardInterrupt
-    except (ModelLoadError, IncompatiblePair, models.FetchError) as exc:
+    except (ModelLoadError, IncompatiblePair) as exc:
+        return fail(args, checks.load_error(exc, target, draft), EXIT_FAIL)
+    except models.FetchError as exc:
         return fail(args, str(exc), EXIT_FAIL)
     except KeyboardInterrupt:
         return fail(args, "interrupted", EXIT_INTERRUPTED)

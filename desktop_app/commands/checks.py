@@ -38,6 +38,17 @@ def draft_note(target: str, draft: str | None) -> None:
         note(why)
 
 
+def load_error(exc, target: str, draft: str | None) -> str:
+    """A load's error for a terminal: which model, by the path as given (the window shows file names),
+    or for a pair that cannot pair, what to do (it said only why)."""
+    from desktop_app.engine import ModelLoadError
+
+    if isinstance(exc, ModelLoadError):
+        role = "draft model" if draft and exc.path == draft and exc.path != target else "target model"
+        return f"{role} {exc.path}: {exc.reason}"
+    return f"{exc} — choose a draft made for this target, or leave out -md to use the target alone"
+
+
 def cpu_count() -> int:
     return max(1, os.cpu_count() or 1)
 
@@ -108,7 +119,8 @@ def text(what: str, value: str | None) -> str | None:
 def offload(args) -> tuple[int, int, tuple[str, ...]]:
     """(-ngl, -ngld, RPC servers) from the command line; raises ValueError. Layers go to a GPU, or with
     --rpc to the RPC servers: there every layer does unless -ngl says otherwise (as llama.cpp's -ngl 99)."""
-    from desktop_app.engine.rpc import ALL_LAYERS, WARNING, RpcError, parse_servers
+    from desktop_app.engine.rpc import ALL_LAYERS, REBUILD, WARNING, RpcError, parse_servers
+    from desktop_app.machine import llama_build
 
     servers: tuple[str, ...] = ()
     if getattr(args, "rpc", None) is not None:
@@ -116,6 +128,8 @@ def offload(args) -> tuple[int, int, tuple[str, ...]]:
             servers = parse_servers(args.rpc)
         except RpcError as exc:
             raise ValueError(f"--rpc: {exc}") from None
+        if not llama_build()["rpc"]:           # (said after loading, of the target's file, and after the
+            raise ValueError(f"--rpc: {REBUILD}")   # warning on a network RPC could not use: a new user's try)
         note(WARNING)
     default = ALL_LAYERS if servers else 0
     ngl = default if args.gpu_layers is None else args.gpu_layers
@@ -123,8 +137,6 @@ def offload(args) -> tuple[int, int, tuple[str, ...]]:
     if ngl < 0 or ngld < 0:
         raise ValueError("-ngl and -ngld take 0 or more layers (99: all)")
     if (ngl or ngld) and not servers:
-        from desktop_app.machine import llama_build
-
         if not llama_build()["gpu_offload"]:
             asked = " and ".join(f"{flag} {n}" for flag, n in (("-ngl", ngl), ("-ngld", ngld)) if n)
             note(f"{asked}: this llama.cpp build has no GPU offload (tandem doctor), so every layer runs on the CPU")

@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
                                       cancel=interrupt)
             except (ModelLoadError, IncompatiblePair) as exc:
                 interrupt.check()                  # a load cancelled by Ctrl-C is an interruption
-                return fail(args, _load_error(exc, args), EXIT_FAIL)
+                return fail(args, checks.load_error(exc, args.target, args.draft), EXIT_FAIL)
             finally:
                 status.clear()
             with pair:
@@ -195,16 +195,6 @@ def colored(args) -> bool:
 def _seed_text(params) -> str:
     """", seed S" where sampling draws on the seed (not greedy)."""
     return f", seed {params.seed}" if params.temperature > 0 else ""
-
-
-def _load_error(exc, args) -> str:
-    """A load's error for a terminal: which model, by the path as given (the window shows file names)."""
-    from desktop_app.engine import ModelLoadError
-
-    if isinstance(exc, ModelLoadError):
-        role = "draft model" if args.draft and exc.path == args.draft and exc.path != args.target else "target model"
-        return f"{role} {exc.path}: {exc.reason}"
-    return str(exc)
 
 
 class Streamed:

@@ -20,15 +20,15 @@ class SpecSettings:
     auto: bool = False            # pick γ (and with a draft model, model or lookup) each round for the
                                   # best expected tokens per second
 
-    def __post_init__(self):
+    def __post_init__(self):        # (in the command line's words: the window's widgets allow no other values)
         if self.drafter not in DRAFTERS:
-            raise ValueError(f"drafter must be one of {', '.join(DRAFTERS)}, not {self.drafter!r}")
+            raise ValueError(f"--drafter must be one of {', '.join(DRAFTERS)}, not {self.drafter!r}")
         if not 1 <= self.draft_max <= DRAFT_MAX_LIMIT:
-            raise ValueError(f"draft max must be between 1 and {DRAFT_MAX_LIMIT}, not {self.draft_max}")
+            raise ValueError(f"--draft-max must be between 1 and {DRAFT_MAX_LIMIT}, not {self.draft_max}")
         if not 0 <= self.draft_min <= self.draft_max:
-            raise ValueError(f"draft min must be between 0 and draft max ({self.draft_max}), not {self.draft_min}")
+            raise ValueError(f"--draft-min must be between 0 and --draft-max ({self.draft_max}), not {self.draft_min}")
         if not 0.0 <= self.draft_p_min < 1.0:
-            raise ValueError(f"draft p-min must be in [0, 1), not {self.draft_p_min}")
+            raise ValueError(f"--draft-p-min must be at least 0 and below 1, not {self.draft_p_min}")
 
     @property
     def speculating(self) -> bool:

@@ -32,15 +32,15 @@ def _run(command: str, args: argparse.Namespace) -> int:
 
 GENERATE_SUMMARY = """\
 The reply goes to stdout; its numbers to stderr, one line each reply:
-  tokens, tok/s          the reply's length and speed (the prompt's pass left out), and the time to its
-                         first token; stop: why it ended; seed: the one a sampled reply drew on
+  tokens, tok/s          the reply's length ("+ end": and its end-of-reply token, which no count here
+                         includes) and speed (the prompt's pass left out), and the time to its first
+                         token; stop: why it ended; seed: the one a sampled reply drew on
   kept K/D drafted       drafted tokens the target kept (a draft ends at its first rejected token)
   α                      the chance a drafted token is kept when the ones before it were:
                          kept / (kept + rejections), the α of the paper's E = (1 - α^(γ+1)) / (1 - α)
   kept per round         kept drafted tokens per round that drafted; each round adds one of the
-                         target's own, so kept + rounds = tokens, but for the end: the end-of-reply
-                         token is not counted among the tokens, and a round whose kept drafts end the
-                         reply adds no token of the target's
+                         target's own, so kept + rounds = tokens (and 1 for "+ end"), but a round whose
+                         kept drafts end the reply adds no token of the target's
   draft / verify         seconds spent drafting, and checking drafts with the target
   c                      one draft-model step's cost, in single-token target passes (not for copies)
   predicted speed-up     from those numbers: with verify passes priced as this machine's timings put

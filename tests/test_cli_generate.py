@@ -156,10 +156,15 @@ def test_generate_text_summary_names_the_seed_and_adds_up(test_model_path, q2k_d
     again = tandem("generate", "-m", test_model_path, "-md", q2k_draft_path, "-p", "Count from one to twenty.",
                    "-n", "24", "-c", "512", "--temp", "0.8", "--seed", str(seed))
     assert again.stdout == out.stdout                      # the seed reported reproduces the reply
-    said = re.search(r"(\d+) tokens?, .*kept (\d+)/\d+ drafted.*; rounds: (\d+) drafted, (\d+) plain;", out.stderr)
+    said = re.search(r"(\d+) tokens?( \+ end)?, .*kept (\d+)/\d+ drafted.*; rounds: (\d+) drafted, (\d+) plain;",
+                     out.stderr)
     assert said, out.stderr
-    tokens, kept, drafted, plain = map(int, said.groups())
+    tokens, end, kept, drafted, plain = said.groups()
+    tokens, kept, drafted, plain = map(int, (tokens, kept, drafted, plain))
     ended = "stop: eos" in out.stderr
+    assert bool(end) == ended                              # the end the rounds wrote is said, as in the window
+    hi = tandem("generate", "-m", test_model_path, "-md", q2k_draft_path, "-p", "Say hi.", "-n", "64", "-c", "512")
+    assert re.search(r"^\d+ tokens \+ end, .*; stop: eos;", hi.stderr, re.M), hi.stderr
     assert kept + drafted + plain in ((tokens + 1, tokens + 2) if ended else (tokens,)), out.stderr
     many = tandem("generate", "-m", test_model_path, "-p", "Say hi.", "-n", "6", "-c", "512", "--temp", "0.8",
                   "--seed", "3", "--samples", "2")

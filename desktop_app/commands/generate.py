@@ -260,11 +260,14 @@ def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | N
     """The reply's numbers on stderr: how fast, what was kept, its rounds (for auto, counted by
     drafter), and the seed where sampling drew on one (with --samples, said before the reply)."""
     from desktop_app.counts import count
-    from desktop_app.engine.explain import alpha_text, duration_text, fewer_threads, rate_text, share_text, unused_draft
+    from desktop_app.engine.explain import (alpha_text, duration_text, fewer_threads, rate_text, share_text,
+                                            tokens_text, unused_draft)
 
     s = finish.stats
     head = f"[sample {k + 1}/{n}] " if n > 1 else ""
-    parts = [f"{count(s.n_tokens, 'token')}, {rate_text(s.tokens_per_s)}, first token {duration_text(s.ttft_s)}",
+    number = tokens_text(s)                 # ("15 + end": kept + rounds = 17 beside "15 tokens", a new user's sums)
+    tokens = count(s.n_tokens, "token") + number[len(str(s.n_tokens)):]
+    parts = [f"{tokens}, {rate_text(s.tokens_per_s)}, first token {duration_text(s.ttft_s)}",
              f"stop: {s.stop_reason}"]
     if n == 1 and seed is not None:
         parts.append(f"seed {seed}")

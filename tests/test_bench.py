@@ -84,6 +84,9 @@ def test_summary_medians_and_ratio_ranges():
     model = dataclasses.replace(spec_row, setting="model γ=4", drafter="model", c=0.52)
     md = to_markdown([plain_row, copies, model], {"repeats": 3, "n_tokens": 10})
     assert "| none | 1.50 (1.00–2.00) |" in md and "| 0.52 | 1.50 (1.00–2.00) |" in md
+    # plain decoding is the baseline: its prediction is "–" as every empty cell (it was blank), and its passes
+    # are the target's, as the panel's Draft / target time counts them (under "verify s", they read as checks)
+    assert "| 1 (baseline) | – |" in md and "| draft s | target s |" in md
 
 
 def test_auto_is_reported_against_the_best_fixed_setting_of_each_prompt():
@@ -253,7 +256,7 @@ def test_an_output_that_fails_after_the_run_loses_nothing(tmp_path, test_model_p
                                    "--markdown", str(kept / "b.md")),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first = proc.stderr.readline()
-    assert first.startswith("[1/"), first                       # the run is under way
+    assert first.replace(" ", "").startswith("[1/"), first      # the run is under way
     shutil.rmtree(doomed)
     stdout, rest = proc.communicate(timeout=600)
     assert proc.returncode == 1, rest
@@ -280,9 +283,9 @@ def test_ctrl_c_during_the_runs_keeps_the_runs_that_finished(tmp_path, test_mode
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))   # (as from a terminal)
     try:
         lines = [proc.stderr.readline()]
-        while lines[-1] and not lines[-1].startswith("[3/"):     # (after any note: lines)
-            lines.append(proc.stderr.readline())
-        assert lines[-1].startswith("[3/") and " 0.0 tok/s" not in lines[-1], lines   # three runs done, the fourth begun
+        while lines[-1] and not lines[-1].startswith("[  3/"):   # (after any note: lines; the count is padded to
+            lines.append(proc.stderr.readline())                # the total's width, 150)
+        assert lines[-1].startswith("[  3/") and " 0.0 tok/s" not in lines[-1], lines   # three runs done, the fourth begun
         proc.send_signal(signal.SIGINT)
         stdout, rest = proc.communicate(timeout=300)
     finally:

@@ -139,13 +139,13 @@ def to_markdown(rows: list[Row], meta: dict) -> str:
         lines.append(f"Memory: resident {mem['rss_loaded_mb']:.0f} MB after loading, peak {mem['rss_peak_mb']:.0f} MB; "
                      f"model files {mem['model_files_mb']:.0f} MB + KV caches {mem['kv_caches_mb']:.0f} MB = "
                      f"{mem['budget_base_mb']:.0f} MB (peak − that = {mem['overhead_mb']:+.0f} MB).")
-    lines += ["", "| prompt | setting | tok/s | TTFT ms | α | kept/drafted | kept/round | draft s | verify s | c | "
+    lines += ["", "| prompt | setting | tok/s | TTFT ms | α | kept/drafted | kept/round | draft s | target s | c | "
                   "speed-up (min–max) | predicted (flat / measured cost) |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         speed = "1 (baseline)" if r.drafter == "none" else (
             f"{_fmt(r.speedup)} ({_fmt(r.speedup_min)}–{_fmt(r.speedup_max)})" if r.speedup is not None else "–")
-        predicted = "" if r.drafter == "none" else f"{_fmt(r.predicted_speedup)} / {_fmt(r.predicted_speedup_measured)}"
+        predicted = "–" if r.drafter == "none" else f"{_fmt(r.predicted_speedup)} / {_fmt(r.predicted_speedup_measured)}"
         split = "– | –" if r.drafter == "server" else f"{r.draft_s:.2f} | {r.verify_s:.2f}"   # a server sends none
         lines.append(f"| {r.prompt} | {r.setting} | {r.tokens_per_s:.1f} | {1000 * r.ttft_s:.0f} | {_fmt(r.alpha)} | "
                      f"{_fmt(r.acceptance_rate, '.0%')} | {_fmt(r.mean_accepted)} | {split} | "
@@ -154,7 +154,7 @@ def to_markdown(rows: list[Row], meta: dict) -> str:
         lines += ["", f"llama-server: {meta['server']}. Its tokens per second are the server's own count (network "
                       "and its first token excluded); its speed-up is that over the local plain runs beside it, so on "
                       "another machine, model or chat template it compares the two setups, not speculation alone. "
-                      "Its draft/verify split is not sent."]
+                      "Its draft/target split is not sent."]
     ceilings = [(r.setting, r.prompt, r.lookup_ceiling) for r in rows if r.lookup_ceiling is not None]
     if ceilings:
         lines += ["", f"Lookup ceiling, the speed-up over plain that prompt lookup would reach if it knew which "

@@ -168,7 +168,7 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
             try:
                 events = server.generate([{"role": "user", "content": text}], sampling, n_tokens)
             except ServerError as exc:                   # one refused run: said, left out, the bench goes on
-                log(f"[{i + 1}/{len(order)}] {name}: {exc}")
+                log(f"[{i + 1:>{len(str(len(order)))}}/{len(order)}] {name}: {exc}")
                 continue
         else:
             events = pair.generate(tokens[prompt], sampling, Controls(setting.spec()), n_tokens)
@@ -180,11 +180,11 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
         ceiling = (lookup_ceiling(tokens[prompt], finish.tokens, pair.decoder.costs.verify_cost, longest)
                    if setting.is_plain else None)
         if setting.drafter == "server" and finish.message:     # a server that failed mid-run: said, left out
-            log(f"[{i + 1}/{len(order)}] {name}: {finish.message}")
+            log(f"[{i + 1:>{len(str(len(order)))}}/{len(order)}] {name}: {finish.message}")
             continue
         results.append(RunResult(prompt, name, r, s.n_tokens, s.tokens_per_s, s.ttft_s, s.alpha, s.acceptance_rate,
                                  s.mean_accepted, s.mean_drafted, s.t_draft_s, s.t_verify_s, s.c,
                                  s.predicted_speedup, s.predicted_speedup_measured, s.stop_reason, i, ceiling))
-        log(f"[{i + 1}/{len(order)}] repeat {r + 1} {prompt:<8} {name:<18} {s.tokens_per_s:6.1f} tok/s"
+        log(f"[{i + 1:>{len(str(len(order)))}}/{len(order)}] repeat {r + 1} {prompt:<8} {name:<18} {s.tokens_per_s:6.1f} tok/s"
             + (f"  α {alpha_text(s.alpha)}" if s.alpha is not None else ""))
     return results

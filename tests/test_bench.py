@@ -217,6 +217,30 @@ def _bench(model: str, prompts_file, *args: str) -> list[str]:
 
 
 @pytest.mark.network
+def test_runs_beside_other_work_are_marked_and_the_table_says_they_are_not_like_for_like(tmp_path, test_model_path):
+    """A lookup run measured at 0.01x plain while another process took the CPUs, and the table said
+    nothing (a new user's try; `generate` says so of its replies). Beside a process that spins, every
+    run is marked, the short ones too (shorter than the decoder's interval between looks at the load)."""
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("Say something about cats.")
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        out = subprocess.run(_bench(test_model_path, prompts, "--repeat", "1", "--json", str(tmp_path / "b.json")),
+                             capture_output=True, text=True, timeout=600)
+    finally:
+        spin.kill()
+    assert out.returncode == 0, out.stderr
+    progress = [line for line in out.stderr.splitlines() if line.startswith("[")]
+    assert len(progress) == 3 and all(re.search(r"  \(other work: \d\.\d CPUs\)$", line) for line in progress), progress
+    assert "**Not like for like:** other work used 0.5 CPUs or more during 3 of the 3 runs" in out.stdout
+    runs = json.loads((tmp_path / "b.json").read_text())["runs"]
+    assert all(r["others_cpus"] >= 0.5 for r in runs)
+    quiet = [dataclasses.replace(RunResult("a", "plain", 0, 10, 10.0, 0.1, None, None, None, None, 0.0, 1.0, None,
+                                           None, None, "max_tokens", 0), others_cpus=0.1)]
+    assert "Not like for like" not in to_markdown(summarize(quiet, [BenchSetting("none")]), {"busy_runs": [0, 1]})
+
+
+@pytest.mark.network
 def test_a_prompt_the_context_cannot_hold_is_refused_not_measured_at_0_tokens(tmp_path, test_model_path):
     prompts = tmp_path / "p.txt"
     prompts.write_text("Say something.\n---\nAdd these up: " + ", ".join(map(str, range(1, 180))))

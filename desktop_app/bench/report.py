@@ -5,7 +5,7 @@ import json
 import statistics
 from dataclasses import asdict, dataclass
 
-from desktop_app.bench.runner import BenchSetting, RunResult
+from desktop_app.bench.runner import BUSY_CPUS, BenchSetting, RunResult
 
 
 @dataclass
@@ -128,6 +128,11 @@ def to_markdown(rows: list[Row], meta: dict) -> str:
     elif meta.get("interrupted") == "replay":
         lines += ["**Interrupted** (Ctrl-C) during the replay: every run finished and is here; the replay's "
                   "verdicts are not.", ""]
+    busy = meta.get("busy_runs")
+    if busy and busy[0]:
+        lines += [f"**Not like for like:** other work used {BUSY_CPUS} CPUs or more during {busy[0]} of the "
+                  f"{busy[1]} runs (their progress lines say how many): the speed-ups beside them compare a busy "
+                  "machine with a quiet one. Run it again when the machine is quiet.", ""]
     repeats = meta.get("repeats")
     lines.append(f"{repeats} repeat{'' if repeats == 1 else 's'} × {meta.get('n_tokens')} tokens, {meta.get('threads')} threads, "
                  f"context {meta.get('n_ctx')}; runs interleaved (plain, A, plain, B, plain, …). "

@@ -40,6 +40,9 @@ class BenchSetting:
         return SpecSettings(enabled=True, drafter=self.drafter, draft_max=self.draft_max, auto=self.auto)
 
 
+BUSY_CPUS = 0.5              # other work's CPUs from which a run is marked as not like for like
+
+
 @dataclass
 class RunResult:
     prompt: str
@@ -61,6 +64,13 @@ class RunResult:
     index: int = -1          # place in the run order; a run is compared with the plain runs either side
     lookup_ceiling: float | None = None   # plain runs: the best speed-up any prompt lookup could reach on
                                           # this reply at the verify costs measured so far (lookup_ceiling.py)
+    others_cpus: float | None = None      # the CPUs other work used at the looks during the run (threads.py;
+                                          # None: not looked at, as with layers on a GPU)
+
+    @property
+    def busy(self) -> bool:
+        """Whether other work used BUSY_CPUS or more while it ran: its ratios are not like for like."""
+        return self.others_cpus is not None and self.others_cpus >= BUSY_CPUS
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -182,9 +192,17 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
         if setting.drafter == "server" and finish.message:     # a server that failed mid-run: said, left out
             log(f"[{i + 1:>{len(str(len(order)))}}/{len(order)}] {name}: {finish.message}")
             continue
+        others = s.others_cpus
+        if setting.drafter != "server":               # a look at the load as the run ends: a run shorter than
+            threads = pair.decoder.threads            # the decoder's interval between looks had none of its own
+            threads.adjust(force=True)                # (the count stays: bench holds it)
+            if threads.others is not None:
+                others = max(others or 0.0, threads.others)
         results.append(RunResult(prompt, name, r, s.n_tokens, s.tokens_per_s, s.ttft_s, s.alpha, s.acceptance_rate,
                                  s.mean_accepted, s.mean_drafted, s.t_draft_s, s.t_verify_s, s.c,
-                                 s.predicted_speedup, s.predicted_speedup_measured, s.stop_reason, i, ceiling))
+                                 s.predicted_speedup, s.predicted_speedup_measured, s.stop_reason, i, ceiling,
+                                 others))
         log(f"[{i + 1:>{len(str(len(order)))}}/{len(order)}] repeat {r + 1} {prompt:<8} {name:<18} {s.tokens_per_s:6.1f} tok/s"
-            + (f"  α {alpha_text(s.alpha)}" if s.alpha is not None else ""))
+            + (f"  α {alpha_text(s.alpha)}" if s.alpha is not None else "")
+            + (f"  (other work: {others:.1f} CPUs)" if results[-1].busy else ""))
     return results

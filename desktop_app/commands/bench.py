@@ -209,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
             "repack": {"enabled": pair.repack.enabled, "reason": pair.repack.reason},
             "memory": memory_budget([p for p in (target, draft) if p], n_ctx, rss_loaded, peak_rss_bytes()),
             "replay": replay, "server": server.info.describe() if server else None,
-            "interrupted": interrupted}
+            "interrupted": interrupted, "busy_runs": [sum(r.busy for r in results), len(results)]}
     rows = summarize(results, settings)
     markdown = to_markdown(rows, meta)
     print(markdown, flush=True)             # first: an output that fails to write below loses nothing

@@ -86,6 +86,12 @@ def test_samples_in_text_are_parted_on_stdout_and_a_prompt_comes_from_standard_i
     assert one.returncode == 0 and one.stdout == second and second.strip(), (one.stdout, second)   # (the same sample)
 
 
+def test_a_draft_length_that_cannot_apply_is_said_to_do_nothing(test_model_path):
+    out = tandem("generate", "-m", test_model_path, "-p", "hi", "--drafter", "none", "--draft-max", "4", "-n", "2")
+    assert out.returncode == 0 and out.stderr.startswith(
+        "note: --draft-max does nothing with --drafter none: every token is a plain step\n"), out.stderr
+
+
 def test_generate_plain_text_output_and_auto_default_without_a_draft_model(test_model_path):
     out = tandem("generate", "-m", test_model_path, "-p", "Say hello.", "-n", "8", "-c", "512")
     assert out.returncode == 0, out.stderr

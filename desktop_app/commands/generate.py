@@ -21,6 +21,8 @@ def _settings(args):
     drafter = args.drafter or ("model" if args.draft else "lookup")
     if drafter == "model" and not args.draft:
         raise ValueError("--drafter model needs a draft model (-md DRAFT)")
+    if drafter == "none" and args.draft_max is not None:       # (said nothing: a new user's try)
+        checks.note("--draft-max does nothing with --drafter none: every token is a plain step")
     # A target alone with neither a drafter nor a γ named runs auto, as the window does: it copies only
     # where that pays (a fixed γ of copies runs at 0.78-0.94× plain on text without repeats on CPUs;
     # docs/auto-mode.md)

@@ -150,7 +150,8 @@ def to_markdown(rows: list[Row], meta: dict) -> str:
     for r in rows:
         speed = "1 (baseline)" if r.drafter == "none" else (
             f"{_fmt(r.speedup)} ({_fmt(r.speedup_min)}–{_fmt(r.speedup_max)})" if r.speedup is not None else "–")
-        predicted = "–" if r.drafter == "none" else f"{_fmt(r.predicted_speedup)} / {_fmt(r.predicted_speedup_measured)}"
+        predicted = ("–" if r.drafter == "none"
+                     else f"{_fmt(r.predicted_speedup)} / {_fmt(r.predicted_speedup_measured)}")
         split = "– | –" if r.drafter == "server" else f"{r.draft_s:.2f} | {r.verify_s:.2f}"   # a server sends none
         lines.append(f"| {r.prompt} | {r.setting} | {r.tokens_per_s:.1f} | {1000 * r.ttft_s:.0f} | {_fmt(r.alpha)} | "
                      f"{_fmt(r.acceptance_rate, '.0%')} | {_fmt(r.mean_accepted)} | {split} | "

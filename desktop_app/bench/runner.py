@@ -167,6 +167,7 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
     order = interleaved_order([p.name for p in prompts], [s.name for s in settings], repeats, baseline)
     longest = ceiling_draft_max(settings)
     for i, (r, prompt, name) in enumerate(order):
+        at = f"[{i + 1:>{len(str(len(order)))}}/{len(order)}]"     # (padded: the columns stay put past 9)
         setting = by_name[name]
         pair.target_ctx.clear()                       # every run evaluates its prompt afresh
         if pair.draft_ctx is not None:
@@ -178,7 +179,7 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
             try:
                 events = server.generate([{"role": "user", "content": text}], sampling, n_tokens)
             except ServerError as exc:                   # one refused run: said, left out, the bench goes on
-                log(f"[{i + 1:>{len(str(len(order)))}}/{len(order)}] {name}: {exc}")
+                log(f"{at} {name}: {exc}")
                 continue
         else:
             events = pair.generate(tokens[prompt], sampling, Controls(setting.spec()), n_tokens)
@@ -190,7 +191,7 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
         ceiling = (lookup_ceiling(tokens[prompt], finish.tokens, pair.decoder.costs.verify_cost, longest)
                    if setting.is_plain else None)
         if setting.drafter == "server" and finish.message:     # a server that failed mid-run: said, left out
-            log(f"[{i + 1:>{len(str(len(order)))}}/{len(order)}] {name}: {finish.message}")
+            log(f"{at} {name}: {finish.message}")
             continue
         others = s.others_cpus
         if setting.drafter != "server":               # a look at the load as the run ends: a run shorter than
@@ -202,7 +203,7 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
                                  s.mean_accepted, s.mean_drafted, s.t_draft_s, s.t_verify_s, s.c,
                                  s.predicted_speedup, s.predicted_speedup_measured, s.stop_reason, i, ceiling,
                                  others))
-        log(f"[{i + 1:>{len(str(len(order)))}}/{len(order)}] repeat {r + 1} {prompt:<8} {name:<18} {s.tokens_per_s:6.1f} tok/s"
+        log(f"{at} repeat {r + 1} {prompt:<8} {name:<18} {s.tokens_per_s:6.1f} tok/s"
             + (f"  α {alpha_text(s.alpha)}" if s.alpha is not None else "")
             + (f"  (other work: {others:.1f} CPUs)" if results[-1].busy else ""))
     return results

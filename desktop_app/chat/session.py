@@ -233,7 +233,8 @@ class ChatSession:
                     "draft": os.path.basename(self.pair.draft.path) if self.pair.draft else None,
                     "sampling": asdict(sampling), "spec": asdict(options.spec),
                     "max_tokens": options.max_tokens}
-        events = self.pair.generate(prompt, sampling, self.controls, options.max_tokens, self.template.stops(options.stop))
+        events = self.pair.generate(prompt, sampling, self.controls, options.max_tokens,
+                                    self.template.stops(options.stop))
         return self._store_reply(conversation_id, events, settings)
 
     def _final_status(self, event: FinishEvent) -> str:

@@ -205,13 +205,16 @@ def test_the_tokens_row_counts_the_end_the_rounds_wrote(qtbot):
 def test_a_reply_that_ended_after_its_last_round_is_marked_there(qtbot):
     """A reply that a full context, a stop string or Stop ended came to no end in a round: the strip
     showed no end mark at all (a new user's try). Its last round now carries why it ended."""
+    from desktop_app.engine.events import FinishEvent
+
     for reason, shown in (("context_full", "context full"), ("stop_string", "stop string"), ("cancelled", "stopped")):
         panel = SpecPanel()
         qtbot.addWidget(panel)
         panel.begin("cats")
         for i in range(3):
             panel.add_round(make_round(i, ["a", "b"], 1, ["a", "c"], [A, C]))
-        panel.finish(slow_stats(stop_reason=reason))
+        stats = slow_stats(stop_reason=reason)
+        panel.finish(stats, FinishEvent("", (), stats, StopReason(reason)).end_after_rounds)
         strip = panel.strip
         assert [c.kind for c in strip.chips(1)] == [KEPT, REJECTED, CORRECTION]
         assert [c.kind for c in strip.chips(2)] == [KEPT, REJECTED, CORRECTION, END]
@@ -219,11 +222,17 @@ def test_a_reply_that_ended_after_its_last_round_is_marked_there(qtbot):
         painted = strip.round_delegate.layout(strip.round_model.round(2), strip.visualRect(strip.round_model.index(2)),
                                               strip.font())[0]
         assert painted[-1].text == "■ " + shown
+        assert strip.round_model.data(strip.round_model.index(2)).endswith(f"[{shown}]")    # (the row's words)
     ended = make_round(0, ["!"], 1, ["!", "<|im_end|>"], [A, B], end="eos")    # an end the round wrote stays
     panel.begin("cats")
     panel.add_round(ended)
-    panel.finish(slow_stats(stop_reason="eos"))
+    stats = slow_stats(stop_reason="eos")
+    panel.finish(stats, FinishEvent("", (), stats, StopReason.EOS).end_after_rounds)
     assert panel.strip.round_model.rounds == [ended]
+    # none where no round could carry the end but none came: a llama-server reply that broke off (not Stop),
+    # and a server's stream that said no end (its round unmarked, the stop taken as an end token)
+    for reason, message in ((StopReason.CANCELLED, "the server closed the connection"), (StopReason.EOS, "")):
+        assert FinishEvent("", (), stats, reason, message).end_after_rounds == ""
 
 
 def test_a_share_short_of_all_never_reads_as_all(qtbot):

@@ -261,8 +261,8 @@ class ChatSession:
                     rounds.append(event.to_record())
                 elif isinstance(event, FinishEvent):
                     status = self._final_status(event)
-                    if rounds and not rounds[-1].get("end"):   # (a full context, a stop string, Stop: the reply
-                        rounds[-1]["end"] = event.stop_reason.value   # ended after its last round, not in it)
+                    if rounds and event.end_after_rounds and not rounds[-1].get("end"):   # (the strip's mark)
+                        rounds[-1]["end"] = event.end_after_rounds
                     # after a stop string the last tokens hold text that was cut: re-tokenise next turn
                     keep_tokens = self.keeps_tokens and event.stop_reason != StopReason.STOP_STRING
                     self.store.update_message(message.id, content=event.text, status=status,

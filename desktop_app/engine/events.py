@@ -274,3 +274,14 @@ class FinishEvent:
     message: str = ""                 # a sentence for the user when the stop needs explaining
     tail: str = ""                    # text held back from the token events (a possible stop-string
                                       # start, an unfinished UTF-8 sequence) and released at the end
+
+    @property
+    def end_after_rounds(self) -> str:
+        """The end mark (RoundEvent.end) for the reply's last round where the reply ended after it, for a
+        reason no round carries: a stop string, a full context, Stop. "" otherwise: an end token or the
+        token limit is marked in its own round, and a llama-server reply that broke off (CANCELLED with
+        a message) was not stopped by the user."""
+        if self.stop_reason in (StopReason.STOP_STRING, StopReason.CONTEXT_FULL) or (
+                self.stop_reason == StopReason.CANCELLED and not self.message):
+            return self.stop_reason.value
+        return ""

@@ -32,8 +32,14 @@ TARGET_KINDS = (CORRECTION, BONUS, PLAIN)
 DRAFTER_NAMES = {"model": "draft model", "lookup": "lookup"}
 MAX_CHIP_CHARS = 18
 ENDS = {"eos": ("eos", "an end-of-generation token"), "max_tokens": ("max tokens", "the token limit (max tokens)"),
-        "stop_string": ("stop string", "a stop string (Settings)"), "cancelled": ("stopped", "you stopped it"),
-        "context_full": ("context full", "the context was full")}   # RoundEvent.end, or the reply's stop reason
+        "stop_string": ("stop string", "a stop string (one set in Settings, or a model without a chat template "
+                                       "starting the user's next turn)"),
+        "cancelled": ("stopped", "you stopped it"), "context_full": ("context full", "the context was full")}
+# (RoundEvent.end: name, why)
+
+
+def end_name(r: RoundEvent) -> str:
+    return ENDS.get(r.end, (r.end,))[0]
 
 _SPECIAL = re.compile(r"^<(\|[^|<>\s]{1,40}\||/?s|[a-z_]{2,24})>$")
 _TARGET_TIPS = {CORRECTION: "the target's token in place of the first rejected draft",
@@ -62,7 +68,7 @@ def round_tip(r: RoundEvent) -> str:
     what = (f"{drafter_label(r)} drafted {r.gamma}, the target kept {r.accepted}" if r.gamma
             else "plain step: nothing drafted")
     return (f"round {r.index + 1}: {what}\ndraft {duration_text(r.t_draft_s)} + verify {duration_text(r.t_verify_s)}, "
-            f"{r.n_past} tokens of context before it" + (f"\nthe reply ended here ({r.end})" if r.end else ""))
+            f"{r.n_past} tokens of context before it" + (f"\nthe reply ended here ({end_name(r)})" if r.end else ""))
 
 
 def is_special(text: str) -> bool:
@@ -130,7 +136,7 @@ class RoundListModel(QAbstractListModel):
         if role == self.RoundRole:
             return r
         if role == Qt.DisplayRole:
-            return row_label(r) + "  " + " ".join(visible(c.text) if c.kind != END else f"[{r.end}]"
+            return row_label(r) + "  " + " ".join(visible(c.text) if c.kind != END else f"[{end_name(r)}]"
                                                    for c in round_chips(r))
         return None
 
@@ -229,7 +235,7 @@ class RoundDelegate(QStyledItemDelegate):
         entries = [("label", label, round_tip(r), False)]
         for c in round_chips(r):
             if c.kind == END:
-                entries.append((END, "■ " + ENDS.get(r.end, (r.end,))[0], c.tip, False))
+                entries.append((END, "■ " + end_name(r), c.tip, False))
             else:
                 entries.append((c.kind, visible(c.text), c.tip, is_special(c.text)))
         indent = left

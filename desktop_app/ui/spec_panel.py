@@ -305,11 +305,12 @@ class SpecPanel(QWidget):
         until it times plain steps of its own."""
         self._plain_known = rate or None
 
-    def finish(self, stats: GenerationStats) -> None:
+    def finish(self, stats: GenerationStats, end: str = "") -> None:
+        """`end`: FinishEvent.end_after_rounds, the mark the last round gets (as the history stores it)."""
         self._flush()
-        if self._live_rounds and not self._live_rounds[-1].end and stats.stop_reason:   # (a full context, a stop string, Stop: the
-            last = self._live_rounds[-1] = replace(self._live_rounds[-1], end=stats.stop_reason)   # strip marks
-            if self._attached:                                    # where it ended, as the history does)
+        if self._live_rounds and end and not self._live_rounds[-1].end:
+            last = self._live_rounds[-1] = replace(self._live_rounds[-1], end=end)
+            if self._attached:
                 self.strip.end_last(last)
         self._timer.stop()
         self._streaming = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 from PySide6.QtCore import Qt
@@ -380,6 +381,12 @@ def test_the_pair_verdict_before_load_comes_from_the_headers(qtbot, tmp_path, cl
     # its box names it so from then on, and the good files as before (it stayed there unmarked)
     assert bar.target.itemText(bar.target.findData(str(notes))) == "notamodel.gguf (cannot be read)"
     assert bar.draft.itemText(bar.draft.findData(q2k_draft_path)) == os.path.basename(q2k_draft_path)
+    shutil.copyfile(q2k_draft_path, notes)                 # mended (a copy that had not finished, say)
+    os.utime(notes, (1, 1))                                # (a header read again: another modification time)
+    bar.select(q2k_draft_path, None)
+    bar.select(str(notes), None)
+    assert bar.target.itemText(bar.target.findData(str(notes))) == "notamodel.gguf"
+    assert "cannot read" not in bar.info.text()
 
 
 def test_after_a_restart_the_cached_demo_pair_is_offered_as_cached(qtbot, tmp_path, close_all, test_model_path,

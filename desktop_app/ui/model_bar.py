@@ -291,8 +291,8 @@ class ModelBar(QWidget):
         t, d = self.target_path(), self.draft_path()
         for combo, path in ((self.target, t), (self.draft, d)):
             combo.setToolTip("\n".join(x for x in (path, describe(path)) if x))
-            if path and describe(path).startswith(UNREADABLE):
-                self._mark_unreadable(path)
+            if path:
+                self._mark_unreadable(path, describe(path).startswith(UNREADABLE))
         self._update_verdict(t, d)
         lines = []
         if t:
@@ -307,14 +307,17 @@ class ModelBar(QWidget):
         self._error_gives_way()
         self.choiceChanged.emit()
 
-    def _mark_unreadable(self, path: str) -> None:
-        """A file found unreadable, so named in both boxes ("… (cannot be read)") and greyed: it stays,
-        as the user may mend it, but choosing another no longer means trying each in turn."""
+    def _mark_unreadable(self, path: str, unreadable: bool) -> None:
+        """A chosen file named in both boxes as what its header says now: "… (cannot be read)" and greyed
+        where it cannot be read (it stays, as the user may mend it, but choosing another no longer means
+        trying each in turn), its plain name again once it can."""
+        text = self.label(path) + (UNREADABLE_MARK if unreadable else "")
         for combo in (self.target, self.draft):
             i = combo.findData(path)
-            if i >= 0 and not combo.itemText(i).endswith(UNREADABLE_MARK):
-                combo.setItemText(i, combo.itemText(i) + UNREADABLE_MARK)
-                combo.setItemData(i, self.palette().color(QPalette.Disabled, QPalette.Text), Qt.ForegroundRole)
+            if i >= 0 and combo.itemText(i) != text:
+                combo.setItemText(i, text)
+                combo.setItemData(i, self.palette().color(QPalette.Disabled, QPalette.Text) if unreadable else None,
+                                  Qt.ForegroundRole)
                 self._fit(combo)
 
     def _error_gives_way(self) -> None:

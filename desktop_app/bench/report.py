@@ -5,7 +5,7 @@ import json
 import statistics
 from dataclasses import asdict, dataclass
 
-from desktop_app.bench.runner import BUSY_CPUS, BenchSetting, RunResult
+from desktop_app.bench.runner import BenchSetting, RunResult
 
 
 @dataclass
@@ -113,6 +113,11 @@ def auto_verdicts(rows: list[Row]) -> list[AutoVerdict]:
     return out
 
 
+def busy_runs(results: list[RunResult]) -> list[int]:
+    """[runs beside other work that took CPUs their threads needed, runs]: the table's meta["busy_runs"]."""
+    return [sum(r.busy for r in results), len(results)]
+
+
 def _fmt(v, spec=".2f", none="–") -> str:
     return none if v is None else format(v, spec)
 
@@ -130,9 +135,10 @@ def to_markdown(rows: list[Row], meta: dict) -> str:
                   "verdicts are not.", ""]
     busy = meta.get("busy_runs")
     if busy and busy[0]:
-        lines += [f"**Not like for like:** other work used {BUSY_CPUS} CPUs or more during {busy[0]} of the "
-                  f"{busy[1]} runs (their progress lines say how many): the speed-ups beside them compare a busy "
-                  "machine with a quiet one. Run it again when the machine is quiet.", ""]
+        lines += [f"**Not like for like:** other work took CPUs the threads needed during {busy[0]} of the "
+                  f"{busy[1]} runs (their progress lines, and `others_cpus` in the JSON, say how many): the "
+                  "speed-ups beside them compare a busy machine with a quiet one. Run it again when the machine "
+                  "is quiet.", ""]
     repeats = meta.get("repeats")
     lines.append(f"{repeats} repeat{'' if repeats == 1 else 's'} × {meta.get('n_tokens')} tokens, {meta.get('threads')} threads, "
                  f"context {meta.get('n_ctx')}; runs interleaved (plain, A, plain, B, plain, …). "

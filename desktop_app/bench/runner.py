@@ -9,6 +9,7 @@ from desktop_app.chat.template import ChatTemplate, Message
 from desktop_app.engine import Controls, FinishEvent, ModelPair, SamplingParams, SpecSettings
 from desktop_app.engine.explain import alpha_text
 from desktop_app.engine.lookup_ceiling import lookup_ceiling
+from desktop_app.engine.threads import cpus, crowded
 from desktop_app.bench.prompts import BenchPrompt
 from desktop_app.remote.server import ServerError
 
@@ -40,9 +41,6 @@ class BenchSetting:
         return SpecSettings(enabled=True, drafter=self.drafter, draft_max=self.draft_max, auto=self.auto)
 
 
-BUSY_CPUS = 0.5              # other work's CPUs from which a run is marked as not like for like
-
-
 @dataclass
 class RunResult:
     prompt: str
@@ -66,11 +64,8 @@ class RunResult:
                                           # this reply at the verify costs measured so far (lookup_ceiling.py)
     others_cpus: float | None = None      # the CPUs other work used at the looks during the run (threads.py;
                                           # None: not looked at, as with layers on a GPU)
-
-    @property
-    def busy(self) -> bool:
-        """Whether other work used BUSY_CPUS or more while it ran: its ratios are not like for like."""
-        return self.others_cpus is not None and self.others_cpus >= BUSY_CPUS
+    busy: bool = False                    # other work took CPUs the run's threads needed (threads.crowded):
+                                          # its ratios are not like for like
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -193,17 +188,17 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
         if setting.drafter == "server" and finish.message:     # a server that failed mid-run: said, left out
             log(f"{at} {name}: {finish.message}")
             continue
-        others = s.others_cpus
+        others, threads = s.others_cpus, pair.decoder.threads
         if setting.drafter != "server":               # a look at the load as the run ends: a run shorter than
-            threads = pair.decoder.threads            # the decoder's interval between looks had none of its own
-            threads.adjust(force=True)                # (the count stays: bench holds it)
-            if threads.others is not None:
+            threads.adjust(force=True)                # the decoder's interval between looks had none of its own
+            if threads.others is not None:            # (the count stays: bench holds it)
                 others = max(others or 0.0, threads.others)
+        busy = others is not None and setting.drafter != "server" and crowded(threads.current, others, cpus())
         results.append(RunResult(prompt, name, r, s.n_tokens, s.tokens_per_s, s.ttft_s, s.alpha, s.acceptance_rate,
                                  s.mean_accepted, s.mean_drafted, s.t_draft_s, s.t_verify_s, s.c,
                                  s.predicted_speedup, s.predicted_speedup_measured, s.stop_reason, i, ceiling,
-                                 others))
+                                 others, busy))
         log(f"{at} repeat {r + 1} {prompt:<8} {name:<18} {s.tokens_per_s:6.1f} tok/s"
             + (f"  α {alpha_text(s.alpha)}" if s.alpha is not None else "")
-            + (f"  (other work: {others:.1f} CPUs)" if results[-1].busy else ""))
+            + (f"  (other work: {others:.1f} CPUs)" if busy else ""))
     return results

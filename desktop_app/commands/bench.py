@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     from desktop_app import models
     from desktop_app.bench.plot import plot_speedups
     from desktop_app.bench.prompts import load_prompts
-    from desktop_app.bench.report import summarize, to_json, to_markdown
+    from desktop_app.bench.report import busy_runs, summarize, to_json, to_markdown
     from desktop_app.bench.runner import (ceiling_draft_max, current_rss_bytes, make_settings, peak_rss_bytes,
                                           prompt_tokens, run_bench)
     from desktop_app.engine import IncompatiblePair, LoadOptions, ModelLoadError, ModelPair
@@ -209,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
             "repack": {"enabled": pair.repack.enabled, "reason": pair.repack.reason},
             "memory": memory_budget([p for p in (target, draft) if p], n_ctx, rss_loaded, peak_rss_bytes()),
             "replay": replay, "server": server.info.describe() if server else None,
-            "interrupted": interrupted, "busy_runs": [sum(r.busy for r in results), len(results)]}
+            "interrupted": interrupted, "busy_runs": busy_runs(results)}
     rows = summarize(results, settings)
     markdown = to_markdown(rows, meta)
     print(markdown, flush=True)             # first: an output that fails to write below loses nothing

@@ -195,9 +195,14 @@ class _Counters:
                 own.user + own.system + getattr(own, "children_user", 0.0) + getattr(own, "children_system", 0.0))
 
 
+def crowded(n: int, others: float, n_cpus: int) -> bool:
+    """Whether other work on `others` of `n_cpus` CPUs takes some of what `n` threads need."""
+    return n_cpus - others <= n - DROP_AT
+
+
 def _drops(n: int, reading: float, n_cpus: int) -> bool:
     """Whether a look reading `reading` takes a thread away from `n`."""
-    return n > 1 and n_cpus - reading <= n - DROP_AT
+    return n > 1 and crowded(n, reading, n_cpus)
 
 
 def _seen_at(n: int, wanted: float, n_cpus: int) -> float:

@@ -74,7 +74,7 @@ def test_samples_in_text_are_parted_on_stdout_and_a_prompt_comes_from_standard_i
     """Each sample's text follows a line naming it on stdout (the names went to stderr, and the texts ran
     together in a file: a new user's try); -f - reads the prompt from standard input, as llama.cpp's
     does not, which said "cannot read the prompt file -"."""
-    args = ["generate", "-m", test_model_path, "-f", "-", "-n", "8", "--temp", "0.8", "-c", "512", "--seed"]
+    args = ["generate", "-m", test_model_path, "-f", "-", "-n", "8", "--temp", "0.8", "-c", "512", "-t", "1", "--seed"]
     out = subprocess.run([sys.executable, "-m", "desktop_app", *args, "5", "--samples", "2"], input="Name a fruit.",
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr

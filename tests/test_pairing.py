@@ -3,6 +3,8 @@ exactly, damaged files refused, and verdicts that agree with the engine's own ch
 vocabularies (engine/compat.py), padded vocabularies included."""
 from __future__ import annotations
 
+import shutil
+
 import gguf
 import pytest
 
@@ -76,7 +78,7 @@ def test_header_verdicts_agree_with_the_engines_check(test_model_path, q2k_draft
     assert failed == 5
 
 
-def test_a_draft_no_smaller_than_its_target_is_said_to_be_so(test_model_path, q2k_draft_path, capsys):
+def test_a_draft_no_smaller_than_its_target_is_said_to_be_so(test_model_path, q2k_draft_path, capsys, tmp_path):
     """The 1.5B model drafting for the 0.5B ran at 0.39× plain, and nothing said why (a new user's
     try). Those two pair, and the verdict says the draft will not pay; in the right order, nothing."""
     from desktop_app.commands.checks import draft_note
@@ -89,6 +91,10 @@ def test_a_draft_no_smaller_than_its_target_is_said_to_be_so(test_model_path, q2
         "(135M): a draft pays only where it is much faster than its target; swap them?")
     assert draft_too_big(test_model_path, test_model_path) == ("the draft is the target itself: a draft pays only "
                                                                "where it is much faster than its target")
+    twin = tmp_path / "twin.gguf"                                 # as large: swapping them changes nothing
+    shutil.copyfile(q2k_draft_path, twin)
+    assert draft_too_big(q2k_draft_path, str(twin)) == ("the draft (135M) is no smaller than the target (135M): a "
+                                                        "draft pays only where it is much faster than its target")
     draft_note(q2k_draft_path, test_model_path)                   # the command line's words
     draft_note(test_model_path, q2k_draft_path)
     assert capsys.readouterr().err == ("note: the draft (135M) is no smaller than the target (135M): a draft pays only "

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from collections import Counter
@@ -21,8 +22,6 @@ def _settings(args):
     drafter = args.drafter or ("model" if args.draft else "lookup")
     if drafter == "model" and not args.draft:
         raise ValueError("--drafter model needs a draft model (-md DRAFT)")
-    if drafter == "none" and args.draft_max is not None:       # (said nothing: a new user's try)
-        checks.note("--draft-max does nothing with --drafter none: every token is a plain step")
     # A target alone with neither a drafter nor a γ named runs auto, as the window does: it copies only
     # where that pays (a fixed γ of copies runs at 0.78-0.94× plain on text without repeats on CPUs;
     # docs/auto-mode.md)
@@ -30,6 +29,8 @@ def _settings(args):
     draft_max = 4 if args.draft_max is None else args.draft_max
     spec = SpecSettings(enabled=drafter != "none", drafter=drafter, draft_max=draft_max,
                         draft_min=args.draft_min, draft_p_min=args.draft_p_min, auto=auto)
+    if drafter == "none" and args.draft_max is not None:       # (said nothing: a new user's try)
+        checks.note("--draft-max does nothing with --drafter none: every token is a plain step")
     if args.samples < 1:
         raise ValueError("--samples must be at least 1")
     if args.max_tokens < 1:
@@ -56,7 +57,10 @@ def _prompt_text(args) -> str:
     else:
         try:
             if args.prompt_file == "-":            # (as llama.cpp's -f does not: standard input)
-                text = sys.stdin.buffer.read().decode("utf-8")
+                if sys.stdin.isatty():
+                    print("reading the prompt from standard input: end it with Ctrl-D", file=sys.stderr)
+                with io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8") as stdin:   # (line ends as a
+                    text = stdin.read()                                               # file's read)
             else:
                 with open(args.prompt_file, encoding="utf-8") as fh:
                     text = fh.read()
@@ -262,13 +266,12 @@ def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | N
     """The reply's numbers on stderr: how fast, what was kept, its rounds (for auto, counted by
     drafter), and the seed where sampling drew on one (with --samples, said before the reply)."""
     from desktop_app.counts import count
-    from desktop_app.engine.explain import (alpha_text, duration_text, fewer_threads, rate_text, share_text,
-                                            tokens_text, unused_draft)
+    from desktop_app.engine.explain import (alpha_text, duration_text, end_text, fewer_threads, rate_text,
+                                            share_text, unused_draft)
 
     s = finish.stats
     head = f"[sample {k + 1}/{n}] " if n > 1 else ""
-    number = tokens_text(s)                 # ("15 + end": kept + rounds = 17 beside "15 tokens", a new user's sums)
-    tokens = count(s.n_tokens, "token") + number[len(str(s.n_tokens)):]
+    tokens = count(s.n_tokens, "token") + end_text(s)    # ("+ end": kept + rounds = 17 beside "15 tokens")
     parts = [f"{tokens}, {rate_text(s.tokens_per_s)}, first token {duration_text(s.ttft_s)}",
              f"stop: {s.stop_reason}"]
     if n == 1 and seed is not None:

@@ -283,12 +283,12 @@ def _catch_up(stats: GenerationStats, plain: float) -> tuple[str, float | None]:
             f"with it, and this reply did not repay that; without it, {without:.2f}× plain's speed)", without)
 
 
-def tokens_text(stats: GenerationStats) -> str:
-    """The reply's token count, with " + end" where its rounds wrote its end-of-generation token too
+def end_text(stats: GenerationStats) -> str:
+    """" + end" after the reply's token count where its rounds wrote its end-of-generation token too
     (counted in no token count, yet in the rounds' sums: 5 rounds "giving 2.80 tokens" made 14 beside
-    "13 in 5 rounds", a new user's sums). Not for a llama-server, whose "stop" may be a stop string."""
-    ended = stats.n_rounds and stats.stop_reason == StopReason.EOS.value and not stats.remote
-    return f"{stats.n_tokens} + end" if ended else str(stats.n_tokens)
+    "13 in 5 rounds", a new user's sums); "" otherwise. Not for a llama-server, whose "stop" may be a
+    stop string."""
+    return " + end" if stats.n_rounds and stats.stop_reason == StopReason.EOS.value and not stats.remote else ""
 
 
 def _ended_on_a_draft(stats: GenerationStats) -> bool:

@@ -82,7 +82,7 @@ def _no_smaller(t: GGUFInfo, d: GGUFInfo, swap: str = "swap them?") -> str:
     if os.path.realpath(d.path) == os.path.realpath(t.path):
         return "the draft is the target itself: a draft pays only where it is much faster than its target"
     return (f"the draft ({d.params_text}) is no smaller than the target ({t.params_text}): a draft pays only "
-            f"where it is much faster than its target; {swap}")
+            f"where it is much faster than its target" + (f"; {swap}" if _weight(d) > _weight(t) else ""))
 
 
 def draft_too_big(target_path: str, draft_path: str, swap: str = "swap them?") -> str:
@@ -143,11 +143,10 @@ def suggest_pair(files: Iterable[str]) -> tuple[str, str | None] | None:
     if not infos:
         return None
 
-    weight = _weight
-    for t in sorted(infos, key=weight, reverse=True):
+    for t in sorted(infos, key=_weight, reverse=True):
         drafts = sorted((d for d in infos if d.path != t.path and d.tokenizer_model == t.tokenizer_model
                          and abs((d.vocab_size or 0) - (t.vocab_size or 0)) <= VOCAB_MAX_SIZE_DIFFERENCE
-                         and weight(d) < weight(t)), key=weight)
+                         and _weight(d) < _weight(t)), key=_weight)
         for d in drafts:
             if check_headers(t.path, d.path).ok:
                 return t.path, d.path

@@ -17,7 +17,7 @@ from desktop_app.counts import count
 from desktop_app.engine.auto_policy import FIRST_PROBE
 from desktop_app.engine.events import GenerationStats, PromptEvent, RoundEvent, StopReason
 from desktop_app.engine.explain import (ALPHA_TIP, alpha_text, duration_text, explain, measured_text, predicted_text,
-                                        rate_text, share_text, tokens_text)
+                                        rate_text, share_text, end_text)
 from desktop_app.engine.metrics import StatsRecorder
 from desktop_app.remote.rounds import DRAFTER as SERVER_DRAFTER
 from desktop_app.ui.charts import PLAIN_EARLIER, PLAIN_ESTIMATE_MIN, PLAIN_SO_FAR, LiveCharts
@@ -359,7 +359,7 @@ class SpecPanel(QWidget):
         L["vs_plain"].setText(measured_text(s), f"{m:.2f}× of {rate_text(s.plain_tokens_per_s)}" if m else "")
         rounds = f" in {count(s.n_rounds, 'round')}" if s.n_rounds else ""     # (a llama-server's are untimed)
         first = duration_text(s.ttft_s)
-        n = tokens_text(s)                                      # ("13 + end": the rounds wrote the end too)
+        n = f"{s.n_tokens}{end_text(s)}"                        # ("13 + end": the rounds wrote the end too)
         L["tokens"].setText(f"{n}{rounds} (first after {first})",      # (the compact form keeps the first
                             f"{n} in {s.n_rounds} (first {first})" if s.n_rounds else "")   # token's time)
         unused = s.unused_draft_c if s.n_rounds > FIRST_PROBE else None   # (the price auto weighed a draft

@@ -59,7 +59,7 @@ def test_model_without_template_falls_back_to_plain_turns(vocabularies):
             Message("user", "Bye")]
     assert t.render(msgs) == "Be brief.\n\nUser: Hello\n\nAssistant: Hi!\n\nUser: Bye\n\nAssistant:"
     # a reply ends where the model starts the user's next turn (tests/test_cli_generate.py runs one)
-    assert t.stops() == ("\nUser:",) and t.stops(("END", "\nUser:")) == ("END", "\nUser:")
+    assert t.stops() == ("\n\nUser:", "\nUser:") and t.stops(("END", "\nUser:")) == ("END", "\nUser:", "\n\nUser:")
     assert ChatTemplate(vocabularies["smol"]).stops(("END",)) == ("END",)      # (a template's own end token ends it)
     tokens = t.tokenize(msgs)
     assert tokens[0] == vocabularies["gemma"].bos

@@ -55,6 +55,7 @@ def test_a_reply_in_plain_turns_ends_where_the_model_starts_the_user_s_next(gemm
     [sample] = json.loads(out.stdout)["samples"]
     assert sample["stats"]["stop_reason"] == "stop_string" and "4" in sample["text"], sample
     assert "User:" not in sample["text"] and sample["stats"]["n_tokens"] < 40
+    assert not sample["text"].endswith("\n")                # (the turns' own blank line is not the reply's)
 
 
 def test_generate_samples_use_consecutive_seeds(test_model_path, q2k_draft_path, tmp_path):

@@ -26,8 +26,10 @@ class Message:
 
 
 FALLBACK_NOTE = "this model has no chat template; using plain 'User:/Assistant:' turns"
-FALLBACK_STOPS = ("\nUser:",)   # where a reply in those turns ends: the model writing the user's next turn
-                                # (gemma3-270m went on "User: Hello, my name is Susan. Assistant: …")
+FALLBACK_STOPS = ("\n\nUser:", "\nUser:")   # where a reply in those turns ends: the model writing the
+                                            # user's next turn (gemma3-270m went on "User: Hello, my name is
+                                            # Susan. Assistant: …"); the first, where it matches, leaves no
+                                            # line break of the turns' own at the reply's end
 
 
 def _raise(message: str):

@@ -279,11 +279,16 @@ def test_stop_string_spanning_tokens(pair):
     begin, end = starts[i] + 1, starts[i + 2] + 1
     stop = full.text[begin:end]
     assert full.text.find(stop) == begin
-    _, streamed, cut = run(pair, prompt, GREEDY, max_tokens=60, stop=[stop], drafter="model")
+    rounds, streamed, cut = run(pair, prompt, GREEDY, max_tokens=60, stop=[stop], drafter="model")
     assert cut.stop_reason == StopReason.STOP_STRING
     assert cut.text == full.text[:begin]
     assert "".join(t.text for t in streamed) + cut.tail == cut.text
     assert stop not in "".join(t.text for t in streamed)
+    # the rounds go as far as the reply: the last ends at the token that completed the stop string, and
+    # marks it (it showed the target's token after it, which the reply never had: a new user's try)
+    assert rounds[-1].end == "stop_string" and not any(r.end for r in rounds[:-1])
+    assert [t for r in rounds for t in r.emitted] == list(cut.tokens) == [t.token for t in streamed]
+    assert cut.stats.n_tokens == sum(r.n_reply_tokens for r in rounds)
 
 
 @pytest.mark.network

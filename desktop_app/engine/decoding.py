@@ -385,7 +385,9 @@ class SpeculativeDecoder:
             kinds=tuple(kinds), target_top=tuple(judgement.target_top), t_draft_s=times.draft_s,
             t_verify_s=times.verify_s, t_round_s=now - times.start, n_past=len(reply.tokens),
             plain_step_s=self.costs.verify_s.get(1, 0.0), t_catch_up_s=reply.catch_up_s)
-        event = _cut_at_end(event, model.is_eog, max_tokens - len(reply.reply))
+        eog = next((i for i, token in enumerate(emitted) if model.is_eog(token)), len(emitted))
+        stop = reply.stream.stops_after([model.piece(token) for token in emitted[:eog]])   # (as _commit pushes them)
+        event = _cut_at_end(event, model.is_eog, max_tokens - len(reply.reply), stop)
         reply.recorder.add_round(event, proposal.n_steps)
         reply.n_round += 1
         return event
@@ -404,20 +406,20 @@ class SpeculativeDecoder:
         return FinishEvent(reply.stream.text, tuple(reply.reply), stats, reason, message, tail)
 
 
-def _cut_at_end(event: RoundEvent, is_eog, room: int) -> RoundEvent:
-    """The round as far as the reply goes: up to and including an end-of-generation token, and no more
-    tokens than max_tokens leaves `room` for. Drafts past that point are dropped with it (they were
-    proposals for text that will never exist); the statistics count the round as cut."""
+def _cut_at_end(event: RoundEvent, is_eog, room: int, stop: int | None = None) -> RoundEvent:
+    """The round as far as the reply goes: up to the token that completes a stop string (its first
+    `stop`), or up to and including an end-of-generation token, and no more tokens than max_tokens leaves
+    `room` for, whichever comes first (a tie as _commit checks them: the stop string first). Drafts past
+    that point are dropped with it (they were proposals for text that will never exist); the statistics
+    count the round as cut. (Past a stop string the strip showed a token of the target's that the reply
+    never had: a new user's try.)"""
     n = len(event.emitted)
-    end = ""
-    for i, token in enumerate(event.emitted):
-        if is_eog(token):
-            n, end = i + 1, "eos"
-            break
-    if end != "eos" and n >= room:
-        n, end = room, "max_tokens"
-    if not end:
+    eos = next((i + 1 for i, token in enumerate(event.emitted) if is_eog(token)), None)
+    cuts = [(at, rank, end) for at, rank, end in ((stop, 0, "stop_string"), (eos, 1, "eos"), (room, 2, "max_tokens"))
+            if at is not None and at <= n]
+    if not cuts:
         return event
+    n, _, end = min(cuts)
     accepted = min(event.accepted, n)
     keep_drafts = min(event.gamma, n)
     return replace(event, drafted=event.drafted[:keep_drafts], drafted_text=event.drafted_text[:keep_drafts],

@@ -33,7 +33,7 @@ def draft_note(target: str, draft: str | None) -> None:
     at 0.39× plain and nothing said why: a new user's try)."""
     from desktop_app.models.pairing import draft_too_big
 
-    why = draft_too_big(target, draft, "swap -m and -md?") if draft else ""
+    why = draft_too_big(target, draft, "swap -m and -md") if draft else ""
     if why:
         note(why)
 

@@ -24,6 +24,7 @@ _DEFAULTS = {   # model: (add_bos, add_eos, bos id, eos id), as llama.cpp's llam
     "t5": (False, True, None, 1), "rwkv": (False, False, None, None),
 }
 CHOOSE = "choose a draft made for this target, or no draft to chat with the target alone"
+SWAP = "swap Target and Draft"
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class PairVerdict:
     ok: bool | None
     text: str
     why: str = ""            # where ok is False: what differs ("the draft's tokenizer is llama-spm, ...")
+    warning: str = ""        # where ok is True: why the pair will not pay (a draft no smaller than its target)
 
 
 def tokenizer_name(info: GGUFInfo) -> str:
@@ -60,32 +62,37 @@ def compare(t: GGUFInfo, t_tokens: list[bytes], d: GGUFInfo, d_tokens: list[byte
         return PairVerdict(False, f"These two cannot pair: {differs} — {CHOOSE}", differs)
     n_t, n_d = len(t_tokens), len(d_tokens)
     kind = tokenizer_name(t) + (f"/{t.tokenizer_pre}" if t.tokenizer_pre else "")
-    heavy = _no_smaller(t, d)
-    heavy = f" — but {heavy}" if heavy else ""
     if n_d == n_t:
-        return PairVerdict(True, f"Pair OK: same tokenizer ({kind}, {n_t:,} tokens){heavy}")
-    size = (f"draft vocabulary smaller ({n_d:,} of {n_t:,})" if n_d < n_t
-            else f"draft vocabulary larger ({n_d:,}, the target's {n_t:,})")
-    return PairVerdict(True, f"Pair OK: same tokenizer ({kind}); {size}: fine{heavy}")
+        same = f"same tokenizer ({kind}, {n_t:,} tokens)"
+    else:
+        same = f"same tokenizer ({kind}); " + (f"draft vocabulary smaller ({n_d:,} of {n_t:,})" if n_d < n_t
+                                               else f"draft vocabulary larger ({n_d:,}, the target's {n_t:,})") + ": fine"
+    heavy = _no_smaller(t, d)
+    if heavy:                          # (a warning, not "Pair OK … but": read as a pass, a new user's try)
+        return PairVerdict(True, f"These two pair: {same} — but {heavy}", warning=heavy)
+    return PairVerdict(True, f"Pair OK: {same}")
 
 
 def _weight(i: GGUFInfo) -> tuple[int, int]:
     return i.n_params, i.file_size
 
 
-def _no_smaller(t: GGUFInfo, d: GGUFInfo, swap: str = "swap them?") -> str:
+def _no_smaller(t: GGUFInfo, d: GGUFInfo, swap: str = SWAP) -> str:
     """Where draft d is not smaller than target t, why that will not pay (their order swapped, or one
-    model twice), ending in `swap` where they differ; "" otherwise. (The 1.5B model drafting for the 0.5B ran at 0.39× plain, and nothing
-    said why: a new user's try.)"""
+    model twice), ending in `swap` where the draft is the larger; "" otherwise. (The 1.5B model
+    drafting for the 0.5B ran at 0.39× plain, and nothing said why: a new user's try.)"""
     if _weight(d) < _weight(t):
         return ""
     if os.path.realpath(d.path) == os.path.realpath(t.path):
         return "the draft is the target itself: a draft pays only where it is much faster than its target"
-    return (f"the draft ({d.params_text}) is no smaller than the target ({t.params_text}): a draft pays only "
-            f"where it is much faster than its target" + (f"; {swap}" if _weight(d) > _weight(t) else ""))
+    if _weight(d) == _weight(t):
+        return (f"the draft ({d.params_text}) is the target's size: a draft pays only where it is much faster "
+                f"than its target")
+    return (f"the draft ({d.params_text}) is larger than the target ({t.params_text}): it would be slower than "
+            f"the target alone; {swap}")
 
 
-def draft_too_big(target_path: str, draft_path: str, swap: str = "swap them?") -> str:
+def draft_too_big(target_path: str, draft_path: str, swap: str = SWAP) -> str:
     """_no_smaller for two files, from their headers ("" where a header cannot be read)."""
     try:
         t, d = (_info(_stamp(os.fspath(p))) for p in (target_path, draft_path))

@@ -303,7 +303,8 @@ class ModelBar(QWidget):
         local = self.backend.backend() != "server"
         folded = t is not None and (t, d) == self.loaded_pair      # (a verdict that is not "OK" stays)
         self.info.setVisible(local and not folded)
-        self.verdict.setVisible(local and self.pair_verdict is not None and (not folded or self.pair_verdict.ok is not True))
+        self.verdict.setVisible(local and self.pair_verdict is not None                  # (a warning stays:
+                                and (not folded or self.pair_verdict.ok is not True or bool(self.pair_verdict.warning)))
         self._error_gives_way()
         self.choiceChanged.emit()
 
@@ -332,8 +333,10 @@ class ModelBar(QWidget):
             self.pair_verdict = None              # (an unreadable file's own line says why: once is enough)
             return
         self.pair_verdict = check_headers(target, draft)
-        self.verdict.setText(self.pair_verdict.text + ("." if self.pair_verdict.ok is False else ""))
-        self.verdict.setStyleSheet("" if self.pair_verdict.ok else "color: #c0392b;")
+        self.verdict.setText(self.pair_verdict.text + ("." if self.pair_verdict.ok is False or self.pair_verdict.warning
+                                                       else ""))
+        self.verdict.setStyleSheet("color: #c0392b;" if not self.pair_verdict.ok
+                                   else "color: #b35900;" if self.pair_verdict.warning else "")
 
     def _request_load(self) -> None:
         if self.target_path():

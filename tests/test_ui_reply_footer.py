@@ -151,6 +151,9 @@ def test_a_reply_cut_off_says_why_beside_its_name():
     assert all(f.endswith(" · cut off at Max tokens") for f in forms) and len(forms) > 2
     assert footer_text(_stats(stop_reason="context_full"), _settings()).endswith(" · cut off: context full")
     assert "cut off" not in footer_text(_stats(stop_reason="eos"), _settings())
+    # a reply stopped with Esc says so there too (its name said "stopped", off screen under a long reply)
+    stopped = footer_forms(_stats(stop_reason="cancelled").to_json(), _settings(), "cancelled")
+    assert all(f.endswith(" · stopped") for f in stopped) and len(stopped) > 2
 
 
 def test_footer_of_a_reply_without_stats_says_why():

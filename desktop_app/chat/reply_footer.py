@@ -126,7 +126,8 @@ def footer_forms(stats: dict | GenerationStats | None, settings: dict | None, st
              (label, kept, speed, times),
              (label, speed, times),
              (speed, times)]
-    cut = "" if s.remote or status != "done" else CUT_OFF_SHORT.get(s.stop_reason, "")
+    cut = (STATUS_NOTES["cancelled"] if status == "cancelled"          # (at its end, in sight under a long reply:
+           else "" if s.remote or status != "done" else CUT_OFF_SHORT.get(s.stop_reason, ""))   # a new user's try)
     out: list[str] = []
     for parts in forms:
         text = " · ".join(p for p in (*parts, cut) if p)

@@ -366,12 +366,13 @@ class SpecPanel(QWidget):
         if s.n_drafted:                                                   # model left unused at: the sentence
             self._show_drafts(s)                                          # quotes it)
             L["c"].setText("–" if s.c is None else f"{s.c:.2f} × a pass" if s.c else "none (lookup only)"
-                           if unused is None else f"{unused:.2f} (not drafted: lookup only)")
+                           if unused is None else f"{unused:.2f} × a pass (not drafted: lookup only)")
             L["predicted"].setText(predicted_text(s), predicted_text(s, compact=True))
         else:
             for key in ("accepted", "alpha", "per_round", "predicted"):
                 L[key].setText("–")
-            L["c"].setText("–" if unused is None else f"{unused:.2f} (not drafted)")
+            L["c"].setText("–" if unused is None else f"{unused:.2f} × a pass (not drafted)")   # (its unit, as
+                                                                                           # when drafted)
             self._show_split(s)                  # (a plain reply's time is the target's: "–" beside the chart
                                                  # showing it read as a failure to measure, a new user's try)
         self.verdict.setText(explain(s))

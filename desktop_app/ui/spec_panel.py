@@ -371,8 +371,8 @@ class SpecPanel(QWidget):
         else:
             for key in ("accepted", "alpha", "per_round", "predicted"):
                 L[key].setText("–")
-            L["c"].setText("–" if unused is None else f"{unused:.2f} × a pass (not drafted)")   # (its unit, as
-                                                                                           # when drafted)
+            L["c"].setText("–" if unused is None else f"{unused:.2f} × a pass (not drafted)",   # (its unit, as
+                           "" if unused is None else f"{unused:.2f} (not drafted)")          # when drafted)
             self._show_split(s)                  # (a plain reply's time is the target's: "–" beside the chart
                                                  # showing it read as a failure to measure, a new user's try)
         self.verdict.setText(explain(s))

@@ -113,7 +113,7 @@ def test_count_axes_label_whole_numbers_only(reply, qtbot):
 
 
 def test_the_kept_chart_s_legend_stays_on_one_line_in_a_narrow_panel(reply, qapp, qtbot):
-    """Three drafters' legend beside "Kept per round" needs two lines in a panel 380 px wide (the
+    """Three drafters' legend beside "Kept in each round" needs two lines in a panel 380 px wide (the
     window's at 1280 px); there the title is shortened so that it keeps to one."""
     _, rounds, stats, _ = reply
     mixed = [dataclasses.replace(r, drafter="lookup") if i % 3 == 1 else r for i, r in enumerate(rounds)]
@@ -128,7 +128,7 @@ def test_the_kept_chart_s_legend_stays_on_one_line_in_a_narrow_panel(reply, qapp
     charts.show()
     qtbot.waitUntil(lambda: not charts.pending)
     title = charts.kept_title
-    for width, head in ((380, "Kept"), (1000, "Kept per round")):
+    for width, head in ((380, "Kept"), (1000, "Kept in each round")):
         charts.resize(width, 400)
         qapp.processEvents()
         assert title.text().startswith(head + " ") and all(f"</span>{n}" in title.text() for n in ("model", "lookup", "plain"))

@@ -21,7 +21,8 @@ from desktop_app.ui.elided import ElidedLabel
 
 DRAFTER_COLOURS = {"model": "#2ca02c", "lookup": "#9467bd", "server": "#1f77b4", "none": "#8c8c8c"}
 DRAFTER_NAMES = {"model": "model", "lookup": "lookup", "server": "server", "none": "plain"}
-KEPT_TITLES = ("Kept per round", "Kept/round", "Kept")   # the first of them that fits on one line with the legend
+KEPT_TITLES = ("Kept in each round", "Kept each round", "Kept")   # the first that fits on one line with the legend
+# (not "Kept per round", the panel's mean over the rounds that drafted: this plots every round, plain ones at 0)
 SPLIT = (("draft", "#1f77b4"), ("target", "#ff7f0e"), ("other", "#8c8c8c"))   # target: checking drafts and plain steps
 
 
@@ -354,7 +355,7 @@ class LiveCharts(QWidget):
             self._timer.start(self.REDRAW_MS)
 
     def kept_series(self) -> tuple[list[int], list[int], list[str]]:
-        """What "Kept per round" shows, in round order: round numbers (from 1, as the strip numbers
+        """What "Kept in each round" shows, in round order: round numbers (from 1, as the strip numbers
         them), kept drafts, point colours."""
         points = []
         for drafter, item in self.kept_points.items():
@@ -374,7 +375,7 @@ class LiveCharts(QWidget):
         self._fit_kept_title()
 
     def _fit_kept_title(self) -> None:
-        """"Kept per round" and its legend (a dot of each drafter's colour and its name) on one line:
+        """"Kept in each round" and its legend (a dot of each drafter's colour and its name) on one line:
         where they do not fit, a shorter title (KEPT_TITLES). Wrapped, the legend's last name stood
         alone on a second line and pushed the plot down (a new user's try, at 1280 px)."""
         label, names = self.kept_title, [DRAFTER_NAMES[d] for d in self._kept_legend]

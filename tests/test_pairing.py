@@ -87,8 +87,8 @@ def test_a_draft_no_smaller_than_its_target_is_said_to_be_so(test_model_path, q2
     assert check_headers(test_model_path, q2k_draft_path).text == "Pair OK: same tokenizer (gpt2/smollm, 49,152 tokens)"
     swapped = check_headers(q2k_draft_path, test_model_path)      # (135M parameters both: the draft's file larger)
     assert swapped.ok is True and swapped.warning and swapped.text == (   # (not "Pair OK … but": read as a pass)
-        "These two pair: same tokenizer (gpt2/smollm, 49,152 tokens) — but the draft (135M) is larger than the "
-        "target (135M): it would be slower than the target alone; swap Target and Draft")
+        "These two pair: same tokenizer (gpt2/smollm, 49,152 tokens) — but the draft (135M, 98 MB) is larger than "
+        "the target (135M, 88 MB): it would be slower than the target alone; swap Target and Draft")
     assert draft_too_big(test_model_path, test_model_path) == ("the draft is the target itself: a draft pays only "
                                                                "where it is much faster than its target")
     twin = tmp_path / "twin.gguf"                                 # as large: swapping them changes nothing
@@ -97,8 +97,8 @@ def test_a_draft_no_smaller_than_its_target_is_said_to_be_so(test_model_path, q2
                                                         "where it is much faster than its target")
     draft_note(q2k_draft_path, test_model_path)                   # the command line's words
     draft_note(test_model_path, q2k_draft_path)
-    assert capsys.readouterr().err == ("note: the draft (135M) is larger than the target (135M): it would be slower "
-                                       "than the target alone; swap -m and -md\n")
+    assert capsys.readouterr().err == ("note: the draft (135M, 98 MB) is larger than the target (135M, 88 MB): it "
+                                       "would be slower than the target alone; swap -m and -md\n")
 
 
 def test_suggest_pair_takes_the_larger_file_as_target(test_model_path, q2k_draft_path, gemma_path, qwen_draft_path):

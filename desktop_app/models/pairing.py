@@ -88,8 +88,10 @@ def _no_smaller(t: GGUFInfo, d: GGUFInfo, swap: str = SWAP) -> str:
     if _weight(d) == _weight(t):
         return (f"the draft ({d.params_text}) is the target's size: a draft pays only where it is much faster "
                 f"than its target")
-    return (f"the draft ({d.params_text}) is larger than the target ({t.params_text}): it would be slower than "
-            f"the target alone; {swap}")
+    size = (lambda i: i.params_text) if d.params_text != t.params_text else (   # (as large in parameters: by
+        lambda i: f"{i.params_text}, {i.file_size / 1e6:.0f} MB")                 # their files, as _weight)
+    return (f"the draft ({size(d)}) is larger than the target ({size(t)}): it would be slower than the target "
+            f"alone; {swap}")
 
 
 def draft_too_big(target_path: str, draft_path: str, swap: str = SWAP) -> str:

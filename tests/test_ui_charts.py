@@ -136,6 +136,24 @@ def test_the_kept_chart_s_legend_stays_on_one_line_in_a_narrow_panel(reply, qapp
     charts.hide()
 
 
+def test_the_speed_chart_s_time_axis_names_its_unit(reply, qtbot):
+    """Once the title names plain's rate it has no room for "over time (s)", and "0 5 10 20" under
+    it could be tokens or rounds (as the chart beside it counts): its largest number says "s"."""
+    charts = reply[0]
+    charts.resize(380, 400)
+    charts.show()
+    qtbot.waitExposed(charts)
+    axis = charts.speed_plot.getPlotItem().getAxis("bottom")
+    low, high = axis.range
+    levels = axis.tickValues(low, high, axis.geometry().width())
+    values = [v for _, vs in levels for v in vs]
+    labels = axis.tickStrings(values, 1.0, min(s for s, _ in levels))
+    assert len(labels) >= 2 and labels[values.index(max(values))].endswith(" s"), labels
+    shown = QLabel.text(charts.speed_title)          # (what the narrow title shows: its text() is the whole)
+    assert sum(label.endswith(" s") for label in labels) == 1 and "(s)" not in shown and "dashed: plain" in shown
+    charts.hide()
+
+
 def test_live_charts_show_the_rounds_of_a_real_reply(reply, qtbot, tmp_path):
     charts, rounds, stats, before = reply
     qtbot.addWidget(charts)

@@ -101,6 +101,14 @@ class SparseAxis(pg.AxisItem):
     fifth of a second in a 140-px chart (a new user's try)."""
 
     TICK_MIN_PX = 45
+    unit = ""          # after the largest number ("20 s"): a narrow panel's title leaves its own unit out
+
+    def tickStrings(self, values, scale, spacing):
+        strings = super().tickStrings(values, scale, spacing)
+        if self.unit and strings:
+            last = max(range(len(values)), key=values.__getitem__)
+            strings[last] = f"{strings[last]} {self.unit}"
+        return strings
 
     def tickSpacing(self, minVal, maxVal, size):
         levels = super().tickSpacing(minVal, maxVal, size)
@@ -178,6 +186,8 @@ class LiveCharts(QWidget):
         layout.setSpacing(4)
 
         self.speed_plot = _small_plot(fg, bg, sparse=("bottom",))
+        self.speed_plot.getPlotItem().getAxis("bottom").unit = "s"   # (the title's "(s)" goes once it names
+                                                                     # plain's rate: ticks of what? a new user's try)
         self.speed_title = ElidedLabel()           # one line: wrapped, its rate stood alone under it
         self.speed_title.setText(SPEED_TITLE, "Tokens/s")
         self.speed_title.setToolTip("Tokens per second over the last 16 tokens (at least a quarter second), "

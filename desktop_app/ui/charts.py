@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QColor, QFont, QPalette
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPalette
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from desktop_app.engine.events import GenerationStats, RoundEvent
@@ -104,10 +104,19 @@ class SparseAxis(pg.AxisItem):
     unit = ""          # after the largest number ("20 s"): a narrow panel's title leaves its own unit out
 
     def tickStrings(self, values, scale, spacing):
+        """The numbers, the largest one that has room for it followed by the unit (a label that would
+        stick out past the axis's end is not drawn: a unit on the last tick, at the end, went with it)."""
         strings = super().tickStrings(values, scale, spacing)
-        if self.unit and strings:
-            last = max(range(len(values)), key=values.__getitem__)
-            strings[last] = f"{strings[last]} {self.unit}"
+        low, high = self.range
+        width = self.geometry().width()
+        if not self.unit or not strings or high <= low or width <= 0:
+            return strings
+        fm = QFontMetrics(self.style.get("tickFont") or self.font())
+        for i in sorted(range(len(values)), key=values.__getitem__, reverse=True):
+            label = f"{strings[i]} {self.unit}"
+            if (values[i] - low) / (high - low) * width + fm.horizontalAdvance(label) / 2 <= width:
+                strings[i] = label
+                break
         return strings
 
     def tickSpacing(self, minVal, maxVal, size):

@@ -339,30 +339,27 @@ class SpeculativeDecoder:
     def _commit(self, reply: Reply, drafter: Drafter, proposal: Proposal, judgement: Judgement,
                 times: RoundTimes, max_tokens: int) -> Generator[Event, None, bool]:
         """Commit: record the round's costs, yield its RoundEvent, then add its tokens to the text, one
-        TokenEvent each. Returns True when the reply ended here (its FinishEvent yielded)."""
-        event = self._record_round(reply, drafter, proposal, judgement, times, max_tokens)
+        TokenEvent each. Returns True when the reply ended here (its FinishEvent yielded). The round is
+        cut where the reply ends (_record_round), so only its last token can end it."""
+        event, texts = self._record_round(reply, drafter, proposal, judgement, times, max_tokens)
         yield event
-        model = self.model
-        for token, kind in zip(event.emitted, event.kinds):
-            if model.is_eog(token):
-                yield self._finish(reply, StopReason.EOS)
-                return True
+        for token, kind, text in zip(event.emitted, event.kinds, texts):
             reply.tokens.append(token)
             reply.reply.append(token)
-            text = reply.stream.push(model.piece(token))
             if reply.t_first is None:
                 reply.t_first = time.perf_counter()
             yield TokenEvent(token, text, kind, len(reply.reply) - 1)
-            if reply.stream.stopped:
-                yield self._finish(reply, StopReason.STOP_STRING)
-                return True
-            if len(reply.reply) >= max_tokens:
-                yield self._finish(reply, StopReason.MAX_TOKENS)
+        for ended, reason in ((event.end == "eos", StopReason.EOS), (reply.stream.stopped, StopReason.STOP_STRING),
+                              (len(reply.reply) >= max_tokens, StopReason.MAX_TOKENS)):
+            if ended:
+                yield self._finish(reply, reason)
                 return True
         return False
 
     def _record_round(self, reply: Reply, drafter: Drafter, proposal: Proposal, judgement: Judgement,
-                      times: RoundTimes, max_tokens: int) -> RoundEvent:
+                      times: RoundTimes, max_tokens: int) -> tuple[RoundEvent, list[str]]:
+        """The round's event, cut where the reply ends, and the text each of its tokens releases (pushed
+        into the reply's text stream, which finds a stop string where one completes)."""
         drafted = proposal.tokens
         k = len(drafted)
         verdict = judgement.verdict
@@ -385,12 +382,15 @@ class SpeculativeDecoder:
             kinds=tuple(kinds), target_top=tuple(judgement.target_top), t_draft_s=times.draft_s,
             t_verify_s=times.verify_s, t_round_s=now - times.start, n_past=len(reply.tokens),
             plain_step_s=self.costs.verify_s.get(1, 0.0), t_catch_up_s=reply.catch_up_s)
-        eog = next((i for i, token in enumerate(emitted) if model.is_eog(token)), len(emitted))
-        stop = reply.stream.stops_after([model.piece(token) for token in emitted[:eog]])   # (as _commit pushes them)
-        event = _cut_at_end(event, model.is_eog, max_tokens - len(reply.reply), stop)
+        room, texts = max_tokens - len(reply.reply), []
+        for token in emitted:
+            if model.is_eog(token) or len(texts) >= room or reply.stream.stopped:
+                break
+            texts.append(reply.stream.push(model.piece(token)))
+        event = _cut_at_end(event, model.is_eog, room, len(texts) if reply.stream.stopped else None)
         reply.recorder.add_round(event, proposal.n_steps)
         reply.n_round += 1
-        return event
+        return event, texts
 
     def _finish(self, reply: Reply, reason: StopReason, message: str = "") -> FinishEvent:
         tail = reply.stream.finish()

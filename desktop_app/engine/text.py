@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import codecs
-import copy
 from typing import Sequence
 
 
@@ -31,18 +30,6 @@ class TextStream:
             return ""
         self._text += self._decoder.decode(piece)
         return self._release()
-
-    def stops_after(self, pieces: Sequence[bytes]) -> int | None:
-        """How many of `pieces`, pushed after what this stream has had, complete a stop string (None:
-        they complete none); the stream itself is left as it is."""
-        if not self.stop or self.stopped:
-            return None
-        ahead = copy.deepcopy(self)
-        for n, piece in enumerate(pieces, 1):
-            ahead.push(piece)
-            if ahead.stopped:
-                return n
-        return None
 
     def finish(self) -> str:
         """The generation ended: flush an incomplete UTF-8 tail and any held-back text."""

@@ -173,8 +173,7 @@ def _sample(pair, args, spec, sampling, prompt: list[int], stops: tuple[str, ...
 
     params = SamplingParams(sampling.temperature, sampling.top_k, sampling.top_p, sampling.min_p, sampling.seed + k)
     if args.samples > 1 and not args.json:    # (on stdout: where it goes to a file, the samples' texts
-        out.end_line()                        # ran together there, a new user's try)
-        out.write_line(f"[sample {k + 1}/{args.samples}{_seed_text(params)}]")
+        out.write_line(f"[sample {k + 1}/{args.samples}{_seed_text(params)}]")   # ran together, a user's try)
     rounds, finish = [], None
     for event in pair.generate(prompt, params, Controls(spec), args.max_tokens, stops):
         interrupt.check()

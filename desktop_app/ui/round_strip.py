@@ -38,8 +38,9 @@ ENDS = {"eos": ("eos", "an end-of-generation token"), "max_tokens": ("max tokens
 # (RoundEvent.end: name, why)
 
 
-def end_name(r: RoundEvent) -> str:
-    return ENDS.get(r.end, (r.end,))[0]
+def end_name(r: RoundEvent, why: bool = False) -> str:
+    """How the strip names the end a round carries (RoundEvent.end), or with `why`, says why it came."""
+    return ENDS.get(r.end, (r.end, r.end))[why]
 
 _SPECIAL = re.compile(r"^<(\|[^|<>\s]{1,40}\||/?s|[a-z_]{2,24})>$")
 _TARGET_TIPS = {CORRECTION: "the target's token in place of the first rejected draft",
@@ -108,7 +109,7 @@ def round_chips(r: RoundEvent) -> list[Chip]:
         text = r.emitted_text[r.accepted]
         chips.append(Chip(kind, text, f"{kind}: {text!r} — {_TARGET_TIPS.get(kind, kind)}"))
     if r.end:
-        chips.append(Chip(END, "", f"the reply ended here: {ENDS.get(r.end, (r.end, r.end))[1]}"))
+        chips.append(Chip(END, "", f"the reply ended here: {end_name(r, why=True)}"))
     return chips
 
 

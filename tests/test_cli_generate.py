@@ -58,6 +58,18 @@ def test_a_reply_in_plain_turns_ends_where_the_model_starts_the_user_s_next(gemm
     assert not sample["text"].endswith("\n")                # (the turns' own blank line is not the reply's)
 
 
+def test_a_reply_cut_by_a_full_context_marks_its_last_round(test_model_path):
+    """--json's rounds end as the window's round strip does: a reply that filled the context has its
+    last round marked "context_full" (the mark had been only in the window's history)."""
+    out = tandem("generate", "-m", test_model_path, "-p", "Write a long story about a dragon.", "-n", "400",
+                 "-c", "256", "--json")
+    assert out.returncode == 0, out.stderr
+    [sample] = json.loads(out.stdout)["samples"]
+    assert sample["stats"]["stop_reason"] == "context_full", sample["stats"]
+    assert [r.get("end", "") for r in sample["rounds"]][-2:] == ["", "context_full"]
+    check_rounds_add_up(sample)
+
+
 def test_generate_samples_use_consecutive_seeds(test_model_path, q2k_draft_path, tmp_path):
     prompt = tmp_path / "prompt.txt"
     prompt.write_text("Once upon a time", encoding="utf-8")

@@ -6,6 +6,7 @@ import io
 import os
 import sys
 from collections import Counter
+from dataclasses import replace
 
 from desktop_app.commands import checks
 from desktop_app.commands.interrupt import Interrupt
@@ -183,6 +184,8 @@ def _sample(pair, args, spec, sampling, prompt: list[int], stops: tuple[str, ...
             out.write(event.text, event.kind.value)
         elif isinstance(event, FinishEvent):
             finish = event
+            if rounds and event.end_after_rounds and not rounds[-1].end:     # (the mark the window's strip
+                rounds[-1] = replace(rounds[-1], end=event.end_after_rounds)   # and its history give it)
     if not args.json:
         out.write(finish.tail)
         out.write("\n")                            # (each reply ends with a line break of its own)

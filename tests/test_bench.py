@@ -25,7 +25,7 @@ def result(prompt, setting, repeat, tok_s, alpha=None, index=-1):
 def test_settings_put_plain_first_for_each_temperature():
     s = make_settings(["model", "lookup"], [2, 4], [0.0, 1.0], auto=True, has_draft_model=True)
     names = [x.name for x in s]
-    assert names[:6] == ["plain", "model γ=2", "model γ=4", "model auto", "lookup γ=2", "lookup γ=4"]
+    assert names[:6] == ["plain", "model γ=2", "model γ=4", "auto (model, lookup)", "lookup γ=2", "lookup γ=4"]
     assert names[7] == "plain T=1" and len(names) == 14
     assert [x.name for x in make_settings(["model", "lookup"], [3], [0.0], False, False)] == ["plain", "lookup γ=3"]
 
@@ -98,7 +98,7 @@ def test_auto_is_reported_against_the_best_fixed_setting_of_each_prompt():
     for prompt, (lk4, lk8, auto) in {"a": (12.0, 15.0, 14.0), "b": (9.0, 8.0, 10.0)}.items():
         runs += [result(prompt, "plain", 0, 10.0, index=0), result(prompt, "lookup γ=4", 0, lk4, index=1),
                  result(prompt, "plain", 0, 10.0, index=2), result(prompt, "lookup γ=8", 0, lk8, index=3),
-                 result(prompt, "plain", 0, 10.0, index=4), result(prompt, "lookup auto", 0, auto, index=5),
+                 result(prompt, "plain", 0, 10.0, index=4), result(prompt, "auto (lookup)", 0, auto, index=5),
                  result(prompt, "plain", 0, 10.0, index=6)]
     rows = summarize(runs, settings)
     a, b = auto_verdicts(rows)
@@ -106,7 +106,7 @@ def test_auto_is_reported_against_the_best_fixed_setting_of_each_prompt():
     assert a.vs_best == pytest.approx(1.4 / 1.5) and a.ttft_vs_plain == 1.0
     assert (b.best_fixed, b.best_speedup) == ("plain", 1.0) and b.vs_best == pytest.approx(1.0)
     md = to_markdown(rows, {"repeats": 1, "n_tokens": 10})
-    assert "| a | lookup auto 1.40× | lookup γ=8 1.50× | 0.93 | 1.00 |" in md
+    assert "| a | auto (lookup) 1.40× | lookup γ=8 1.50× | 0.93 | 1.00 |" in md
 
 
 def test_prompt_files(tmp_path):

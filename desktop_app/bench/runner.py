@@ -27,8 +27,10 @@ class BenchSetting:
             base = "plain"
         elif self.drafter == "server":
             base = "llama-server"
+        elif self.auto:     # (with a draft model auto copies too: "model auto" read as the model alone)
+            base = "auto (model, lookup)" if self.drafter == "model" else "auto (lookup)"
         else:
-            base = f"{self.drafter} auto" if self.auto else f"{self.drafter} γ={self.draft_max}"
+            base = f"{self.drafter} γ={self.draft_max}"
         return base if self.temperature == 0 else f"{base} T={self.temperature:g}"
 
     @property

@@ -633,6 +633,25 @@ def test_a_reply_stopped_before_its_first_token_says_so_everywhere(qtbot):
     assert panel.pay.best_gamma == 0 and len(panel.pay.curve.getData()[0] or []) == 0
 
 
+def test_a_reply_stopped_while_reading_its_conversation_says_no_first_token_came(qtbot):
+    """A new user's try: Esc 4 s into reading 1,252 pasted tokens, and the panel said "Tokens 0 (first after
+    4.01 s)" and "Stopped before the first token … The first token came after 4.01 s: 423 tokens of the
+    conversation had to be read first (the other 829 were kept from before)"."""
+    stopped = GenerationStats(n_tokens=0, tokens_per_s=0.0, stop_reason="cancelled", ttft_s=4.01,
+                              n_prompt_tokens=1252, n_prompt_evaluated=423)
+    panel = SpecPanel()
+    qtbot.addWidget(panel)
+    panel.begin("test")
+    panel.finish(stopped)
+    assert panel.labels["tokens"].text() == "0 (stopped after 4.01 s)"
+    assert panel.verdict.text() == ("Stopped before the first token: nothing was written or drafted. It was stopped "
+                                    "after 4.01 s, with 423 tokens of the conversation to read first (the other 829 "
+                                    "had been read before).")
+    full = dataclasses.replace(stopped, stop_reason="context_full")
+    panel.finish(full)
+    assert panel.labels["tokens"].text() == "0 (ended after 4.01 s)" and "first token came" not in panel.verdict.text()
+
+
 def test_pay_curve_says_when_its_alpha_rests_on_a_few_drafted_tokens(reply, qtbot):
     """A new user's try: "γ 16 is best (predicted 1.66×)" from α 1.00 on 8 drafted tokens, all kept. Under
     THIN_EVIDENCE drafted tokens the sentence says how few there were; from it on, it does not."""

@@ -677,6 +677,6 @@ def test_a_late_first_token_after_a_long_read_is_explained():
     in the cache (a new user's try); a quick first token, or a short read, says nothing of it."""
     late = slow_stats(ttft_s=11.55, n_prompt_tokens=1100, n_prompt_evaluated=1054)
     assert explain(late).endswith("The first token came after 11.55 s: 1,054 tokens of the conversation had to "
-                                  "be read first (the other 46 were kept from before).")
+                                  "be read first (the other 46 had been read before).")
     assert "first token came" not in explain(slow_stats(ttft_s=0.6, n_prompt_tokens=1100, n_prompt_evaluated=1054))
     assert "first token came" not in explain(slow_stats(ttft_s=3.0, n_prompt_tokens=1100, n_prompt_evaluated=20))

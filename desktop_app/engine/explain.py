@@ -133,9 +133,12 @@ def slow_start(stats: GenerationStats) -> str:
     if stats.ttft_s < SLOW_START_S or stats.n_prompt_evaluated < SLOW_START_TOKENS:
         return ""
     cached = stats.n_prompt_tokens - stats.n_prompt_evaluated
-    kept = f" (the other {cached:,} were kept from before)" if cached > 0 else ""
-    return (f"The first token came after {duration_text(stats.ttft_s)}: {stats.n_prompt_evaluated:,} tokens of the "
-            f"conversation had to be read first{kept}.")
+    kept = f" (the other {cached:,} had been read before)" if cached > 0 else ""
+    read = f"{stats.n_prompt_evaluated:,} tokens of the conversation"
+    if not stats.n_tokens:      # (no first token came: "The first token came after 4.01 s" beside "Stopped
+        return (f"It was stopped after {duration_text(stats.ttft_s)}, with {read} to read first{kept}."   # before
+                if stats.stop_reason == StopReason.CANCELLED.value else "")      # the first token", a new user's try)
+    return f"The first token came after {duration_text(stats.ttft_s)}: {read} had to be read first{kept}."
 
 
 def fewer_threads(stats: GenerationStats) -> str:

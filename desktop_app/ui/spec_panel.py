@@ -359,9 +359,12 @@ class SpecPanel(QWidget):
         L["vs_plain"].setText(measured_text(s), f"{m:.2f}× of {rate_text(s.plain_tokens_per_s)}" if m else "")
         rounds = f" in {count(s.n_rounds, 'round')}" if s.n_rounds else ""     # (a llama-server's are untimed)
         first = duration_text(s.ttft_s)
+        if s.n_tokens:                                          # (the compact form keeps the first token's time)
+            when, when_short = f"first after {first}", f"first {first}"
+        else:                     # (no first token came: "0 (first after 4.01 s)" read as if one had, a new user's try)
+            when = when_short = f"{'stopped' if s.stop_reason == StopReason.CANCELLED.value else 'ended'} after {first}"
         n = f"{s.n_tokens}{end_text(s)}"                        # ("13 + end": the rounds wrote the end too)
-        L["tokens"].setText(f"{n}{rounds} (first after {first})",      # (the compact form keeps the first
-                            f"{n} in {s.n_rounds} (first {first})" if s.n_rounds else "")   # token's time)
+        L["tokens"].setText(f"{n}{rounds} ({when})", f"{n} in {s.n_rounds} ({when_short})" if s.n_rounds else "")
         unused = s.unused_draft_c if s.n_rounds > FIRST_PROBE else None   # (the price auto weighed a draft
         if s.n_drafted:                                                   # model left unused at: the sentence
             self._show_drafts(s)                                          # quotes it)

@@ -156,10 +156,31 @@ def test_a_yardstick_timed_wrong_is_corrected_by_the_first_pass_that_shows_it():
     both.record_verify(5, 0.160)
     assert both.verify_s[5] == both.verify_s[1] == pytest.approx(0.160)   # (at most what 5 tokens took)
     assert both.verify_s[9] / both.verify_s[2] == pytest.approx(230 / 100)   # the others keep their ratios
-    # a slow pass is only noise: it moves the cost a fifth of the way, as before
+    # a slow pass is only noise: it moves the cost a fifth of the way, as one 1.5 times its cost would
     steady = _costs(right)
+    steady.record_verify(5, 0.200)
+    assert steady.verify_s[5] == pytest.approx(0.8 * 0.160 + 0.2 * 0.200) and steady.verify_s[1] == 0.070
     steady.record_verify(5, 0.480)
-    assert steady.verify_s[5] == pytest.approx(0.8 * 0.160 + 0.2 * 0.480) and steady.verify_s[1] == 0.070
+    assert steady.verify_s[5] == pytest.approx(0.8 * 0.168 + 0.2 * 1.5 * 0.168)
+
+
+def test_one_pass_held_up_moves_the_costs_little_and_the_draft_step_moves_with_the_machine():
+    """A new user's try of the window: after a reply that drafted with the model at 0.50 of a pass, the
+    next reply, decoded plainly, priced a step at 0.10 of a pass, and auto's reason for not drafting
+    rested on it. A pass held up by another program for a moment had moved every verify price by
+    EMA's share of it (a tenfold pass: 2.8 times), and the draft model's step, held still, read cheap."""
+    c = _costs({1: 70, 2: 100, 5: 160})
+    c.record_draft("model", 4, 4 * 0.035)
+    c.record_prefill("model", 64, 0.035 + 64 * 0.005)
+    c.record_verify(1, 0.700)                            # one plain step held up tenfold
+    assert c.verify_s[1] == pytest.approx(0.070 * 1.1) and c.verify_s[5] / c.verify_s[1] == pytest.approx(160 / 70)
+    for _ in range(100):                                 # then a machine twice as slow, for a while
+        c.record_verify(1, 0.140)
+    assert c.verify_s[1] == pytest.approx(0.140, rel=1e-3)
+    assert c.draft_step_s["model"] / c.verify_s[1] == pytest.approx(0.5)      # a step is still half a pass
+    assert c.prefill_s["model"] == pytest.approx(0.010, rel=1e-3)            # and a token read, as dear
+    c.record_draft("model", 1, 1.0)                      # a draft step held up: a tenth of the way at most
+    assert c.draft_step_s["model"] == pytest.approx(0.070 * 1.1, rel=1e-3)
 
 
 def test_prompt_passes_are_timed_per_token():

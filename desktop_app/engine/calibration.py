@@ -12,12 +12,13 @@ from desktop_app.engine.costs import CostModel, per_token
 
 VERIFY_SIZES = (2, 3, 4, 5, 8, 9, 16, 17, 33)
 PREFILL_TOKENS = 64
+CALIBRATION_STEPS = 5       # single-token passes timed per model at load (and draft steps beside the target's)
 RETIME_PER_LOAD = 2         # sizes timed again at each load once every size has KEEP remembered timings,
                             # in turn, so that the remembered timings keep rolling
 
 
 def calibrate(costs: CostModel, target_ctx: backend.Context, draft_ctx: backend.Context | None = None,
-              steps: int = 5, verify_sizes: tuple[int, ...] = VERIFY_SIZES,
+              steps: int = CALIBRATION_STEPS, verify_sizes: tuple[int, ...] = VERIFY_SIZES,
               remembered: Remembered | None = None) -> dict[int, float]:
     """Single-token passes of the target (the median of `steps` warm passes) and of the draft (a ratio to
     the target's: _draft_ratios; the median of its own as a fallback), the

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 EMA = 0.2                   # weight of a new timing measurement
 FAR_BELOW = 3.0             # a pass this many times faster than its cost says the cost was timed wrong
+SPIKE = 1.5                 # a pass slower than this many times its cost moves it as one this slow would
 WIN_MARGIN = 1.02           # an option must be predicted 2 % faster than the best other to be used
 PREFILL_MIN = 8              # tokens a pass must read to say what a token of a long prompt costs
 DIP_MAX = 0.75              # a pass is priced at no less than this share of the nearest smaller one measured
@@ -113,7 +114,13 @@ class CostModel:
         pass is the yardstick: what changes its cost (a busy machine, a longer context) changes every
         pass alike, so it moves all sizes in proportion and the ratios between sizes, on which every
         choice of γ rests, stay as measured until rounds of those sizes correct them. Without this,
-        hours of plain rounds on a loaded machine would make verify batches look cheap.
+        hours of plain rounds on a loaded machine would make verify batches look cheap. The draft
+        model's step and the prompt passes move with it too: held still, they had looked cheap beside
+        it (a step at 0.10 of a pass after replies decoded plainly, measured at 0.50 in the last reply
+        that drafted: a new user's try).
+        A pass slower than SPIKE times its cost (one held up by another program for a moment) moves
+        it as one SPIKE times slower would: a lasting slowdown moves the costs by 10 % a pass, one
+        pass 10 times slower by 10 % once, not by 2.8 times (EMA's share of it).
         A pass FAR_BELOW times faster than its cost cannot be noise (noise only slows a pass): the
         yardstick was timed wrong (a load calibrated while the machine was swamped: 3 s for a 70 ms
         pass), and every size moves at once by as much; unless that size alone was priced above as many
@@ -140,10 +147,11 @@ class CostModel:
             return
         if batch > 1 and seconds * FAR_BELOW < self.verify_s.get(1, 0.0):   # the single-token pass alone
             self.verify_s[1] = min(seconds, *(v for k, v in self.verify_s.items() if k > 1))   # was timed wrong
-        new = (1 - EMA) * old + EMA * seconds
+        new = (1 - EMA) * old + EMA * min(seconds, SPIKE * old)
         if batch == 1:
-            for k in self.verify_s:
-                self.verify_s[k] *= new / old
+            for prices in (self.verify_s, self.draft_step_s, self.prefill_s):
+                for k in prices:
+                    prices[k] *= new / old
         self.verify_s[batch] = new
 
     def record_draft(self, drafter: str, n_tokens: int, seconds: float) -> None:
@@ -151,7 +159,7 @@ class CostModel:
             return
         per = seconds / n_tokens
         old = self.draft_step_s.get(drafter)
-        self.draft_step_s[drafter] = per if old is None else (1 - EMA) * old + EMA * per
+        self.draft_step_s[drafter] = per if not old else (1 - EMA) * old + EMA * min(per, SPIKE * old)
 
     def record_prefill(self, model: str, n_tokens: int, seconds: float) -> None:
         """A batched pass over n_tokens of text (a prompt, or a draft model catching up) took `seconds`:
@@ -161,7 +169,7 @@ class CostModel:
             return
         per = per_token(seconds, n_tokens, self.single_pass(model))
         old = self.prefill_s.get(model)
-        self.prefill_s[model] = per if old is None else (1 - EMA) * old + EMA * per
+        self.prefill_s[model] = per if not old else (1 - EMA) * old + EMA * min(per, SPIKE * old)
 
     # -- reading
     def single_pass(self, model: str) -> float:

@@ -25,7 +25,7 @@ import numpy as np
 
 from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX, AutoPolicy, Copy, ModelOption
 from desktop_app.engine.auto_policy import PLAIN as PLAIN_CHOICE
-from desktop_app.engine.calibration import VERIFY_SIZES, price
+from desktop_app.engine.calibration import CALIBRATION_STEPS, VERIFY_SIZES, price
 from desktop_app.engine.calibration_store import KEEP
 from desktop_app.engine.cost_profiles import CostProfile
 from desktop_app.engine.costs import CostModel
@@ -168,9 +168,14 @@ def calibrated(clock: _Clock, loads: int = 1) -> CostModel:
         now = {k: costs.verify_s[k] / costs.verify_s[1] for k in VERIFY_SIZES}
         for k in VERIFY_SIZES:
             costs.verify_s[k] = price(costs.verify_s[1], [r[k] for r in [*earlier, now]])
-    costs.draft_step_s["model"] = clock.steps(1)
-    for model in ("target", "model"):
-        costs.record_prefill(model, 64, clock.prefill(model, 64))
+    reads = {model: clock.prefill(model, 64) for model in ("target", "model")}
+    # the draft's step as the app prices it (calibration._draft_ratios): the fastest of its steps over the
+    # fastest of the target's single passes timed in turn with them (two more beside its prompt passes)
+    singles = [clock.verify(1) for _ in range(CALIBRATION_STEPS + 2)]
+    steps = [clock.steps(1) for _ in range(CALIBRATION_STEPS)]
+    costs.draft_step_s["model"] = min(steps) / min(singles) * costs.verify_s[1]
+    for model, seconds in reads.items():
+        costs.record_prefill(model, 64, seconds)
     return costs
 
 

@@ -648,8 +648,10 @@ def test_incompatible_pair_is_explained_and_the_old_pair_keeps_working(qtbot, lo
     bar = w.model_bar
     assert bar.info.isHidden() and bar.verdict.isHidden()           # the pair loaded: its details fold away
     assert "135M parameters" in bar.target.toolTip()                 # (and stay in the boxes' tooltips)
+    assert bar.load_button.text() == "Reload"                       # (it is the pair in use)
     bar.select(test_model_path, gemma_path)                         # another pair chosen: they show
     assert not bar.info.isHidden() and "270M parameters" in bar.info.text()
+    assert bar.load_button.text() == "Load"
     assert not bar.verdict.isHidden() and "cannot" in bar.verdict.text()
     load_fails(qtbot, w, test_model_path, gemma_path)
     assert "cannot draft for" in bar.status.text() and "the draft's tokenizer is llama-spm" in bar.status.text()

@@ -19,6 +19,7 @@ NO_DRAFT = "(no draft model)"
 NO_MODEL = "No model loaded."
 IN_USE = "In use until this load ends: "          # the models loaded, while others load
 UNREADABLE = ("cannot read", "file not found")     # how describe() starts for a file it cannot read
+RELOAD = "Reload"                                   # the Load button, where the pair chosen is the one in use
 UNREADABLE_MARK = " (cannot be read)"                # after such a file's name in the boxes, once found so
 MAX_LABEL_CHARS = 46        # longer file names are cut in the middle in the boxes
 
@@ -87,7 +88,9 @@ class ModelBar(QWidget):
         self.cancel_button.hide()
         for b in (self.recent, self.load_button, self.cancel_button):
             b.setMinimumWidth(b.sizeHint().width())     # never squeezed into an elided text
-        self.load_button.setMinimumWidth(max(b.minimumWidth() for b in (self.load_button, self.cancel_button)))
+        self.load_button.setText(RELOAD)
+        self.load_button.setMinimumWidth(max(b.sizeHint().width() for b in (self.load_button, self.cancel_button)))
+        self.load_button.setText("Load")
         self.backend = BackendRow()
         self.backend.changed.connect(self._backend_changed)
         self.backend.connectRequested.connect(self.serverRequested)
@@ -303,6 +306,9 @@ class ModelBar(QWidget):
         local = self.backend.backend() != "server"
         folded = t is not None and (t, d) == self.loaded_pair      # (a verdict that is not "OK" stays)
         self.info.setVisible(local and not folded)
+        # (for the pair in use the button read "Load", and a click loaded it again unasked: a new user's try)
+        self.load_button.setText(RELOAD if folded else "Load")
+        self.load_button.setToolTip("Load this pair again: it is the one in use" if folded else "")
         self.verdict.setVisible(local and self.pair_verdict is not None                  # (a warning stays:
                                 and (not folded or self.pair_verdict.ok is not True or bool(self.pair_verdict.warning)))
         self._error_gives_way()

@@ -183,6 +183,26 @@ def test_one_pass_held_up_moves_the_costs_little_and_the_draft_step_moves_with_t
     assert c.draft_step_s["model"] == pytest.approx(0.070 * 1.1, rel=1e-3)
 
 
+def test_a_draft_steps_price_keeps_its_ratio_through_a_busy_spell_and_after_it():
+    """A spell of 0.6-4 s passes on a 60 ms machine (a compile job beside it): the draft step, held
+    still, read 0.03 of a pass in it; moved by the slow updates alone, 10.2 passes after it, when the
+    spell's first fast pass lowered every verify size at once (FAR_BELOW) and not the step. It keeps
+    its 0.58 through both. And a single pass timed wrong at load, found so by a faster check, takes
+    the step (priced as a ratio to it) down with it."""
+    c = _costs({1: 60, 2: 80, 5: 130})
+    c.record_draft("model", 1, 0.035)
+    for k in range(40):
+        c.record_verify(1, 0.6 + 3.4 * (k % 7) / 6)
+        assert c.draft_step_s["model"] / c.verify_s[1] == pytest.approx(0.035 / 0.060)
+    assert c.verify_s[1] > 20 * 0.060
+    c.record_verify(1, 0.060)                            # the spell is over
+    assert c.verify_s[1] == pytest.approx(0.060) and c.draft_step_s["model"] == pytest.approx(0.035)
+    mistimed = _costs({1: 3000, 2: 80, 5: 130})          # the single pass timed while the machine was swamped
+    mistimed.draft_step_s["model"] = 0.58 * 3.0
+    mistimed.record_verify(5, 0.130)
+    assert mistimed.verify_s[1] == pytest.approx(0.080) and mistimed.draft_step_s["model"] == pytest.approx(0.58 * 0.080)
+
+
 def test_prompt_passes_are_timed_per_token():
     c = CostModel()
     c.record_prefill("model", 4, 1.0)                   # too few tokens to say

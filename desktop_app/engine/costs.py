@@ -139,20 +139,30 @@ class CostModel:
                 self.verify_s[batch] = seconds           # over `batch` tokens costs: this size was timed wrong
                 if seconds * FAR_BELOW >= single:        # alone, unless the yardstick is far above this pass
                     return                               # too: then every other size moves by as much as it
-                factor, moved = seconds / single, [k for k in self.verify_s if k != batch]
+                self._move_yardstick(seconds / single, [k for k in self.verify_s if k != batch])
             else:                                        # the yardstick was timed wrong
-                factor, moved = seconds / old, list(self.verify_s)
-            for k in moved:
-                self.verify_s[k] *= factor
+                self._move_yardstick(seconds / old, list(self.verify_s))
             return
-        if batch > 1 and seconds * FAR_BELOW < self.verify_s.get(1, 0.0):   # the single-token pass alone
-            self.verify_s[1] = min(seconds, *(v for k, v in self.verify_s.items() if k > 1))   # was timed wrong
+        single = self.verify_s.get(1, 0.0)
+        if batch > 1 and seconds * FAR_BELOW < single:   # the single-token pass alone was timed wrong
+            self._move_yardstick(min(seconds, *(v for k, v in self.verify_s.items() if k > 1)) / single, [1])
         new = (1 - EMA) * old + EMA * min(seconds, SPIKE * old)
         if batch == 1:
-            for prices in (self.verify_s, self.draft_step_s, self.prefill_s):
-                for k in prices:
-                    prices[k] *= new / old
+            self._move_yardstick(new / old, list(self.verify_s))
         self.verify_s[batch] = new
+
+    def _move_yardstick(self, factor: float, sizes: list[int]) -> None:
+        """Move the verify `sizes` by `factor`, and with them the draft model's step and the prompt
+        passes' prices: calibration prices those as ratios to the single-token pass timed beside them
+        (calibration._draft_ratios), so a single pass timed wrong at load put them wrong alike, and a
+        machine that slows, slows them alike. (Moved only by the slow updates, a draft step priced
+        through a busy spell came out of it at 10.2 passes when the spell's first fast pass lowered
+        every verify size at once: 2026-12-03, docs/auto-mode.md.)"""
+        for k in sizes:
+            self.verify_s[k] *= factor
+        for prices in (self.draft_step_s, self.prefill_s):
+            for k in prices:
+                prices[k] *= factor
 
     def record_draft(self, drafter: str, n_tokens: int, seconds: float) -> None:
         if n_tokens <= 0:

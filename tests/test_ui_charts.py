@@ -633,6 +633,24 @@ def test_a_reply_stopped_before_its_first_token_says_so_everywhere(qtbot):
     assert panel.pay.best_gamma == 0 and len(panel.pay.curve.getData()[0] or []) == 0
 
 
+def test_a_speed_and_plain_decodings_that_read_alike_beside_0_99x_take_a_digit_more(qtbot):
+    """A plain reply in auto mode on the test model: "Speed 115 tok/s" beside "vs plain 0.99× (plain 115
+    tok/s)", which does not add up; with a digit more it does. Where three digits add up, they stay."""
+    looked = GenerationStats(n_tokens=9, n_rounds=10, n_plain_rounds=10, stop_reason="eos", tokens_per_s=114.6,
+                             t_target_step_s=0.007, t_verify_s=0.070, t_draft_s=0.000544, ttft_s=0.1)
+    assert looked.plain_tokens_per_s == pytest.approx(115.4, abs=0.05) and f"{looked.measured_speedup:.2f}" == "0.99"
+    panel = SpecPanel()
+    qtbot.addWidget(panel)
+    panel.begin("test")
+    panel.finish(looked)
+    assert panel.labels["speed"].text() == "114.6 tok/s"
+    assert panel.labels["vs_plain"].text() == "0.99× (plain 115.4 tok/s)"
+    assert panel.verdict.text().endswith("so this reply ran at 114.6 tok/s, 0.99× plain.")
+    slower = dataclasses.replace(looked, tokens_per_s=110.0)       # 110 and 111: 0.99 from the digits shown
+    panel.finish(slower)
+    assert panel.labels["speed"].text() == "110 tok/s" and panel.labels["vs_plain"].text().endswith("(plain 111 tok/s)")
+
+
 def test_a_reply_stopped_while_reading_its_conversation_says_no_first_token_came(qtbot):
     """A new user's try: Esc 4 s into reading 1,252 pasted tokens, and the panel said "Tokens 0 (first after
     4.01 s)" and "Stopped before the first token … The first token came after 4.01 s: 423 tokens of the

@@ -20,21 +20,32 @@ BUSY_CHECK = 1.25            # a check of k tokens never costs k single passes o
                              # work slowed the checks (a user's try: 133× a single pass for 9.6 tokens)
 
 
-def rate_number(rate: float) -> str:
+def rate_number(rate: float, finer: bool = False) -> str:
     """A rate's number as every speed on screen shows it (the panel, the reply's footer, the charts):
     three significant digits from 1 up (12.6, 8.83: enough that the ratios shown beside them can be
     checked from them), whole numbers from 100, two decimals below 1 (0.94), two significant digits
-    below 0.1, never 0 for a rate above 0."""
+    below 0.1, never 0 for a rate above 0. `finer`: a digit more (rates_finer)."""
     if rate <= 0:
         return "0"
     shown = float(f"{rate:.3g}")             # (9.996 is 10.0, 99.96 is 100: rounded before the format is chosen)
+    more = int(finer)
     if shown < 0.0995:
-        return f"{rate:.2g}"
+        return f"{rate:.{2 + more}g}"
     if shown >= 100:
-        return f"{rate:.0f}"
+        return f"{rate:.{more}f}"
     if shown >= 10:
-        return f"{rate:.1f}"
-    return f"{rate:.2f}"
+        return f"{rate:.{1 + more}f}"
+    return f"{rate:.{2 + more}f}"
+
+
+def rates_finer(stats: GenerationStats) -> bool:
+    """Whether a reply's speed and plain decoding's rate take a digit more where they stand beside its
+    "× plain": at the usual digits their quotient would read otherwise than that ratio does ("Speed
+    115 tok/s" beside "0.99× (plain 115 tok/s)", a plain reply in auto mode)."""
+    m, plain = stats.measured_speedup, stats.plain_tokens_per_s
+    if m is None or not plain or not stats.tokens_per_s:
+        return False
+    return f"{float(rate_number(stats.tokens_per_s)) / float(rate_number(plain)):.2f}" != f"{m:.2f}"
 
 
 def share_text(share: float) -> str:
@@ -55,9 +66,9 @@ def alpha_text(alpha: float) -> str:
     return f"{alpha:.2f}"
 
 
-def rate_text(rate: float | None) -> str:
-    """A rate in tokens per second ("12.6 tok/s"), or "–"."""
-    return "–" if rate is None else f"{rate_number(rate)} tok/s"
+def rate_text(rate: float | None, finer: bool = False) -> str:
+    """A rate in tokens per second ("12.6 tok/s"), or "–". `finer`: as rate_number's."""
+    return "–" if rate is None else f"{rate_number(rate, finer)} tok/s"
 
 
 def duration_text(seconds: float) -> str:
@@ -82,7 +93,8 @@ def measured_text(stats: GenerationStats) -> str:
     m = stats.measured_speedup
     if m is None:
         return "–"
-    return f"{m:.2f}× (plain {rate_text(stats.plain_tokens_per_s)}{'' if stats.n_plain_rounds else ', earlier'})"
+    plain = rate_text(stats.plain_tokens_per_s, rates_finer(stats))
+    return f"{m:.2f}× (plain {plain}{'' if stats.n_plain_rounds else ', earlier'})"
 
 
 def predicted_text(stats: GenerationStats, compact: bool = False) -> str:
@@ -187,15 +199,16 @@ def _explain(stats: GenerationStats) -> str:
     if not stats.n_drafted:
         if stats.t_target_step_s and plain:             # (the rate every other view quotes as plain's)
             eos = " and the pass that ended the reply" if stats.stop_reason == StopReason.EOS.value else ""
+            finer = rates_finer(stats)
             text = (f"Plain decoding: {count(stats.n_tokens, 'token')} at {1000 * stats.t_target_step_s:.0f} ms "
-                    f"per target pass; counting the time between passes{eos}, {rate_text(plain)}.")
-            if m is not None and m < 0.995 and rate_text(stats.tokens_per_s) != rate_text(plain):
+                    f"per target pass; counting the time between passes{eos}, {rate_text(plain, finer)}.")
+            if m is not None and m < 0.995 and rate_text(stats.tokens_per_s, finer) != rate_text(plain, finer):
                 # (auto's choosing, or a lookup that found nothing, took time plain decoding does not:
                 # the reply's own rate, which the panel's Speed shows, then reads lower than plain's.
                 # Plain decoding's own few µs a round never reach 0.99×.)
                 extra = stats.t_draft_s + stats.t_catch_up_s
                 text += (f" Looking for drafts took {duration_text(extra)} more, so this reply ran at "
-                         f"{rate_text(stats.tokens_per_s)}, {m:.2f}× plain.")
+                         f"{rate_text(stats.tokens_per_s, finer)}, {m:.2f}× plain.")
             return text
         return "Plain decoding: nothing was drafted."
     alpha = stats.alpha if stats.alpha is not None else 0.0
@@ -218,7 +231,7 @@ def _explain(stats: GenerationStats) -> str:
     if m is None:
         parts.append("There is no measured plain-decoding rate to compare with yet.")
         return " ".join(parts)
-    plain_part = f"plain decoding ({rate_text(plain)}, measured{'' if stats.n_plain_rounds else ' before this reply'})"
+    plain_part = f"plain decoding ({rate_text(plain, rates_finer(stats))}, measured{'' if stats.n_plain_rounds else ' before this reply'})"
     if m >= PAYS:
         parts.append(f"That beats {plain_part} by {m:.2f}×.")
         return " ".join(parts)

@@ -16,8 +16,8 @@ from desktop_app.chat.reply_footer import CUT_OFF, reading_note
 from desktop_app.counts import count
 from desktop_app.engine.auto_policy import FIRST_PROBE
 from desktop_app.engine.events import GenerationStats, PromptEvent, RoundEvent, StopReason
-from desktop_app.engine.explain import (ALPHA_TIP, alpha_text, duration_text, explain, measured_text, predicted_text,
-                                        end_text, rate_text, share_text)
+from desktop_app.engine.explain import (ALPHA_TIP, alpha_text, duration_text, end_text, explain, measured_text,
+                                        predicted_text, rate_text, rates_finer, share_text)
 from desktop_app.engine.metrics import StatsRecorder
 from desktop_app.remote.rounds import DRAFTER as SERVER_DRAFTER
 from desktop_app.ui.charts import PLAIN_EARLIER, PLAIN_ESTIMATE_MIN, PLAIN_SO_FAR, LiveCharts
@@ -354,9 +354,10 @@ class SpecPanel(QWidget):
     # -- a finished or stored reply
     def show_stats(self, s: GenerationStats) -> None:
         L = self.labels
-        L["speed"].setText(rate_text(s.tokens_per_s if s.n_tokens else None))      # (no token: no rate)
+        finer = rates_finer(s)                  # (a digit more where "115" beside "0.99× (plain 115)" would not add up)
+        L["speed"].setText(rate_text(s.tokens_per_s if s.n_tokens else None, finer))      # (no token: no rate)
         m = s.measured_speedup
-        L["vs_plain"].setText(measured_text(s), f"{m:.2f}× of {rate_text(s.plain_tokens_per_s)}" if m else "")
+        L["vs_plain"].setText(measured_text(s), f"{m:.2f}× of {rate_text(s.plain_tokens_per_s, finer)}" if m else "")
         rounds = f" in {count(s.n_rounds, 'round')}" if s.n_rounds else ""     # (a llama-server's are untimed)
         first = duration_text(s.ttft_s)
         if s.n_tokens:                                          # (the compact form keeps the first token's time)

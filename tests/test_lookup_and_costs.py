@@ -181,6 +181,17 @@ def test_one_pass_held_up_moves_the_costs_little_and_the_draft_step_moves_with_t
     assert c.prefill_s["model"] == pytest.approx(0.010, rel=1e-3)            # and a token read, as dear
     c.record_draft("model", 1, 1.0)                      # a draft step held up: a tenth of the way at most
     assert c.draft_step_s["model"] == pytest.approx(0.070 * 1.1, rel=1e-3)
+    c.record_draft("model", 1, 1.0)                      # and again: no moment's hold-up, so it counts whole
+    assert c.draft_step_s["model"] == pytest.approx(0.8 * 0.077 + 0.2 * 1.0, rel=1e-3)
+    read = c.prefill_s["model"]
+    c.record_prefill("model", 64, c.draft_step_s["model"] + 64 * 10 * read)   # one slow read: 10 % at most
+    assert c.prefill_s["model"] == pytest.approx(1.1 * read)
+    prices = (dict(c.verify_s), dict(c.draft_step_s), dict(c.prefill_s))
+    for seconds in (0.0, -0.01, float("nan")):           # a clock's slip moves nothing
+        c.record_verify(1, seconds)
+        c.record_verify(2, seconds)
+        c.record_prefill("model", 64, seconds)
+    assert (c.verify_s, c.draft_step_s, c.prefill_s) == prices
 
 
 def test_a_draft_steps_price_keeps_its_ratio_through_a_busy_spell_and_after_it():
@@ -197,6 +208,11 @@ def test_a_draft_steps_price_keeps_its_ratio_through_a_busy_spell_and_after_it()
     assert c.verify_s[1] > 20 * 0.060
     c.record_verify(1, 0.060)                            # the spell is over
     assert c.verify_s[1] == pytest.approx(0.060) and c.draft_step_s["model"] == pytest.approx(0.035)
+    burst = _costs({1: 45 * 70, 2: 45 * 100, 5: 100 * 160})   # every size timed in a burst, and 5 above 5
+    burst.draft_step_s["model"] = 0.58 * 45 * 0.070             # single passes: found so by one check
+    burst.record_verify(5, 0.160)
+    assert burst.verify_s[5] == burst.verify_s[1] == pytest.approx(0.160)
+    assert burst.draft_step_s["model"] == pytest.approx(0.58 * 0.160)
     mistimed = _costs({1: 3000, 2: 80, 5: 130})          # the single pass timed while the machine was swamped
     mistimed.draft_step_s["model"] = 0.58 * 3.0
     mistimed.record_verify(5, 0.130)

@@ -107,6 +107,7 @@ class CostModel:
     draft_step_s: dict[str, float] = field(default_factory=dict)  # drafter -> seconds per drafted token
     prefill_s: dict[str, float] = field(default_factory=dict)     # "target"/"model" -> seconds per token
                                                                   # of a batched prompt pass
+    _held_up: set = field(default_factory=set, repr=False)       # prices whose last timing was a SPIKE
 
     # -- recording
     def record_verify(self, batch: int, seconds: float) -> None:
@@ -119,8 +120,8 @@ class CostModel:
         it (a step at 0.10 of a pass after replies decoded plainly, measured at 0.50 in the last reply
         that drafted: a new user's try).
         A pass slower than SPIKE times its cost (one held up by another program for a moment) moves
-        it as one SPIKE times slower would: a lasting slowdown moves the costs by 10 % a pass, one
-        pass 10 times slower by 10 % once, not by 2.8 times (EMA's share of it).
+        it as one SPIKE times slower would, the first time (_damped): one pass 10 times slower moves
+        the costs by 10 %, not by 2.8 times (EMA's share of it), and the next, if slow too, counts whole.
         A pass FAR_BELOW times faster than its cost cannot be noise (noise only slows a pass): the
         yardstick was timed wrong (a load calibrated while the machine was swamped: 3 s for a 70 ms
         pass), and every size moves at once by as much; unless that size alone was priced above as many
@@ -129,6 +130,8 @@ class CostModel:
         "c = 3056" and "plain decoding 1947 tok/s"), and the yardstick's too only where it is far
         above this pass. Nor can a pass over more tokens be FAR_BELOW times
         faster than a single-token pass: where one is, the single-token pass is priced at it."""
+        if not seconds > 0:                              # (no pass takes no time: a clock's slip)
+            return
         old = self.verify_s.get(batch)
         if old is None or old <= 0:
             self.verify_s[batch] = seconds
@@ -146,18 +149,32 @@ class CostModel:
         single = self.verify_s.get(1, 0.0)
         if batch > 1 and seconds * FAR_BELOW < single:   # the single-token pass alone was timed wrong
             self._move_yardstick(min(seconds, *(v for k, v in self.verify_s.items() if k > 1)) / single, [1])
-        new = (1 - EMA) * old + EMA * min(seconds, SPIKE * old)
+        new = (1 - EMA) * old + EMA * self._damped(("verify", batch), old, seconds)
         if batch == 1:
             self._move_yardstick(new / old, list(self.verify_s))
         self.verify_s[batch] = new
 
+    def _damped(self, key: tuple, old: float, seconds: float) -> float:
+        """A timing as its price moves towards it: above SPIKE times the price, SPIKE times it, unless the
+        last timing of that price was above too (then whole: the price is too low, or the machine
+        slowed, and a price five times too low had taken 19 timings to come within 10 %)."""
+        if seconds <= SPIKE * old:
+            self._held_up.discard(key)
+            return seconds
+        if key in self._held_up:
+            return seconds
+        self._held_up.add(key)
+        return SPIKE * old
+
     def _move_yardstick(self, factor: float, sizes: list[int]) -> None:
-        """Move the verify `sizes` by `factor`, and with them the draft model's step and the prompt
-        passes' prices: calibration prices those as ratios to the single-token pass timed beside them
-        (calibration._draft_ratios), so a single pass timed wrong at load put them wrong alike, and a
-        machine that slows, slows them alike. (Moved only by the slow updates, a draft step priced
-        through a busy spell came out of it at 10.2 passes when the spell's first fast pass lowered
-        every verify size at once: 2026-12-03, docs/auto-mode.md.)"""
+        """Move the verify `sizes` by `factor`, and with them every drafter's step and every prompt
+        pass's price per token. A machine that slows slows them alike. And the draft model's step and
+        prompt price are ratios to the single-token pass timed beside them at load
+        (calibration._draft_ratios), so a single pass timed wrong there put them wrong alike (the
+        target's prompt price, timed on its own then, most likely in the same state of the machine).
+        Moved only by the slow updates, a draft step priced through a busy spell came out of it at
+        10.2 passes when the spell's first fast pass lowered every verify size at once (2026-12-03,
+        docs/auto-mode.md)."""
         for k in sizes:
             self.verify_s[k] *= factor
         for prices in (self.draft_step_s, self.prefill_s):
@@ -165,21 +182,23 @@ class CostModel:
                 prices[k] *= factor
 
     def record_draft(self, drafter: str, n_tokens: int, seconds: float) -> None:
-        if n_tokens <= 0:
+        if n_tokens <= 0 or seconds < 0:
             return
         per = seconds / n_tokens
         old = self.draft_step_s.get(drafter)
-        self.draft_step_s[drafter] = per if not old else (1 - EMA) * old + EMA * min(per, SPIKE * old)
+        self.draft_step_s[drafter] = per if not old else (1 - EMA) * old + EMA * self._damped(("draft", drafter),
+                                                                                          old, per)
 
     def record_prefill(self, model: str, n_tokens: int, seconds: float) -> None:
         """A batched pass over n_tokens of text (a prompt, or a draft model catching up) took `seconds`:
         the price of a token (prefill_cost) moves towards its share of what the pass cost beyond a
         single-token pass."""
-        if n_tokens < PREFILL_MIN:
+        if n_tokens < PREFILL_MIN or not seconds > 0:
             return
         per = per_token(seconds, n_tokens, self.single_pass(model))
         old = self.prefill_s.get(model)
-        self.prefill_s[model] = per if not old else (1 - EMA) * old + EMA * min(per, SPIKE * old)
+        self.prefill_s[model] = per if not old else (1 - EMA) * old + EMA * self._damped(("prefill", model),
+                                                                                       old, per)
 
     # -- reading
     def single_pass(self, model: str) -> float:

@@ -158,7 +158,10 @@ def calibrated(clock: _Clock, loads: int = 1) -> CostModel:
     each a ratio to its load's single-token pass. (Which load timed which size is not modelled: from
     the KEEP-th load on, every size is priced as at the KEEP-th. The app divides each size by single
     passes timed beside it, against drift; this clock jitters each pass on its own and never drifts,
-    so one single pass per load stands for them.)"""
+    so one single pass per load stands for them.) The draft's step is priced as the app prices it, a
+    ratio of its fastest step to the fastest single pass timed in turn with it, times the single pass;
+    its price per token read, from one prompt pass of its own (the app's is the faster of two, as a
+    ratio too: on this clock, which never drifts, much the same)."""
     earlier = [_timed_ratios(clock) for _ in range(min(loads, KEEP) - 1)]
     costs = CostModel()
     costs.verify_s[1] = clock.verify(1)

@@ -13,7 +13,7 @@ from desktop_app.engine import backend
 from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX
 from desktop_app.engine import decoding
 from desktop_app.engine.drafters import ModelDrafter
-from desktop_app.engine.explain import explain
+from desktop_app.engine.explain import duration_text, explain
 from desktop_app.engine.loading import LoadCancelled, load_model
 
 from engine_helpers import prompt_tokens, run
@@ -144,9 +144,15 @@ def test_a_cancel_stops_a_long_prompt_pass_mid_way(pair):
     controls = _CancelDuringThePrompt(SpecSettings(drafter="model", draft_max=4), reads=700)
     rounds, tokens, finish = run(pair, prompt, GREEDY, max_tokens=8, controls=controls)
     assert finish.stop_reason == StopReason.CANCELLED and not rounds and not tokens
-    assert explain(finish.stats) == "Stopped before the first token: nothing was written or drafted."
     held = len(pair.target_ctx.tokens)
     assert held < len(prompt) - 1 and pair.target_ctx.pos_max() == held - 1
+    # how far the read got, and nothing "read before" (the cache was empty; a reviewer's run had the panel
+    # say "640 tokens to read first (the other 1,053 had been read before)")
+    s = finish.stats
+    assert (s.n_prompt_evaluated, s.n_prompt_unread) == (held, len(prompt) - 1 - held)
+    assert explain(s) == (f"Stopped before the first token: nothing was written or drafted. It was stopped "
+                          f"{duration_text(s.ttft_s)} into reading the conversation: {held:,} of "
+                          f"{len(prompt) - 1:,} tokens read.")
     assert pair.draft_ctx.tokens == [] or len(pair.draft_ctx.tokens) < len(prompt) - 1
     _, tokens, finish = run(pair, prompt, GREEDY, max_tokens=4, drafter="model", draft_max=4)
     assert finish.stop_reason == StopReason.MAX_TOKENS and len(tokens) == 4

@@ -656,15 +656,15 @@ def test_a_reply_stopped_while_reading_its_conversation_says_no_first_token_came
     4.01 s)" and "Stopped before the first token … The first token came after 4.01 s: 423 tokens of the
     conversation had to be read first (the other 829 were kept from before)"."""
     stopped = GenerationStats(n_tokens=0, tokens_per_s=0.0, stop_reason="cancelled", ttft_s=4.01,
-                              n_prompt_tokens=1252, n_prompt_evaluated=423)
+                              n_prompt_tokens=1252, n_prompt_evaluated=423, n_prompt_unread=400)
     panel = SpecPanel()
     qtbot.addWidget(panel)
     panel.begin("test")
     panel.finish(stopped)
     assert panel.labels["tokens"].text() == "0 (stopped after 4.01 s)"
     assert panel.verdict.text() == ("Stopped before the first token: nothing was written or drafted. It was stopped "
-                                    "after 4.01 s, with 423 tokens of the conversation to read first (the other 829 "
-                                    "had been read before).")
+                                    "4.01 s into reading the conversation: 423 of 823 tokens read; the other 428 "
+                                    "had been read before.")
     full = dataclasses.replace(stopped, stop_reason="context_full")
     panel.finish(full)
     assert panel.labels["tokens"].text() == "0 (ended after 4.01 s)" and "first token came" not in panel.verdict.text()

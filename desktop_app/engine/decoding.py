@@ -223,7 +223,9 @@ class SpeculativeDecoder:
             for done, total in ctx.sync_in_pieces(tokens[:-1], self._prompt_piece(), stop=reply.stop):
                 yield PromptEvent(done, total)
         except backend.Stopped:
-            reply.recorder = StatsRecorder(len(tokens), max(0, len(ctx.tokens) - cached))
+            read = max(0, len(ctx.tokens) - cached)
+            reply.recorder = StatsRecorder(len(tokens), read)
+            reply.recorder.stats.n_prompt_unread = max(0, len(tokens) - 1 - cached - read)
             reply.t_prompt = time.perf_counter() - reply.t_start
             return self._finish(reply, StopReason.CANCELLED)
         evaluated = len(tokens) - 1 - cached

@@ -162,7 +162,9 @@ class TokenEvent:
 class GenerationStats:
     n_tokens: int = 0                 # tokens in the reply
     n_prompt_tokens: int = 0
-    n_prompt_evaluated: int = 0       # prompt tokens actually evaluated (the rest came from the cache)
+    n_prompt_evaluated: int = 0       # prompt tokens actually evaluated (the rest came from the cache,
+                                      # or, where a Stop cut the prompt pass, the n_prompt_unread)
+    n_prompt_unread: int = 0          # a prompt pass stopped mid-way: the tokens it had still to read
     t_total_s: float = 0.0
     tokens_per_s: float = 0.0         # reply tokens / decoding time (prompt evaluation excluded)
     ttft_s: float = 0.0               # time to first token

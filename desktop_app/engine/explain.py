@@ -131,8 +131,8 @@ def verdict(stats: GenerationStats) -> str:
 
 def explain(stats: GenerationStats) -> str:
     """The panel's sentence on one reply: what was kept, and why it paid or did not."""
-    return " ".join(part for part in (_explain(stats), unused_draft(stats), fewer_threads(stats), slow_start(stats))
-                    if part)
+    return " ".join(part for part in (_explain(stats), unused_draft(stats), fewer_threads(stats), slow_start(stats),
+                                      stopped_reading(stats)) if part)
 
 
 SLOW_START_S, SLOW_START_TOKENS = 2.0, 128   # a first token this late, after a read of this many tokens: said why
@@ -141,16 +141,25 @@ SLOW_START_S, SLOW_START_TOKENS = 2.0, 128   # a first token this late, after a 
 def slow_start(stats: GenerationStats) -> str:
     """Why the first token came late, where the reply read much of its conversation first ("first 11.55
     s" stood unexplained after a reload, or after a Compare, whose replies took the chat's place in
-    the cache: a new user's try). "" otherwise."""
-    if stats.ttft_s < SLOW_START_S or stats.n_prompt_evaluated < SLOW_START_TOKENS:
+    the cache: a new user's try). "" otherwise, and where no first token came (stopped_reading)."""
+    if not stats.n_tokens or stats.ttft_s < SLOW_START_S or stats.n_prompt_evaluated < SLOW_START_TOKENS:
         return ""
     cached = stats.n_prompt_tokens - stats.n_prompt_evaluated
     kept = f" (the other {cached:,} had been read before)" if cached > 0 else ""
-    read = f"{stats.n_prompt_evaluated:,} tokens of the conversation"
-    if not stats.n_tokens:      # (no first token came: "The first token came after 4.01 s" beside "Stopped
-        return (f"It was stopped after {duration_text(stats.ttft_s)}, with {read} to read first{kept}."   # before
-                if stats.stop_reason == StopReason.CANCELLED.value else "")      # the first token", a new user's try)
-    return f"The first token came after {duration_text(stats.ttft_s)}: {read} had to be read first{kept}."
+    return (f"The first token came after {duration_text(stats.ttft_s)}: {stats.n_prompt_evaluated:,} tokens of the "
+            f"conversation had to be read first{kept}.")
+
+
+def stopped_reading(stats: GenerationStats) -> str:
+    """How far the reading of the conversation had got where Stop cut it (no first token came: "The first
+    token came after 4.01 s" had stood beside "Stopped before the first token", a new user's try)."""
+    if stats.n_tokens or stats.stop_reason != StopReason.CANCELLED.value or not stats.n_prompt_unread:
+        return ""
+    total = stats.n_prompt_evaluated + stats.n_prompt_unread
+    cached = stats.n_prompt_tokens - 1 - total          # (the last token is read by the first round)
+    kept = f"; the other {cached:,} had been read before" if cached > 0 else ""
+    return (f"It was stopped {duration_text(stats.ttft_s)} into reading the conversation: {stats.n_prompt_evaluated:,} "
+            f"of {total:,} tokens read{kept}.")
 
 
 def fewer_threads(stats: GenerationStats) -> str:

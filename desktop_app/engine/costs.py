@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 EMA = 0.2                   # weight of a new timing measurement
 FAR_BELOW = 3.0             # a pass this many times faster than its cost says the cost was timed wrong
 SPIKE = 1.5                 # a pass slower than this many times its cost moves it as one this slow would
+                            # (unless the one before was too: CostModel._damped)
 WIN_MARGIN = 1.02           # an option must be predicted 2 % faster than the best other to be used
 PREFILL_MIN = 8              # tokens a pass must read to say what a token of a long prompt costs
 DIP_MAX = 0.75              # a pass is priced at no less than this share of the nearest smaller one measured

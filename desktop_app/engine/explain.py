@@ -158,8 +158,8 @@ def stopped_reading(stats: GenerationStats) -> str:
     total = stats.n_prompt_evaluated + stats.n_prompt_unread
     cached = stats.n_prompt_tokens - 1 - total          # (the last token is read by the first round)
     kept = f"; the other {cached:,} had been read before" if cached > 0 else ""
-    return (f"It was stopped {duration_text(stats.ttft_s)} into reading the conversation: {stats.n_prompt_evaluated:,} "
-            f"of {total:,} tokens read{kept}.")
+    return (f"It was stopped {duration_text(stats.ttft_s)} into reading the conversation: "
+            f"{stats.n_prompt_evaluated:,} of {total:,} tokens read{kept}.")
 
 
 def fewer_threads(stats: GenerationStats) -> str:
@@ -240,7 +240,8 @@ def _explain(stats: GenerationStats) -> str:
     if m is None:
         parts.append("There is no measured plain-decoding rate to compare with yet.")
         return " ".join(parts)
-    plain_part = f"plain decoding ({rate_text(plain, rates_finer(stats))}, measured{'' if stats.n_plain_rounds else ' before this reply'})"
+    when = "" if stats.n_plain_rounds else " before this reply"
+    plain_part = f"plain decoding ({rate_text(plain, rates_finer(stats))}, measured{when})"
     if m >= PAYS:
         parts.append(f"That beats {plain_part} by {m:.2f}×.")
         return " ".join(parts)

@@ -231,7 +231,9 @@ def main(argv: list[str] | None = None) -> int:
         return without_amx(argv[1:])
     parser = build_parser(json_errors="--json" in argv)
     try:
-        args = parser.parse_args(argv)          # (--version and --help write here)
+        args, extra = parser.parse_known_args(argv)   # (--version and --help write here)
+        if extra:                               # (said by the command's own parser: "see tandem generate -h")
+            _chosen(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
         if args.command is None:
             return _run("gui", args)
         if args.command == "models" and args.models_command is None:      # `tandem models` alone: list them
@@ -243,6 +245,15 @@ def main(argv: list[str] | None = None) -> int:
         from desktop_app.commands.output import EXIT_INTERRUPTED, fail
 
         return fail(argparse.Namespace(json="--json" in argv), "interrupted", EXIT_INTERRUPTED)
+
+
+def _chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command `args` chose, so that its errors point to its own help (an unknown
+    flag after `generate` said "see tandem -h": a new user's try)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and getattr(args, action.dest, None) in action.choices:
+            return _chosen(action.choices[getattr(args, action.dest)], args)
+    return parser
 
 
 def _reader_gone() -> int:

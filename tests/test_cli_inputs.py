@@ -59,7 +59,8 @@ GENERATE_ERRORS = {
                             "cannot read the prompt file /nonexistent/prompt.txt: No such file or directory"),
     "not an int": (["-p", "hi", "--seed", "abc"], "argument --seed: invalid int value: 'abc' (see tandem generate -h)"),
     "no prompt": ([], "one of the arguments -p/--prompt -f/--prompt-file is required (see tandem generate -h)"),
-}
+    "an unknown flag": (["-p", "hi", "--bogus"], "unrecognized arguments: --bogus (see tandem generate -h)"),  # (it
+}                                                                                                 # said "tandem -h")
 
 
 @pytest.mark.parametrize("case", list(GENERATE_ERRORS))
@@ -80,6 +81,9 @@ def test_errors_without_json_are_one_line_and_nothing_on_stdout():
     assert usage_error(tandem("generate", "-m", MISSING, "-p", "hi", "--seed", "x"), json_doc=False)
     assert usage_error(tandem("models", "fetch"), json_doc=False) == ("the following arguments are required: NAME "
                                                                       "(see tandem models fetch -h)")
+    assert usage_error(tandem("models", "list", "--bogus"), json_doc=False) == ("unrecognized arguments: --bogus "
+                                                                                "(see tandem models list -h)")
+    assert usage_error(tandem("--bogus"), json_doc=False) == "unrecognized arguments: --bogus (see tandem -h)"
 
 
 def test_models_alone_lists_them_and_an_unknown_key_is_named_as_such(tmp_path):
@@ -101,6 +105,10 @@ def test_models_alone_lists_them_and_an_unknown_key_is_named_as_such(tmp_path):
                                                 "(No such file or directory)"),
     (["--plot", "/"], "--plot /: cannot be written (Is a directory)"),
     (["--drafter", "model"], "--drafter model needs a draft model (-md DRAFT)"),   # (it ran plain decoding alone)
+    # (Python's "invalid literal for int() with base 10: 'abc'", naming no flag: a new user's try)
+    (["--draft-max", "4,abc"], "--draft-max takes a whole number or a comma-separated list of them, not 'abc'"),
+    (["--temp", "0.5,abc"], "--temp takes a number or a comma-separated list of them, not 'abc'"),
+    (["--draft-max", "0,4"], "--draft-max values must be between 1 and 32, not 0"),
 ])
 def test_bench_refuses_bad_input_before_loading_a_model(args, says):
     message = usage_error(tandem("bench", "-m", MISSING, *args), json_doc="--json" in args)

@@ -15,8 +15,18 @@ from desktop_app.engine.threads import physical_cores
 OUTPUTS = (("--json", "json"), ("--markdown", "markdown"), ("--plot", "plot"))
 
 
-def _list(text: str, cast):
-    return [cast(x) for x in text.split(",") if x.strip()]
+def _list(text: str, cast, flag: str) -> list:
+    """A flag's comma-separated values, each cast; a value that cannot be is named with its flag ("invalid
+    literal for int() with base 10: 'abc'" named neither: a new user's try)."""
+    out = []
+    for x in (x.strip() for x in text.split(",")):
+        if x:
+            try:
+                out.append(cast(x))
+            except ValueError:
+                kind = "a whole number" if cast is int else "a number"
+                raise ValueError(f"{flag} takes {kind} or a comma-separated list of them, not {x!r}") from None
+    return out
 
 
 def check_writable(option: str, path: str) -> None:
@@ -108,16 +118,17 @@ def run(args: argparse.Namespace) -> int:
     from desktop_app.engine import IncompatiblePair, LoadOptions, ModelLoadError, ModelPair
 
     try:
-        drafters = _list(args.drafter or ("model,lookup" if args.draft else "lookup"), str)
-        draft_maxes = _list(args.draft_max, int)
-        temps = [checks.temperature(t) for t in _list(args.temp, float)]
+        drafters = _list(args.drafter or ("model,lookup" if args.draft else "lookup"), str, "--drafter")
+        draft_maxes = _list(args.draft_max, int, "--draft-max")
+        temps = [checks.temperature(t) for t in _list(args.temp, float, "--temp")]
         prompts = load_prompts(args.prompts)
         if any(d not in ("model", "lookup") for d in drafters):
             raise ValueError("--drafter takes model and/or lookup")
         if "model" in drafters and not args.draft:       # (it ran plain decoding alone, and said nothing)
             raise ValueError("--drafter model needs a draft model (-md DRAFT)")
-        if any(not 1 <= g <= 32 for g in draft_maxes):
-            raise ValueError("--draft-max values must be between 1 and 32")
+        wrong = [g for g in draft_maxes if not 1 <= g <= 32]
+        if wrong:
+            raise ValueError(f"--draft-max values must be between 1 and 32, not {wrong[0]}")
         if not prompts:
             raise ValueError("no prompts")
         if args.n_tokens < 1 or args.repeat < 1:

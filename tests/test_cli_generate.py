@@ -43,6 +43,8 @@ def test_generate_json_with_a_draft_model(test_model_path, q2k_draft_path):
     assert doc["ok"] and doc["settings"]["drafter"] == "model" and doc["settings"]["draft_max"] == 5
     [sample] = doc["samples"]
     check_rounds_add_up(sample)
+    # each round names its drafter (auto's model, copy and plain rounds could not be told apart: a user's try)
+    assert {r["drafter"] for r in sample["rounds"] if r["drafted"]} == {"model"}
     assert sample["stats"]["n_drafted"] > 0 and 0 <= sample["stats"]["acceptance_rate"] <= 1
     assert sample["text"]
 
@@ -103,6 +105,17 @@ def test_a_draft_length_that_cannot_apply_is_said_to_do_nothing(test_model_path)
     out = tandem("generate", "-m", test_model_path, "-p", "hi", "--drafter", "none", "--draft-max", "4", "-n", "2")
     assert out.returncode == 0 and out.stderr.startswith(
         "note: --draft-max does nothing with --drafter none: every token is a plain step\n"), out.stderr
+    out = tandem("generate", "-m", test_model_path, "-p", "hi", "--auto", "--draft-max", "8", "-n", "2")
+    assert out.returncode == 0 and out.stderr.startswith(
+        "note: --draft-max does nothing with --auto: auto chooses γ from 0 to 32 each round\n"), out.stderr
+
+
+def test_a_pair_that_cannot_pair_gets_no_advice_to_swap_them(test_model_path, gemma_path):
+    """gemma3-270m as the draft of SmolLM2-135M is larger and cannot pair: "swap -m and -md" came first,
+    and swapped they cannot pair either (a new user's try). The load's error says what to do."""
+    out = tandem("generate", "-m", test_model_path, "-md", gemma_path, "-p", "hi", "-n", "2")
+    assert out.returncode == 1 and out.stderr.startswith("tandem: error: ") and "swap" not in out.stderr, out.stderr
+    assert "cannot draft for" in out.stderr and out.stderr.count("\n") == 1
 
 
 def test_generate_plain_text_output_and_auto_default_without_a_draft_model(test_model_path):

@@ -31,11 +31,11 @@ def note(message: str) -> None:
 def draft_note(target: str, draft: str | None) -> None:
     """Say, before loading, where the draft is no smaller than the target (a swapped -m and -md ran
     at 0.39× plain and nothing said why: a new user's try)."""
-    from desktop_app.models.pairing import draft_too_big
+    from desktop_app.models.pairing import check_headers, draft_too_big
 
     why = draft_too_big(target, draft, "swap -m and -md") if draft else ""
-    if why:
-        note(why)
+    if why and check_headers(target, draft).ok is not False:   # (a pair that cannot pair either way: the
+        note(why)                                                   # load's error says what to do, a user's try)
 
 
 def load_error(exc, target: str, draft: str | None) -> str:

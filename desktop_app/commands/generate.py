@@ -32,6 +32,8 @@ def _settings(args):
                         draft_min=args.draft_min, draft_p_min=args.draft_p_min, auto=auto)
     if drafter == "none" and args.draft_max is not None:       # (said nothing: a new user's try)
         checks.note("--draft-max does nothing with --drafter none: every token is a plain step")
+    elif auto and drafter != "none" and args.draft_max is not None:   # (nor here: another's try)
+        checks.note("--draft-max does nothing with --auto: auto chooses γ from 0 to 32 each round")
     if args.samples < 1:
         raise ValueError("--samples must be at least 1")
     if args.max_tokens < 1:

@@ -119,7 +119,8 @@ class RoundEvent:
                    n_past=r.get("n", 0), end=r.get("end", ""))
 
     def to_json(self) -> dict:
-        return {"drafted": list(self.drafted), "accepted": self.accepted, "emitted": list(self.emitted),
+        return {"drafter": self.drafter, "drafted": list(self.drafted), "accepted": self.accepted,
+                "emitted": list(self.emitted),
                 "kinds": [k.value for k in self.kinds], "drafted_text": list(self.drafted_text),
                 "emitted_text": list(self.emitted_text),
                 "q": [round(x, 6) for x in self.q], "p": [round(x, 6) for x in self.p],
@@ -128,8 +129,9 @@ class RoundEvent:
 
     @classmethod
     def from_json(cls, index: int, d: dict, drafter: str) -> "RoundEvent":
-        """A round as `to_json` wrote it (`tandem generate --json`), which does not name its drafter."""
-        return cls.from_record(index, {"s": drafter, "d": d["drafted"], "dt": d["drafted_text"], "a": d["accepted"],
+        """A round as `to_json` wrote it (`tandem generate --json`); `drafter` where it does not name its
+        own (written before it did: auto's rounds could not be told apart, a new user's try)."""
+        return cls.from_record(index, {"s": d.get("drafter", drafter), "d": d["drafted"], "dt": d["drafted_text"], "a": d["accepted"],
                                        "e": d["emitted"], "ets": d["emitted_text"],
                                        "k": "".join(k[0] for k in d["kinds"]), "q": d["q"], "p": d["p"],
                                        "td": d["t_draft_s"], "tv": d["t_verify_s"], "end": d.get("end", "")})

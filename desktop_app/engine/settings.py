@@ -13,7 +13,7 @@ DRAFTERS = ("model", "lookup", "none")
 class SpecSettings:
     enabled: bool = True
     drafter: str = "model"        # "model", "lookup" or "none"
-    draft_max: int = 4            # γ, or the ceiling of γ in auto mode
+    draft_max: int = 4            # γ in fixed mode (auto mode has its own range: AUTO_GAMMA_MAX)
     draft_min: int = 0            # a draft shorter than this is dropped (plain step instead), unless it
                                   # ends with an end-of-generation token
     draft_p_min: float = 0.0      # stop drafting when the draft's top probability falls below this

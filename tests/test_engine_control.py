@@ -40,6 +40,16 @@ def test_compatible_pairs_pass(test_model_path, q2k_draft_path):
 
 
 @pytest.mark.network
+def test_a_context_too_large_for_memory_says_so_and_what_to_do(test_model_path):
+    """-c 999999999 gave llama.cpp's "llama_init_from_model: failed to initialize the context:
+    std::bad_alloc" after the file's path twice (a new user's try)."""
+    with pytest.raises(ModelLoadError) as caught:
+        ModelPair.load(test_model_path, None, LoadOptions(n_ctx=999_999_999, n_threads=2))
+    assert caught.value.reason == ("not enough memory for a context of 999,999,999 tokens: lower the context size "
+                                   "(-c, or Settings ▸ Context size; 0 is the model's own length)")
+
+
+@pytest.mark.network
 def test_broken_files_are_refused_with_file_and_reason(tmp_path, test_model_path):
     text = tmp_path / "notes.gguf"
     text.write_text("this is not a model")

@@ -188,6 +188,7 @@ def test_bench_replays_auto_under_every_cost_profile(tmp_path, test_model_path, 
     prompts = tmp_path / "p.json"
     prompts.write_text(json.dumps([{"name": "copy", "prompt": "Repeat exactly: one two three four five six."}]))
     out = subprocess.run(_bench(test_model_path, prompts, "-md", q2k_draft_path, "--draft-max", "2", "--auto",
+                                "--drafter", "model,lookup",
                                 "--replay", "--save-traces", str(tmp_path / "t.json"), "--json", str(tmp_path / "b.json")),
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -200,6 +201,9 @@ def test_bench_replays_auto_under_every_cost_profile(tmp_path, test_model_path, 
     assert traces.draft and [t.name for t in traces.traces] == ["copy"] and len(traces.here.verify_ms) == 33
     assert traces.ends == {0, 2, 4} and traces.traces[0].ends == traces.ends   # SmolLM2's end tokens, kept
     assert "| here | copy |" in out.stdout and "Auto against the best fixed setting" in out.stdout
+    runs = [line for line in out.stderr.splitlines() if line.startswith("[") and " tok/s" in line]
+    assert any("auto (model, lookup)" in line for line in runs)
+    assert len({line.index(" tok/s") for line in runs}) == 1, runs     # (auto's name had pushed its speed on)
 
 
 def test_a_plot_qt_cannot_save_is_an_error_not_silence(tmp_path, qapp):

@@ -163,7 +163,8 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
     baseline = {s.name: BenchSetting("none", temperature=s.temperature).name for s in settings}
     order = interleaved_order([p.name for p in prompts], [s.name for s in settings], repeats, baseline)
     longest = ceiling_draft_max(settings)
-    for i, (r, prompt, name) in enumerate(order):
+    widths = (max(8, *(len(p.name) for p in prompts)), max(18, *(len(s.name) for s in settings)))   # (columns that
+    for i, (r, prompt, name) in enumerate(order):                                                  # stay put)
         at = f"[{i + 1:>{len(str(len(order)))}}/{len(order)}]"     # (padded: the columns stay put past 9)
         setting = by_name[name]
         pair.target_ctx.clear()                       # every run evaluates its prompt afresh
@@ -200,7 +201,7 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
                                  s.mean_accepted, s.mean_drafted, s.t_draft_s, s.t_verify_s, s.c,
                                  s.predicted_speedup, s.predicted_speedup_measured, s.stop_reason, i, ceiling,
                                  others, busy))
-        log(f"{at} repeat {r + 1} {prompt:<8} {name:<18} {s.tokens_per_s:6.1f} tok/s"
+        log(f"{at} repeat {r + 1} {prompt:<{widths[0]}} {name:<{widths[1]}} {s.tokens_per_s:6.1f} tok/s"
             + (f"  α {alpha_text(s.alpha)}" if s.alpha is not None else "")
             + (f"  (other work: {others:.1f} CPUs)" if busy else ""))
     return results

@@ -99,6 +99,10 @@ def test_samples_in_text_are_parted_on_stdout_and_a_prompt_comes_from_standard_i
     one = subprocess.run([sys.executable, "-m", "desktop_app", *args, "6"], input="Name a fruit.",
                          capture_output=True, text=True, timeout=600)
     assert one.returncode == 0 and one.stdout == second and second.strip(), (one.stdout, second)   # (the same sample)
+    assert "note:" not in out.stderr
+    greedy = tandem("generate", "-m", test_model_path, "-p", "hi", "-n", "2", "--samples", "3")   # (three alike
+    assert greedy.returncode == 0 and greedy.stderr.startswith(                                   # said nothing)
+        "note: --samples 3 at --temp 0 (greedy): every sample is the same text\n"), greedy.stderr
 
 
 def test_a_draft_length_that_cannot_apply_is_said_to_do_nothing(test_model_path):

@@ -38,7 +38,10 @@ def _settings(args):
         raise ValueError("--samples must be at least 1")
     if args.max_tokens < 1:
         raise ValueError("-n must be at least 1")
-    return spec, sampling_params(args)
+    sampling = sampling_params(args)
+    if args.samples > 1 and sampling.temperature <= 0:     # (three alike, unsaid: a new user's try)
+        checks.note(f"--samples {args.samples} at --temp 0 (greedy): every sample is the same text")
+    return spec, sampling
 
 
 def sampling_params(args):

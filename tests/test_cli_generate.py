@@ -41,6 +41,8 @@ def test_generate_json_with_a_draft_model(test_model_path, q2k_draft_path):
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["ok"] and doc["settings"]["drafter"] == "model" and doc["settings"]["draft_max"] == 5
+    assert {k: doc["settings"][k] for k in ("n_predict", "stop", "system", "raw")} == {
+        "n_predict": 40, "stop": [], "system": None, "raw": False}      # (with the rest, enough to run it again)
     [sample] = doc["samples"]
     check_rounds_add_up(sample)
     # each round names its drafter (auto's model, copy and plain rounds could not be told apart: a user's try)
@@ -54,8 +56,10 @@ def test_a_reply_in_plain_turns_ends_where_the_model_starts_the_user_s_next(gemm
     answered "2+2 = 4" and went on "User: 2+2 = 4 Assistant: 2+2 = 4 User: …" to the token limit."""
     out = tandem("generate", "-m", gemma_path, "-p", "What is 2+2?", "-n", "40", "--json")
     assert out.returncode == 0, out.stderr
-    [sample] = json.loads(out.stdout)["samples"]
+    doc = json.loads(out.stdout)
+    [sample] = doc["samples"]
     assert sample["stats"]["stop_reason"] == "stop_string" and "4" in sample["text"], sample
+    assert "\nUser:" in doc["settings"]["stop"]              # (the stop it was not given is named)
     assert "User:" not in sample["text"] and sample["stats"]["n_tokens"] < 40
     assert not sample["text"].endswith("\n")                # (the turns' own blank line is not the reply's)
 

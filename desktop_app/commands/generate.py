@@ -163,7 +163,10 @@ def run(args: argparse.Namespace) -> int:
                                 "draft_min": spec.draft_min, "draft_p_min": spec.draft_p_min, "auto": spec.auto,
                                 "temp": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,
                                 "min_p": sampling.min_p, "threads": target_opts.threads,
-                                "threads_follow_load": not threads, "n_ctx": n_ctx},
+                                "threads_follow_load": not threads, "n_ctx": n_ctx,
+                                # (what else it takes to run it again: a new user's try)
+                                "n_predict": args.max_tokens, "stop": list(stops), "system": args.system,
+                                "raw": args.raw},
                    "samples": [{"seed": seed, "text": f.text, "tokens": list(f.tokens),
                                 "rounds": [r.to_json() for r in rounds], "stats": f.stats.to_json()}
                                for seed, rounds, f in samples]})

@@ -148,7 +148,7 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     p_gen.add_argument("--samples", type=int, default=1, metavar="K", help="K completions, with seeds S, S+1, ... "
                        "from --seed S (each sample's text follows a [sample k/K] line)")
     p_gen.add_argument("-sys", "--system-prompt", "--system", dest="system", default=None, metavar="TEXT",
-                       help="system prompt")
+                       help="system prompt (with --raw: put before the prompt, a blank line between)")
     src = p_gen.add_mutually_exclusive_group(required=True)
     src.add_argument("-p", "--prompt", metavar="TEXT", help="the message to answer (with --raw: the text to go on)")
     src.add_argument("-f", "--prompt-file", metavar="FILE", help="... read from FILE (-: standard input)")

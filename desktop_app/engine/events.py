@@ -131,8 +131,8 @@ class RoundEvent:
     def from_json(cls, index: int, d: dict, drafter: str) -> "RoundEvent":
         """A round as `to_json` wrote it (`tandem generate --json`); `drafter` where it does not name its
         own (written before it did: auto's rounds could not be told apart, a new user's try)."""
-        return cls.from_record(index, {"s": d.get("drafter", drafter), "d": d["drafted"], "dt": d["drafted_text"], "a": d["accepted"],
-                                       "e": d["emitted"], "ets": d["emitted_text"],
+        return cls.from_record(index, {"s": d.get("drafter", drafter), "d": d["drafted"], "dt": d["drafted_text"],
+                                       "a": d["accepted"], "e": d["emitted"], "ets": d["emitted_text"],
                                        "k": "".join(k[0] for k in d["kinds"]), "q": d["q"], "p": d["p"],
                                        "td": d["t_draft_s"], "tv": d["t_verify_s"], "end": d.get("end", "")})
 

@@ -93,9 +93,10 @@ def open_context(model: backend.Model, options: LoadOptions) -> backend.Context:
         return backend.Context(model, options.n_ctx, options.threads, options.n_batch)
     except backend.BackendError as exc:
         said = str(exc)
-        if "bad_alloc" in said or "alloc" in said.lower() and "fail" in said.lower():
+        if "bad_alloc" in said or ("alloc" in said.lower() and "fail" in said.lower()):
             # (llama.cpp's "llama_init_from_model: failed to initialize the context: std::bad_alloc",
             # after the file's path twice, for -c 999999999: a new user's try)
-            said = (f"not enough memory for a context of {options.n_ctx:,} tokens: lower the context size "
+            size = f"{options.n_ctx:,} tokens" if options.n_ctx else "the model's own length"
+            said = (f"not enough memory for a context of {size}: lower the context size "
                     f"(-c, or Settings ▸ Context size; 0 is the model's own length)")
         raise ModelLoadError(model.path, said) from None

@@ -35,15 +35,23 @@ def test_fetch_json_prints_the_path_of_a_verified_file(tmp_path, test_model_path
 
 
 @pytest.mark.network
-def test_list_json_reports_cached_and_missing(tmp_path, test_model_path):
+def test_list_json_reports_cached_and_missing(tmp_path, test_model_path, q2k_draft_path):
     shutil.copy(test_model_path, tmp_path / SMOL.filename)
-    (tmp_path / "mine.gguf").write_bytes(b"GGUF" + bytes(60))    # a file of the user's own, not the catalogue's
+    shutil.copy(q2k_draft_path, tmp_path / "mine.gguf")          # a file of the user's own, not the catalogue's
+    (tmp_path / "notes.gguf").write_text("not a model")           # ... and two it could not load (offered as
+    (tmp_path / "cut.gguf").write_bytes(Path(test_model_path).read_bytes()[:20_000_000])   # models: a user's try)
     (tmp_path / ".requant-x.gguf").write_bytes(b"GGUF")          # an unfinished requantisation: not listed
     out = tandem("models", "list", "--json", folder=tmp_path)
     assert out.returncode == 0
     doc = json.loads(out.stdout)
-    assert doc["other_files"] == [{"path": str(tmp_path / "mine.gguf"), "size": 64}]
-    assert "mine.gguf" in tandem("models", "list", folder=tmp_path).stdout
+    assert [(Path(f["path"]).name, f["size"], f["problem"]) for f in doc["other_files"]] == [
+        ("cut.gguf", 20_000_000, "the file is cut short: its weights end at byte 98,362,432, and it has 20,000,000 "
+                                 "(20 %; a download or copy that did not finish?)"),
+        ("mine.gguf", Path(q2k_draft_path).stat().st_size, None),
+        ("notes.gguf", 11, "notes.gguf is not a GGUF file")]
+    text = tandem("models", "list", folder=tmp_path).stdout
+    assert "notes.gguf  (cannot be used: notes.gguf is not a GGUF file)" in text
+    assert [line for line in text.splitlines() if line.endswith("mine.gguf")]     # (nothing after a usable one)
     rows = {r["key"]: r for r in doc["models"]}
     assert set(rows) == set(models.MODELS)
     assert rows[SMOL.key]["present"] and rows[SMOL.key]["size"] == SMOL.size

@@ -43,6 +43,17 @@ class TerminalProgress:
                 self._last_line = line
 
 
+def _problem(path) -> str:
+    """Why a GGUF-named file could not be loaded, from its header ("" where nothing shows)."""
+    from desktop_app.models.gguf_info import GGUFError, check_whole
+
+    try:
+        check_whole(path)
+    except GGUFError as exc:
+        return str(exc)
+    return ""
+
+
 def run(args: argparse.Namespace) -> int:
     from desktop_app import models
     from desktop_app.models.discovery import is_gguf_name
@@ -53,9 +64,11 @@ def run(args: argparse.Namespace) -> int:
         known = {m.filename for m in models.MODELS.values()}
         others = sorted(p for p in folder.iterdir() if is_gguf_name(p.name) and p.name not in known
                         and p.is_file()) if folder.is_dir() else []
-        if args.json:
+        problems = {p: _problem(p) for p in others}      # (a text file or a cut-short copy was offered as
+        if args.json:                                     # a model to pass to -m: a new user's try)
             emit_json({"ok": True, "folder": str(folder), "models": [r.to_json() for r in rows],
-                       "other_files": [{"path": str(p), "size": p.stat().st_size} for p in others]})
+                       "other_files": [{"path": str(p), "size": p.stat().st_size, "problem": problems[p] or None}
+                                       for p in others]})
         else:
             print(f"models folder: {folder}")
             for r in rows:
@@ -65,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
             if others:
                 print("other GGUF files there (not in the catalogue; pass their path to -m or -md):")
                 for p in others:
-                    print(f"  {p.stat().st_size / 1e6:8.1f} MB  {p}")
+                    print(f"  {p.stat().st_size / 1e6:8.1f} MB  {p}" + (f"  (cannot be used: {problems[p]})"
+                                                                      if problems[p] else ""))
         return EXIT_OK
 
     # fetch

@@ -178,6 +178,10 @@ def test_llama_cpp_conventions_and_values_it_would_not_take(test_model_path):
     assert offload.returncode == 0, offload.stderr
     said = "note: -ngl 5: this llama.cpp build has no GPU offload (tandem doctor), so every layer runs on the CPU"
     assert (said in offload.stderr) == (not llama_build()["gpu_offload"]), offload.stderr
+    assert "trained on" not in first.stderr + second.stderr + offload.stderr
+    past = tandem("generate", "-m", test_model_path, "-p", "Say hi.", "-n", "2", "-c", "16384", timeout=120)
+    assert past.returncode == 0 and ("note: -c 16384: the context holds 16,384 tokens, beyond the 8,192 the model "
+                                     "was trained on: text past that may come out garbled\n") in past.stderr, past.stderr
 
 
 @pytest.mark.network

@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(args, "interrupted", EXIT_INTERRUPTED)
     if pair.repack.notice:
         checks.note(pair.repack.notice)
-    checks.ctx_note(args.ctx_size, pair.n_ctx)
+    checks.ctx_note(args.ctx_size, pair.n_ctx, args.target)
     for name, tokens in prompt_tokens(pair, prompts).items():      # (a run that cannot start measured 0 tok/s)
         if len(tokens) >= pair.n_ctx:
             message = (f"the prompt {name} has {len(tokens)} tokens and the context holds {pair.n_ctx}, which "

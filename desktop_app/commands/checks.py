@@ -73,10 +73,23 @@ def ctx_size(value: int) -> int:
     return MIN_CTX if 0 < value < MIN_CTX else value
 
 
-def ctx_note(asked: int, got: int) -> None:
+def ctx_note(asked: int, got: int, target: str | None = None) -> None:
     if asked and got != asked:
         note(f"-c {asked}: the context holds {got} tokens (llama.cpp makes contexts of at least {MIN_CTX} "
              f"tokens, in steps of {MIN_CTX})")
+    trained = _trained_length(target) if target else None
+    if trained and got > trained:          # (-c 32768 for a model trained on 8,192 went unsaid: a user's try)
+        note(f"-c {asked}: the context holds {got:,} tokens, beyond the {trained:,} the model was trained on: "
+             f"text past that may come out garbled")
+
+
+def _trained_length(path: str) -> int | None:
+    from desktop_app.models.gguf_info import GGUFError, read_info
+
+    try:
+        return read_info(path).context_length
+    except GGUFError:
+        return None
 
 
 def seed(value: int | None) -> int:

@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
                 interrupt.check()                  # (pressed while the load, which it could not stop, ended)
                 if pair.repack.notice:
                     checks.note(pair.repack.notice)
-                checks.ctx_note(args.ctx_size, pair.n_ctx)
+                checks.ctx_note(args.ctx_size, pair.n_ctx, args.target)
                 n_ctx = pair.n_ctx
                 prompt, stops = _prompt_tokens(pair, args, text)
                 if not prompt:

@@ -107,6 +107,20 @@ def test_auto_is_reported_against_the_best_fixed_setting_of_each_prompt():
     assert (b.best_fixed, b.best_speedup) == ("plain", 1.0) and b.vs_best == pytest.approx(1.0)
     md = to_markdown(rows, {"repeats": 1, "n_tokens": 10})
     assert "| a | auto (lookup) 1.40× | lookup γ=8 1.50× | 0.93 | 1.00 |" in md
+    assert "ended before" not in md                        # (every reply had its 10 tokens)
+
+
+def test_replies_that_end_before_the_tokens_asked_for_are_named():
+    """A prompt whose replies end early ("List three fruits.": about 6 of 32 tokens) had its speed-ups
+    stand beside the header's "× 32 tokens" with nothing to say they rest on fewer (a new user's try)."""
+    settings = [BenchSetting("none"), BenchSetting("lookup", 4)]
+    runs = []
+    for prompt, n in (("fruits", 6), ("code", 32)):
+        for k, name in enumerate(("plain", "lookup γ=4", "plain")):
+            runs.append(dataclasses.replace(result(prompt, name, 0, 10.0, index=k), n_tokens=n + (k == 1)))
+    md = to_markdown(summarize(runs, settings), {"repeats": 1, "n_tokens": 32})
+    assert ("Replies that ended before the 32 tokens asked for (median over repeats), whose speeds rest on fewer "
+            "tokens: fruits 6–7 tokens.") in md
 
 
 def test_prompt_files(tmp_path):

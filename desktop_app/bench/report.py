@@ -32,6 +32,7 @@ class Row:
                                       # verify cost (GenerationStats.predicted_speedup)
     predicted_speedup_measured: float | None  # with the measured cost of each verify batch size
     lookup_ceiling: float | None = None       # plain rows: the best any prompt lookup could do (median)
+    n_tokens: float | None = None             # the replies' tokens (median): fewer than asked where they ended
 
 
 def _median(values) -> float | None:
@@ -76,8 +77,26 @@ def summarize(results: list[RunResult], settings: list[BenchSetting]) -> list[Ro
                 _median(r.t_verify_s for r in runs), _median(r.c for r in runs),
                 _median(ratios), min(ratios) if ratios else None, max(ratios) if ratios else None,
                 _median(r.predicted_speedup for r in runs), _median(r.predicted_speedup_measured for r in runs),
-                _median(r.lookup_ceiling for r in runs)))
+                _median(r.lookup_ceiling for r in runs), _median(r.n_tokens for r in runs)))
     return rows
+
+
+def short_replies(rows: list[Row], asked: int | None) -> str:
+    """Which prompts' replies ended before the tokens asked for, and at how many: their speeds rest on
+    fewer tokens than the header says ("List three fruits." ended at about 6 of 32, and its 0.67× stood
+    unexplained: a new user's try). "" where none did."""
+    if not asked:
+        return ""
+    by_prompt: dict[str, list[float]] = {}
+    for r in rows:
+        if r.n_tokens is not None and r.n_tokens < asked:
+            by_prompt.setdefault(r.prompt, []).append(r.n_tokens)
+    if not by_prompt:
+        return ""
+    said = [f"{prompt} {min(n):.0f}" + (f"–{max(n):.0f}" if max(n) != min(n) else "") + " tokens"
+            for prompt, n in by_prompt.items()]
+    return (f"Replies that ended before the {asked} tokens asked for (median over repeats), whose speeds rest on "
+            f"fewer tokens: {', '.join(said)}.")
 
 
 @dataclass
@@ -162,6 +181,9 @@ def to_markdown(rows: list[Row], meta: dict) -> str:
         lines.append(f"| {r.prompt} | {r.setting} | {r.tokens_per_s:.1f} | {1000 * r.ttft_s:.0f} | {_fmt(r.alpha)} | "
                      f"{_fmt(r.acceptance_rate, '.0%')} | {_fmt(r.mean_accepted)} | {split} | "
                      f"{'none' if r.c == 0 else _fmt(r.c)} | {speed} | {predicted} |")   # (0: copies, no step)
+    short = short_replies(rows, meta.get("n_tokens"))
+    if short:
+        lines += ["", short]
     if meta.get("server"):
         lines += ["", f"llama-server: {meta['server']}. Its tokens per second are the server's own count (network "
                       "and its first token excluded); its speed-up is that over the local plain runs beside it, so on "

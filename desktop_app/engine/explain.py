@@ -131,35 +131,32 @@ def verdict(stats: GenerationStats) -> str:
 
 def explain(stats: GenerationStats) -> str:
     """The panel's sentence on one reply: what was kept, and why it paid or did not."""
-    return " ".join(part for part in (_explain(stats), unused_draft(stats), fewer_threads(stats), slow_start(stats),
-                                      stopped_reading(stats)) if part)
+    return " ".join(part for part in (_explain(stats), unused_draft(stats), fewer_threads(stats), slow_start(stats))
+                    if part)
 
 
 SLOW_START_S, SLOW_START_TOKENS = 2.0, 128   # a first token this late, after a read of this many tokens: said why
 
 
 def slow_start(stats: GenerationStats) -> str:
-    """Why the first token came late, where the reply read much of its conversation first ("first 11.55
-    s" stood unexplained after a reload, or after a Compare, whose replies took the chat's place in
-    the cache: a new user's try). "" otherwise, and where no first token came (stopped_reading)."""
-    if not stats.n_tokens or stats.ttft_s < SLOW_START_S or stats.n_prompt_evaluated < SLOW_START_TOKENS:
+    """What reading the conversation did to the first token: why it came late, where the reply read much
+    of its conversation first ("first 11.55 s" stood unexplained after a reload, or after a Compare,
+    whose replies took the chat's place in the cache: a new user's try); or how far the read had got
+    where Stop cut it ("The first token came after 4.01 s" had stood beside "Stopped before the first
+    token": another's try). "" otherwise."""
+    read, after = stats.n_prompt_evaluated, duration_text(stats.ttft_s)
+    if not stats.n_tokens:
+        if stats.stop_reason != StopReason.CANCELLED.value or not stats.n_prompt_unread:
+            return ""
+        total = read + stats.n_prompt_unread
+        cached = stats.n_prompt_tokens - 1 - total          # (the last token is read by the first round)
+        return (f"It was stopped {after} into reading the conversation: {read:,} of {total:,} tokens read"
+                + (f"; the other {cached:,} had been read before" if cached > 0 else "") + ".")
+    if stats.ttft_s < SLOW_START_S or read < SLOW_START_TOKENS:
         return ""
-    cached = stats.n_prompt_tokens - stats.n_prompt_evaluated
-    kept = f" (the other {cached:,} had been read before)" if cached > 0 else ""
-    return (f"The first token came after {duration_text(stats.ttft_s)}: {stats.n_prompt_evaluated:,} tokens of the "
-            f"conversation had to be read first{kept}.")
-
-
-def stopped_reading(stats: GenerationStats) -> str:
-    """How far the reading of the conversation had got where Stop cut it (no first token came: "The first
-    token came after 4.01 s" had stood beside "Stopped before the first token", a new user's try)."""
-    if stats.n_tokens or stats.stop_reason != StopReason.CANCELLED.value or not stats.n_prompt_unread:
-        return ""
-    total = stats.n_prompt_evaluated + stats.n_prompt_unread
-    cached = stats.n_prompt_tokens - 1 - total          # (the last token is read by the first round)
-    kept = f"; the other {cached:,} had been read before" if cached > 0 else ""
-    return (f"It was stopped {duration_text(stats.ttft_s)} into reading the conversation: "
-            f"{stats.n_prompt_evaluated:,} of {total:,} tokens read{kept}.")
+    cached = stats.n_prompt_tokens - read
+    return (f"The first token came after {after}: {read:,} tokens of the conversation had to be read first"
+            + (f" (the other {cached:,} had been read before)" if cached > 0 else "") + ".")
 
 
 def fewer_threads(stats: GenerationStats) -> str:

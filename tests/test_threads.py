@@ -12,7 +12,7 @@ from desktop_app.engine.explain import explain, fewer_threads
 from desktop_app.engine.load_options import LoadOptions
 from desktop_app.engine.pair import ModelPair
 from desktop_app.engine.sampling import GREEDY
-from desktop_app.engine.threads import OthersLoad, ThreadCount, _cpu_list, _seen_at, fitting, physical_cores
+from desktop_app.engine.threads import OthersLoad, ThreadCount, _cpu_list, _seen_at, crowded, fitting, physical_cores
 from engine_helpers import prompt_tokens, run
 
 
@@ -55,6 +55,18 @@ def test_a_look_scales_others_share_where_every_cpu_was_busy():
     # both CPUs busy, 0.65 of them others' beside two spinning threads: they wanted 0.65 x 2 / 1.35
     assert others(2, 2) == pytest.approx(0.65 * 2 / 1.35)
     assert others(2, 2) == pytest.approx(0.3)         # not every CPU busy: what they used
+
+
+def test_a_look_since_a_mark_covers_that_time_alone():
+    """A bench run of 0.1 s looked at over the last half second was read by the work before it (a load's
+    calibration, beside which a busy CPU read less: 1 CI run in 6 left a run beside a loop unmarked)."""
+    run = (0.5, 1.0, 0.68 + 0.2 / 1.5)                # 0.1 s, both CPUs busy, this process's share 2/3
+    readings = iter([(0.0, 0.0, 0.0), (0.4, 0.8, 0.68), run, run])   # (0.4 s of calibration, others 0.3)
+    others = OthersLoad(read=lambda: next(readings))
+    count = ThreadCount([], 2, others, n_cpus=2, follow=False)
+    start = count.mark()
+    assert count.look_since(start) == 2 and count.others == pytest.approx(1.0)    # a whole CPU's worth
+    assert crowded(2, count.others, 2) and not crowded(2, others(2, 2), 2)         # (the last half second)
 
 
 def test_other_work_is_counted_and_this_process_and_its_children_are_not():

@@ -171,7 +171,7 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
         if pair.draft_ctx is not None:
             pair.draft_ctx.clear()
         sampling = SamplingParams(temperature=setting.temperature, seed=seed + r)
-        finish = None
+        finish, start = None, pair.decoder.threads.mark()
         if setting.drafter == "server":
             text = next(p.text for p in prompts if p.name == prompt)
             try:
@@ -192,8 +192,8 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
             log(f"{at} {name}: {finish.message}")
             continue
         others, threads = s.others_cpus, pair.decoder.threads
-        if setting.drafter != "server":               # a look at the load as the run ends: a run shorter than
-            threads.adjust(force=True)                # the decoder's interval between looks had none of its own
+        if setting.drafter != "server":               # a look at the load over the whole run: a run shorter than
+            threads.look_since(start)                 # the decoder's interval between looks had none of its own
             if threads.others is not None:            # (the count stays: bench holds it)
                 others = max(others or 0.0, threads.others)
         busy = others is not None and setting.drafter != "server" and crowded(threads.current, others, cpus())

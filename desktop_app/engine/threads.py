@@ -135,21 +135,24 @@ class OthersLoad:
             threading.Thread(target=_sample_while_alive, args=(weakref.ref(self),), name="cpu-load",
                              daemon=True).start()
 
-    def mark(self) -> None:
-        """A reading now: the start of a window a look may cover."""
+    def mark(self) -> float:
+        """A reading now: the start of a window a look may cover. Returns its time (monotonic)."""
         reading = self._read()
         with self._lock:
             self._samples.append(reading)
+        return reading[0]
 
-    def __call__(self, threads: int, n_cpus: int, window_s: float = WINDOW_S) -> float | None:
-        """CPUs other work wanted over the newest window of at least `window_s`, while this process ran
-        `threads` threads on `n_cpus`; None where no reading is that old yet. Where every CPU was busy,
+    def __call__(self, threads: int, n_cpus: int, window_s: float = WINDOW_S,
+                 since: float | None = None) -> float | None:
+        """CPUs other work wanted over the newest window of at least `window_s` (or, given `since`, from
+        the newest reading at or before that time), while this process ran `threads` threads on
+        `n_cpus`; None where no reading is that old yet. Where every CPU was busy,
         others had only a share: the scheduler gives each runnable thread about the same, and this
         process's threads are runnable all the time they decode (they spin while they wait), so others
         wanted `threads` × their time ÷ this process's."""
         now = self._read()
         with self._lock:
-            older = [s for s in self._samples if s[0] <= now[0] - window_s]
+            older = [s for s in self._samples if s[0] <= (now[0] - window_s if since is None else since)]
             self._samples.append(now)
         if not older:
             return None
@@ -259,6 +262,18 @@ class ThreadCount:
         calls for on every context where the count follows it. Returns the count in use."""
         if self._others is not None and (force or time.monotonic() - self._checked >= CHECK_S):
             self._look(lambda: self._others(self.current, self._n_cpus))
+        return self.current
+
+    def mark(self) -> float | None:
+        """A reading now, for look_since; its time (None where the load is not looked at)."""
+        return self._others.mark() if self._others is not None else None
+
+    def look_since(self, start: float | None) -> int:
+        """Look at the load from `start` (a mark's time) to now, however short: a bench run shorter than
+        WINDOW_S, looked at over the last WINDOW_S, was read by the work before it (a load's
+        calibration, beside which a busy CPU read idle: the run was left unmarked, 1 CI run in 6)."""
+        if self._others is not None and start is not None:
+            self._look(lambda: self._others(self.current, self._n_cpus, since=start))
         return self.current
 
     def look_quietly(self) -> int:

@@ -201,16 +201,17 @@ def test_generate_text_summary_names_the_seed_and_adds_up(test_model_path, q2k_d
     assert said, out.stderr
     tokens, end, kept, drafted, plain = said.groups()
     tokens, kept, drafted, plain = map(int, (tokens, kept, drafted, plain))
-    ended = "stop: eos" in out.stderr
+    ended = "stopped by its end (the model's end token)" in out.stderr
     assert bool(end) == ended                              # the end the rounds wrote is said, as in the window
     hi = tandem("generate", "-m", test_model_path, "-md", q2k_draft_path, "-p", "Say hi.", "-n", "64", "-c", "512")
-    assert re.search(r"^\d+ tokens \+ end, .*; stop: eos;", hi.stderr, re.M), hi.stderr
+    assert re.search(r"^\d+ tokens \+ end, .*; stopped by its end \(the model's end token\);", hi.stderr, re.M), hi.stderr
     assert kept + drafted + plain in ((tokens + 1, tokens + 2) if ended else (tokens,)), out.stderr
     many = tandem("generate", "-m", test_model_path, "-p", "Say hi.", "-n", "6", "-c", "512", "--temp", "0.8",
                   "--seed", "3", "--samples", "2")
     assert "[sample 1/2, seed 3]" in many.stdout and "[sample 2/2, seed 4]" in many.stdout, many.stdout   # (on stdout: parted)
     greedy = tandem("generate", "-m", test_model_path, "-p", "Say hi.", "-n", "6", "-c", "512")
     assert "seed" not in greedy.stderr                     # greedy decoding draws on no seed
+    assert "; stopped by -n 6;" in greedy.stderr, greedy.stderr   # (in words: it said "stop: max_tokens")
 
 
 @pytest.mark.parametrize("after_s, presses", [(1.0, 1), (2.5, 1), (5.0, 1), (1.5, 2)])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -189,6 +190,7 @@ def test_a_server_without_speculation_is_said_and_decodes_plainly(llama_tools, t
         cli = subprocess.run([sys.executable, "-m", "desktop_app", "generate", "--server", plain.url, "-p", "Hi",
                               "-n", "8"], capture_output=True, text=True, timeout=120, cwd=ROOT)
         assert cli.returncode == 0 and "does not speculate" in cli.stderr, cli.stderr
+        assert re.search(r"; stopped by (-n 8|its end \(the model's end token\))$", cli.stderr, re.M), cli.stderr
     finally:
         plain.stop()
 

@@ -198,7 +198,7 @@ def _sample(pair, args, spec, sampling, prompt: list[int], stops: tuple[str, ...
         out.write(finish.tail)
         out.write("\n")                            # (each reply ends with a line break of its own)
         _print_stats(finish, k, args.samples, rounds, spec.auto and spec.enabled,
-                     params.seed if params.temperature > 0 else None)
+                     params.seed if params.temperature > 0 else None, args.max_tokens)
     return params.seed, rounds, finish
 
 
@@ -272,18 +272,18 @@ class LoadStatus:
             self.line = ""
 
 
-def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | None) -> None:
+def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | None, limit: int) -> None:
     """The reply's numbers on stderr: how fast, what was kept, its rounds (for auto, counted by
     drafter), and the seed where sampling drew on one (with --samples, said before the reply)."""
     from desktop_app.counts import count
     from desktop_app.engine.explain import (alpha_text, duration_text, end_text, fewer_threads, rate_text,
-                                            share_text, unused_draft)
+                                            share_text, stopped_by, unused_draft)
 
     s = finish.stats
     head = f"[sample {k + 1}/{n}] " if n > 1 else ""
     tokens = count(s.n_tokens, "token") + end_text(s)    # ("+ end": kept + rounds = 17 beside "15 tokens")
     parts = [f"{tokens}, {rate_text(s.tokens_per_s)}, first token {duration_text(s.ttft_s)}",
-             f"stop: {s.stop_reason}"]
+             f"stopped by {stopped_by(s.stop_reason, f'-n {limit}', 'Ctrl+C')}"]
     if n == 1 and seed is not None:
         parts.append(f"seed {seed}")
     if s.n_drafted:

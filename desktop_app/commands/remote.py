@@ -70,7 +70,7 @@ def run_server(args) -> int:
             samples.append((params.seed, rounds, finish, server.last_reply))
             if not args.json:
                 sys.stdout.write("\n")
-                _print_stats(finish, server.last_reply, k, args.samples)
+                _print_stats(finish, server.last_reply, k, args.samples, args.max_tokens, bool(args.stop))
     except KeyboardInterrupt:
         server.cancel()
         return fail(args, "interrupted", EXIT_INTERRUPTED)
@@ -86,14 +86,16 @@ def run_server(args) -> int:
     return EXIT_OK if all(not f.message for _, _, f, _ in samples) else EXIT_FAIL
 
 
-def _print_stats(finish, reply, k: int, n: int) -> None:
+def _print_stats(finish, reply, k: int, n: int, limit: int, stops: bool) -> None:
     from desktop_app.counts import count
-    from desktop_app.engine.explain import duration_text, share_text
+    from desktop_app.engine.explain import duration_text, share_text, stopped_by
 
     s = finish.stats
     head = f"[sample {k + 1}/{n}] " if n > 1 else ""
     parts = [f"{count(s.n_tokens, 'token')}, {s.tokens_per_s:.1f} tok/s (the server's count), first token "
-             f"{duration_text(s.ttft_s)}", f"stop: {s.stop_reason}"]
+             f"{duration_text(s.ttft_s)}", "stopped by " + ("its end or a stop string (the server tells neither apart)"
+                                                  if stops and s.stop_reason == "eos" else
+                                                  stopped_by(s.stop_reason, f"-n {limit}", "Ctrl+C"))]
     if s.n_drafted:
         parts.append(f"kept {s.n_accepted}/{s.n_drafted} drafted ({share_text(s.acceptance_rate)}) in "
                      f"{s.n_rounds - s.n_plain_rounds} rounds, {s.mean_accepted:.2f} kept per round")

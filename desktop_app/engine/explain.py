@@ -306,6 +306,14 @@ def _catch_up(stats: GenerationStats, plain: float) -> tuple[str, float | None]:
             f"with it, and this reply did not repay that; without it, {without:.2f}× plain's speed)", without)
 
 
+def stopped_by(reason: str, limit: str, stop: str) -> str:
+    """What ended a reply, in words ("eos" was jargon, a new user's try): `limit` names the token limit
+    and `stop` the way to stop a reply where it is read (the window's, or the command line's)."""
+    return {StopReason.EOS.value: "its end (the model's end token)", StopReason.STOP_STRING.value: "a stop string",
+            StopReason.MAX_TOKENS.value: limit, StopReason.CANCELLED.value: stop,
+            StopReason.CONTEXT_FULL.value: "a full context"}.get(reason, reason.replace("_", " "))
+
+
 def end_text(stats: GenerationStats) -> str:
     """" + end" after the reply's token count where its rounds wrote its end-of-generation token too
     (counted in no token count, yet in the rounds' sums: 5 rounds "giving 2.80 tokens" made 14 beside

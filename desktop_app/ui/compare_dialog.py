@@ -13,8 +13,7 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QGridLayout, QLabel, Q
 
 from desktop_app.chat.compare import CompareResult, CompareRun, shown
 from desktop_app.counts import count
-from desktop_app.engine.events import StopReason
-from desktop_app.engine.explain import duration_text, rate_number, rate_text, share_text
+from desktop_app.engine.explain import duration_text, rate_number, rate_text, share_text, stopped_by
 
 ROWS = (("ttft", "Time to first token"), ("speed", "Tokens per second"), ("total", "Total time"),
         ("tokens", "Tokens"), ("prompt", "Prompt tokens read (the rest cached)"), ("drafts", "Drafts kept"),
@@ -23,11 +22,6 @@ COLUMNS = ("off", "on")
 NOT_DRAWN = ("Neither run is shown while it is written, so both can be faster than a reply in the chat, which "
              "the window draws as it streams: on 2 cores, a streamed reply ran at 0.87–0.90× the speed.")
 # (measured: docs/window-cost.txt, scripts/window_render_cost.py)
-
-
-STOPPED_BY = {StopReason.EOS.value: "its end (the model's end token)", StopReason.STOP_STRING.value: "a stop string",
-              StopReason.MAX_TOKENS.value: "Max tokens", StopReason.CANCELLED.value: "the Stop button",
-              StopReason.CONTEXT_FULL.value: "a full context"}   # ("eos" was jargon: a new user's try)
 
 
 def run_cells(run: CompareRun, off_tokens_per_s: float) -> dict[str, str]:
@@ -42,7 +36,7 @@ def run_cells(run: CompareRun, off_tokens_per_s: float) -> dict[str, str]:
                         + (f" ({share_text(s.acceptance_rate)})" if s.acceptance_rate is not None else ""))
              if s.n_drafted else "–",
              "vs_off": f"{s.tokens_per_s / off_tokens_per_s:.2f}×" if off_tokens_per_s else "–",
-             "stop": STOPPED_BY.get(s.stop_reason, s.stop_reason.replace("_", " ")) or "–"}
+             "stop": stopped_by(s.stop_reason, "Max tokens", "the Stop button") or "–"}
     return cells
 
 

@@ -34,7 +34,7 @@ GENERATE_SUMMARY = """\
 The reply goes to stdout; its numbers to stderr, one line each reply:
   tokens, tok/s          the reply's length ("+ end": and its end-of-reply token, which no count here
                          includes) and speed (the prompt's pass left out), and the time to its first
-                         token; stop: why it ended; seed: the one a sampled reply drew on
+                         token; stopped by: why it ended; seed: the one a sampled reply drew on
   kept K/D drafted       drafted tokens the target kept (a draft ends at its first rejected token)
   α                      the chance a drafted token is kept when the ones before it were:
                          kept / (kept + rejections), the α of the paper's E = (1 - α^(γ+1)) / (1 - α)

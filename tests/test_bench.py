@@ -164,8 +164,8 @@ def test_bench_command_end_to_end(tmp_path, test_model_path):
     assert out.returncode == 0, out.stderr[-2000:]
     doc = json.loads((tmp_path / "b.json").read_text())
     runs = doc["runs"]
-    assert [(r["repeat"], r["prompt"], r["setting"]) for r in runs] == interleaved_order(
-        ["copy", "free"], ["plain", "lookup γ=2", "lookup γ=3"], 2)
+    assert [(r["repeat"] - 1, r["prompt"], r["setting"]) for r in runs] == interleaved_order(   # (1-based, as the
+        ["copy", "free"], ["plain", "lookup γ=2", "lookup γ=3"], 2)                               # progress lines)
     for row in doc["summary"]:
         mine = [r for r in runs if r["prompt"] == row["prompt"] and r["setting"] == row["setting"]]
         at = {r["index"]: r for r in runs}

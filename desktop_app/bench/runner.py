@@ -47,7 +47,7 @@ class BenchSetting:
 class RunResult:
     prompt: str
     setting: str
-    repeat: int
+    repeat: int              # 1, 2, …: as the progress lines count them (it was 0-based here, 1-based there)
     n_tokens: int
     tokens_per_s: float
     ttft_s: float
@@ -197,7 +197,7 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
             if threads.others is not None:            # (the count stays: bench holds it)
                 others = max(others or 0.0, threads.others)
         busy = others is not None and setting.drafter != "server" and crowded(threads.current, others, cpus())
-        results.append(RunResult(prompt, name, r, s.n_tokens, s.tokens_per_s, s.ttft_s, s.alpha, s.acceptance_rate,
+        results.append(RunResult(prompt, name, r + 1, s.n_tokens, s.tokens_per_s, s.ttft_s, s.alpha, s.acceptance_rate,
                                  s.mean_accepted, s.mean_drafted, s.t_draft_s, s.t_verify_s, s.c,
                                  s.predicted_speedup, s.predicted_speedup_measured, s.stop_reason, i, ceiling,
                                  others, busy))

@@ -243,7 +243,7 @@ def test_runs_beside_other_work_are_marked_and_the_table_says_they_are_not_like_
     prompts.write_text("Say something about cats.")
     spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        out = subprocess.run(_bench(test_model_path, prompts, "--repeat", "1", "--json", str(tmp_path / "b.json")),
+        out = subprocess.run(_bench(test_model_path, prompts, "--repeat", "1", "-n", "16", "--json", str(tmp_path / "b.json")),
                              capture_output=True, text=True, timeout=600)
     finally:
         spin.kill()

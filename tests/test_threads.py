@@ -59,7 +59,8 @@ def test_a_look_scales_others_share_where_every_cpu_was_busy():
 
 def test_a_look_since_a_mark_covers_that_time_alone():
     """A bench run of 0.1 s looked at over the last half second was read by the work before it (a load's
-    calibration, beside which a busy CPU read less: 1 CI run in 6 left a run beside a loop unmarked)."""
+    calibration, beside which a busy CPU read less: 1 CI run in 6 left a run beside a loop unmarked);
+    a run of many seconds, whose mark the sampler's newer readings have pushed out, is covered too."""
     run = (0.5, 1.0, 0.68 + 0.2 / 1.5)                # 0.1 s, both CPUs busy, this process's share 2/3
     readings = iter([(0.0, 0.0, 0.0), (0.4, 0.8, 0.68), run, run])   # (0.4 s of calibration, others 0.3)
     others = OthersLoad(read=lambda: next(readings))
@@ -67,6 +68,26 @@ def test_a_look_since_a_mark_covers_that_time_alone():
     start = count.mark()
     assert count.look_since(start) == 2 and count.others == pytest.approx(1.0)    # a whole CPU's worth
     assert crowded(2, count.others, 2) and not crowded(2, others(2, 2), 2)         # (the last half second)
+    # a 10 s run, read 40 times by the sampler after its mark (which they push out of the 16 kept): others
+    # beside it on 2/3 of a CPU for its first half and on none after, 1/3 of a CPU over the run
+    ticks = [(t / 4, t / 4 * 2.0, t / 4 * 4 / 3) if t <= 20 else (t / 4, 10 + (t - 20) / 4, 20 / 3 + (t - 20) / 4)
+             for t in range(41)]
+    readings = iter([(0.0, 0.0, 0.0), *ticks, (10.0, 15.0, 35 / 3)])
+    others = OthersLoad(read=lambda: next(readings))
+    count = ThreadCount([], 2, others, n_cpus=2, follow=False)
+    start = count.mark()
+    for _ in range(40):
+        others.mark()
+    assert count.look_since(start) == 2 and count.others == pytest.approx(1 / 3)
+
+
+def test_a_mark_the_counters_refuse_stops_the_looks_and_says_nothing():
+    """psutil that cannot read the counters: a bench's mark stops the looks, as a look does, instead of
+    ending the bench with a traceback (a review found)."""
+    readings = iter([(0.0, 0.0, 0.0)])
+    count = ThreadCount([], 2, OthersLoad(read=lambda: next(readings)), n_cpus=2, follow=False)
+    assert count.mark() is None and count.others is None and count.look_since(None) == 2
+    assert count.mark() is None                       # (no more readings tried)
 
 
 def test_other_work_is_counted_and_this_process_and_its_children_are_not():

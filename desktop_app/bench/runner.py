@@ -171,7 +171,8 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
         if pair.draft_ctx is not None:
             pair.draft_ctx.clear()
         sampling = SamplingParams(temperature=setting.temperature, seed=seed + r)
-        finish, start = None, pair.decoder.threads.mark()
+        finish = None
+        start = pair.decoder.threads.mark() if setting.drafter != "server" else None   # (look_since, below)
         if setting.drafter == "server":
             text = next(p.text for p in prompts if p.name == prompt)
             try:

@@ -135,29 +135,31 @@ class OthersLoad:
             threading.Thread(target=_sample_while_alive, args=(weakref.ref(self),), name="cpu-load",
                              daemon=True).start()
 
-    def mark(self) -> float:
-        """A reading now: the start of a window a look may cover. Returns its time (monotonic)."""
+    def mark(self) -> tuple[float, float, float]:
+        """A reading now: the start of a window a look may cover (kept, and returned for `since`)."""
         reading = self._read()
         with self._lock:
             self._samples.append(reading)
-        return reading[0]
+        return reading
 
     def __call__(self, threads: int, n_cpus: int, window_s: float = WINDOW_S,
-                 since: float | None = None) -> float | None:
-        """CPUs other work wanted over the newest window of at least `window_s` (or, given `since`, from
-        the newest reading at or before that time), while this process ran `threads` threads on
+                 since: tuple[float, float, float] | None = None) -> float | None:
+        """CPUs other work wanted over the newest window of at least `window_s` (or, given `since`, a
+        mark's reading, from then on, however long ago), while this process ran `threads` threads on
         `n_cpus`; None where no reading is that old yet. Where every CPU was busy,
         others had only a share: the scheduler gives each runnable thread about the same, and this
         process's threads are runnable all the time they decode (they spin while they wait), so others
         wanted `threads` × their time ÷ this process's."""
         now = self._read()
         with self._lock:
-            older = [s for s in self._samples if s[0] <= (now[0] - window_s if since is None else since)]
+            older = [s for s in self._samples if s[0] <= now[0] - window_s] if since is None else [since]
             self._samples.append(now)
         if not older:
             return None
-        then = older[-1]
+        then = max(older)                 # (the newest: the sampler reads before it takes the lock)
         wall = now[0] - then[0]
+        if wall <= 0:
+            return None
         own = max(0.0, (now[2] - then[2]) / wall)
         others = max(0.0, (now[1] - then[1]) / wall - own)
         if others + own >= SATURATED * n_cpus and own > 0.1:
@@ -264,14 +266,21 @@ class ThreadCount:
             self._look(lambda: self._others(self.current, self._n_cpus))
         return self.current
 
-    def mark(self) -> float | None:
-        """A reading now, for look_since; its time (None where the load is not looked at)."""
-        return self._others.mark() if self._others is not None else None
+    def mark(self) -> tuple[float, float, float] | None:
+        """A reading now, for look_since (None where the load is not looked at)."""
+        if self._others is None:
+            return None
+        try:
+            return self._others.mark()
+        except Exception:
+            self._stop_looking()
+            return None
 
-    def look_since(self, start: float | None) -> int:
-        """Look at the load from `start` (a mark's time) to now, however short: a bench run shorter than
-        WINDOW_S, looked at over the last WINDOW_S, was read by the work before it (a load's
-        calibration, beside which a busy CPU read idle: the run was left unmarked, 1 CI run in 6)."""
+    def look_since(self, start: tuple[float, float, float] | None) -> int:
+        """Look at the load from `start` (a mark's reading) to now, however short or long: a bench run
+        shorter than WINDOW_S, looked at over the last WINDOW_S, was read by the work before it (a
+        load's calibration, beside which a busy CPU read idle: the run was left unmarked, 1 CI run in
+        6). Returns the count in use."""
         if self._others is not None and start is not None:
             self._look(lambda: self._others(self.current, self._n_cpus, since=start))
         return self.current
@@ -280,7 +289,7 @@ class ThreadCount:
         """Look at the load over QUIET_S of this process doing nothing (a load's, before calibration:
         the weights' reading, and on another OS the CPU probe, would count as other work)."""
         if self.follow_load:
-            self._look(self._others.mark)            # (a reading to start from)
+            self.mark()                              # (a reading to start from)
         if self.follow_load:
             time.sleep(QUIET_S)
             self._look(lambda: self._others(self.current, self._n_cpus, QUIET_S))
@@ -290,9 +299,8 @@ class ThreadCount:
         self._checked = time.monotonic()
         try:
             others = read()
-        except Exception:                 # (counters psutil cannot read: the count stays, for good, and
-            self._others = self.others = None   # nothing is said of other work)
-            self.suggested = self.most
+        except Exception:
+            self._stop_looking()
             return
         if others is None:
             return
@@ -307,3 +315,8 @@ class ThreadCount:
             for ctx in self.contexts:
                 ctx.set_threads(self.suggested)
             self.current = self.suggested
+
+    def _stop_looking(self) -> None:
+        """Counters psutil cannot read: the count stays, for good, and nothing is said of other work."""
+        self._others = self.others = None
+        self.suggested = self.most

@@ -211,7 +211,7 @@ def test_generate_text_summary_names_the_seed_and_adds_up(test_model_path, q2k_d
     assert "[sample 1/2, seed 3]" in many.stdout and "[sample 2/2, seed 4]" in many.stdout, many.stdout   # (on stdout: parted)
     greedy = tandem("generate", "-m", test_model_path, "-p", "Say hi.", "-n", "6", "-c", "512")
     assert "seed" not in greedy.stderr                     # greedy decoding draws on no seed
-    assert "; stopped by -n 6;" in greedy.stderr, greedy.stderr   # (in words: it said "stop: max_tokens")
+    assert "; stopped by the token limit (-n 6);" in greedy.stderr, greedy.stderr   # (in words: it said "stop: max_tokens")
 
 
 @pytest.mark.parametrize("after_s, presses", [(1.0, 1), (2.5, 1), (5.0, 1), (1.5, 2)])

@@ -190,7 +190,7 @@ def test_a_server_without_speculation_is_said_and_decodes_plainly(llama_tools, t
         cli = subprocess.run([sys.executable, "-m", "desktop_app", "generate", "--server", plain.url, "-p", "Hi",
                               "-n", "8"], capture_output=True, text=True, timeout=120, cwd=ROOT)
         assert cli.returncode == 0 and "does not speculate" in cli.stderr, cli.stderr
-        assert re.search(r"; stopped by (-n 8|its end \(the model's end token\))$", cli.stderr, re.M), cli.stderr
+        assert re.search(r"; stopped by (the token limit \(-n 8\)|its end \(the model's end token\))$", cli.stderr, re.M), cli.stderr
     finally:
         plain.stop()
 
@@ -211,6 +211,8 @@ def test_a_server_that_dies_mid_reply_leaves_the_partial_reply_and_says_so(llama
         assert "mid-reply" in finish.message and "kept" in finish.message
         assert finish.text and finish.stop_reason.value == "cancelled"
         assert finish.text == "".join(t for e in events if isinstance(e, RoundEvent) for t in e.emitted_text)
+        from desktop_app.commands.remote import _stopped_by      # the summary's words: not "stopped by Ctrl+C"
+        assert _stopped_by(finish, 400, False) == "stopped: the server broke off"
     finally:
         doomed.stop()
 

@@ -283,7 +283,7 @@ def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | N
     head = f"[sample {k + 1}/{n}] " if n > 1 else ""
     tokens = count(s.n_tokens, "token") + end_text(s)    # ("+ end": kept + rounds = 17 beside "15 tokens")
     parts = [f"{tokens}, {rate_text(s.tokens_per_s)}, first token {duration_text(s.ttft_s)}",
-             f"stopped by {stopped_by(s.stop_reason, f'-n {limit}', 'Ctrl+C')}"]
+             f"stopped by {stopped_by(s.stop_reason, f'the token limit (-n {limit})', 'Ctrl+C')}"]
     if n == 1 and seed is not None:
         parts.append(f"seed {seed}")
     if s.n_drafted:

@@ -86,16 +86,27 @@ def run_server(args) -> int:
     return EXIT_OK if all(not f.message for _, _, f, _ in samples) else EXIT_FAIL
 
 
+def _stopped_by(finish, limit: int, stops: bool) -> str:
+    """What ended a server's reply, in words: its "stop" is the model's end or a stop string, and a reply
+    it broke off (the message that follows says how) was not stopped by Ctrl+C, which leaves before this."""
+    from desktop_app.engine.events import StopReason
+    from desktop_app.engine.explain import stopped_by
+
+    if finish.stop_reason == StopReason.CANCELLED and finish.message:
+        return "stopped: the server broke off"
+    if stops and finish.stop_reason == StopReason.EOS:
+        return "stopped by its end or a stop string (the server tells neither apart)"
+    return "stopped by " + stopped_by(finish.stop_reason.value, f"the token limit (-n {limit})", "Ctrl+C")
+
+
 def _print_stats(finish, reply, k: int, n: int, limit: int, stops: bool) -> None:
     from desktop_app.counts import count
-    from desktop_app.engine.explain import duration_text, share_text, stopped_by
+    from desktop_app.engine.explain import duration_text, share_text
 
     s = finish.stats
     head = f"[sample {k + 1}/{n}] " if n > 1 else ""
     parts = [f"{count(s.n_tokens, 'token')}, {s.tokens_per_s:.1f} tok/s (the server's count), first token "
-             f"{duration_text(s.ttft_s)}", "stopped by " + ("its end or a stop string (the server tells neither apart)"
-                                                  if stops and s.stop_reason == "eos" else
-                                                  stopped_by(s.stop_reason, f"-n {limit}", "Ctrl+C"))]
+             f"{duration_text(s.ttft_s)}", _stopped_by(finish, limit, stops)]
     if s.n_drafted:
         parts.append(f"kept {s.n_accepted}/{s.n_drafted} drafted ({share_text(s.acceptance_rate)}) in "
                      f"{s.n_rounds - s.n_plain_rounds} rounds, {s.mean_accepted:.2f} kept per round")

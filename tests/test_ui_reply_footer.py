@@ -16,7 +16,7 @@ from desktop_app.chat.line_breaks import keep_line_breaks
 from desktop_app.chat.reply_footer import footer_forms, footer_text, made_with, reply_note, version_line
 from desktop_app.chat.token_origins import TokenOrigin, align, kind_counts, origins_from_rounds
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenKind
-from desktop_app.engine.explain import rate_text
+from desktop_app.engine.explain import rate_text, rates_finer
 from desktop_app.engine.sampling import SamplingParams
 from desktop_app.engine.settings import SpecSettings
 from desktop_app.ui.chat_view import ChatView
@@ -48,6 +48,10 @@ def test_footer_of_a_draft_model_reply_says_gamma_kept_speed_and_measured_speedu
     text = footer_text(s.to_json(), _settings(drafter="model", draft_max=4))
     assert text == f"draft model · γ 4 · 46/76 drafted kept · 13.3 tok/s · {s.measured_speedup:.2f}× plain (measured)"
     assert footer_text(s, _settings(drafter="model", draft_max=4)) == text     # the live stats read the same
+    # a speed is shown as the panel shows it, a digit more where "14.9 tok/s" would not give its "1.00×"
+    # (the panel said 14.98 tok/s and the footer 15.0, a new user's try)
+    even = _stats(tokens_per_s=14.94, t_target_step_s=0.066, t_draft_s=0.0, t_verify_s=76 / 14.94)
+    assert rates_finer(even) and " · 14.94 tok/s · 1.00× plain" in footer_text(even, _settings(drafter="model"))
 
 
 def test_a_version_line_says_how_a_reply_was_made_its_speed_and_how_it_ended():
@@ -81,8 +85,9 @@ def test_footer_of_a_reply_on_fewer_threads_says_so_while_it_fits():
     """(A reply slowed by other work looked like any other in the chat: a new user's try.)"""
     s = _stats(n_drafted=0, n_accepted=0, mean_drafted=None, acceptance_rate=None, tokens_per_s=20.4,
                threads=1, threads_most=2, others_cpus=1.0)
+    speed = rate_text(20.4, rates_finer(s))            # (as the panel shows it: 20.40 where it needs the digit)
     assert footer_forms(s.to_json(), _settings(drafter="none")) == [
-        "plain decoding · 20.4 tok/s on 1 thread of 2", "plain decoding · 20.4 tok/s", "20.4 tok/s"]
+        f"plain decoding · {speed} on 1 thread of 2", f"plain decoding · {speed}", speed]
     drafted = _stats(threads=1, threads_most=2, threads_mixed=True)
     forms = footer_forms(drafted.to_json(), _settings())
     assert forms[0] == "draft model · γ 4 · 46/76 drafted kept · 13.3 tok/s on 1 thread of 2 for part of it · 1.53× plain (measured)"

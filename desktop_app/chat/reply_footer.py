@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from desktop_app.engine.events import GenerationStats, PromptEvent
 from desktop_app.counts import count
-from desktop_app.engine.explain import rate_text, threads_text
+from desktop_app.engine.explain import rate_text, rates_finer, threads_text
 
 DRAFTER_LABELS = {"model": "draft model", "lookup": "prompt lookup", "server": "llama-server",
                   "none": "plain decoding"}
@@ -99,7 +99,7 @@ def footer_forms(stats: dict | GenerationStats | None, settings: dict | None, st
         label = "speculative decoding" if s.n_drafted else DRAFTER_LABELS["none"]
     if not s.n_tokens:                                  # stopped before its first token, or that token ended it
         return [f"{label} · nothing was written"]
-    speed = rate_text(s.tokens_per_s)
+    speed = rate_text(s.tokens_per_s, rates_finer(s))   # (as the panel shows it: 14.98 there was 15.0 here)
     fewer = speed                                       # (other work busy, threads.py: a slowed reply looked
     if 0 < s.threads < s.threads_most:                  # like any other in the chat, a new user's try)
         fewer += f" on {threads_text(s)}"

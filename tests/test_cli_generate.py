@@ -196,7 +196,7 @@ def test_generate_text_summary_names_the_seed_and_adds_up(test_model_path, q2k_d
     again = tandem("generate", "-m", test_model_path, "-md", q2k_draft_path, "-p", "Count from one to twenty.",
                    "-n", "24", "-c", "512", "--temp", "0.8", "--seed", str(seed))
     assert again.stdout == out.stdout                      # the seed reported reproduces the reply
-    said = re.search(r"(\d+) tokens?( \+ end)?, .*kept (\d+)/\d+ drafted.*; rounds: (\d+) drafted, (\d+) plain;",
+    said = re.search(r"(\d+) tokens?( \+ end)?, .*kept (\d+)/\d+ drafted.*; rounds \(draft model, γ 4\): (\d+) drafted, (\d+) plain;",
                      out.stderr)
     assert said, out.stderr
     tokens, end, kept, drafted, plain = said.groups()
@@ -212,6 +212,9 @@ def test_generate_text_summary_names_the_seed_and_adds_up(test_model_path, q2k_d
     greedy = tandem("generate", "-m", test_model_path, "-p", "Say hi.", "-n", "6", "-c", "512")
     assert "seed" not in greedy.stderr                     # greedy decoding draws on no seed
     assert "; stopped by the token limit (-n 6);" in greedy.stderr, greedy.stderr   # (in words: it said "stop: max_tokens")
+    plain = tandem("generate", "-m", test_model_path, "-p", "Say hi.", "-n", "6", "-c", "512", "--drafter", "none")
+    assert "; plain decoding;" in plain.stderr, plain.stderr   # the setting it ran with is named, as the window's footer
+                                                           # names it (generate's defaults are not the window's)
 
 
 @pytest.mark.parametrize("after_s, presses", [(1.0, 1), (2.5, 1), (5.0, 1), (1.5, 2)])

@@ -198,7 +198,7 @@ def _sample(pair, args, spec, sampling, prompt: list[int], stops: tuple[str, ...
         out.write(finish.tail)
         out.write("\n")                            # (each reply ends with a line break of its own)
         _print_stats(finish, k, args.samples, rounds, spec.auto and spec.enabled,
-                     params.seed if params.temperature > 0 else None, args.max_tokens)
+                     params.seed if params.temperature > 0 else None, args.max_tokens, _setting_text(spec))
     return params.seed, rounds, finish
 
 
@@ -272,12 +272,25 @@ class LoadStatus:
             self.line = ""
 
 
-def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | None, limit: int) -> None:
+def _setting_text(spec) -> str:
+    """The fixed setting a reply ran with, as the window's footer names it ("draft model, γ 4"; "plain
+    decoding"): the summary did not say, and generate's defaults are not the window's (a new user's try)."""
+    from desktop_app.chat.reply_footer import DRAFTER_LABELS
+
+    if not spec.enabled or spec.drafter == "none":
+        return DRAFTER_LABELS["none"]
+    return f"{DRAFTER_LABELS.get(spec.drafter, spec.drafter)}, γ {spec.draft_max}"
+
+
+def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | None, limit: int,
+                 setting: str) -> None:
     """The reply's numbers on stderr: how fast, what was kept, its rounds (for auto, counted by
     drafter), and the seed where sampling drew on one (with --samples, said before the reply)."""
     from desktop_app.counts import count
     from desktop_app.engine.explain import (alpha_text, duration_text, end_text, fewer_threads, rate_text,
                                             share_text, stopped_by, unused_draft)
+
+    from desktop_app.chat.reply_footer import DRAFTER_LABELS
 
     s = finish.stats
     head = f"[sample {k + 1}/{n}] " if n > 1 else ""
@@ -304,8 +317,10 @@ def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | N
         parts.append("auto's rounds: " + ", ".join(f"{counts[d]} {names.get(d, d)}" for d in ("model", "lookup", "none")
                                                    if d in counts))
         parts.append(_clause(unused_draft(s)))           # (the window's sentence says why: so does this line)
-    elif s.n_drafted:
-        parts.append(f"rounds: {s.n_rounds - s.n_plain_rounds} drafted, {s.n_plain_rounds} plain")
+    elif setting == DRAFTER_LABELS["none"]:
+        parts.append(setting)
+    else:
+        parts.append(f"rounds ({setting}): {s.n_rounds - s.n_plain_rounds} drafted, {s.n_plain_rounds} plain")
     if s.measured_speedup is not None:
         earlier = "" if s.n_plain_rounds else ", timed before this reply"   # (the window's "earlier")
         parts.append(f"measured {s.measured_speedup:.2f}x plain decoding (plain {rate_text(s.plain_tokens_per_s)}"

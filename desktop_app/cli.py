@@ -46,7 +46,8 @@ The reply goes to stdout; its numbers to stderr, one line each reply:
   predicted speed-up     from those numbers: with verify passes priced as this machine's timings put
                          them (as multiples of a single pass, at this reply's pace), and as if a check
                          cost one single-token pass (the paper's flat cost)
-  rounds                 rounds that drafted and rounds decoded plainly (with --auto: by drafter)
+  rounds (SETTING)       rounds that drafted and rounds decoded plainly, with the drafter and γ they
+                         ran at (with --auto: by drafter; "plain decoding" where nothing drafts)
   measured               this reply's speed against plain decoding, timed on its plain rounds, or
                          before it where it had none (at load, or by the last reply in the window)
 On a terminal the reply's text is coloured by who wrote each token: green, a draft the target kept;

@@ -158,7 +158,16 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     p_gen.add_argument("--json", action="store_true", help="print one JSON document with every round")
     p_gen.set_defaults(func=lambda a: _run("generate", a))
 
-    p_bench = sub.add_parser("bench", help="measure plain against speculative decoding, interleaved")
+    p_bench = sub.add_parser("bench", help="measure plain against speculative decoding, interleaved",
+                             description="Measure plain decoding against speculative decoding on this machine: "
+                             "each prompt is run with every setting (drafter × draft length × temperature), "
+                             "with a plain run between them, and the table gives each setting's tokens/s, "
+                             "time to first token and speed-up over the plain runs beside it, so that a slow "
+                             "spell of a shared machine falls on both. With --replay, auto is also judged "
+                             "in replay under cost profiles of other machines: steep (a 2-core AMD EPYC, a "
+                             "17-token check costing about 9 single passes), xeon (a 2-core Intel Xeon, 3.7), "
+                             "avx2 (a 2-core AMD EPYC 7003), gpu (checks of up to 17 tokens costing 1.1–1.5 "
+                             "passes), h200 (an NVIDIA H200, measured) and here (this machine, as measured).")
     p_bench.add_argument("-m", "--model", dest="target", required=True, metavar="TARGET",
                          help="target GGUF file or catalogue key")
     p_bench.add_argument("-md", "--model-draft", dest="draft", metavar="DRAFT", help="draft GGUF file or catalogue key")
@@ -178,7 +187,7 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     p_bench.add_argument("--temp", default="0", metavar="LIST", help="temperatures (default 0: greedy)")
     p_bench.add_argument("-n", "--n-tokens", "--n-predict", dest="n_tokens", type=int, default=128, metavar="N",
                          help="tokens per run (default 128)")
-    p_bench.add_argument("--repeat", type=int, default=3, help="repeats of every run (default 3)")
+    p_bench.add_argument("--repeat", type=int, default=3, metavar="N", help="repeats of every run (default 3)")
     p_bench.add_argument("--seed", type=int, default=0, help="random seed of sampled runs (default 0)")
     p_bench.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default, or 0: one per "
                          "performance core, held for the whole run so that its runs compare like with like)")

@@ -304,6 +304,8 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
     narrow = L["tokens"]                 # (where the whole does not fit, the first token's time stays: "(…)"
     narrow.resize(narrow.fontMetrics().horizontalAdvance("14 in 5 (first 2.50 s)") + 4, narrow.height())
     assert narrow.shown_text() == "14 in 5 (first 2.50 s)"     # stood for it on busy machines, a new user's try)
+    narrow.resize(narrow.fontMetrics().horizontalAdvance("14 in 5 (…)") + 4, narrow.height())
+    assert narrow.shown_text() == "14 in 5 (…)"                # (the full form's first part cut: "14 in 5 r…")
     assert L["predicted"].text() == (f"{s.predicted_speedup_measured:.2f}× "     # the row's title says "predicted"
                                      f"({s.predicted_speedup:.2f}× if a check cost one pass)") and L["alpha"].text() == "0.64"
     predicted = L["predicted"]           # (narrower: the flat-cost figure in fewer words, not "(…)": a user's try)
@@ -322,9 +324,9 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
         shown = label.shown_text()
         # (a part left out shows as "(…)" or "/ …": "7 …" read as "7 or more", a new user's try)
         kept, cut, after = shown.partition(" (…)") if shown.endswith(" (…)") else shown.partition(" / …")
-        assert shown in (label.text(), label._compact) or (
-            cut and not after and label.text().startswith(kept)
-            and label.text()[len(kept):].startswith(" (" if "(…)" in cut else " / "))
+        assert shown in (label.text(), label._compact) or any(
+            cut and not after and form.startswith(kept) and form[len(kept):].startswith(" (" if "(…)" in cut else " / ")
+            for form in (label.text(), label._compact))
         assert label.fontMetrics().horizontalAdvance(shown) <= label.contentsRect().width()
     # "× plain" keeps the rate it is over, compact where the whole does not fit ("1.40× (…)" hid it)
     assert L["vs_plain"].shown_text() == "1.40× of 0.50 tok/s" and L["speed"].shown_text() == "0.70 tok/s"

@@ -16,7 +16,8 @@ class StatLabel(QWidget):
     what follows a "/") are left out, shown as "(…)" or "/ …", so a number is never cut or parted from
     its unit (a first part wider than the label alone ends in "…"); the full text is in the tooltip.
     A value may come with a compact form (setText's `compact`), shown before any part is left out: the
-    plain rate a "× plain" is over, which "0.73× (…)" hid in a 1000-px window (a new user's try).
+    plain rate a "× plain" is over, which "0.73× (…)" hid in a 1000-px window (a new user's try); parts
+    are left out of the full form first, then of the compact one.
     Its size never depends on its text, so a new value repaints the label alone (a QLabel would ask
     the whole panel to lay itself out again, several times a second)."""
 
@@ -42,14 +43,19 @@ class StatLabel(QWidget):
         for shown in (text, self._compact):
             if shown and fm.horizontalAdvance(shown) <= width:
                 return shown
-        parts = _BREAKS.split(text)             # a number keeps its unit: parts end before "(" or "/ "
-        while len(parts) > 1:
-            dropped = parts.pop()
-            # ("(…)" where a parenthesis was left out: "7 …" read as "7 or more", a new user's try)
-            shown = " ".join(parts) + (" (…)" if dropped.startswith("(") else " / …")
-            if fm.horizontalAdvance(shown) <= width:
-                return shown
-        return fm.elidedText(parts[0], Qt.ElideRight, width)     # (a part that does not fit alone ends in "…")
+        first = text
+        for form in (text, self._compact):      # (the compact form's parts too: "270 + end in 85 r…" cut the
+            if not form:                        # full form's first part where the compact's fitted whole)
+                continue
+            parts = _BREAKS.split(form)         # a number keeps its unit: parts end before "(" or "/ "
+            while len(parts) > 1:
+                dropped = parts.pop()
+                # ("(…)" where a parenthesis was left out: "7 …" read as "7 or more", a new user's try)
+                shown = " ".join(parts) + (" (…)" if dropped.startswith("(") else " / …")
+                if fm.horizontalAdvance(shown) <= width:
+                    return shown
+            first = parts[0]
+        return fm.elidedText(first, Qt.ElideRight, width)     # (a part that does not fit alone ends in "…")
 
     def setText(self, text: str, compact: str = "") -> None:
         """`compact`: a shorter form of the same value, shown where `text` does not fit ("" for none)."""

@@ -313,6 +313,9 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
     predicted.resize(predicted.fontMetrics().horizontalAdvance(compact) + 4, predicted.height())
     assert predicted.shown_text() == compact
     assert "first rejection" in panel.titles["alpha"].toolTip()
+    # a mean over the rounds that drafted, and its title says so (2.26 kept "per round" beside 63 rounds, of
+    # which 39 drafted: a new user divided by 63)
+    assert panel.titles["per_round"].text() == "Kept per drafted round"
     assert "beats plain decoding (0.50 tok/s, measured before this reply) by 1.40×" in panel.verdict.text()
     timed_here = slow_stats(n_plain_rounds=1, n_rounds=6, t_plain_s=2.0)    # a plain step in the reply times it
     assert measured_text(timed_here).endswith("(plain 0.50 tok/s)")

@@ -22,7 +22,7 @@ from desktop_app.ui.elided import ElidedLabel
 DRAFTER_COLOURS = {"model": "#2ca02c", "lookup": "#9467bd", "server": "#1f77b4", "none": "#8c8c8c"}
 DRAFTER_NAMES = {"model": "model", "lookup": "lookup", "server": "server", "none": "plain"}
 KEPT_TITLES = ("Kept in each round", "Kept each round", "Kept")   # the first that fits on one line with the legend
-# (not "Kept per round", the panel's mean over the rounds that drafted: this plots every round, plain ones at 0)
+# (not "Kept per drafted round", the panel's mean over the rounds that drafted: this plots every round, plain ones at 0)
 SPLIT = (("draft", "#1f77b4"), ("target", "#ff7f0e"), ("other", "#8c8c8c"))   # target: checking drafts and plain steps
 
 

@@ -37,7 +37,7 @@ STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation e
                               "or a check of drafts (numbered in the strip); \"+ end\": and the reply's end, not text"),
          ("accepted", "Drafts kept", "Drafted tokens the target kept: kept / drafted (the acceptance rate)"),
          ("alpha", "Acceptance α", ALPHA_TIP),
-         ("per_round", "Kept per round", "Drafts kept of drafts made, per round that drafted"),
+         ("per_round", "Kept per drafted round", "Drafts kept of drafts made, per round that drafted (plain steps left out)"),
          ("split", "Draft / target time", "Seconds choosing and making drafts (the draft model's steps, finding "
                                            "copies of earlier text, auto's choice: a reply that drafted nothing "
                                            "spends some too) / in the target's passes (checking drafts, and the "

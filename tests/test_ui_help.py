@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from PySide6.QtCore import QPoint, QRect
 from PySide6.QtGui import QKeySequence
 
 from desktop_app.ui.help_dialog import PANEL_HELP
@@ -40,3 +41,17 @@ def test_the_panel_help_names_every_colour_of_the_legend(qtbot, window):
     for label in ("γ", "Acceptance α", "vs plain (measured)", "Predicted (cost model)", "Does it pay?"):
         assert label in shown
     assert "(1 − αγ+1) / (1 − α)" in shown               # (the formula of the brief; γ+1 is a superscript)
+
+
+def test_the_panel_help_opens_beside_the_panel_and_leaves_it_usable(qtbot, window):
+    """(It opened over the panel's edge, modal: a new user could not read both at once.)"""
+    window.resize(1366, 740)
+    window.show()
+    qtbot.waitExposed(window)
+    dialog = window.show_panel_help()
+    qtbot.addWidget(dialog)
+    qtbot.waitExposed(dialog)
+    panel = window.spec_panel
+    on_screen = QRect(panel.mapToGlobal(QPoint(0, 0)), panel.size())
+    assert not dialog.isModal() and dialog.isVisible()
+    assert not dialog.frameGeometry().intersects(on_screen), (dialog.frameGeometry(), on_screen)

@@ -6,7 +6,7 @@ and how to read the panel). A mixin of
 MainWindow (main_window.py)."""
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, QSize, Qt, QTimer
+from PySide6.QtCore import QByteArray, QPoint, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QMenu, QScrollArea, QTabWidget, QWidget
 
@@ -119,8 +119,20 @@ class LayoutMixin:
         return self._help("Keyboard shortcuts", shortcuts_html(self.actions()))
 
     def show_panel_help(self) -> HelpDialog:
-        """What the panel's rounds, colours and numbers mean (Help ▸ Reading the speculation panel)."""
-        return self._help("Reading the speculation panel", PANEL_HELP)
+        """What the panel's rounds, colours and numbers mean (Help ▸ Reading the speculation panel): beside
+        the panel, not over it, and not modal, so that both can be read at once (it opened over the panel's
+        edge and held the window: a new user's try)."""
+        dialog = HelpDialog("Reading the speculation panel", PANEL_HELP, self)
+        dialog.setAttribute(Qt.WA_DeleteOnClose)
+        panel = self.spec_panel
+        left = panel.mapToGlobal(QPoint(0, 0)).x() - dialog.width() - 8
+        top = self.mapToGlobal(QPoint(0, 0)).y() + 40
+        screen = self.screen().availableGeometry() if self.screen() else None
+        if screen is not None:
+            left = max(screen.left(), left)
+        dialog.move(left, top)
+        dialog.show()
+        return dialog
 
     def _help(self, title: str, body: str) -> HelpDialog:
         dialog = HelpDialog(title, body, self)

@@ -15,6 +15,7 @@ from desktop_app.ui.system_dialog import SystemDialog
 
 SIDEBAR, CENTER, PANEL = 0, 1, 2          # the splitter's parts
 SIDE_NAMES = {SIDEBAR: "conversations", PANEL: "panel"}   # as the settings' "window" names the folded ones
+HELP_WIDTH_MIN = 360                      # the panel's help, narrowed to fit beside the panel, at least
 MIN_CHAT_WIDTH = 500                      # what the default layout leaves the chat, at 1000 px and up
 SAVE_DELAY_MS = 1000                      # settings are saved this long after their last change
 
@@ -119,18 +120,32 @@ class LayoutMixin:
         return self._help("Keyboard shortcuts", shortcuts_html(self.actions()))
 
     def show_panel_help(self) -> HelpDialog:
-        """What the panel's rounds, colours and numbers mean (Help ▸ Reading the speculation panel): beside
-        the panel, not over it, and not modal, so that both can be read at once (it opened over the panel's
-        edge and held the window: a new user's try)."""
-        dialog = HelpDialog("Reading the speculation panel", PANEL_HELP, self)
+        """What the panel's rounds, colours and numbers mean (Help ▸ Reading the speculation panel): the
+        panel shown (unfolded, its Speculation page) and the help beside it, over the chat rather than
+        over the panel, narrower where the chat is narrow, and not modal, so that both can be read at
+        once (it opened modal over the panel's edge: a new user's try). Asked for again while open, the
+        one open comes to the front."""
+        dialog = getattr(self, "_panel_help", None)
+        if dialog is not None and dialog.isVisible():
+            dialog.raise_()
+            dialog.activateWindow()
+            return dialog
+        self.show_side(PANEL, True)
+        self.tabs.setCurrentWidget(self.spec_scroll)
+        dialog = self._panel_help = HelpDialog("Reading the speculation panel", PANEL_HELP, self)
         dialog.setAttribute(Qt.WA_DeleteOnClose)
-        panel = self.spec_panel
-        left = panel.mapToGlobal(QPoint(0, 0)).x() - dialog.width() - 8
-        top = self.mapToGlobal(QPoint(0, 0)).y() + 40
-        screen = self.screen().availableGeometry() if self.screen() else None
-        if screen is not None:
-            left = max(screen.left(), left)
-        dialog.move(left, top)
+        dialog.destroyed.connect(lambda: setattr(self, "_panel_help", None))
+        panel_left = self.tabs.mapToGlobal(QPoint(0, 0)).x()
+        screen = (self.screen() or QGuiApplication.primaryScreen()).availableGeometry()
+        frame = 16                                   # (a window frame's width, about, either side)
+        room = panel_left - screen.left() - frame - 8
+        if room >= HELP_WIDTH_MIN:
+            dialog.resize(min(dialog.width(), room), dialog.height())
+        dialog.resize(dialog.width(), min(dialog.height(), screen.height() - 60))
+        left = max(screen.left(), panel_left - dialog.width() - frame - 8)
+        top = min(max(screen.top(), self.mapToGlobal(QPoint(0, 0)).y() + 40),
+                  screen.bottom() - dialog.height() - 40)
+        dialog.move(min(left, screen.right() - dialog.width()), max(screen.top(), top))
         dialog.show()
         return dialog
 

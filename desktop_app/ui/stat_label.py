@@ -43,7 +43,7 @@ class StatLabel(QWidget):
         for shown in (text, self._compact):
             if shown and fm.horizontalAdvance(shown) <= width:
                 return shown
-        first = text
+        firsts = []
         for form in (text, self._compact):      # (the compact form's parts too: "270 + end in 85 r…" cut the
             if not form:                        # full form's first part where the compact's fitted whole)
                 continue
@@ -54,8 +54,9 @@ class StatLabel(QWidget):
                 shown = " ".join(parts) + (" (…)" if dropped.startswith("(") else " / …")
                 if fm.horizontalAdvance(shown) <= width:
                     return shown
-            first = parts[0]
-        return fm.elidedText(first, Qt.ElideRight, width)     # (a part that does not fit alone ends in "…")
+            firsts.append(parts[0])
+        first = min(firsts, key=fm.horizontalAdvance)          # (a part that does not fit alone ends in "…")
+        return first if fm.horizontalAdvance(first) <= width else fm.elidedText(first, Qt.ElideRight, width)
 
     def setText(self, text: str, compact: str = "") -> None:
         """`compact`: a shorter form of the same value, shown where `text` does not fit ("" for none)."""

@@ -38,7 +38,7 @@ The reply goes to stdout; its numbers to stderr, one line each reply:
   kept K/D drafted       drafted tokens the target kept (a draft ends at its first rejected token)
   α                      the chance a drafted token is kept when the ones before it were:
                          kept / (kept + rejections), the α of the paper's E = (1 - α^(γ+1)) / (1 - α)
-  kept per round         kept drafted tokens per round that drafted; each round adds one of the
+  kept per drafted round kept drafted tokens per round that drafted; each round adds one of the
                          target's own, so kept + rounds = tokens (and 1 for "+ end"), but a round whose
                          kept drafts end the reply adds no token of the target's
   draft / verify         seconds spent drafting, and checking drafts with the target
@@ -47,7 +47,7 @@ The reply goes to stdout; its numbers to stderr, one line each reply:
                          them (as multiples of a single pass, at this reply's pace), and as if a check
                          cost one single-token pass (the paper's flat cost)
   rounds (SETTING)       rounds that drafted and rounds decoded plainly, with the drafter and γ they
-                         ran at (with --auto: by drafter; "plain decoding" where nothing drafts)
+                         ran at (with --auto: by drafter; "plain decoding" with --drafter none)
   measured               this reply's speed against plain decoding, timed on its plain rounds, or
                          before it where it had none (at load, or by the last reply in the window)
 On a terminal the reply's text is coloured by who wrote each token: green, a draft the target kept;
@@ -165,9 +165,10 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
                              "time to first token and speed-up over the plain runs beside it, so that a slow "
                              "spell of a shared machine falls on both. With --replay, auto is also judged "
                              "in replay under cost profiles of other machines: steep (a 2-core AMD EPYC, a "
-                             "17-token check costing about 9 single passes), xeon (a 2-core Intel Xeon, 3.7), "
-                             "avx2 (a 2-core AMD EPYC 7003), gpu (checks of up to 17 tokens costing 1.1–1.5 "
-                             "passes), h200 (an NVIDIA H200, measured) and here (this machine, as measured).")
+                             "17-token check costing about 9 single passes), xeon (a 2-core Intel Xeon, 3.7 passes), "
+                             "avx2 (a 2-core AMD EPYC 7003: 8.6 passes, but fewer than steep for short checks), "
+                             "gpu (checks of up to 17 tokens costing 1.1–1.5 passes), h200 (an NVIDIA H200, "
+                             "measured: 2.4 passes) and here (this machine, as measured).")
     p_bench.add_argument("-m", "--model", dest="target", required=True, metavar="TARGET",
                          help="target GGUF file or catalogue key")
     p_bench.add_argument("-md", "--model-draft", dest="draft", metavar="DRAFT", help="draft GGUF file or catalogue key")

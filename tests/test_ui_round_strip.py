@@ -306,6 +306,10 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
     assert narrow.shown_text() == "14 in 5 (first 2.50 s)"     # stood for it on busy machines, a new user's try)
     narrow.resize(narrow.fontMetrics().horizontalAdvance("14 in 5 (…)") + 4, narrow.height())
     assert narrow.shown_text() == "14 in 5 (…)"                # (the full form's first part cut: "14 in 5 r…")
+    ratio = StatLabel()                  # narrower than any form with a part left out: the shortest first part
+    ratio.setText("1.40× (plain 0.50 tok/s, earlier)", "1.40× of 0.50 tok/s")
+    ratio.resize(ratio.fontMetrics().horizontalAdvance("1.40×") + 4, ratio.height())
+    assert ratio.shown_text() == "1.40×"                         # (not "1.40× of 0.…": a review found)
     assert L["predicted"].text() == (f"{s.predicted_speedup_measured:.2f}× "     # the row's title says "predicted"
                                      f"({s.predicted_speedup:.2f}× if a check cost one pass)") and L["alpha"].text() == "0.64"
     predicted = L["predicted"]           # (narrower: the flat-cost figure in fewer words, not "(…)": a user's try)
@@ -539,6 +543,20 @@ def test_cli_summary_labels_predictions_and_predicts_no_gain_when_nothing_was_ke
     _print_stats(FinishEvent("", (), slow_stats(n_drafted=0, n_accepted=0), StopReason.EOS), 0, 1, [], False, None,
                  48, "draft model, γ 4")
     assert "predicted" not in capsys.readouterr().err
+
+
+def test_a_server_reply_s_stop_is_said_in_words_for_each_way_it_ends():
+    """(generate --server said "stopped by Ctrl+C" of a reply the server broke off, a review found.)"""
+    from desktop_app.commands.remote import _stopped_by
+    from desktop_app.engine.events import FinishEvent, StopReason
+
+    def said(reason, message="", stops=False):
+        return _stopped_by(FinishEvent("", (), slow_stats(), reason, message), 64, stops)
+
+    assert said(StopReason.CANCELLED, "the connection closed mid-reply") == "stopped: the server broke off"
+    assert said(StopReason.EOS, stops=True) == "stopped by its end or a stop string (the server tells neither apart)"
+    assert said(StopReason.EOS) == "stopped by its end (the model's end token)"
+    assert said(StopReason.MAX_TOKENS) == "stopped by the token limit (-n 64)"
 
 
 def test_a_cleared_panel_keeps_recording_the_live_reply_and_shows_it_again(qtbot):

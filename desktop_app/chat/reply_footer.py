@@ -141,7 +141,8 @@ def version_line(number: int, stats: dict | GenerationStats | None, settings: di
     it ended where that was not its own choice ("· stopped")."""
     s = GenerationStats.from_json(stats)
     label = (s.remote if s is not None and s.remote else ran_label(settings)) or "a reply"
-    speed = rate_text(s.tokens_per_s) if s is not None and s.n_tokens else "no statistics"
+    speed = rate_text(s.tokens_per_s, rates_finer(s)) if s is not None and s.n_tokens else "no statistics"   # (as
+                                                                                    # the footer and panel show it)
     note = reply_note(status, stats)
     return " · ".join(part for part in (f"{number}. {label}", speed, note.split(":")[0]) if part)
 

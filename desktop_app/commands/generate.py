@@ -288,20 +288,21 @@ def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | N
     drafter), and the seed where sampling drew on one (with --samples, said before the reply)."""
     from desktop_app.counts import count
     from desktop_app.engine.explain import (alpha_text, duration_text, end_text, fewer_threads, rate_text,
-                                            share_text, stopped_by, unused_draft)
+                                            rates_finer, share_text, stopped_by, unused_draft)
 
     from desktop_app.chat.reply_footer import DRAFTER_LABELS
 
     s = finish.stats
     head = f"[sample {k + 1}/{n}] " if n > 1 else ""
     tokens = count(s.n_tokens, "token") + end_text(s)    # ("+ end": kept + rounds = 17 beside "15 tokens")
-    parts = [f"{tokens}, {rate_text(s.tokens_per_s)}, first token {duration_text(s.ttft_s)}",
+    finer = rates_finer(s)          # (a digit more where "14.9" beside "1.00x (plain 15.0)" would not add up, as
+    parts = [f"{tokens}, {rate_text(s.tokens_per_s, finer)}, first token {duration_text(s.ttft_s)}",   # the panel)
              f"stopped by {stopped_by(s.stop_reason, f'the token limit (-n {limit})', 'Ctrl+C')}"]
     if n == 1 and seed is not None:
         parts.append(f"seed {seed}")
     if s.n_drafted:
         parts.append(f"kept {s.n_accepted}/{s.n_drafted} drafted ({share_text(s.acceptance_rate)}), "
-                     f"α {alpha_text(s.alpha)}, {s.mean_accepted:.2f} kept per round")
+                     f"α {alpha_text(s.alpha)}, {s.mean_accepted:.2f} kept per drafted round")
         split = f"draft {s.t_draft_s:.2f} s / verify {s.t_verify_s:.2f} s"
         if s.c is not None and s.t_draft_step_s is not None:      # (copies take no model step: no c)
             split += f", c = {s.c:.2f}"
@@ -323,7 +324,7 @@ def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | N
         parts.append(f"rounds ({setting}): {s.n_rounds - s.n_plain_rounds} drafted, {s.n_plain_rounds} plain")
     if s.measured_speedup is not None:
         earlier = "" if s.n_plain_rounds else ", timed before this reply"   # (the window's "earlier")
-        parts.append(f"measured {s.measured_speedup:.2f}x plain decoding (plain {rate_text(s.plain_tokens_per_s)}"
+        parts.append(f"measured {s.measured_speedup:.2f}x plain decoding (plain {rate_text(s.plain_tokens_per_s, finer)}"
                      f"{earlier})")
     parts.append(_clause(fewer_threads(s)))              # (the window's sentence says it too)
     if finish.message:

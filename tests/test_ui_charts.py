@@ -19,7 +19,7 @@ from desktop_app.engine.metrics import plain_rate_so_far
 from desktop_app.engine.explain import measured_text, rate_text
 from desktop_app.ui.charts import PLAIN_EARLIER, PLAIN_ESTIMATE_MIN, LiveCharts, rolling_rate
 from desktop_app.ui.spec_panel import SpecPanel
-from desktop_app.ui.pay_curve import LABEL_INSET, PayCurve
+from desktop_app.ui.pay_curve import ABOVE_THE_CURVE, LABEL_INSET, PayCurve
 
 from engine_helpers import prompt_tokens
 
@@ -557,9 +557,9 @@ def test_pay_curve_quotes_the_replys_own_prediction_when_some_rounds_drafted_not
             f"{mixed.mean_drafted:.1f} tokens on average (its rounds as they ran: predicted 1.23×") in text
     assert "γ 4: predicted" not in text
     assert f"is best (predicted {pay.speedups[pay.gammas.index(pay.best_gamma)]:.2f}× with every round drafting)" in text
-    above = "above the curve, which prices every round alike"      # (said where the reply is above it, as shown)
+    above = "above the curve, which has every round draft the same γ"   # (said where the reply is above it, as shown)
     pay.show(dataclasses.replace(mixed, predicted_speedup_measured=max(pay.speedups) + 0.2), 4)
-    assert above in pay.sentence.text() and pay.sentence.text().endswith("this reply's rounds were not alike.")
+    assert above in pay.sentence.text() and pay.sentence.text().endswith("an average cannot show that.")
     pay.show(dataclasses.replace(mixed, predicted_speedup_measured=round(max(pay.speedups), 2) + 0.004), 4)
     assert above not in pay.sentence.text()                       # (the same to two decimals: nothing to explain)
     pay.show(mixed, 4)
@@ -579,8 +579,7 @@ def test_pay_curve_quotes_the_replys_own_prediction_when_some_rounds_drafted_not
     text = pay.sentence.text()
     assert pay.best_gamma == 0 and "no γ is predicted to beat plain decoding" in text
     assert f"(this reply drafted in {stats.n_rounds} of its {stats.n_rounds + 7} rounds: predicted 1.23×" in text
-    assert text.endswith(": above the curve, which prices every round alike, one γ at the reply's α; "
-                         "this reply's rounds were not alike.")       # (1.23× where no γ beats plain)
+    assert text.endswith(ABOVE_THE_CURVE + ".")                    # (1.23× where no γ beats plain)
     assert list(pay.own_point.getData()[1]) == [pytest.approx(1.234)]
     _assert_label_clear_of_curve(pay, qtbot)
     # a reply that drafted in every round is a point on the curve: no prediction of its own is marked

@@ -272,10 +272,15 @@ class PayCurve(QWidget):
         return text + (f" (this reply: {measured_text})." if measured_text else ".")
 
 
+ABOVE_THE_CURVE = (": above the curve, which has every round draft the same γ and keep each token at one average α; "
+                   "this reply's rounds were not alike (long runs kept in some, little or nothing drafted in "
+                   "others), and an average cannot show that")   # ("prices every round alike, one γ at the
+                                                                # reply's α" was jargon: a new user's try)
+
+
 def _above(s: GenerationStats, predicted: dict[int, float]) -> str:
     """Why a reply's own prediction is above the curve's best (or above plain where no γ beats it), where
     it is as shown: a "best" below the reply read as a contradiction (a user's try)."""
     if round(s.predicted_speedup_measured, 2) <= round(max(predicted.values()), 2):
         return ""
-    return (": above the curve, which prices every round alike, one γ at the reply's α; this reply's rounds were "
-            "not alike")
+    return ABOVE_THE_CURVE

@@ -12,7 +12,7 @@ from PySide6.QtGui import QAction
 
 from desktop_app.chat.history import HistoryStore
 from desktop_app.engine.events import GenerationStats, RoundEvent
-from desktop_app.engine.explain import rate_text
+from desktop_app.engine.explain import rate_text, rates_finer
 from desktop_app.chat.rules import LEFT_OUT_NOTE
 from desktop_app.ui.main_window import MainWindow
 from desktop_app.ui.window_conversations import EDIT_NOTE
@@ -347,7 +347,8 @@ def test_regenerate_replaces_the_last_reply(qtbot, loaded):
     assert switch.back.isEnabled() and not switch.on.isEnabled()
     lines = switch.label.toolTip().split("\n")            # the two side by side, as their footers say them
     for n, reply in ((1, first), (2, second)):
-        assert any(line.startswith(f"{n}. auto · {rate_text(reply.stats['tokens_per_s'])}") for line in lines)
+        speed = rate_text(reply.stats["tokens_per_s"], rates_finer(GenerationStats.from_json(reply.stats)))   # (as
+        assert any(line.startswith(f"{n}. auto · {speed}") for line in lines)              # the footer says it)
     qtbot.mouseClick(switch.back, Qt.LeftButton)
     db = stored(w)
     assert db[-1].content == first.content and db[-1].created_at == first.created_at

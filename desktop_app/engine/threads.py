@@ -285,6 +285,13 @@ class ThreadCount:
             self._look(lambda: self._others(self.current, self._n_cpus, since=start))
         return self.current
 
+    def look_back(self, window_s: float) -> int:
+        """Look at the load over the last `window_s` (at most the sampler's 16 readings, 4 s). Returns the
+        count in use."""
+        if self._others is not None:
+            self._look(lambda: self._others(self.current, self._n_cpus, window_s))
+        return self.current
+
     def look_quietly(self) -> int:
         """Look at the load over QUIET_S of this process doing nothing (a load's, before calibration:
         the weights' reading, and on another OS the CPU probe, would count as other work)."""

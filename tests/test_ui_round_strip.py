@@ -9,6 +9,7 @@ from PySide6.QtCore import QPoint, Qt
 
 from desktop_app.engine.auto_policy import FIRST_PROBE
 from desktop_app.engine.events import GenerationStats, RoundEvent, StopReason, TokenEvent, TokenKind
+from desktop_app.engine.settings import SpecSettings
 from desktop_app.engine.explain import (alpha_text, duration_text, explain, measured_text, predicted_text, rate_text,
                                         rates_finer, share_text)
 from desktop_app.ui.main_window import MainWindow
@@ -284,7 +285,7 @@ def test_a_first_token_s_time_reads_the_same_in_the_panel_compare_and_the_cli(qt
     qtbot.addWidget(panel)
     panel.show_stats(slow_stats())
     assert "(first after 2.50 s)" in panel.labels["tokens"].text()
-    _print_stats(FinishEvent("", (), slow_stats(), StopReason.EOS), 0, 1, [], False, None, 48, "draft model, γ 4")
+    _print_stats(FinishEvent("", (), slow_stats(), StopReason.EOS), 0, 1, [], SpecSettings(), None, 48)
     assert "first token 2.50 s" in capsys.readouterr().err
 
 
@@ -531,17 +532,17 @@ def test_cli_summary_labels_predictions_and_predicts_no_gain_when_nothing_was_ke
 
     nothing = slow_stats(n_drafted=3, n_accepted=0, acceptance_rate=0.0, alpha=0.0, mean_accepted=0.0,
                          mean_drafted=3.0, predicted_speedup_measured=11.1, tokens_per_s=0.3, t_verify_s=14 / 0.3 - 1.0)
-    _print_stats(FinishEvent("", (), nothing, StopReason.MAX_TOKENS), 0, 1, [], False, None, 48, "draft model, γ 4")
+    _print_stats(FinishEvent("", (), nothing, StopReason.MAX_TOKENS), 0, 1, [], SpecSettings(), None, 48)
     err = capsys.readouterr().err
     assert "kept 0/3 drafted" in err and "no draft was kept" in err and "11.10" not in err
     # ("(14.1 tok/s)" read as the reply's own speed, and "timed in the same reply" was said of a reply with no
     # plain round: a new user's try)
     assert "measured 0.60x plain decoding (plain 0.50 tok/s, timed before this reply)" in err and " 0 tok/s" not in err
-    _print_stats(FinishEvent("", (), slow_stats(), StopReason.MAX_TOKENS), 0, 1, [], False, None, 48, "draft model, γ 4")
+    _print_stats(FinishEvent("", (), slow_stats(), StopReason.MAX_TOKENS), 0, 1, [], SpecSettings(), None, 48)
     err = capsys.readouterr().err
     assert "predicted speed-up 1.20x (cost model" in err and "measured 1.40x plain decoding" in err
-    _print_stats(FinishEvent("", (), slow_stats(n_drafted=0, n_accepted=0), StopReason.EOS), 0, 1, [], False, None,
-                 48, "draft model, γ 4")
+    _print_stats(FinishEvent("", (), slow_stats(n_drafted=0, n_accepted=0), StopReason.EOS), 0, 1, [], SpecSettings(),
+                 None, 48)
     assert "predicted" not in capsys.readouterr().err
 
 

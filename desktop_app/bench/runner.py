@@ -198,11 +198,12 @@ def run_bench(pair: ModelPair, prompts: list[BenchPrompt], settings: list[BenchS
             log(f"{at} {name}: {finish.message}")
             continue
         others, threads = s.others_cpus, pair.decoder.threads
-        if setting.drafter != "server":               # a look at the load over the whole run (a run shorter than
-            for look in (lambda: threads.look_since(start), lambda: threads.look_back(AROUND_S)):   # the decoder's
-                look()                                # interval between looks had none of its own), and one over
-                if threads.others is not None:        # the seconds around it (the count stays: bench holds it)
-                    others = max(others or 0.0, threads.others)
+        if setting.drafter != "server":               # (the count stays: bench holds it)
+            threads.look_since(start)                 # over the whole run (one shorter than the decoder's
+            during = threads.others                   # interval between looks had none of its own) ...
+            threads.look_back(AROUND_S)               # ... and over the seconds around it
+            seen = [x for x in (others, during, threads.others) if x is not None]
+            others = max(seen) if seen else None
         busy = others is not None and setting.drafter != "server" and crowded(threads.current, others, cpus())
         results.append(RunResult(prompt, name, r + 1, s.n_tokens, s.tokens_per_s, s.ttft_s, s.alpha, s.acceptance_rate,
                                  s.mean_accepted, s.mean_drafted, s.t_draft_s, s.t_verify_s, s.c,

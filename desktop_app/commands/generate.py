@@ -197,8 +197,8 @@ def _sample(pair, args, spec, sampling, prompt: list[int], stops: tuple[str, ...
     if not args.json:
         out.write(finish.tail)
         out.write("\n")                            # (each reply ends with a line break of its own)
-        _print_stats(finish, k, args.samples, rounds, spec.auto and spec.enabled,
-                     params.seed if params.temperature > 0 else None, args.max_tokens, _setting_text(spec))
+        _print_stats(finish, k, args.samples, rounds, spec, params.seed if params.temperature > 0 else None,
+                     args.max_tokens)
     return params.seed, rounds, finish
 
 
@@ -272,24 +272,14 @@ class LoadStatus:
             self.line = ""
 
 
-def _setting_text(spec) -> str:
-    """The fixed setting a reply ran with, as the window's footer names it ("draft model, γ 4"; "plain
-    decoding"): the summary did not say, and generate's defaults are not the window's (a new user's try)."""
-    from desktop_app.chat.reply_footer import DRAFTER_LABELS
-
-    if not spec.enabled or spec.drafter == "none":
-        return DRAFTER_LABELS["none"]
-    return f"{DRAFTER_LABELS.get(spec.drafter, spec.drafter)}, γ {spec.draft_max}"
-
-
-def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | None, limit: int,
-                 setting: str) -> None:
-    """The reply's numbers on stderr: how fast, what was kept, its rounds (for auto, counted by
-    drafter), and the seed where sampling drew on one (with --samples, said before the reply)."""
+def _print_stats(finish, k: int, n: int, rounds: list, spec, seed: int | None, limit: int) -> None:
+    """The reply's numbers on stderr: how fast, what was kept, its rounds (for auto, counted by drafter;
+    in fixed mode with the setting, as the window's footer names it: generate's defaults are not the
+    window's, and it did not say, a new user's try), and the seed where sampling drew on one (with
+    --samples, said before the reply). `spec`: the SpecSettings it ran with; `limit`: -n."""
     from desktop_app.counts import count
     from desktop_app.engine.explain import (alpha_text, duration_text, end_text, fewer_threads, rate_text,
                                             rates_finer, share_text, stopped_by, unused_draft)
-
     from desktop_app.chat.reply_footer import DRAFTER_LABELS
 
     s = finish.stats
@@ -312,16 +302,17 @@ def _print_stats(finish, k: int, n: int, rounds: list, auto: bool, seed: int | N
         elif s.predicted_speedup_measured is not None:
             parts.append(f"predicted speed-up {s.predicted_speedup_measured:.2f}x (cost model, measured verify costs"
                          + (f"; {s.predicted_speedup:.2f}x if a check cost one pass)" if s.predicted_speedup else ")"))
-    if auto:
+    if spec.auto and spec.enabled:
         names = {"none": "plain", "lookup": "lookup", "model": "draft model"}
         counts = Counter(r.drafter for r in rounds)      # ("none" where a round drafted nothing)
         parts.append("auto's rounds: " + ", ".join(f"{counts[d]} {names.get(d, d)}" for d in ("model", "lookup", "none")
                                                    if d in counts))
         parts.append(_clause(unused_draft(s)))           # (the window's sentence says why: so does this line)
-    elif setting == DRAFTER_LABELS["none"]:
-        parts.append(setting)
+    elif not spec.enabled or spec.drafter == "none":
+        parts.append(DRAFTER_LABELS["none"])
     else:
-        parts.append(f"rounds ({setting}): {s.n_rounds - s.n_plain_rounds} drafted, {s.n_plain_rounds} plain")
+        parts.append(f"rounds ({DRAFTER_LABELS.get(spec.drafter, spec.drafter)}, γ {spec.draft_max}): "
+                     f"{s.n_rounds - s.n_plain_rounds} drafted, {s.n_plain_rounds} plain")
     if s.measured_speedup is not None:
         earlier = "" if s.n_plain_rounds else ", timed before this reply"   # (the window's "earlier")
         parts.append(f"measured {s.measured_speedup:.2f}x plain decoding (plain {rate_text(s.plain_tokens_per_s, finer)}"

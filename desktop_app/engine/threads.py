@@ -279,8 +279,8 @@ class ThreadCount:
     def look_since(self, start: tuple[float, float, float] | None) -> int:
         """Look at the load from `start` (a mark's reading) to now, however short or long: a bench run
         shorter than WINDOW_S, looked at over the last WINDOW_S, was read by the work before it (a
-        load's calibration, beside which a busy CPU read idle: the run was left unmarked, 1 CI run in
-        6). Returns the count in use."""
+        load's calibration, beside which a busy CPU read as less: the run was left unmarked, 1 CI run
+        in 6). Returns the count in use."""
         if self._others is not None and start is not None:
             self._look(lambda: self._others(self.current, self._n_cpus, since=start))
         return self.current

@@ -560,6 +560,20 @@ def test_a_server_reply_s_stop_is_said_in_words_for_each_way_it_ends():
     assert said(StopReason.MAX_TOKENS) == "stopped by the token limit (-n 64)"
 
 
+def test_a_server_reply_s_summary_names_its_rounds_as_a_local_one_s(capsys):
+    """"kept per round" beside "in 5 rounds" read as a mean over all five; it is over the rounds that
+    drafted, as `tandem generate` and the panel say ("kept per drafted round")."""
+    from types import SimpleNamespace
+
+    from desktop_app.commands.remote import _print_stats
+    from desktop_app.engine.events import FinishEvent, StopReason
+
+    _print_stats(FinishEvent("", (), slow_stats(n_plain_rounds=1), StopReason.MAX_TOKENS), SimpleNamespace(accepted_per_pos=[]),
+                 0, 1, 64, False)
+    err = capsys.readouterr().err
+    assert "kept 9/20 drafted (45 %) in 4 rounds, 1.80 kept per drafted round" in err, err
+
+
 def test_a_cleared_panel_keeps_recording_the_live_reply_and_shows_it_again(qtbot):
     panel = SpecPanel()
     qtbot.addWidget(panel)

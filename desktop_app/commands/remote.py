@@ -109,7 +109,7 @@ def _print_stats(finish, reply, k: int, n: int, limit: int, stops: bool) -> None
              f"{duration_text(s.ttft_s)}", _stopped_by(finish, limit, stops)]
     if s.n_drafted:
         parts.append(f"kept {s.n_accepted}/{s.n_drafted} drafted ({share_text(s.acceptance_rate)}) in "
-                     f"{s.n_rounds - s.n_plain_rounds} rounds, {s.mean_accepted:.2f} kept per round")
+                     f"{s.n_rounds - s.n_plain_rounds} rounds, {s.mean_accepted:.2f} kept per drafted round")
     if reply.accepted_per_pos:
         parts.append("kept at draft position " + " ".join(f"{i + 1}:{v}" for i, v in enumerate(reply.accepted_per_pos)))
     if finish.message:

@@ -41,7 +41,8 @@ The reply goes to stdout; its numbers to stderr, one line each reply:
   kept per drafted round kept drafted tokens per round that drafted; each round adds one of the
                          target's own, so kept + rounds = tokens (and 1 for "+ end"), but a round whose
                          kept drafts end the reply adds no token of the target's
-  draft / verify         seconds spent drafting, and checking drafts with the target
+  draft / target         seconds spent drafting, and in the target's passes (checking drafts, and the
+                         plain steps)
   c                      one draft-model step's cost, in single-token target passes (not for copies)
   predicted speed-up     from those numbers: with verify passes priced as this machine's timings put
                          them (as multiples of a single pass, at this reply's pace), and as if a check
@@ -51,7 +52,7 @@ The reply goes to stdout; its numbers to stderr, one line each reply:
   measured               this reply's speed against plain decoding, timed on its plain rounds, or
                          before it where it had none (at load, or by the last reply in the window)
 On a terminal the reply's text is coloured by who wrote each token: green, a draft the target kept;
-red, the target's correction of a rejected draft; blue, its bonus token after a draft kept whole;
+yellow, the target's correction of a rejected draft (orange in the window); blue, its bonus token after a draft kept whole;
 uncoloured, a plain step (NO_COLOR=1 turns colour off).
 """
 

@@ -541,6 +541,7 @@ def test_cli_summary_labels_predictions_and_predicts_no_gain_when_nothing_was_ke
     _print_stats(FinishEvent("", (), slow_stats(), StopReason.MAX_TOKENS), 0, 1, [], SpecSettings(), None, 48)
     err = capsys.readouterr().err
     assert "predicted speed-up 1.20x (cost model" in err and "measured 1.40x plain decoding" in err
+    assert "draft 1.00 s / target 19.00 s" in err     # (the plain steps' time too: "verify" said checking drafts)
     _print_stats(FinishEvent("", (), slow_stats(n_drafted=0, n_accepted=0), StopReason.EOS), 0, 1, [], SpecSettings(),
                  None, 48)
     assert "predicted" not in capsys.readouterr().err

@@ -12,7 +12,8 @@ from desktop_app.commands import checks
 from desktop_app.commands.interrupt import Interrupt
 from desktop_app.commands.output import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, emit_json, fail
 
-ANSI = {"accepted": "\x1b[32m", "correction": "\x1b[31m", "bonus": "\x1b[34m", "plain": ""}
+ANSI = {"accepted": "\x1b[32m", "correction": "\x1b[33m", "bonus": "\x1b[34m", "plain": ""}   # (the window's
+# colours, as near as a terminal's eight come: its red is a rejected draft, which the text never shows)
 RESET = "\x1b[0m"
 
 
@@ -293,7 +294,7 @@ def _print_stats(finish, k: int, n: int, rounds: list, spec, seed: int | None, l
     if s.n_drafted:
         parts.append(f"kept {s.n_accepted}/{s.n_drafted} drafted ({share_text(s.acceptance_rate)}), "
                      f"α {alpha_text(s.alpha)}, {s.mean_accepted:.2f} kept per drafted round")
-        split = f"draft {s.t_draft_s:.2f} s / verify {s.t_verify_s:.2f} s"
+        split = f"draft {s.t_draft_s:.2f} s / target {s.t_verify_s:.2f} s"    # (the plain steps' too, as the panel)
         if s.c is not None and s.t_draft_step_s is not None:      # (copies take no model step: no c)
             split += f", c = {s.c:.2f}"
         parts.append(split)

@@ -150,6 +150,10 @@ def test_memory_budget_of_a_damaged_header_is_left_out_not_raised(tmp_path, caps
     assert memory_budget([str(good), str(bad)], 256, 50_000_000, 60_000_000) is None
     assert "no memory budget: the header claims" in capsys.readouterr().err
     assert "Memory:" not in to_markdown([], {"memory": None})
+    halves = {"rss_loaded_mb": 1800.2, "rss_peak_mb": 1900.4, "model_files_mb": 1609.4, "kv_caches_mb": 167.4,
+              "budget_base_mb": 1776.8, "overhead_mb": 123.6}            # (each shown rounded: their sums too)
+    assert ("peak 1900 MB; model files 1609 MB + KV caches 167 MB = 1776 MB (peak − that = +124 MB)"
+            in to_markdown([], {"memory": halves}))
 
 
 @pytest.mark.network

@@ -166,9 +166,11 @@ def to_markdown(rows: list[Row], meta: dict) -> str:
     mem = meta.get("memory")
     if mem:
         lines.append("")
-        lines.append(f"Memory: resident {mem['rss_loaded_mb']:.0f} MB after loading, peak {mem['rss_peak_mb']:.0f} MB; "
-                     f"model files {mem['model_files_mb']:.0f} MB + KV caches {mem['kv_caches_mb']:.0f} MB = "
-                     f"{mem['budget_base_mb']:.0f} MB (peak − that = {mem['overhead_mb']:+.0f} MB).")
+        files, kv, peak = (round(mem[k]) for k in ("model_files_mb", "kv_caches_mb", "rss_peak_mb"))
+        lines.append(f"Memory: resident {mem['rss_loaded_mb']:.0f} MB after loading, peak {peak} MB; "   # (the sums
+                     f"model files {files} MB + KV caches {kv} MB = {files + kv} MB "             # of the numbers
+                     f"(peak − that = {peak - files - kv:+d} MB).")                           # shown: 1609 + 168
+                                                                                              # read "= 1776")
     lines += ["", "| prompt | setting | tok/s | TTFT ms | α | kept/drafted | kept/round | draft s | target s | c | "
                   "speed-up (min–max) | predicted (flat / measured cost) |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -366,6 +366,10 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
     panel.show_stats(copies)                      # row said "none (copies only)" beside the sentence's 1.73
     assert L["c"].text() == "1.73 × a pass (not drafted: lookup only)" and "would cost 1.73 of a target pass" in \
         panel.verdict.text()
+    L["c"].setFixedWidth(L["c"].fontMetrics().horizontalAdvance("1.73 × a pass (not drafted)") + 4)
+    assert L["c"].shown_text() == "1.73 × a pass (not drafted)"      # (not "1.73 × a pass (…)", a new user's try)
+    L["c"].setMinimumWidth(0)
+    L["c"].setMaximumWidth(16777215)
     panel.show_stats(dataclasses.replace(copies, unused_draft_c=None))    # (no draft model loaded)
     assert L["c"].text() == "none (lookup only)"
     # slower than plain: the verdict says it loses, with the same number as the grid

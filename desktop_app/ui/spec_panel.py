@@ -370,7 +370,9 @@ class SpecPanel(QWidget):
         if s.n_drafted:                                                   # model left unused at: the sentence
             self._show_drafts(s)                                          # quotes it)
             L["c"].setText("–" if s.c is None else f"{s.c:.2f} × a pass" if s.c else "none (lookup only)"
-                           if unused is None else f"{unused:.2f} × a pass (not drafted: lookup only)")
+                           if unused is None else f"{unused:.2f} × a pass (not drafted: lookup only)",
+                           f"{unused:.2f} × a pass (not drafted)" if s.c == 0 and unused is not None else "")
+            # (it read "0.48 × a pass (…)" at 1366 px: a new user's try)
             L["predicted"].setText(predicted_text(s), predicted_text(s, compact=True))
         else:
             for key in ("accepted", "alpha", "per_round", "predicted"):

@@ -129,10 +129,32 @@ def test_machine_drift_moves_all_verify_sizes_alike():
         c.record_verify(1, 0.043)
     assert abs(c.verify_s[1] - 0.043) < 1e-3
     assert abs(c.verify_s[2] / c.verify_s[1] - ratio) < 1e-9     # the other sizes slowed down alike
-    # rounds of one size correct that size's own cost, and only that
+    # rounds of one size correct that size's own cost, and only that (in a run of fewer than STALE_TOKENS
+    # tokens: past that, the yardstick is stale, test_a_long_run_without_a_single_pass_moves_every_price_alike)
     for _ in range(60):
         c.record_verify(2, 0.060)
     assert abs(c.verify_s[2] - 0.060) < 2e-3 and abs(c.verify_s[1] - 0.043) < 1e-3
+
+
+def test_a_long_run_without_a_single_pass_moves_every_price_alike():
+    # Every pass slows as the context grows (here a single-token pass by 1 % every 8 tokens), and a check
+    # of k tokens costs its ratio to it throughout. Fifty rounds copy 16 tokens each, all kept, with no
+    # single-token pass among them: the 17-token check keeps its ratio (but for the first STALE_PASSES
+    # rounds' creep), and the single pass's price follows the context without one being timed.
+    from desktop_app.engine.costs import STALE_PASSES, STALE_TOKENS
+
+    ratios = {1: 1.0, 5: 3.9, 17: 13.2, 33: 22.8}
+    single = lambda context: 0.010 * (1 + context / 800)            # noqa: E731
+    c = CostModel(verify_s={k: r * single(50) for k, r in ratios.items()})
+    context = 50
+    for _ in range(50):
+        c.record_verify(17, ratios[17] * single(context))
+        context += 17
+    assert context > 800 and 50 * 17 > STALE_TOKENS and 50 > STALE_PASSES
+    assert c.verify_s[17] / c.verify_s[1] == pytest.approx(13.2, rel=0.1)     # (it had crept to 25, and the
+    # single pass stayed at its price before the run, half what it costs by the end)
+    assert c.verify_s[33] / c.verify_s[1] == pytest.approx(22.8, rel=1e-6)
+    assert c.verify_s[1] == pytest.approx(single(context), rel=0.15)     # (its moving average, a few rounds behind)
 
 
 def test_a_yardstick_timed_wrong_is_corrected_by_the_first_pass_that_shows_it():

@@ -19,6 +19,9 @@ SPIKE = 1.5                 # a pass slower than this many times its cost moves 
 WIN_MARGIN = 1.02           # an option must be predicted 2 % faster than the best other to be used
 PREFILL_MIN = 8              # tokens a pass must read to say what a token of a long prompt costs
 DIP_MAX = 0.75              # a pass is priced at no less than this share of the nearest smaller one measured
+STALE_TOKENS = 128          # a single-token pass's price is stale after passes over this many tokens without
+STALE_PASSES = 8            # one, and at least this many passes: then a pass over more tokens moves every
+                            # price at once, as a single-token pass would (CostModel.record_verify)
 
 
 def expected_tokens(alpha: float, gamma: int) -> float:
@@ -109,6 +112,8 @@ class CostModel:
     prefill_s: dict[str, float] = field(default_factory=dict)     # "target"/"model" -> seconds per token
                                                                   # of a batched prompt pass
     _held_up: set = field(default_factory=set, repr=False)       # prices whose last timing was a SPIKE
+    _since_single: list = field(default_factory=lambda: [0, 0], repr=False)   # [passes, tokens] since the
+                                                                             # last single-token pass
 
     # -- recording
     def record_verify(self, batch: int, seconds: float) -> None:
@@ -130,9 +135,18 @@ class CostModel:
         alone was timed; moving every size by it once priced a single pass at 0.2 ms, and a reply at
         "c = 3056" and "plain decoding 1947 tok/s"), and the yardstick's too only where it is far
         above this pass. Nor can a pass over more tokens be FAR_BELOW times
-        faster than a single-token pass: where one is, the single-token pass is priced at it."""
+        faster than a single-token pass: where one is, the single-token pass is priced at it.
+        A single-token pass's price goes stale in a run of rounds without one (a reply that copies
+        hundreds of tokens round after round): every pass slows as the context grows. So after
+        STALE_PASSES passes over STALE_TOKENS tokens or more without one, a pass over more tokens moves
+        every price as a single-token pass would, and the ratios between sizes stay as timed. Priced
+        against the stale yardstick, a 33-token check of the test model, 22.8 single passes at load and
+        about 20 in the reply, had crept to 33 over 50 copying rounds (the context grown from 50 tokens to 740),
+        and auto, copying every token of a repeated phrase right, stopped copying for the rest of the
+        reply (a new user's try: 1.39x plain measured, 0.98x predicted)."""
         if not seconds > 0:                              # (no pass takes no time: a clock's slip)
             return
+        stale = self._count_since_single(batch)
         old = self.verify_s.get(batch)
         if old is None or old <= 0:
             self.verify_s[batch] = seconds
@@ -151,9 +165,18 @@ class CostModel:
         if batch > 1 and seconds * FAR_BELOW < single:   # the single-token pass alone was timed wrong
             self._move_yardstick(min(seconds, *(v for k, v in self.verify_s.items() if k > 1)) / single, [1])
         new = (1 - EMA) * old + EMA * self._damped(("verify", batch), old, seconds)
-        if batch == 1:
+        if batch == 1 or stale:
             self._move_yardstick(new / old, list(self.verify_s))
         self.verify_s[batch] = new
+
+    def _count_since_single(self, batch: int) -> bool:
+        """Count a pass over `batch` tokens; whether the single-token pass's price is stale by then."""
+        if batch == 1:
+            self._since_single[:] = [0, 0]
+            return False
+        self._since_single[0] += 1
+        self._since_single[1] += batch
+        return self._since_single[0] >= STALE_PASSES and self._since_single[1] >= STALE_TOKENS
 
     def _damped(self, key: tuple, old: float, seconds: float) -> float:
         """A timing as its price moves towards it: above SPIKE times the price, SPIKE times it, unless the

@@ -157,6 +157,27 @@ def test_a_long_run_without_a_single_pass_moves_every_price_alike():
     assert c.verify_s[1] == pytest.approx(single(context), rel=0.15)     # (its moving average, a few rounds behind)
 
 
+def test_a_size_first_timed_in_a_long_run_moves_only_its_own_price_until_established():
+    # A review's case: the yardstick stale, a size never timed before is first timed while the machine
+    # held it up (twice its cost), then timed right. Moving every price with it, it had halved them all
+    # (the single pass at 5 ms where it costs 10). It moves its own price until timed ESTABLISHED times.
+    from desktop_app.engine.costs import ESTABLISHED, STALE_PASSES
+
+    c = CostModel(verify_s={1: 0.010, 33: 0.250})
+    for _ in range(STALE_PASSES):
+        c.record_verify(33, 0.250)
+    c.record_verify(12, 0.200)                     # 0.100 when not held up
+    for _ in range(30):
+        c.record_verify(12, 0.100)
+    assert c.verify_s[12] == pytest.approx(0.100, rel=0.01)
+    assert c.verify_s[1] > 0.0085 and 30 > ESTABLISHED        # (most of the error gone before it counts)
+    assert c.verify_s[33] / c.verify_s[1] == pytest.approx(25.0)
+    before = dict(c.verify_s)
+    other = c.for_another_count()                  # another thread count: its own rounds correct its prices
+    other.record_verify(33, 1.5 * c.verify_s[33])
+    assert other.verify_s[33] / other.verify_s[1] > 1.05 * c.verify_s[33] / c.verify_s[1] and c.verify_s == before
+
+
 def test_a_yardstick_timed_wrong_is_corrected_by_the_first_pass_that_shows_it():
     # A load calibrated while the machine was swamped: every pass priced 45× too dear, or the single-
     # token pass alone too dear. Noise only slows a pass, so one pass far faster than its price, or a

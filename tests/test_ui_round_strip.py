@@ -573,10 +573,10 @@ def test_a_server_reply_s_summary_names_its_rounds_as_a_local_one_s(capsys):
     from desktop_app.commands.remote import _print_stats
     from desktop_app.engine.events import FinishEvent, StopReason
 
-    _print_stats(FinishEvent("", (), slow_stats(n_plain_rounds=1), StopReason.MAX_TOKENS), SimpleNamespace(accepted_per_pos=[]),
+    _print_stats(FinishEvent("", (), slow_stats(), StopReason.MAX_TOKENS), SimpleNamespace(accepted_per_pos=[]),
                  0, 1, 64, False)
     err = capsys.readouterr().err
-    assert "kept 9/20 drafted (45 %) in 4 rounds, 1.80 kept per drafted round" in err, err
+    assert "kept 9/20 drafted (45 %) in 5 rounds, 1.80 kept per drafted round" in err, err     # (9 / 5)
 
 
 def test_a_cleared_panel_keeps_recording_the_live_reply_and_shows_it_again(qtbot):

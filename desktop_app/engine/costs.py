@@ -8,6 +8,7 @@ rather than assume it is flat. Auto mode (auto_policy.py) weighs its options on 
 """
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,8 @@ PREFILL_MIN = 8              # tokens a pass must read to say what a token of a 
 DIP_MAX = 0.75              # a pass is priced at no less than this share of the nearest smaller one measured
 STALE_TOKENS = 128          # a single-token pass's price is stale after passes over this many tokens without
 STALE_PASSES = 8            # one, and at least this many passes: then a pass over more tokens moves every
-                            # price at once, as a single-token pass would (CostModel.record_verify)
+                            # price at once, as a single-token pass would (CostModel.record_verify) ...
+ESTABLISHED = 10            # ... where its own size's price is established: timed this often, or at load
 
 
 def expected_tokens(alpha: float, gamma: int) -> float:
@@ -114,6 +116,7 @@ class CostModel:
     _held_up: set = field(default_factory=set, repr=False)       # prices whose last timing was a SPIKE
     _since_single: list = field(default_factory=lambda: [0, 0], repr=False)   # [passes, tokens] since the
                                                                              # last single-token pass
+    _timed: dict = field(default_factory=dict, repr=False)      # batch size -> passes timed by record_verify
 
     # -- recording
     def record_verify(self, batch: int, seconds: float) -> None:
@@ -139,15 +142,21 @@ class CostModel:
         A single-token pass's price goes stale in a run of rounds without one (a reply that copies
         hundreds of tokens round after round): every pass slows as the context grows. So after
         STALE_PASSES passes over STALE_TOKENS tokens or more without one, a pass over more tokens moves
-        every price as a single-token pass would, and the ratios between sizes stay as timed. Priced
-        against the stale yardstick, a 33-token check of the test model, 22.8 single passes at load and
-        about 20 in the reply, had crept to 33 over 50 copying rounds (the context grown from 50 tokens to 740),
-        and auto, copying every token of a repeated phrase right, stopped copying for the rest of the
-        reply (a new user's try: 1.39x plain measured, 0.98x predicted)."""
+        every price as a single-token pass would, where its own size's price is ESTABLISHED (priced at
+        load, or timed that often: a size first timed in a held-up moment would drag every price with
+        it), and the ratios between sizes stay as they were priced. Priced against the stale yardstick,
+        a 33-token check of the test model, 22.8 single passes at load and about 22 in the reply, had
+        crept to 33 over 50 copying rounds (the context grown from 50 tokens to 740), and auto, copying
+        every token of a repeated phrase right, stopped copying for the rest of the reply (a new user's
+        try). A size priced wrong when the yardstick goes stale stays so until a single-token pass
+        comes: then its own rounds correct it again."""
         if not seconds > 0:                              # (no pass takes no time: a clock's slip)
             return
         stale = self._count_since_single(batch)
         old = self.verify_s.get(batch)
+        timed = self._timed.get(batch, ESTABLISHED if old is not None and old > 0 else 0)   # (priced at load)
+        established = timed >= ESTABLISHED
+        self._timed[batch] = timed + 1
         if old is None or old <= 0:
             self.verify_s[batch] = seconds
             return
@@ -165,9 +174,17 @@ class CostModel:
         if batch > 1 and seconds * FAR_BELOW < single:   # the single-token pass alone was timed wrong
             self._move_yardstick(min(seconds, *(v for k, v in self.verify_s.items() if k > 1)) / single, [1])
         new = (1 - EMA) * old + EMA * self._damped(("verify", batch), old, seconds)
-        if batch == 1 or stale:
+        if batch == 1 or (stale and established):
             self._move_yardstick(new / old, list(self.verify_s))
         self.verify_s[batch] = new
+
+    def for_another_count(self) -> "CostModel":
+        """A copy of these prices for another thread count, which its own rounds then correct: its
+        yardstick is fresh (a stale one would keep them from it) and none of its sizes timed there yet."""
+        out = copy.deepcopy(self)
+        out._since_single[:] = [0, 0]
+        out._timed.clear()
+        return out
 
     def _count_since_single(self, batch: int) -> bool:
         """Count a pass over `batch` tokens; whether the single-token pass's price is stale by then."""

@@ -18,7 +18,6 @@ Invariant at the start of every round: the target's KV cache holds every token b
 """
 from __future__ import annotations
 
-import copy
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Generator, Iterator, NamedTuple, Sequence
@@ -195,7 +194,7 @@ class SpeculativeDecoder:
             if threads.others is not None:
                 reply.others_cpus = max(reply.others_cpus or 0.0, threads.others)
         if self.costs is not self._costs_by_count.get(n):
-            self.costs = self._costs_by_count.setdefault(n, copy.deepcopy(self.costs))
+            self.costs = self._costs_by_count.setdefault(n, self.costs.for_another_count())
             self.policy.costs = self.costs
 
     # -- the steps of a reply, in order

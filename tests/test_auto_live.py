@@ -127,9 +127,10 @@ def test_a_long_run_of_copies_keeps_the_checks_priced_as_timed(pair, monkeypatch
     pass slowing with it, while the single-token pass's price stayed where it was before them: each check
     priced against it crept up (a 33-token one from 22.8 single passes to 33), until copying looked no
     better than plain decoding. Real costs, as timed at load and by the reply's own rounds: over the
-    second half of such a reply, a check's price in single passes stays within 10 % of where it was
+    second half of such a reply, a check's price in single passes stays within 15 % of where it was
     (it rose by a quarter here; the first half's rounds may correct a price timed wrong at load, and a
-    plain step in the second half lets the next rounds correct them again)."""
+    plain step in the second half lets the next rounds correct them again: one check held up moves its
+    own price by up to 10 %)."""
     from desktop_app.engine import Controls, FinishEvent, RoundEvent, SpecSettings
 
     prompt = prompt_tokens(pair.target, "<|im_start|>user\nWrite the word apples, followed by a comma, 300 times."
@@ -151,4 +152,4 @@ def test_a_long_run_of_copies_keeps_the_checks_priced_as_timed(pair, monkeypatch
     assert sum(r.accepted for r in rounds) >= n // 2 and sum(r.accepted > 0 for r in second) >= 10   # it loops
     assert pair.decoder.costs is costs
     end = {k: costs.verify_cost(k) / costs.verify_cost(1) for k in half}
-    assert all(end[k] < 1.1 * half[k] for k in half), (half, end, [(len(r.drafted), r.accepted) for r in rounds])
+    assert all(end[k] < 1.15 * half[k] for k in half), (half, end, [(len(r.drafted), r.accepted) for r in rounds])

@@ -180,10 +180,10 @@ class CostModel:
 
     def for_another_count(self) -> "CostModel":
         """A copy of these prices for another thread count, which its own rounds then correct: its
-        yardstick is fresh (a stale one would keep them from it) and none of its sizes timed there yet."""
+        yardstick is fresh (a stale one would keep them from it). Which sizes are established stays
+        as here: a size timed once, held up, would otherwise count as priced at load there (a review)."""
         out = copy.deepcopy(self)
         out._since_single[:] = [0, 0]
-        out._timed.clear()
         return out
 
     def _count_since_single(self, batch: int) -> bool:

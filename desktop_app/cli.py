@@ -52,8 +52,8 @@ The reply goes to stdout; its numbers to stderr, one line each reply:
   measured               this reply's speed against plain decoding, timed on its plain rounds, or
                          before it where it had none (at load, or by the last reply in the window)
 On a terminal the reply's text is coloured by who wrote each token: green, a draft the target kept;
-yellow, the target's correction of a rejected draft (orange in the window); blue, its bonus token after a draft kept whole;
-uncoloured, a plain step (NO_COLOR=1 turns colour off).
+yellow, the target's correction of a rejected draft (orange in the window); blue, its bonus token
+after a draft kept whole; uncoloured, a plain step (NO_COLOR=1 turns colour off).
 """
 
 

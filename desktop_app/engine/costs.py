@@ -114,8 +114,8 @@ class CostModel:
     prefill_s: dict[str, float] = field(default_factory=dict)     # "target"/"model" -> seconds per token
                                                                   # of a batched prompt pass
     _held_up: set = field(default_factory=set, repr=False)       # prices whose last timing was a SPIKE
-    _since_single: list = field(default_factory=lambda: [0, 0], repr=False)   # [passes, tokens] since the
-                                                                             # last single-token pass
+    _passes_since_single: int = field(default=0, repr=False)     # passes, and the tokens they checked,
+    _tokens_since_single: int = field(default=0, repr=False)     # since the last single-token pass
     _timed: dict = field(default_factory=dict, repr=False)      # batch size -> passes timed by record_verify
 
     # -- recording
@@ -183,17 +183,17 @@ class CostModel:
         yardstick is fresh (a stale one would keep them from it). Which sizes are established stays
         as here: a size timed once, held up, would otherwise count as priced at load there (a review)."""
         out = copy.deepcopy(self)
-        out._since_single[:] = [0, 0]
+        out._passes_since_single = out._tokens_since_single = 0
         return out
 
     def _count_since_single(self, batch: int) -> bool:
         """Count a pass over `batch` tokens; whether the single-token pass's price is stale by then."""
         if batch == 1:
-            self._since_single[:] = [0, 0]
+            self._passes_since_single = self._tokens_since_single = 0
             return False
-        self._since_single[0] += 1
-        self._since_single[1] += batch
-        return self._since_single[0] >= STALE_PASSES and self._since_single[1] >= STALE_TOKENS
+        self._passes_since_single += 1
+        self._tokens_since_single += batch
+        return self._passes_since_single >= STALE_PASSES and self._tokens_since_single >= STALE_TOKENS
 
     def _damped(self, key: tuple, old: float, seconds: float) -> float:
         """A timing as its price moves towards it: above SPIKE times the price, SPIKE times it, unless the

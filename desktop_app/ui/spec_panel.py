@@ -369,10 +369,10 @@ class SpecPanel(QWidget):
         unused = s.unused_draft_c if s.n_rounds > FIRST_PROBE else None   # (the price auto weighed a draft
         if s.n_drafted:                                                   # model left unused at: the sentence
             self._show_drafts(s)                                          # quotes it)
-            L["c"].setText("–" if s.c is None else f"{s.c:.2f} × a pass" if s.c else "none (lookup only)"
-                           if unused is None else f"{unused:.2f} × a pass (not drafted: lookup only)",
-                           f"{unused:.2f} × a pass (not drafted)" if s.c == 0 and unused is not None else "")
-            # (it read "0.48 × a pass (…)" at 1366 px: a new user's try)
+            if s.c is None or s.c or unused is None:
+                L["c"].setText("–" if s.c is None else f"{s.c:.2f} × a pass" if s.c else "none (lookup only)")
+            else:                                 # (the short form: "0.48 × a pass (…)" at 1366 px, a new user's try)
+                L["c"].setText(f"{unused:.2f} × a pass (not drafted: lookup only)", f"{unused:.2f} × a pass (not drafted)")
             L["predicted"].setText(predicted_text(s), predicted_text(s, compact=True))
         else:
             for key in ("accepted", "alpha", "per_round", "predicted"):

@@ -87,6 +87,12 @@ def test_summary_medians_and_ratio_ranges():
     # plain decoding is the baseline: its prediction is "–" as every empty cell (it was blank), and its passes
     # are the target's, as the panel's Draft / target time counts them (under "verify s", they read as checks)
     assert "| 1 (baseline) | – |" in md and "| draft s | target s |" in md
+    # a setting that never drafted says so: its bare "–" read like the "0.00 | 0%" of drafts all rejected
+    idle = dataclasses.replace(spec_row, alpha=None, acceptance_rate=None, mean_accepted=None, c=None)
+    rejected = dataclasses.replace(spec_row, setting="lookup γ=8", alpha=0.0, acceptance_rate=0.0, c=0.0)
+    md = to_markdown([plain_row, idle, rejected], {"repeats": 3, "n_tokens": 10})
+    assert "| a | lookup γ=4 | 15.0 | 100 | not drafted | – | – |" in md
+    assert "| a | lookup γ=8 | 15.0 | 100 | 0.00 | 0% |" in md and "| a | plain | 10.0 | 100 | – | – |" in md
 
 
 def test_auto_is_reported_against_the_best_fixed_setting_of_each_prompt():

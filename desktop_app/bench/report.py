@@ -180,7 +180,9 @@ def to_markdown(rows: list[Row], meta: dict) -> str:
         predicted = ("–" if r.drafter == "none"
                      else f"{_fmt(r.predicted_speedup)} / {_fmt(r.predicted_speedup_measured)}")
         split = "– | –" if r.drafter == "server" else f"{r.draft_s:.2f} | {r.verify_s:.2f}"   # a server sends none
-        lines.append(f"| {r.prompt} | {r.setting} | {r.tokens_per_s:.1f} | {1000 * r.ttft_s:.0f} | {_fmt(r.alpha)} | "
+        alpha = "not drafted" if r.alpha is None and r.drafter != "none" else _fmt(r.alpha)  # (a bare "–" read
+        # like the "0.00 | 0%" of drafts all rejected: a new user's try)
+        lines.append(f"| {r.prompt} | {r.setting} | {r.tokens_per_s:.1f} | {1000 * r.ttft_s:.0f} | {alpha} | "
                      f"{_fmt(r.acceptance_rate, '.0%')} | {_fmt(r.mean_accepted)} | {split} | "
                      f"{'none' if r.c == 0 else _fmt(r.c)} | {speed} | {predicted} |")   # (0: copies, no step)
     short = short_replies(rows, meta.get("n_tokens"))

@@ -108,6 +108,9 @@ def test_footer_in_auto_mode_gives_the_rounds_that_drafted_and_their_mean_gamma(
     assert "γ 8" not in text
     assert footer_text(s.to_json(), _settings(drafter="lookup", auto=True)).startswith(
         "auto, lookup only · drafted in 20 of 50 rounds, γ ≈ 3.2")
+    # narrower, the rounds go first and "(measured)" next (both went at once)
+    forms = footer_forms(s.to_json(), _settings(drafter="lookup", auto=True))
+    assert forms[1] == forms[2] + " (measured)" == "auto, lookup only · 46/76 drafted kept · 13.3 tok/s · 1.41× plain (measured)"
 
 
 def test_footer_names_the_settings_a_reply_ended_with_where_they_changed_while_it_ran():
@@ -282,8 +285,8 @@ def test_a_narrow_chat_drops_the_footers_details_before_its_speed_and_times_plai
         shown = QPushButton.text(w.footer)
         if not seen or seen[-1] != shown:
             seen.append(shown)
-    assert seen[:3] == [w.footer.text(), f"auto · 46/76 drafted kept · 7.47 tok/s · {times}",
-                        f"auto · 7.47 tok/s · {times}"]
+    assert seen[:4] == [w.footer.text(), f"auto · 46/76 drafted kept · 7.47 tok/s · {times} (measured)",
+                        f"auto · 46/76 drafted kept · 7.47 tok/s · {times}", f"auto · 7.47 tok/s · {times}"]
     assert f"7.47 tok/s · {times}" in seen                     # then "…" only once that no longer fits
     assert all(times in t for t in seen[:seen.index(f"7.47 tok/s · {times}") + 1])
     assert w.footer.toolTip().startswith(w.footer.text())

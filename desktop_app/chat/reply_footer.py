@@ -83,7 +83,7 @@ def footer_text(stats: dict | GenerationStats | None, settings: dict | None, sta
 
 def footer_forms(stats: dict | GenerationStats | None, settings: dict | None, status: str = "done") -> list[str]:
     """The footer of one reply, then shorter forms of it for a narrow chat, longest first, dropping
-    what matters least first (the rounds that drafted and "(measured)", then γ, the kept count, the
+    what matters least first (the rounds that drafted, "(measured)", then γ, the kept count, the
     drafter; in auto, γ goes with the rounds it is the mean over), so that the speed and the × plain
     figure are the last to go (a new user's try: "1.01× plain (measur…" at the default window size)."""
     s = GenerationStats.from_json(stats)
@@ -121,7 +121,9 @@ def footer_forms(stats: dict | GenerationStats | None, settings: dict | None, st
     kept = f"{s.n_accepted}/{s.n_drafted} drafted kept" if s.n_drafted else ""
     measured = s.measured_speedup
     times = f"{measured:.2f}× plain" if measured is not None else ""
-    forms = [(label, gamma, kept, fewer, times + " (measured)" if times else ""),
+    measured_times = times + " (measured)" if times else ""
+    forms = [(label, gamma, kept, fewer, measured_times),
+             (label, gamma_short, kept, fewer, measured_times),     # (auto's rounds went with "(measured)")
              (label, gamma_short, kept, fewer, times),
              (label, kept, speed, times),
              (label, speed, times),

@@ -196,7 +196,7 @@ def test_a_server_without_speculation_is_said_and_decodes_plainly(llama_tools, t
 
 
 def test_a_server_that_dies_mid_reply_leaves_the_partial_reply_and_says_so(llama_tools, test_model_path,
-                                                                         q2k_draft_path, tmp_path):
+                                                                         q2k_draft_path, tmp_path, qtbot):
     doomed = Server(llama_tools, "-m", test_model_path, "-md", q2k_draft_path, "--spec-type", "draft-simple",
                     "--metrics", log=tmp_path / "doomed.log")       # (its /metrics is gone too when it dies)
     try:
@@ -213,6 +213,12 @@ def test_a_server_that_dies_mid_reply_leaves_the_partial_reply_and_says_so(llama
         assert finish.text == "".join(t for e in events if isinstance(e, RoundEvent) for t in e.emitted_text)
         from desktop_app.commands.remote import _stopped_by      # the summary's words: not "stopped by Ctrl+C"
         assert _stopped_by(finish, 400, False) == "stopped: the server broke off"
+        from desktop_app.ui.spec_panel import SpecPanel                # the panel's words: not "stopped" either
+        panel = SpecPanel()
+        qtbot.addWidget(panel)
+        panel.begin("t")
+        panel.finish(finish.stats, finish.end_after_rounds, finish.broke_off)
+        assert panel.header.text().endswith("(interrupted)")
     finally:
         doomed.stop()
 

@@ -14,7 +14,7 @@ from desktop_app.chat.history import HistoryStore
 from desktop_app.engine import (GREEDY, Controls, FinishEvent, LoadOptions, ModelPair, RoundEvent, SpecSettings,
                                 TokenEvent)
 from desktop_app.engine.costs import DIP_MAX, WIN_MARGIN
-from desktop_app.engine.events import GenerationStats, TokenKind
+from desktop_app.engine.events import GenerationStats, StopReason, TokenKind
 from desktop_app.engine.metrics import plain_rate_so_far
 from desktop_app.engine.explain import measured_text, rate_text
 from desktop_app.ui.charts import PLAIN_EARLIER, PLAIN_ESTIMATE_MIN, LiveCharts, rolling_rate
@@ -630,6 +630,30 @@ def test_a_reply_stopped_before_its_first_token_says_so_everywhere(qtbot):
     assert panel.verdict.text() == "Stopped before the first token: nothing was written or drafted."
     assert panel.pay.sentence.text() == "Nothing was written, so there is nothing to judge from."
     assert panel.pay.best_gamma == 0 and len(panel.pay.curve.getData()[0] or []) == 0
+
+
+def test_a_reply_that_broke_off_reads_interrupted_not_stopped(qtbot):
+    """A llama-server reply whose connection broke (CANCELLED with a message) read "stopped" in the panel's
+    header, as if the user had stopped it, where the chat said "interrupted"."""
+    panel = SpecPanel()
+    qtbot.addWidget(panel)
+    for stats in (GenerationStats(n_tokens=0, tokens_per_s=0.0, stop_reason="cancelled", ttft_s=2.5),
+                  GenerationStats(n_tokens=5, tokens_per_s=10.0, stop_reason="cancelled", ttft_s=0.2, n_rounds=3)):
+        broke = FinishEvent("", (), stats, StopReason.CANCELLED, message="The connection broke mid-reply.")
+        stopped = FinishEvent("", (), stats, StopReason.CANCELLED)
+        assert broke.broke_off and not stopped.broke_off
+        panel.begin("test")
+        panel.finish(stats, broke.end_after_rounds, broke.broke_off)
+        assert panel.header.text().endswith("in 'test' (interrupted)")
+        if not stats.n_tokens:
+            assert panel.labels["tokens"].text() == "0 (broke off after 2.50 s)"
+            assert panel.verdict.text() == "The reply broke off before its first token: nothing was written."
+        panel.begin("test")
+        panel.finish(stats, stopped.end_after_rounds, stopped.broke_off)
+        assert panel.header.text().endswith("in 'test' (stopped)")
+        if not stats.n_tokens:
+            assert panel.labels["tokens"].text() == "0 (stopped after 2.50 s)"
+            assert panel.verdict.text().startswith("Stopped before the first token")
 
 
 def test_a_speed_and_plain_decodings_that_read_alike_beside_0_99x_take_a_digit_more(qtbot):

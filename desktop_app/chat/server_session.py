@@ -76,4 +76,4 @@ class ServerChatSession(ChatSession):
         return starts[0]
 
     def _final_status(self, event: FinishEvent) -> str:
-        return "interrupted" if event.message else reply_status(event.stop_reason)
+        return "interrupted" if event.broke_off else reply_status(event.stop_reason)

@@ -92,7 +92,7 @@ def _stopped_by(finish, limit: int, stops: bool) -> str:
     from desktop_app.engine.events import StopReason
     from desktop_app.engine.explain import stopped_by
 
-    if finish.stop_reason == StopReason.CANCELLED and finish.message:
+    if finish.broke_off:
         return "stopped: the server broke off"
     if stops and finish.stop_reason == StopReason.EOS:
         return "stopped by its end or a stop string (the server tells neither apart)"

@@ -280,12 +280,18 @@ class FinishEvent:
                                       # start, an unfinished UTF-8 sequence) and released at the end
 
     @property
+    def broke_off(self) -> bool:
+        """The reply ended neither by itself nor by Stop: a llama-server's connection broke mid-reply
+        (CANCELLED, with the message saying how)."""
+        return self.stop_reason == StopReason.CANCELLED and bool(self.message)
+
+    @property
     def end_after_rounds(self) -> str:
         """The end mark (RoundEvent.end) for the reply's last round where the reply ended after it, for a
         reason no round carries: a stop string, a full context, Stop. "" otherwise: an end token or the
         token limit is marked in its own round, and a llama-server reply that broke off (CANCELLED with
         a message) was not stopped by the user."""
         if self.stop_reason in (StopReason.STOP_STRING, StopReason.CONTEXT_FULL) or (
-                self.stop_reason == StopReason.CANCELLED and not self.message):
+                self.stop_reason == StopReason.CANCELLED and not self.broke_off):
             return self.stop_reason.value
         return ""

@@ -381,7 +381,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
     def _on_finished(self, conversation_id: int, event: FinishEvent) -> None:
         if self._closing:          # already-queued worker signals after close
             return
-        self.spec_panel.finish(event.stats, event.end_after_rounds)
+        self.spec_panel.finish(event.stats, event.end_after_rounds, event.broke_off)
         if self.loaded is not None and self.loaded.server is not None:      # it now knows more of itself
             self.spec_bar.set_remote(self.loaded.server.speculation(), self.loaded.server.command_hint())
         if conversation_id == self.current_id:

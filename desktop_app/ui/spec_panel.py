@@ -146,6 +146,7 @@ class SpecPanel(QWidget):
         self._shown: tuple | None = None   # the header's reply: ("live",) or ("stored", conversation,
                                            # title, created_at, number); None: none
         self._live_stats: GenerationStats | None = None
+        self._broke_off = False       # the live reply broke off (FinishEvent.broke_off): not "stopped"
         self._plain_known: float | None = None   # plain decoding's rate with the loaded pair, as last known
         self._round_s = 0.0           # the live reply's rounds: seconds, on the engine's clock (as the
         self._round_tokens = 0        # chart's), and the tokens they emitted
@@ -203,7 +204,7 @@ class SpecPanel(QWidget):
             self.header.setText(f"Live: reply in '{self._live_title}'")
         else:                       # how it ended ("just finished" stayed on minutes later, and was said
             s = self._live_stats    # of stopped, interrupted and cut-off replies: users' tries)
-            end = ("interrupted" if s is None else "stopped" if s.stop_reason == "cancelled" else
+            end = ("interrupted" if s is None or self._broke_off else "stopped" if s.stop_reason == "cancelled" else
                    "cut off" if s.stop_reason in CUT_OFF else "finished")
             self.header.setText(f"Reply of {time.strftime('%H:%M', self._live_began)} in '{self._live_title}' "
                                 f"({end})")
@@ -214,7 +215,7 @@ class SpecPanel(QWidget):
         self._live_title = title
         self._live_conversation = conversation_id
         self._live_began = time.localtime()      # (the history dates a reply from its start, as here)
-        self._live_stats = None
+        self._live_stats, self._broke_off = None, False
         self._round_s, self._round_tokens = 0.0, 0
         self._first_token_at = self._last_token_at = None
         self._n_tokens = 0
@@ -305,8 +306,10 @@ class SpecPanel(QWidget):
         until it times plain steps of its own."""
         self._plain_known = rate or None
 
-    def finish(self, stats: GenerationStats, end: str = "") -> None:
-        """`end`: FinishEvent.end_after_rounds, the mark the last round gets (as the history stores it)."""
+    def finish(self, stats: GenerationStats, end: str = "", broke_off: bool = False) -> None:
+        """`end`: FinishEvent.end_after_rounds, the mark the last round gets (as the history stores it);
+        `broke_off`: FinishEvent.broke_off (a llama-server's reply whose connection broke read "stopped"
+        in the panel, as if the user had stopped it, where the chat said "interrupted")."""
         self._flush()
         if self._live_rounds and end and not self._live_rounds[-1].end:
             last = self._live_rounds[-1] = replace(self._live_rounds[-1], end=end)
@@ -315,6 +318,7 @@ class SpecPanel(QWidget):
         self._timer.stop()
         self._streaming = False
         self._live_stats = stats
+        self._broke_off = broke_off
         if stats.plain_tokens_per_s and not stats.remote and stats.n_rounds >= PLAIN_ESTIMATE_MIN \
                 and stats.stop_reason != StopReason.CANCELLED.value:   # (a reply of a round or two: mostly noise)
             self._plain_known = stats.plain_tokens_per_s
@@ -322,6 +326,9 @@ class SpecPanel(QWidget):
             self._show_header()
             self.charts.finish(stats)
             self.show_stats(stats)
+            if broke_off and not stats.n_tokens:        # (not "stopped after", "Stopped before the first token")
+                self.labels["tokens"].setText(f"0 (broke off after {duration_text(stats.ttft_s)})")
+                self.verdict.setText("The reply broke off before its first token: nothing was written.")
 
     @property
     def live(self) -> bool:          # a reply is streaming into the panel

@@ -205,6 +205,9 @@ def test_generate_text_summary_names_the_seed_and_adds_up(test_model_path, q2k_d
     assert bool(end) == ended                              # the end the rounds wrote is said, as in the window
     hi = tandem("generate", "-m", test_model_path, "-md", q2k_draft_path, "-p", "Say hi.", "-n", "64", "-c", "512")
     assert re.search(r"^\d+ tokens \+ end, .*; stopped by its end \(the model's end token\);", hi.stderr, re.M), hi.stderr
+    cut = tandem("generate", "-m", test_model_path, "-md", q2k_draft_path, "-p", "Say hi.", "-n", "64", "-c", "512",
+                 "--stop", hi.stdout.split()[0])       # a stop string at its first word: "1 token" under an empty line
+    assert "; stopped by a stop string (its tokens counted, not printed);" in cut.stderr, (hi.stdout, cut.stderr)
     assert kept + drafted + plain in ((tokens + 1, tokens + 2) if ended else (tokens,)), out.stderr
     many = tandem("generate", "-m", test_model_path, "-p", "Say hi.", "-n", "6", "-c", "512", "--temp", "0.8",
                   "--seed", "3", "--samples", "2")

@@ -91,9 +91,14 @@ def test_models_alone_lists_them_and_an_unknown_key_is_named_as_such(tmp_path):
                          env={**os.environ, "TANDEM_MODELS_DIR": str(tmp_path)}, timeout=300)
     assert out.returncode == 0 and out.stdout.startswith(f"models folder: {tmp_path}"), out
     out = tandem("generate", "-m", "qwen2.5-coder-7b", "-p", "hi")
-    assert out.returncode == 1 and out.stderr == ("tandem: error: qwen2.5-coder-7b: no such file, and not a catalogue key "
-                                                  "(smollm2-135m, qwen2.5-coder-1.5b, qwen2.5-coder-0.5b, gemma3-270m; "
-                                                  "tandem models list)\n"), out.stderr
+    assert out.returncode == 1 and out.stderr == ("tandem: error: target model qwen2.5-coder-7b: no such file, and not a "
+                                                  "catalogue key (smollm2-135m, qwen2.5-coder-1.5b, qwen2.5-coder-0.5b, "
+                                                  "gemma3-270m; tandem models list)\n"), out.stderr
+    # which of -m and -md it was, as a missing path's message says ("nosuch: no such file" named neither)
+    out = tandem("generate", "-m", "smollm2-135m", "-md", "nosuch", "-p", "hi")
+    assert out.returncode == 1 and out.stderr.startswith("tandem: error: draft model nosuch: no such file"), out.stderr
+    out = tandem("bench", "-m", "smollm2-135m", "-md", "nosuch")
+    assert out.returncode == 1 and out.stderr.startswith("tandem: error: draft model nosuch: no such file"), out.stderr
 
 
 @pytest.mark.parametrize("args, says", [

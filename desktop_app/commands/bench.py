@@ -159,8 +159,8 @@ def run(args: argparse.Namespace) -> int:
     target_opts = LoadOptions(n_gpu_layers=ngl, n_threads=threads, n_ctx=n_ctx, repack=repack, rpc_servers=rpc_servers)
     draft_opts = LoadOptions(n_gpu_layers=ngld, n_threads=threads, n_ctx=n_ctx, repack=repack, rpc_servers=rpc_servers)
     try:
-        target = models.path_for(args.target)
-        draft = models.path_for(args.draft) if args.draft else None
+        target = models.path_for(args.target, role="target model")
+        draft = models.path_for(args.draft, role="draft model") if args.draft else None
         checks.draft_note(target, draft)
         with Interrupt(on_force=lambda: fail(args, "interrupted", EXIT_INTERRUPTED)) as interrupt:
             try:                                     # (while llama.cpp loads, Ctrl-C is noted, then acted on)

@@ -120,9 +120,9 @@ def run(args: argparse.Namespace) -> int:
     out = Streamed(color=colored(args), quiet=args.json)
     try:
         progress = None if args.json else TerminalProgress()
-        args.target = models.path_for(args.target, progress)
+        args.target = models.path_for(args.target, progress, "target model")
         if args.draft:
-            args.draft = models.path_for(args.draft, progress)
+            args.draft = models.path_for(args.draft, progress, "draft model")
             if not args.json:
                 checks.draft_note(args.target, args.draft)
         def interrupted():                         # a second Ctrl-C, which ends the process at once
@@ -288,7 +288,9 @@ def _print_stats(finish, k: int, n: int, rounds: list, spec, seed: int | None, l
     tokens = count(s.n_tokens, "token") + end_text(s)    # ("+ end": kept + rounds = 17 beside "15 tokens")
     finer = rates_finer(s)          # (a digit more where "14.9" beside "1.00x (plain 15.0)" would not add up, as
     parts = [f"{tokens}, {rate_text(s.tokens_per_s, finer)}, first token {duration_text(s.ttft_s)}",   # the panel)
-             f"stopped by {stopped_by(s.stop_reason, f'the token limit (-n {limit})', 'Ctrl+C')}"]
+             f"stopped by {stopped_by(s.stop_reason, f'the token limit (-n {limit})', 'Ctrl+C')}"
+             + (" (its tokens counted, not printed)" if s.stop_reason == "stop_string" else "")]   # ("1 token" under
+                                                                        # an empty reply: a new user's try)
     if n == 1 and seed is not None:
         parts.append(f"seed {seed}")
     if s.n_drafted:

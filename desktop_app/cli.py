@@ -106,8 +106,8 @@ def _add_spec_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_sampling_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--temp", type=float, default=0.0, help="temperature; 0 is greedy (default 0)")
-    p.add_argument("--top-k", type=int, default=40, help="sample among the K likeliest tokens; 0: all (default 40)")
+    p.add_argument("--temp", type=float, default=0.0, help="temperature; 0 or below is greedy, as in llama.cpp (default 0)")
+    p.add_argument("--top-k", type=int, default=40, help="sample among the K likeliest tokens; 0 or below: all (default 40)")
     p.add_argument("--top-p", type=float, default=0.95, help="... among the likeliest tokens that together hold "
                    "probability P; 1: off (default 0.95)")
     p.add_argument("--min-p", type=float, default=0.05, help="... leaving out tokens below P times the likeliest "

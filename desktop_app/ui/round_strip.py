@@ -191,7 +191,9 @@ class Colours:
             body = f"<s>&nbsp;{text}&nbsp;</s>" if struck else f"&nbsp;{text}&nbsp;"
             style = f"background:{self.background(kind)}" + (f";color:{colour}" if colour else "")
             return f'<span style="{style}">{body}</span>'
-        return " ".join([chip(KEPT, "kept draft"), chip(REJECTED, "rejected", True),
+        return " ".join([chip(KEPT, "kept"), chip(REJECTED, "rejected", True),   # ("kept draft" wrapped "■ end"
+                                                                                   # onto a line of its own at
+                                                                                   # 1366 and 1280 px: a user's try)
                          chip(DISCARDED, "discarded", True, self.discarded_text),
                          chip(CORRECTION, "correction"), chip(BONUS, "bonus"), chip(PLAIN, "plain"),
                          '<span style="border:1px solid gray">&nbsp;■&nbsp;end&nbsp;</span>'])   # (one word: never parted)

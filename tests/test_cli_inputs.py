@@ -86,7 +86,7 @@ def test_errors_without_json_are_one_line_and_nothing_on_stdout():
     assert usage_error(tandem("--bogus"), json_doc=False) == "unrecognized arguments: --bogus (see tandem -h)"
 
 
-def test_models_alone_lists_them_and_an_unknown_key_is_named_as_such(tmp_path):
+def test_models_alone_lists_them_and_an_unknown_key_is_named_as_such(tmp_path, test_model_path):
     out = subprocess.run([sys.executable, "-m", "desktop_app", "models"], capture_output=True, text=True,
                          env={**os.environ, "TANDEM_MODELS_DIR": str(tmp_path)}, timeout=300)
     assert out.returncode == 0 and out.stdout.startswith(f"models folder: {tmp_path}"), out
@@ -95,9 +95,9 @@ def test_models_alone_lists_them_and_an_unknown_key_is_named_as_such(tmp_path):
                                                   "catalogue key (smollm2-135m, qwen2.5-coder-1.5b, qwen2.5-coder-0.5b, "
                                                   "gemma3-270m; tandem models list)\n"), out.stderr
     # which of -m and -md it was, as a missing path's message says ("nosuch: no such file" named neither)
-    out = tandem("generate", "-m", "smollm2-135m", "-md", "nosuch", "-p", "hi")
+    out = tandem("generate", "-m", test_model_path, "-md", "nosuch", "-p", "hi")
     assert out.returncode == 1 and out.stderr.startswith("tandem: error: draft model nosuch: no such file"), out.stderr
-    out = tandem("bench", "-m", "smollm2-135m", "-md", "nosuch")
+    out = tandem("bench", "-m", test_model_path, "-md", "nosuch")
     assert out.returncode == 1 and out.stderr.startswith("tandem: error: draft model nosuch: no such file"), out.stderr
 
 

@@ -33,7 +33,7 @@ def test_the_panel_help_names_every_colour_of_the_legend(qtbot, window):
     dialog = window.show_panel_help()
     qtbot.addWidget(dialog)
     legend = re.sub(r"<[^>]+>", " ", Colours(False).legend_html()).replace("&nbsp;", " ")
-    names = [n for n in ("kept draft", "rejected", "discarded", "correction", "bonus", "plain", "end") if n in legend]
+    names = [n for n in ("kept", "rejected", "discarded", "correction", "bonus", "plain", "end") if n in legend]
     assert len(names) == 7 and len(re.findall(r"<span", Colours(False).legend_html())) == 7
     for name in names:
         assert f"<b>{name}</b>" in PANEL_HELP

@@ -281,8 +281,8 @@ class FinishEvent:
 
     @property
     def broke_off(self) -> bool:
-        """The reply ended neither by itself nor by Stop: a llama-server's connection broke mid-reply
-        (CANCELLED, with the message saying how)."""
+        """The reply ended neither by itself nor by Stop: a llama-server's connection broke mid-reply, or
+        the server sent an error instead of the rest (CANCELLED, with the message saying which)."""
         return self.stop_reason == StopReason.CANCELLED and bool(self.message)
 
     @property

@@ -15,8 +15,8 @@ def path_for(name_or_path: str, progress=None, role: str = "") -> str:
     if name_or_path in MODELS and not os.path.exists(name_or_path):
         return str(fetch(MODELS[name_or_path], progress=progress))
     if not os.path.exists(name_or_path) and os.sep not in name_or_path and not name_or_path.lower().endswith(".gguf"):
-        raise FetchError(f"{role + ' ' if role else ''}{name_or_path}: no such file, and not a catalogue key ({', '.join(MODELS)}; "
-                         "tandem models list)")
+        named = f"{role} {name_or_path}" if role else name_or_path
+        raise FetchError(f"{named}: no such file, and not a catalogue key ({', '.join(MODELS)}; tandem models list)")
     return name_or_path
 
 

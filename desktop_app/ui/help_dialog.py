@@ -20,7 +20,7 @@ occurrence of the text just written; <b>Auto</b> chooses between them, or plain 
 round, from what it measures on this machine.</p>
 <p>The round strip shows every round, in colours the legend above it repeats:</p>
 <ul>
-<li><b>kept draft</b> (green): a guessed token the target agreed with; it cost no pass of its own.</li>
+<li><b>kept</b> (green): a guessed token the target agreed with; it cost no pass of its own.</li>
 <li><b>rejected</b> (red, struck through): the first guess the target did not keep.</li>
 <li><b>discarded</b> (grey): guesses after a rejected one; they are dropped without being judged.</li>
 <li><b>correction</b> (orange): the target's own token in place of the rejected one.</li>

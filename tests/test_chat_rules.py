@@ -25,3 +25,5 @@ def test_rules_on_a_stored_conversation(tmp_path):
 def test_reply_status():
     assert reply_status(StopReason.CANCELLED) == "cancelled"
     assert {reply_status(r) for r in StopReason if r != StopReason.CANCELLED} == {"done"}
+    assert reply_status(StopReason.CANCELLED, broke_off=True) == "interrupted"     # (a llama-server's reply that
+                                                                                    # broke off: not "stopped")

@@ -16,9 +16,12 @@ class _Message(Protocol):
     content: str
 
 
-def reply_status(stop_reason: StopReason) -> str:
+def reply_status(stop_reason: StopReason, broke_off: bool = False) -> str:
     """How a reply that ended for `stop_reason` is stored and shown: "cancelled" when the user stopped
-    it, else "done" (a reply cut short by the engine's death is "interrupted", by an error "error")."""
+    it, "interrupted" where it broke off (FinishEvent.broke_off: a llama-server's connection broke), else
+    "done" (a reply cut short by the engine's death is "interrupted" too, by an error "error")."""
+    if broke_off:
+        return "interrupted"
     return "cancelled" if stop_reason == StopReason.CANCELLED else "done"
 
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from desktop_app.chat.history import ConversationInfo, HistoryStore
-from desktop_app.chat.rules import reply_status
 from desktop_app.chat.session import FLUSH_INTERVAL_S, ChatSession, ContextOverflow, GenerationOptions
-from desktop_app.engine.events import FinishEvent
 from desktop_app.engine.settings import Controls
 from desktop_app.remote.server import LlamaServer, ServerError
 
@@ -74,6 +72,3 @@ class ServerChatSession(ChatSession):
             raise ContextOverflow(0, self.n_ctx, 0, False, SERVER_LARGER)
         self.store.set_first_turn(conversation_id, starts[0])
         return starts[0]
-
-    def _final_status(self, event: FinishEvent) -> str:
-        return "interrupted" if event.broke_off else reply_status(event.stop_reason)

@@ -237,9 +237,6 @@ class ChatSession:
                                     self.template.stops(options.stop))
         return self._store_reply(conversation_id, events, settings)
 
-    def _final_status(self, event: FinishEvent) -> str:
-        return reply_status(event.stop_reason)
-
     def _store_reply(self, conversation_id: int, events: Iterator, settings: dict) -> Iterator:
         """Write the reply as `events` stream it (at least every flush interval), and keep what came
         when it ends early; yields the events on."""
@@ -260,7 +257,7 @@ class ChatSession:
                 elif isinstance(event, RoundEvent):
                     rounds.append(event.to_record())
                 elif isinstance(event, FinishEvent):
-                    status = self._final_status(event)
+                    status = reply_status(event.stop_reason, event.broke_off)
                     if rounds and event.end_after_rounds and not rounds[-1].get("end"):   # (the strip's mark)
                         rounds[-1]["end"] = event.end_after_rounds
                     # after a stop string the last tokens hold text that was cut: re-tokenise next turn

@@ -282,6 +282,7 @@ def _print_stats(finish, k: int, n: int, rounds: list, spec, seed: int | None, l
     from desktop_app.engine.explain import (alpha_text, duration_text, end_text, fewer_threads, rate_text,
                                             rates_finer, share_text, stopped_by, unused_draft)
     from desktop_app.chat.reply_footer import DRAFTER_LABELS
+    from desktop_app.engine.events import StopReason
 
     s = finish.stats
     head = f"[sample {k + 1}/{n}] " if n > 1 else ""
@@ -289,7 +290,7 @@ def _print_stats(finish, k: int, n: int, rounds: list, spec, seed: int | None, l
     finer = rates_finer(s)          # (a digit more where "14.9" beside "1.00x (plain 15.0)" would not add up, as
     parts = [f"{tokens}, {rate_text(s.tokens_per_s, finer)}, first token {duration_text(s.ttft_s)}",   # the panel)
              f"stopped by {stopped_by(s.stop_reason, f'the token limit (-n {limit})', 'Ctrl+C')}"
-             + (" (its tokens counted, not printed)" if s.stop_reason == "stop_string" else "")]   # ("1 token" under
+             + (" (its tokens counted, not printed)" if s.stop_reason == StopReason.STOP_STRING.value else "")]   # ("1 token" under
                                                                         # an empty reply: a new user's try)
     if n == 1 and seed is not None:
         parts.append(f"seed {seed}")

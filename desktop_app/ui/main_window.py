@@ -387,8 +387,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
         if conversation_id == self.current_id:
             stored = self._history(self.store.messages, conversation_id, default=[])
             last = stored[-1] if stored else None
-            ended = "interrupted" if event.broke_off else reply_status(event.stop_reason)   # (as ServerSession
-            self.chat.end_reply(event.text, last.status if last else ended,                 # stores it)
+            self.chat.end_reply(event.text, last.status if last else reply_status(event.stop_reason, event.broke_off),
                                 last.id if last else None, bool(last and last.rounds),
                                 event.stats, last.settings if last else None)
             self.mark_left_out(conversation_id)         # (turns left out for this reply: the line moves)

@@ -302,11 +302,12 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
     assert L["vs_plain"].text() == "1.40× (plain 0.50 tok/s, earlier)" and L["speed"].text() == "0.70 tok/s"
     # tokens and the rounds the strip numbers ("#473" beside "Tokens 559" read as a token's number)
     assert L["tokens"].text() == "14 in 5 rounds (first after 2.50 s)" and "round" in panel.titles["tokens"].toolTip()
-    narrow = L["tokens"]                 # (where the whole does not fit, the first token's time stays: "(…)"
-    narrow.resize(narrow.fontMetrics().horizontalAdvance("14 in 5 (first 2.50 s)") + 4, narrow.height())
-    assert narrow.shown_text() == "14 in 5 (first 2.50 s)"     # stood for it on busy machines, a new user's try)
-    narrow.resize(narrow.fontMetrics().horizontalAdvance("14 in 5 (…)") + 4, narrow.height())
-    assert narrow.shown_text() == "14 in 5 (…)"                # (the full form's first part cut: "14 in 5 r…")
+    narrow = L["tokens"]     # narrower: the rounds stay named while they fit ("37 + end in 38 (first 1.64 s)"
+    for form in ("14 in 5 rounds (first 2.50 s)",   # at 1366 px left "38 what?"), then the first token's time
+                 "14 in 5 (first 2.50 s)",          # stays ("(…)" stood for it on busy machines, a new user's try)
+                 "14 in 5 (…)"):                    # (the full form's first part cut: "14 in 5 r…")
+        narrow.resize(narrow.fontMetrics().horizontalAdvance(form) + 4, narrow.height())
+        assert narrow.shown_text() == form
     ratio = StatLabel()                  # narrower than any form with a part left out: the shortest first part
     ratio.setText("1.40× (plain 0.50 tok/s, earlier)", "1.40× of 0.50 tok/s")
     ratio.resize(ratio.fontMetrics().horizontalAdvance("1.40×") + 4, ratio.height())
@@ -332,9 +333,9 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
         shown = label.shown_text()
         # (a part left out shows as "(…)" or "/ …": "7 …" read as "7 or more", a new user's try)
         kept, cut, after = shown.partition(" (…)") if shown.endswith(" (…)") else shown.partition(" / …")
-        assert shown in (label.text(), label._compact) or any(
+        assert shown in (label.text(), *label._compact) or any(
             cut and not after and form.startswith(kept) and form[len(kept):].startswith(" (" if "(…)" in cut else " / ")
-            for form in (label.text(), label._compact))
+            for form in (label.text(), *label._compact))
         assert label.fontMetrics().horizontalAdvance(shown) <= label.contentsRect().width()
     # "× plain" keeps the rate it is over, compact where the whole does not fit ("1.40× (…)" hid it)
     assert L["vs_plain"].shown_text() == "1.40× of 0.50 tok/s" and L["speed"].shown_text() == "0.70 tok/s"

@@ -373,7 +373,9 @@ class SpecPanel(QWidget):
         else:                     # (no first token came: "0 (first after 4.01 s)" read as if one had, a new user's try)
             when = when_short = f"{'stopped' if s.stop_reason == StopReason.CANCELLED.value else 'ended'} after {first}"
         n = f"{s.n_tokens}{end_text(s)}"                        # ("13 + end": the rounds wrote the end too)
-        L["tokens"].setText(f"{n}{rounds} ({when})", f"{n} in {s.n_rounds} ({when_short})" if s.n_rounds else "")
+        L["tokens"].setText(f"{n}{rounds} ({when})", f"{n}{rounds} ({when_short})",   # (narrower, "rounds" last
+                            f"{n} in {s.n_rounds} ({when_short})" if s.n_rounds else "")   # to go: "37 + end in
+                                                                   # 38 (first 1.64 s)" left "38 what?" at 1366 px)
         unused = s.unused_draft_c if s.n_rounds > FIRST_PROBE else None   # (the price auto weighed a draft
         if s.n_drafted:                                                   # model left unused at: the sentence
             self._show_drafts(s)                                          # quotes it)

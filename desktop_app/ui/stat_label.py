@@ -15,16 +15,16 @@ class StatLabel(QWidget):
     """A value in the grid: one line, never wrapped; when too narrow, its last parts (a parenthesis, or
     what follows a "/") are left out, shown as "(…)" or "/ …", so a number is never cut or parted from
     its unit (a first part wider than the label alone ends in "…"); the full text is in the tooltip.
-    A value may come with a compact form (setText's `compact`), shown before any part is left out: the
-    plain rate a "× plain" is over, which "0.73× (…)" hid in a 1000-px window (a new user's try); parts
-    are left out of the full form first, then of the compact one.
+    A value may come with compact forms (setText's `compact`, longest first), shown before any part is
+    left out: the plain rate a "× plain" is over, which "0.73× (…)" hid in a 1000-px window (a new
+    user's try); parts are left out of the full form first, then of the compact ones.
     Its size never depends on its text, so a new value repaints the label alone (a QLabel would ask
     the whole panel to lay itself out again, several times a second)."""
 
     def __init__(self, text: str = "–", parent=None):
         super().__init__(parent)
         self._text = text
-        self._compact = ""
+        self._compact: tuple[str, ...] = ()
         self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
 
     def text(self) -> str:
@@ -40,11 +40,11 @@ class StatLabel(QWidget):
         """What fits in the label's width: the text, or its first parts and "(…)" or "/ …"."""
         text, width = self._text, self.contentsRect().width()
         fm = self.fontMetrics()
-        for shown in (text, self._compact):
+        for shown in (text, *self._compact):
             if shown and fm.horizontalAdvance(shown) <= width:
                 return shown
         firsts = []
-        for form in (text, self._compact):      # (the compact form's parts too: "270 + end in 85 r…" cut the
+        for form in (text, *self._compact):     # (the compact form's parts too: "270 + end in 85 r…" cut the
             if not form:                        # full form's first part where the compact's fitted whole)
                 continue
             parts = _BREAKS.split(form)         # a number keeps its unit: parts end before "(" or "/ "
@@ -58,8 +58,9 @@ class StatLabel(QWidget):
         first = min(firsts, key=fm.horizontalAdvance)          # (a part that does not fit alone ends in "…")
         return first if fm.horizontalAdvance(first) <= width else fm.elidedText(first, Qt.ElideRight, width)
 
-    def setText(self, text: str, compact: str = "") -> None:
-        """`compact`: a shorter form of the same value, shown where `text` does not fit ("" for none)."""
+    def setText(self, text: str, *compact: str) -> None:
+        """`compact`: shorter forms of the same value, longest first, each shown where the ones before
+        it do not fit ("" for none)."""
         if (text, compact) != (self._text, self._compact):
             self._text, self._compact = text, compact
             self.setToolTip(text if text != "–" else "")

@@ -302,9 +302,10 @@ class LayoutMixin:
                                              "folded": " ".join(SIDE_NAMES[i] for i in self.folded_sides()),
                                              # (the splitter's state would restore a hidden side as shown)
                                              "widths": " ".join(f"{SIDE_NAMES[i]}:{w}" for i, w in
-                                                                sorted(self._side_widths.items())),
-                                             "conversation": "" if self.current_id is None else str(self.current_id)})
+                                                                sorted(self._side_widths.items()))})
                                              # (a folded side's width, to unfold at after a restart)
+        if self.current_id is not None:     # (none open yet, while the models load: the one open at Quit
+            self.settings.data["window"]["conversation"] = str(self.current_id)   # stays, for open_latest)
         self.settings.data["generation"].update(self.settings_panel.generation())
         self.settings.data["generation"].update(self.spec_bar.generation())
         self.settings.data["loading"] = self.settings_panel.loading()

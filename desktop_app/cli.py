@@ -119,6 +119,10 @@ def _add_gui_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--demo", action="store_true", help="open with the demo pair (fetched on first run)")
     p.add_argument("-m", "--model", dest="target", metavar="TARGET", help="target GGUF file or catalogue key")
     p.add_argument("-md", "--model-draft", dest="draft", metavar="DRAFT", help="draft GGUF file or catalogue key")
+    p.add_argument("-c", "--ctx-size", type=int, default=None, metavar="N", help="context size in tokens, "
+                   "256-131072: Settings' Context size, set there as if typed (default: as it was left, 4096 at first)")
+    p.add_argument("-t", "--threads", type=int, default=None, metavar="N", help="CPU threads: Settings' Threads, "
+                   "likewise (0: automatic)")
     p.add_argument("--server", metavar="URL", help="open connected to a running llama-server")
     p.add_argument("--api-key", metavar="KEY", default=None, help="its API key (also TANDEM_API_KEY)")
     p.add_argument("--prompt", help=argparse.SUPPRESS)        # with --screenshot: for docs and tests

@@ -134,6 +134,21 @@ def test_the_window_without_a_display_says_so_in_one_line():
                               "generate -m MODEL -p TEXT\n"), out.stderr
 
 
+def test_the_window_takes_llama_cpp_s_context_and_thread_flags():
+    """`tandem -m MODEL -c 256` said "invalid choice: '256' (choose from 'gui', 'generate', …)" (a new user's
+    try): the window takes -c and -t as Settings' Context size and Threads, and says what -c it can hold."""
+    from desktop_app.cli import build_parser
+
+    for command in ([], ["gui"]):
+        args = build_parser().parse_args([*command, "-m", "x", "-c", "512", "-t", "2"])
+        assert (args.ctx_size, args.threads) == (512, 2)
+    for bad, says in ((["-c", "100"], "-c must be 256 to 131072 tokens in the window"),
+                      (["-t", "-1"], "-t must be 0 (automatic) or a number of threads, not -1")):
+        out = subprocess.run([sys.executable, "-m", "desktop_app", "-m", MISSING, *bad], capture_output=True,
+                             text=True, timeout=300)
+        assert out.returncode == 2 and out.stderr.startswith(f"tandem: error: {says}"), out
+
+
 def test_llama_cpp_s_names_for_the_token_limit_and_the_system_prompt():
     from desktop_app.cli import build_parser
 

@@ -840,9 +840,10 @@ def test_the_last_pair_is_loaded_again(qtbot, tmp_path, test_model_path, q2k_dra
     first.close()
     again = MainWindow(str(tmp_path / "h.db"), str(tmp_path / "s.json"))
     qtbot.addWidget(again)
-    start(again)
+    start(again, n_ctx=512)                     # (`tandem -c 512`: Settings' Context size, as if typed there)
     qtbot.waitUntil(lambda: again.loaded is not None and not again.busy, timeout=TIMEOUT_MS)
     assert (again.loaded.target, again.loaded.draft) == (test_model_path, q2k_draft_path)
+    assert "(context 512 tokens" in again.model_bar.status.text() and again.settings_panel.n_ctx.value() == 512
     assert again.settings["recent_pairs"][0] == {"target": test_model_path, "draft": q2k_draft_path}
     again.close()
 

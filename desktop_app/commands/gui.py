@@ -5,7 +5,8 @@ import argparse
 import os
 import sys
 
-from desktop_app.commands.output import EXIT_FAIL, fail
+from desktop_app.commands.output import EXIT_FAIL, EXIT_USAGE, fail
+from desktop_app.engine.load_options import CTX_RANGE
 
 
 def no_display() -> str:
@@ -21,6 +22,12 @@ def no_display() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    low, high = CTX_RANGE
+    if args.ctx_size is not None and not low <= args.ctx_size <= high:     # (a bare `-c 256` was taken for a
+        return fail(args, f"-c must be {low} to {high} tokens in the window (the context Settings holds), "  # command)
+                          f"not {args.ctx_size}", EXIT_USAGE)
+    if args.threads is not None and args.threads < 0:
+        return fail(args, f"-t must be 0 (automatic) or a number of threads, not {args.threads}", EXIT_USAGE)
     why = no_display()
     if why:
         return fail(args, why, EXIT_FAIL)

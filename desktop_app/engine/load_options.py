@@ -5,6 +5,9 @@ from dataclasses import dataclass
 
 from desktop_app.engine.threads import physical_cores
 
+CTX_RANGE = (256, 131072)      # the window's context sizes (Settings, `tandem -c`): llama.cpp's least, and a
+                               # most that no model in the catalogue was trained past
+
 
 @dataclass(frozen=True)
 class LoadOptions:

@@ -1,4 +1,4 @@
-"""Starting the window: `tandem`, `tandem gui [-m TARGET] [-md DRAFT]`, `tandem --demo`."""
+"""Starting the window: `tandem`, `tandem gui [-m TARGET] [-md DRAFT] [-c N] [-t N]`, `tandem --demo`."""
 from __future__ import annotations
 
 import os
@@ -28,8 +28,14 @@ def _model_arg(value: str | None) -> str | None:
 
 
 def start(window: MainWindow, demo: bool = False, target: str | None = None, draft: str | None = None,
-          server: str | None = None, api_key: str | None = None) -> None:
-    """Load what the command line asked for, else the pair used last, else show the first-run page."""
+          server: str | None = None, api_key: str | None = None, n_ctx: int | None = None,
+          n_threads: int | None = None) -> None:
+    """Load what the command line asked for, else the pair used last, else show the first-run page.
+    `n_ctx`, `n_threads` (-c, -t): Settings' values, set as if typed there, before anything loads."""
+    panel = window.settings_panel
+    for box, value in ((panel.n_ctx, n_ctx), (panel.n_threads, n_threads)):
+        if value is not None:
+            box.setValue(value)
     if server:
         window.model_bar.backend.set_backend("server")
         window.model_bar.backend.url.setText(server)
@@ -145,7 +151,8 @@ def run(args) -> int:
     window.show()
     restore = close_on_terminate(window)
     QTimer.singleShot(0, lambda: start(window, args.demo, args.target, args.draft, getattr(args, "server", None),
-                                       getattr(args, "api_key", None)))
+                                       getattr(args, "api_key", None), getattr(args, "ctx_size", None),
+                                       getattr(args, "threads", None)))
     try:
         return app.exec()
     finally:

@@ -159,10 +159,10 @@ def test_a_cancel_stops_a_long_prompt_pass_mid_way(pair):
     # how far the read got, and nothing "read before" (the cache was empty; a reviewer's run had the panel
     # say "640 tokens to read first (the other 1,053 had been read before)")
     s = finish.stats
-    assert (s.n_prompt_evaluated, s.n_prompt_unread) == (held, len(prompt) - 1 - held)
-    assert explain(s) == (f"Stopped before the first token: nothing was written or drafted. It was stopped "
-                          f"{duration_text(s.ttft_s)} into reading the conversation: {held:,} of "
-                          f"{len(prompt) - 1:,} tokens read.")
+    assert (s.n_prompt_evaluated, s.n_prompt_unread) == (held, len(prompt) - held)   # (the last token among
+    assert explain(s) == (f"Stopped before the first token: nothing was written or drafted. It was stopped "  # them,
+                          f"{duration_text(s.ttft_s)} into reading the conversation: {held:,} of "  # as the
+                          f"{len(prompt):,} tokens read.")                      # progress and the stats count it)
     assert pair.draft_ctx.tokens == [] or len(pair.draft_ctx.tokens) < len(prompt) - 1
     _, tokens, finish = run(pair, prompt, GREEDY, max_tokens=4, drafter="model", draft_max=4)
     assert finish.stop_reason == StopReason.MAX_TOKENS and len(tokens) == 4
@@ -191,10 +191,12 @@ def test_a_long_prompt_says_how_far_it_has_been_read_before_its_first_round(pair
     events = list(pair.generate(prompt, GREEDY, Controls(SpecSettings(enabled=False)), 2))
     reading = [e for e in events if isinstance(e, PromptEvent)]
     first_round = next(i for i, e in enumerate(events) if isinstance(e, RoundEvent))
-    total = len(prompt) - 1
-    assert [(e.done, e.total) for e in reading] == [(k, total) for k in range(piece, total, piece)]
+    passed = len(prompt) - 1                      # (the prompt pass reads all but the last, the first round that)
+    assert [(e.done, e.total) for e in reading] == [(k, passed + 1) for k in range(piece, passed, piece)]
     assert len(reading) >= 2 and all(isinstance(e, PromptEvent) for e in events[:first_round])
-    assert events[-1].stats.n_prompt_evaluated == total + 1 and len(pair.target_ctx.tokens) >= total
+    # the total it said is the count the panel then gives ("1,024 of 1,404" read on to "1,405 tokens … had
+    # to be read first", a new user's try)
+    assert events[-1].stats.n_prompt_evaluated == passed + 1 and len(pair.target_ctx.tokens) >= passed
     longer = prompt[:-1] + pair.target.tokenize(" and more", False) + prompt[-1:]   # the same start, read once:
     events = list(pair.generate(longer, GREEDY, Controls(SpecSettings(enabled=False)), 2))   # only the rest
     assert not any(isinstance(e, PromptEvent) for e in events) and events[-1].stats.n_prompt_evaluated < 10

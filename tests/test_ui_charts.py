@@ -686,7 +686,7 @@ def test_a_reply_stopped_while_reading_its_conversation_says_no_first_token_came
     panel.finish(stopped)
     assert panel.labels["tokens"].text() == "0 (stopped after 4.01 s)"
     assert panel.verdict.text() == ("Stopped before the first token: nothing was written or drafted. It was stopped "
-                                    "4.01 s into reading the conversation: 423 of 823 tokens read; the other 428 "
+                                    "4.01 s into reading the conversation: 423 of 823 tokens read; the other 429 "
                                     "had been read before.")
     full = dataclasses.replace(stopped, stop_reason="context_full")
     panel.finish(full)

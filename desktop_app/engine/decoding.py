@@ -220,11 +220,11 @@ class SpeculativeDecoder:
         cached = backend.common_prefix(ctx.tokens, tokens[:-1])
         try:                                          # (a cancel stops a long prompt pass mid-way)
             for done, total in ctx.sync_in_pieces(tokens[:-1], self._prompt_piece(), stop=reply.stop):
-                yield PromptEvent(done, total)
+                yield PromptEvent(done, total + 1)    # (+ the last, which the first round reads)
         except backend.Stopped:
             read = max(0, len(ctx.tokens) - cached)
             reply.recorder = StatsRecorder(len(tokens), read)
-            reply.recorder.stats.n_prompt_unread = max(0, len(tokens) - 1 - cached - read)
+            reply.recorder.stats.n_prompt_unread = max(0, len(tokens) - cached - read)   # (the last among them)
             reply.t_prompt = time.perf_counter() - reply.t_start
             return self._finish(reply, StopReason.CANCELLED)
         evaluated = len(tokens) - 1 - cached

@@ -140,7 +140,9 @@ class RoundEvent:
 @dataclass(frozen=True)
 class PromptEvent:
     """How far a long prompt pass has read, between its pieces (SpeculativeDecoder._prompt_piece):
-    `done` of the `total` tokens it evaluates (a prefix already in the cache is not counted). Only a
+    `done` of the `total` tokens the reply reads before its first token (a prefix already in the cache is
+    not counted; the prompt's last token is, which the first round reads, as GenerationStats counts it:
+    "1,024 of 1,404" read on, a new user's try, to "1,405 tokens … had to be read first"). Only a
     pass longer than a piece sends any, and none after its last piece. `model` "draft": in fixed mode
     the draft model then reads the prompt too, in one pass (one event, done 0), before the first round."""
 
@@ -166,7 +168,8 @@ class GenerationStats:
     n_prompt_tokens: int = 0
     n_prompt_evaluated: int = 0       # prompt tokens actually evaluated (the rest came from the cache,
                                       # or, where a Stop cut the prompt pass, the n_prompt_unread)
-    n_prompt_unread: int = 0          # a prompt pass stopped mid-way: the tokens it had still to read
+    n_prompt_unread: int = 0          # a prompt pass stopped mid-way: the tokens it had still to read (the
+                                      # last, which the first round would have read, among them)
     t_total_s: float = 0.0
     tokens_per_s: float = 0.0         # reply tokens / decoding time (prompt evaluation excluded)
     ttft_s: float = 0.0               # time to first token

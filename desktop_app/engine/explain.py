@@ -149,7 +149,7 @@ def slow_start(stats: GenerationStats) -> str:
         if stats.stop_reason != StopReason.CANCELLED.value or not stats.n_prompt_unread:
             return ""
         total = read + stats.n_prompt_unread
-        cached = stats.n_prompt_tokens - 1 - total          # (the last token is read by the first round)
+        cached = stats.n_prompt_tokens - total
         return (f"It was stopped {after} into reading the conversation: {read:,} of {total:,} tokens read"
                 + (f"; the other {cached:,} had been read before" if cached > 0 else "") + ".")
     if stats.ttft_s < SLOW_START_S or read < SLOW_START_TOKENS:

@@ -470,10 +470,10 @@ def test_strip_rows_are_the_rounds_and_new_switch_delete_clear_the_panel(qtbot, 
     # "No reply selected" beside a conversation of replies: a new user's try)
     w.open_conversation(first)
     check_rows(strip, events)
-    assert panel.header.text().endswith(f"in '{title}' (message 2)")
+    assert panel.header.text().endswith(f"in '{title}' (message 2, cut off)")   # (at Max tokens)
     qtbot.mouseClick(w.chat.messages[-1].footer, Qt.LeftButton)
     check_rows(strip, events)
-    assert panel.header.text().endswith(f"in '{title}' (message 2)")
+    assert panel.header.text().endswith(f"in '{title}' (message 2, cut off)")   # (at Max tokens)
     # switching to one without replies clears it
     second = max(c.id for c in w.store.list_conversations())
     w.open_conversation(second)
@@ -522,7 +522,8 @@ def test_after_a_restart_rounds_of_a_past_reply_come_from_the_history(qtbot, tmp
         reply.footer.click()
         check_rows(again.spec_panel.strip, events)
         header = again.spec_panel.header.text()
-        assert header.startswith("Reply of ") and header.endswith(f"in '{title}' (message 2)")
+        assert header.startswith("Reply of ") and header.endswith(f"in '{title}' (message 2, cut off)")   # (Max
+        # tokens: as the header said when it had just ended, not "(message 2)": a new user's try)
         assert again.tabs.currentWidget() is again.spec_scroll
         stats = stats_of(stored(again, cid)[-1].stats)
         assert again.spec_panel.labels["speed"].text() == rate_text(stats.tokens_per_s, rates_finer(stats))   # (a
@@ -624,9 +625,9 @@ def test_a_renamed_conversation_s_name_follows_in_the_panel_s_header(qtbot):
     panel.interrupt("Interrupted: the model engine stopped before this reply was finished.")
     assert panel.header.text().endswith("in 'cats' (interrupted)")
     panel.show_stored([], None, 3, "Old name", 1_700_000_000.0, 2)
-    assert "in 'Old name' (message 2)" in panel.header.text()
+    assert "in 'Old name' (message 2, finished)" in panel.header.text()
     panel.retitle(3, "New name")
-    assert "in 'New name' (message 2)" in panel.header.text()
+    assert "in 'New name' (message 2, finished)" in panel.header.text()
     panel.clear()
     panel.retitle(3, "Again")
     assert panel.header.text() == NO_REPLY

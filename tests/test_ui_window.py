@@ -469,7 +469,12 @@ def test_opening_a_conversation_shows_its_last_reply_in_the_panel(qtbot, window)
     w.refresh_conversations()
     w.open_conversation(first, show=True)
     stored = w.store.messages(first)[-1]
-    assert w.spec_panel.header.text() == stored_header("Letters", stored.created_at, 2)
+    assert w.spec_panel.header.text() == stored_header("Letters", stored.created_at, 2, "done", stats.to_json())
+    assert w.spec_panel.header.text().endswith("(message 2, finished)")   # (as when it had just ended: "(finished)"
+    w.store.update_message(reply.id, status="cancelled")                 # became "(message 2)" once opened
+    w.open_conversation(second, show=True)                               # again, a new user's try)
+    w.open_conversation(first, show=True)
+    assert w.spec_panel.header.text().endswith("(message 2, stopped)")
     assert w.spec_panel.strip.round_model.rowCount() == 1
     w.open_conversation(second, show=True)
     assert w.spec_panel.header.text() == "No reply selected"

@@ -76,6 +76,16 @@ def reply_note(status: str, stats: dict | GenerationStats | None) -> str:
     return SERVER_CUT_OFF if s.remote else CUT_OFF[s.stop_reason]     # (a server says "length" for both)
 
 
+def ending(status: str, stats: dict | GenerationStats | None) -> str:
+    """How a reply stored with `status` ended, in a word, for the panel's header: "finished", "stopped",
+    "cut off" or "interrupted" (the engine or a server gave out)."""
+    s = GenerationStats.from_json(stats)
+    if status in ("interrupted", "error"):
+        return "interrupted"
+    return ("stopped" if status == "cancelled" else "cut off" if s is not None and s.stop_reason in CUT_OFF
+            else "finished")
+
+
 def footer_text(stats: dict | GenerationStats | None, settings: dict | None, status: str = "done") -> str:
     """The footer of one reply ("" while it is still being written)."""
     return footer_forms(stats, settings, status)[0]

@@ -16,7 +16,7 @@ class _Message(Protocol):
     content: str
 
 
-def reply_status(stop_reason: StopReason, broke_off: bool = False) -> str:
+def reply_status(stop_reason: StopReason | str, broke_off: bool = False) -> str:
     """How a reply that ended for `stop_reason` is stored and shown: "cancelled" when the user stopped
     it, "interrupted" where it broke off (FinishEvent.broke_off: a llama-server's connection broke), else
     "done" (a reply cut short by the engine's death is "interrupted" too, by an error "error")."""

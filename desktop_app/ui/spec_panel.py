@@ -12,7 +12,8 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (QGridLayout, QGroupBox, QLabel, QSplitter, QTabWidget, QVBoxLayout,
                                QWidget)
 
-from desktop_app.chat.reply_footer import CUT_OFF, reading_note
+from desktop_app.chat.reply_footer import ending, reading_note
+from desktop_app.chat.rules import reply_status
 from desktop_app.counts import count
 from desktop_app.engine.auto_policy import FIRST_PROBE
 from desktop_app.engine.events import GenerationStats, PromptEvent, RoundEvent, StopReason
@@ -49,10 +50,11 @@ STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation e
                                                  "per pass): a prediction, not a measurement")]
 
 
-def stored_header(title: str, created_at: float, number: int) -> str:
-    """The header for a reply from the history."""
+def stored_header(title: str, created_at: float, number: int, status: str = "done", stats: dict | None = None) -> str:
+    """The header for a reply from the history: how it ended too, as when it had just ended ("(stopped)"
+    became "(message 6)" once it was opened again: a new user's try)."""
     when = time.strftime("%H:%M", time.localtime(created_at)) if created_at else "?"
-    return f"Reply of {when} in '{title}' (message {number})"
+    return f"Reply of {when} in '{title}' (message {number}, {ending(status, stats)})"
 
 
 class RoundsBox(QWidget):
@@ -145,7 +147,7 @@ class SpecPanel(QWidget):
         self._live_conversation: int | None = None
         self._live_began = time.localtime()
         self._shown: tuple | None = None   # the header's reply: ("live",) or ("stored", conversation,
-                                           # title, created_at, number); None: none
+                                           # title, created_at, number, status, stats); None: none
         self._live_stats: GenerationStats | None = None
         self._broke_off = False       # the live reply broke off (FinishEvent.broke_off): not "stopped"
         self._plain_known: float | None = None   # plain decoding's rate with the loaded pair, as last known
@@ -199,16 +201,14 @@ class SpecPanel(QWidget):
     def _show_header(self) -> None:
         """Which reply the panel shows: live, finished, or from the history."""
         if self._shown[0] == "stored":
-            _, _, title, created_at, number = self._shown
-            self.header.setText(stored_header(title, created_at, number))
+            self.header.setText(stored_header(*self._shown[2:]))
         elif self._streaming:
             self.header.setText(f"Live: reply in '{self._live_title}'")
         else:                       # how it ended ("just finished" stayed on minutes later, and was said
             s = self._live_stats    # of stopped, interrupted and cut-off replies: users' tries)
-            end = ("interrupted" if s is None or self._broke_off else "stopped" if s.stop_reason == "cancelled" else
-                   "cut off" if s.stop_reason in CUT_OFF else "finished")
+            status = "interrupted" if s is None else reply_status(s.stop_reason, self._broke_off)
             self.header.setText(f"Reply of {time.strftime('%H:%M', self._live_began)} in '{self._live_title}' "
-                                f"({end})")
+                                f"({ending(status, s)})")
 
     # -- live
     def begin(self, title: str = "", conversation_id: int | None = None) -> None:
@@ -395,12 +395,12 @@ class SpecPanel(QWidget):
         self.pay.show(s, max(1, round(s.mean_drafted)) if s.mean_drafted else 0)   # the γ this reply used
 
     def show_stored(self, rounds: list[dict] | None, stats: dict | None, conversation_id: int, title: str,
-                    created_at: float, number: int) -> None:
+                    created_at: float, number: int, status: str = "done") -> None:
         """A reply from the history (message `number` of conversation `conversation_id`, titled
-        `title`): its stored rounds and statistics."""
+        `title`, stored with `status`): its stored rounds and statistics."""
         self._attached = False
         self._pending = []
-        self._shown = ("stored", conversation_id, title, created_at, number)
+        self._shown = ("stored", conversation_id, title, created_at, number, status, stats)
         self._show_header()
         events = [RoundEvent.from_record(i, r) for i, r in enumerate(rounds or [])]
         self.strip.set_rounds(events)

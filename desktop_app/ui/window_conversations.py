@@ -273,7 +273,7 @@ class ConversationsMixin:
         for n in range(len(messages), 0, -1):
             m = messages[n - 1]
             if m.role == "assistant" and m.rounds:
-                self.spec_panel.show_stored(m.rounds, m.stats, conversation_id, title, m.created_at, n)
+                self.spec_panel.show_stored(m.rounds, m.stats, conversation_id, title, m.created_at, n, m.status)
                 return
 
     def show_versions(self, enabled: bool) -> None:
@@ -317,7 +317,7 @@ class ConversationsMixin:
         if messages and messages[-1].rounds:         # (its rounds, not an earlier reply's)
             m = messages[-1]
             self.spec_panel.show_stored(m.rounds, m.stats, self.current_id, self._title(self.current_id),
-                                        m.created_at, len(messages))
+                                        m.created_at, len(messages), m.status)
         else:
             self.spec_panel.clear()
 
@@ -379,5 +379,5 @@ class ConversationsMixin:
         for n, m in enumerate(self._history(self.store.messages, self.current_id, default=[]), 1):
             if m.id == message_id:
                 self.spec_panel.show_stored(m.rounds, m.stats, self.current_id, self._title(self.current_id),
-                                            m.created_at, n)
+                                            m.created_at, n, m.status)
                 self.tabs.setCurrentWidget(self.spec_scroll)

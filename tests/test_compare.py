@@ -392,6 +392,27 @@ def test_a_sampled_compares_status_says_its_replies_are_new_ones(qtbot):
 
 
 
+def test_a_run_stop_cut_short_shows_its_numbers_beside_its_text(qtbot):
+    """A new user's try: Stop during the run with speculation left its text shown and every number "–"."""
+    from desktop_app.chat.compare import CompareResult
+    from desktop_app.engine.metrics import GenerationStats
+    from desktop_app.ui.compare_dialog import CompareDialog
+
+    off = CompareRun("off", SpecSettings(enabled=False), "done text", (1, 2, 3), [0, 4, 6],
+                     GenerationStats(n_tokens=3, tokens_per_s=10.0, t_total_s=0.4, stop_reason="eos"), "eos", 3, True)
+    on = CompareRun("on", SpecSettings(), "part", (1,), [0],
+                    GenerationStats(n_tokens=1, tokens_per_s=12.0, t_total_s=0.2, stop_reason="cancelled"),
+                    "cancelled", 1, False)
+    dialog = CompareDialog()
+    qtbot.addWidget(dialog)
+    dialog.start()
+    dialog.show_result(CompareResult(1, 10, SamplingParams(temperature=0.0), 48, off, on, cancelled=True))
+    cells = {key: row["on"].text() for key, row in dialog.cells.items()}
+    assert (cells["tokens"], cells["stop"], cells["total"]) == ("1", "the Stop button", "200 ms")
+    assert cells["vs_off"] == "–" and dialog.cells["vs_off"]["off"].text() == "1.00×"   # (a part of a reply: no
+    assert dialog.texts["on"].toPlainText() == "part" and dialog.status.text().startswith("Cancelled")   # ratio)
+
+
 def test_total_times_are_called_shorter_or_longer_only_for_replies_of_one_length():
     """A user's try: "1.36 s against 3.00 s, shorter with speculation", of a sampled reply of 156 tokens
     against 343 at 1.01× the speed."""

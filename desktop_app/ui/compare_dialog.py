@@ -27,7 +27,7 @@ NOT_DRAWN = ("Neither run is shown while it is written, so both can be faster th
 def run_cells(run: CompareRun, off_tokens_per_s: float) -> dict[str, str]:
     """What the table shows of one run; its speed over the run with speculation off, measured in the same
     compare (each reply's own "× plain" in the panel is against a plain rate timed apart, and would set
-    a third number beside these two)."""
+    a third number beside these two), not for a run Stop cut short (its speed is of a part of a reply)."""
     s = run.stats
     cells = {"ttft": duration_text(s.ttft_s), "speed": rate_text(s.tokens_per_s),
              "total": duration_text(s.t_total_s), "tokens": str(s.n_tokens),
@@ -35,7 +35,7 @@ def run_cells(run: CompareRun, off_tokens_per_s: float) -> dict[str, str]:
              "drafts": (f"{s.n_accepted} of {s.n_drafted}"        # (the per cent spaced as the panel's)
                         + (f" ({share_text(s.acceptance_rate)})" if s.acceptance_rate is not None else ""))
              if s.n_drafted else "–",
-             "vs_off": f"{s.tokens_per_s / off_tokens_per_s:.2f}×" if off_tokens_per_s else "–",
+             "vs_off": f"{s.tokens_per_s / off_tokens_per_s:.2f}×" if off_tokens_per_s and run.finished else "–",
              "stop": stopped_by(s.stop_reason, "Max tokens", "the Stop button") or "–"}
     return cells
 
@@ -173,10 +173,10 @@ class CompareDialog(QDialog):
         "off" run's, shown already)."""
         self.headers[run.label].setText(f"<b>{spec_words(run, self.off_in_chat)}</b>")
         self.texts[run.label].setPlainText(run.text)
-        if run.finished:
+        if run.finished or run.stats.n_tokens:   # (a run Stop cut short: what it wrote, its cells all "–"
             for key, text in run_cells(run, self._off_rate if run.label == "on" else run.stats.tokens_per_s).items():
                 self.cells[key][run.label].setText(text)
-            if run.label == "off":
+            if run.label == "off":                # beside its text: a new user's try)
                 self._off_rate = run.stats.tokens_per_s
 
     def show_failed(self, message: str) -> None:

@@ -257,8 +257,10 @@ def test_shortcuts_toggle_and_step_gamma(qtbot, window):
     assert bar.gamma.value() == 6 and bar.gamma_label.text() == "γ = 6"
     qtbot.keyClick(window, Qt.Key_BracketLeft, Qt.ControlModifier)
     assert bar.gamma.value() == 5 and window.settings["generation"]["draft_max"] == 5
+    assert bar.toggle_action.isCheckable() and bar.toggle_action.isChecked()   # (the menu showed no state)
     qtbot.keyClick(window, Qt.Key_T, Qt.ControlModifier)
     assert not bar.switch.isChecked() and window.settings["generation"]["speculation"] is False
+    assert not bar.toggle_action.isChecked()
     qtbot.keyClick(window, Qt.Key_BracketRight, Qt.ControlModifier)            # γ is off with speculation
     assert bar.gamma.value() == 5
     qtbot.keyClick(window, Qt.Key_T, Qt.ControlModifier)
@@ -269,7 +271,11 @@ def test_shortcuts_toggle_and_step_gamma(qtbot, window):
     qtbot.keyClick(window.composer, Qt.Key_T, Qt.ControlModifier)
     assert not bar.switch.isChecked()
     qtbot.keyClick(window.composer, Qt.Key_T, Qt.ControlModifier)
-    assert bar.switch.isChecked()
+    assert bar.switch.isChecked() and bar.toggle_action.isChecked()
+    qtbot.mouseClick(bar.switch, Qt.LeftButton)                  # the switch clicked: the menu's check follows
+    assert not bar.switch.isChecked() and not bar.toggle_action.isChecked()
+    bar.toggle_action.trigger()                                  # the menu item: the switch follows
+    assert bar.switch.isChecked() and bar.toggle_action.isChecked()
     for _ in range(40):                                          # γ stays within 1..DRAFT_MAX_LIMIT
         qtbot.keyClick(window, Qt.Key_BracketLeft, Qt.ControlModifier)
     assert bar.gamma.value() == 1 and bar.spec(False).draft_max == 1

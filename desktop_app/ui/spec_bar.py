@@ -156,7 +156,8 @@ class SpecBar(QFrame):
         # the shortcuts: the window adds these to itself and to its "Speculation" menu
         self.toggle_action = QAction("Speculate on/off", self)
         self.toggle_action.setShortcut(QKeySequence(TOGGLE_KEYS))
-        self.toggle_action.triggered.connect(lambda: self.switch.toggle())
+        self.toggle_action.setCheckable(True)       # (the menu showed no state: a new user's try)
+        self.toggle_action.triggered.connect(self._toggle_from_action)
         self.gamma_up_action = QAction("Longer drafts (γ + 1)", self)
         self.gamma_up_action.setShortcut(QKeySequence(UP_KEYS))
         self.gamma_up_action.triggered.connect(lambda: self.step_gamma(1))
@@ -166,6 +167,8 @@ class SpecBar(QFrame):
         self.actions_list = [self.toggle_action, self.gamma_up_action, self.gamma_down_action]
 
         self.set_generation(generation or {})
+        self.toggle_action.setChecked(self.switch.isChecked())
+        self.switch.toggled.connect(self.toggle_action.setChecked)
         self.switch.toggled.connect(self._switched)
         self.drafter_group.buttonClicked.connect(self._drafter_clicked)
         self.gamma.valueChanged.connect(self._changed)
@@ -233,6 +236,11 @@ class SpecBar(QFrame):
     # -- actions
     def toggle(self) -> None:
         self.switch.toggle()
+
+    def _toggle_from_action(self) -> None:
+        """The menu item or Ctrl+T: the switch turns, and the item's check follows the switch."""
+        self.switch.toggle()
+        self.toggle_action.setChecked(self.switch.isChecked())
 
     def step_gamma(self, delta: int) -> None:
         """Ctrl+] / Ctrl+[: γ one longer or shorter; where γ is not the user's to set, it says why (the

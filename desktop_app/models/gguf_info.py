@@ -114,6 +114,10 @@ def _human_params(n: int) -> str:
     return str(n)
 
 
+CUT = ": it is cut short (a download or copy that did not finish?) or damaged"   # (a header's count past
+# the file's end read as a riddle, where a cut among the weights said "cut short": a new user's try)
+
+
 class _Reader:
     """Reads forward through the header, refusing any read or skip past the end of the file."""
 
@@ -125,13 +129,13 @@ class _Reader:
     def _room(self, n: int, what: str) -> None:
         if n > self.size - self.pos:
             raise GGUFError(f"the file ends inside its header ({what} at byte {self.pos:,} needs {n:,} bytes, "
-                            f"{self.size - self.pos:,} are left)")
+                            f"{self.size - self.pos:,} are left){CUT}")
 
     def read(self, n: int, what: str) -> bytes:
         self._room(n, what)
         data = self.fh.read(n)
         if len(data) != n:                                   # the file shrank while we read it
-            raise GGUFError(f"the file ends inside its header ({what} at byte {self.pos:,})")
+            raise GGUFError(f"the file ends inside its header ({what} at byte {self.pos:,}){CUT}")
         self.pos += n
         return data
 
@@ -147,7 +151,7 @@ class _Reader:
         """An item count, refused when the bytes left could not hold that many items."""
         n = self.take("<Q", f"the number of {what}")
         if n * min_item_size > self.size - self.pos:
-            raise GGUFError(f"the header claims {n:,} {what}, more than the {self.size:,}-byte file can hold")
+            raise GGUFError(f"the header claims {n:,} {what}, more than the {self.size:,}-byte file can hold{CUT}")
         return n
 
     def string(self, what: str, keep: bool = True) -> str | None:
@@ -177,11 +181,11 @@ class _Reader:
                 buf, off = buf[off:] + fh.read(_CHUNK), 0
                 if len(buf) < 8:
                     self.pos = pos
-                    raise GGUFError(f"the file ends inside its header (an item of {key} at byte {pos:,})")
+                    raise GGUFError(f"the file ends inside its header (an item of {key} at byte {pos:,}){CUT}")
             length = unpack(buf, off)[0]
             if length > size - pos - 8:
                 self.pos = pos
-                raise GGUFError(f"the file ends inside its header (an item of {key} at byte {pos:,})")
+                raise GGUFError(f"the file ends inside its header (an item of {key} at byte {pos:,}){CUT}")
             end = off + 8 + length
             if end > len(buf):
                 if keep is None:                              # a long string: skip it in the file
@@ -192,7 +196,7 @@ class _Reader:
                     end = 8 + length
                     if end > len(buf):                        # the file shrank while we read it
                         self.pos = pos
-                        raise GGUFError(f"the file ends inside its header (an item of {key} at byte {pos:,})")
+                        raise GGUFError(f"the file ends inside its header (an item of {key} at byte {pos:,}){CUT}")
             if keep is not None:
                 keep(buf[off + 8:end])
             pos += 8 + length

@@ -119,12 +119,12 @@ def _add_gui_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--demo", action="store_true", help="open with the demo pair (fetched on first run)")
     p.add_argument("-m", "--model", dest="target", metavar="TARGET", help="target GGUF file or catalogue key")
     p.add_argument("-md", "--model-draft", dest="draft", metavar="DRAFT", help="draft GGUF file or catalogue key")
-    p.add_argument("-c", "--ctx-size", type=int, default=None, metavar="N", help="context size in tokens, "
+    p.add_argument("-c", "--ctx-size", type=int, metavar="N", help="context size in tokens, "
                    "256-131072: Settings' Context size, set there as if typed (default: as it was left, 4096 at first)")
-    p.add_argument("-t", "--threads", type=int, default=None, metavar="N", help="CPU threads: Settings' Threads, "
+    p.add_argument("-t", "--threads", type=int, metavar="N", help="CPU threads: Settings' Threads, "
                    "likewise (0: automatic)")
     p.add_argument("--server", metavar="URL", help="open connected to a running llama-server")
-    p.add_argument("--api-key", metavar="KEY", default=None, help="its API key (also TANDEM_API_KEY)")
+    p.add_argument("--api-key", metavar="KEY", help="its API key (also TANDEM_API_KEY)")
     p.add_argument("--prompt", help=argparse.SUPPRESS)        # with --screenshot: for docs and tests
     p.add_argument("--screenshot", metavar="PNG", help=argparse.SUPPRESS)   # (once loaded, send a test message,
                                                                             # save a screenshot after the reply, quit)
@@ -139,7 +139,8 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     _add_gui_options(parser)
     sub = parser.add_subparsers(dest="command", parser_class=parser_class)
 
-    p_gui = sub.add_parser("gui", help="open the window (the default)")
+    p_gui = sub.add_parser("gui", help="open the window (the default)",   # (its defaults are the main parser's:
+                           argument_default=argparse.SUPPRESS)          # `tandem -c 512 gui` kept 512 no more)
     _add_gui_options(p_gui)
     p_gui.set_defaults(func=lambda a: _run("gui", a))
 
@@ -252,6 +253,10 @@ def main(argv: list[str] | None = None) -> int:
             _chosen(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
         if args.command is None:
             return _run("gui", args)
+        before = argv[:argv.index(args.command)]
+        if args.command != "gui" and before:     # (the command's own defaults overwrote them: `tandem -c 512
+            parser.error(f"options go after the command: tandem {args.command} {' '.join(before)} …")   # generate`
+                                                                                      # ran at 4096, a review found)
         if args.command == "models" and args.models_command is None:      # `tandem models` alone: list them
             args = parser.parse_args([*argv, "list"])
         return args.func(args)

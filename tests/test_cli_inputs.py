@@ -139,13 +139,21 @@ def test_the_window_takes_llama_cpp_s_context_and_thread_flags():
     try): the window takes -c and -t as Settings' Context size and Threads, and says what -c it can hold."""
     from desktop_app.cli import build_parser
 
-    for command in ([], ["gui"]):
-        args = build_parser().parse_args([*command, "-m", "x", "-c", "512", "-t", "2"])
-        assert (args.ctx_size, args.threads) == (512, 2)
-    for bad, says in ((["-c", "100"], "-c must be 256 to 131072 tokens in the window"),
-                      (["-t", "-1"], "-t must be 0 (automatic) or a number of threads, not -1")):
-        out = subprocess.run([sys.executable, "-m", "desktop_app", "-m", MISSING, *bad], capture_output=True,
-                             text=True, timeout=300)
+    parse = build_parser().parse_args
+    for argv in (["-m", "x", "-c", "512", "-t", "2"], ["gui", "-m", "x", "-c", "512", "-t", "2"],
+                 ["-m", "x", "-c", "512", "-t", "2", "gui"]):     # (before `gui`, the subcommand's own
+        args = parse(argv)                                        # defaults overwrote them: a review found)
+        assert (args.target, args.ctx_size, args.threads) == ("x", 512, 2), argv
+    assert (parse(["generate", "-m", "x", "-p", "hi"]).ctx_size, parse(["gui"]).ctx_size) == (4096, None)
+    for bad, says in ((["-m", MISSING, "-c", "100"], "-c must be 256 to 131072 tokens in the window"),
+                      (["-m", MISSING, "-t", "-1"], "-t must be 0 (automatic) or a number of threads up to 256, not -1"),
+                      (["-m", MISSING, "-t", "999"], "-t must be 0 (automatic) or a number of threads up to 256, not 999"),
+                      (["--server", "http://127.0.0.1:9", "-c", "512"], "-c and -t set how models load here; a "
+                                                                          "llama-server sets its own"),
+                      # before another command they would be dropped for its defaults (4096): refused
+                      (["-c", "512", "generate", "-m", MISSING, "-p", "hi"], "options go after the command: "
+                                                                              "tandem generate -c 512 …")):
+        out = subprocess.run([sys.executable, "-m", "desktop_app", *bad], capture_output=True, text=True, timeout=300)
         assert out.returncode == 2 and out.stderr.startswith(f"tandem: error: {says}"), out
 
 

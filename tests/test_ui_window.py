@@ -475,6 +475,10 @@ def test_opening_a_conversation_shows_its_last_reply_in_the_panel(qtbot, window)
     w.open_conversation(second, show=True)                               # again, a new user's try)
     w.open_conversation(first, show=True)
     assert w.spec_panel.header.text().endswith("(message 2, stopped)")
+    w.store.update_message(reply.id, status="error")                    # (as the chat's note says it)
+    w.open_conversation(second, show=True)
+    w.open_conversation(first, show=True)
+    assert w.spec_panel.header.text().endswith("(message 2, failed)")
     assert w.spec_panel.strip.round_model.rowCount() == 1
     w.open_conversation(second, show=True)
     assert w.spec_panel.header.text() == "No reply selected"

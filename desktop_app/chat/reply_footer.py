@@ -78,12 +78,11 @@ def reply_note(status: str, stats: dict | GenerationStats | None) -> str:
 
 def ending(status: str, stats: dict | GenerationStats | None) -> str:
     """How a reply stored with `status` ended, in a word, for the panel's header: "finished", "stopped",
-    "cut off" or "interrupted" (the engine or a server gave out)."""
+    "cut off", "interrupted" (the engine or a server gave out) or "failed", as the chat says."""
+    if status != "done":
+        return {"cancelled": "stopped", "streaming": "being written", "error": "failed"}.get(status, "interrupted")
     s = GenerationStats.from_json(stats)
-    if status in ("interrupted", "error"):
-        return "interrupted"
-    return ("stopped" if status == "cancelled" else "cut off" if s is not None and s.stop_reason in CUT_OFF
-            else "finished")
+    return "cut off" if s is not None and s.stop_reason in CUT_OFF else "finished"
 
 
 def footer_text(stats: dict | GenerationStats | None, settings: dict | None, status: str = "done") -> str:

@@ -6,7 +6,7 @@ import os
 import sys
 
 from desktop_app.commands.output import EXIT_FAIL, EXIT_USAGE, fail
-from desktop_app.engine.load_options import CTX_RANGE
+from desktop_app.engine.load_options import CTX_RANGE, THREADS_RANGE
 
 
 def no_display() -> str:
@@ -26,8 +26,11 @@ def run(args: argparse.Namespace) -> int:
     if args.ctx_size is not None and not low <= args.ctx_size <= high:     # (a bare `-c 256` was taken for a
         return fail(args, f"-c must be {low} to {high} tokens in the window (the context Settings holds), "  # command)
                           f"not {args.ctx_size}", EXIT_USAGE)
-    if args.threads is not None and args.threads < 0:
-        return fail(args, f"-t must be 0 (automatic) or a number of threads, not {args.threads}", EXIT_USAGE)
+    if args.threads is not None and not THREADS_RANGE[0] <= args.threads <= THREADS_RANGE[1]:
+        return fail(args, f"-t must be 0 (automatic) or a number of threads up to {THREADS_RANGE[1]}, not "
+                          f"{args.threads}", EXIT_USAGE)
+    if args.server and (args.ctx_size is not None or args.threads is not None):   # (set and saved for nothing)
+        return fail(args, "-c and -t set how models load here; a llama-server sets its own when it starts", EXIT_USAGE)
     why = no_display()
     if why:
         return fail(args, why, EXIT_FAIL)

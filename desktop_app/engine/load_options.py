@@ -7,6 +7,7 @@ from desktop_app.engine.threads import physical_cores
 
 CTX_RANGE = (256, 131072)      # the window's context sizes (Settings, `tandem -c`): llama.cpp's least, and a
                                # most that no model in the catalogue was trained past
+THREADS_RANGE = (0, 256)       # ... and thread counts (0: automatic)
 
 
 @dataclass(frozen=True)

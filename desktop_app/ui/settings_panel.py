@@ -8,7 +8,7 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox
 
 from desktop_app.chat.session import GenerationOptions
 from desktop_app.engine import SamplingParams, SpecSettings
-from desktop_app.engine.load_options import CTX_RANGE, LoadOptions
+from desktop_app.engine.load_options import CTX_RANGE, THREADS_RANGE, LoadOptions
 
 REPACK_CHOICES = [("Auto", "auto"), ("Off", "off"), ("On", "on")]     # (the tooltip says what Auto does)
 REPACK_OPTION = {"auto": None, "off": False, "on": True}        # the setting → LoadOptions.repack
@@ -88,7 +88,7 @@ class SettingsPanel(QWidget):
         self.n_ctx = _spin(*CTX_RANGE, 4096, 512)
         self.n_ctx.setToolTip("Tokens the conversation can hold: 256 to 131,072 (a smaller number typed "
                               "becomes 256). More needs more memory.")
-        self.n_threads = _spin(0, 256, 0)
+        self.n_threads = _spin(*THREADS_RANGE, 0)
         self.n_threads.setSpecialValueText("automatic")
         self.n_threads.setToolTip("Threads llama.cpp runs on. Automatic: one per performance core (llama.cpp's "
                                   "default), fewer while other work keeps the CPUs busy (its threads wait for "

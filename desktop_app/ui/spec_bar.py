@@ -154,7 +154,7 @@ class SpecBar(QFrame):
         layout.addWidget(self.remote_hint)
 
         # the shortcuts: the window adds these to itself and to its "Speculation" menu
-        self.toggle_action = QAction("Speculate on/off", self)
+        self.toggle_action = QAction("Speculate", self)     # (checked while on: "on/off" beside a check was a riddle)
         self.toggle_action.setShortcut(QKeySequence(TOGGLE_KEYS))
         self.toggle_action.setCheckable(True)       # (the menu showed no state: a new user's try)
         self.toggle_action.triggered.connect(self._toggle_from_action)

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 from desktop_app.counts import count
 from desktop_app.engine.costs import WIN_MARGIN, best_gamma, speedup_curve
 from desktop_app.engine.events import GenerationStats
+from desktop_app.engine.settings import DRAFT_MAX_LIMIT
 from desktop_app.engine.explain import alpha_text, check_cost_s
 from desktop_app.ui.charts import label_backing, quiet_plot, stats_from
 
@@ -234,8 +235,12 @@ class PayCurve(QWidget):
             alpha += f" (from only {count(s.n_drafted, 'drafted token')}: a rough guess)"
         if best:
             copies = " for copies of earlier text" if s.c == 0.0 else ""   # (c 0: copies only; "γ 7 is best"
-            text = f"At {alpha} on this machine, γ {best} is best{copies} (predicted {predicted[best]:.2f}×"   # of
-            # a lookup-only reply named no drafter: a new user's try)
+            # of a lookup-only reply named no drafter: a new user's try)
+            if best == max(predicted) and best < DRAFT_MAX_LIMIT:   # (still rising where the chart ends: "γ 16 is
+                text = (f"At {alpha} on this machine, γ {best} or longer is best{copies} (predicted "   # best" beside
+                        f"{predicted[best]:.2f}× at γ {best}, where the chart ends")    # a slider to 32, a user's try)
+            else:
+                text = f"At {alpha} on this machine, γ {best} is best{copies} (predicted {predicted[best]:.2f}×"
             text += " with every round drafting)" if s.n_plain_rounds else ")"
             used = f"; this reply drafted {s.mean_drafted or current:.1f} tokens a round"
             if s.n_plain_rounds and s.predicted_speedup_measured is not None:

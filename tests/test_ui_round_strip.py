@@ -300,6 +300,9 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
     L = panel.labels
     # no plain step of its own: plain's rate is the one timed before the reply, and both places say so
     assert L["vs_plain"].text() == "1.40× (plain 0.50 tok/s, earlier)" and L["speed"].text() == "0.70 tok/s"
+    # a value's tooltip: the whole value, then what it means (the value alone explained nothing: a new user's try)
+    assert L["vs_plain"].toolTip() == f"1.40× (plain 0.50 tok/s, earlier)\n\n{panel.titles['vs_plain'].toolTip()}"
+    assert "timed on this reply's plain steps" in L["vs_plain"].toolTip()
     # tokens and the rounds the strip numbers ("#473" beside "Tokens 559" read as a token's number)
     assert L["tokens"].text() == "14 in 5 rounds (first after 2.50 s)" and "round" in panel.titles["tokens"].toolTip()
     narrow = L["tokens"]     # narrower: the rounds stay named while they fit ("37 + end in 38 (first 1.64 s)"

@@ -106,7 +106,7 @@ class SpecPanel(QWidget):
             name = QLabel(title)
             name.setWordWrap(False)
             name.setToolTip(tip)
-            value = StatLabel()
+            value = StatLabel(explanation=tip)
             value.setObjectName(f"stat_{key}")
             self.titles[key], self.labels[key] = name, value
             grid.addWidget(name, i, 0)

@@ -14,17 +14,21 @@ _BREAKS = re.compile(r" (?=\()| (?=/ )")
 class StatLabel(QWidget):
     """A value in the grid: one line, never wrapped; when too narrow, its last parts (a parenthesis, or
     what follows a "/") are left out, shown as "(…)" or "/ …", so a number is never cut or parted from
-    its unit (a first part wider than the label alone ends in "…"); the full text is in the tooltip.
+    its unit (a first part wider than the label alone ends in "…"); the full text is in the tooltip, above
+    what the value means.
     A value may come with compact forms (setText's `compact`, longest first), shown before any part is
     left out: the plain rate a "× plain" is over, which "0.73× (…)" hid in a 1000-px window (a new
     user's try); parts are left out of the full form first, then of the compact ones.
     Its size never depends on its text, so a new value repaints the label alone (a QLabel would ask
     the whole panel to lay itself out again, several times a second)."""
 
-    def __init__(self, text: str = "–", parent=None):
+    def __init__(self, text: str = "–", parent=None, explanation: str = ""):
         super().__init__(parent)
         self._text = text
         self._compact: tuple[str, ...] = ()
+        self.explanation = explanation           # under the value in its tooltip (the row title's: the value
+                                                 # alone, "1.00× (plain 9.19 tok/s)", explained nothing)
+        self.setToolTip(explanation)
         self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
 
     def text(self) -> str:
@@ -63,7 +67,7 @@ class StatLabel(QWidget):
         it do not fit ("" for none)."""
         if (text, compact) != (self._text, self._compact):
             self._text, self._compact = text, compact
-            self.setToolTip(text if text != "–" else "")
+            self.setToolTip("\n\n".join(part for part in (text if text != "–" else "", self.explanation) if part))
             self.update()
 
     def paintEvent(self, _event) -> None:

@@ -28,13 +28,26 @@ round, from what it measures on this machine.</p>
 <li><b>plain</b>: a round with no guess, one token from one target pass, as without speculation.</li>
 <li><b>end</b> (outlined): where the reply ended, and why: the model's end token (eos), Max tokens, a stop string, a full context, or Stop.</li>
 </ul>
-<p>Hover a guess for q (the draft's probability of it), p (the target's) and min(1, p/q), the
+<p>A row's name says what drafted it and how many tokens: "#12 lookup γ5" is round 12, five tokens
+copied. That is what the round drafted, which can be fewer than the γ set: a draft stops at the
+reply's end, at Max tokens, or (draft model) where its own confidence falls below Advanced ▸ p-min.
+Hover a guess for q (the draft's probability of it), p (the target's) and min(1, p/q), the
 chance it is kept when sampling. From the keyboard, Tab to the strip, move between rounds with the
 arrow keys, and press Enter for the round's guesses, each with its q and p.</p>
 <p><b>Acceptance α</b> is the chance a guess is kept when those before it were. A round of γ guesses
 then gives (1 − α<sup>γ+1</sup>) / (1 − α) tokens for one target pass. Whether that is faster
 depends on what the pass costs: checking γ + 1 tokens costs more than one single-token pass, a little
-more on a GPU and several times more on a CPU, and each draft step costs <b>c</b> of a target pass.</p>
+more on a GPU and several times more on a CPU, and each draft step costs a share of a target pass
+(<b>Draft step cost</b>, the papers' c).</p>
+<p>The numbers above the sentence: <b>Speed</b> is the reply's tokens per second after its prompt was
+read; <b>Tokens</b> is its length ("+ end": and its end token, which
+is not text), in how many rounds, and when its first token came; <b>Drafts kept</b>, <b>Kept per drafted
+round</b> (plain rounds left out) and <b>Draft / target time</b> (choosing and making drafts / the
+target's passes) say where the time went. Hover a number's name or its value for what it means.</p>
+<p>The <b>Charts</b> tab: tokens per second over the reply (the dashed line is plain decoding's rate);
+how often each draft position was kept; what each round kept; and the time spent drafting, in the
+target's passes, and on the rest ("other": the draft model catching up on text it had not read, and
+Tandem's own bookkeeping). Hover a chart's title for more.</p>
 <p><b>vs plain (measured)</b> is this reply's speed over plain decoding's on this machine, timed;
 <b>Predicted (cost model)</b> is what the measured costs and α predict. <b>Does it pay?</b> draws the
 prediction for every γ. Below 1.0× speculation is slower here, and the panel says so: with a fixed

@@ -17,7 +17,8 @@ from desktop_app import __version__, bundle
 from desktop_app.counts import count
 
 REPACK_STATES = ("on", "off", "not probed")
-PACKAGES = ("PySide6-Essentials", "llama-cpp-python", "numpy", "gguf", "Jinja2", "platformdirs")
+PACKAGES = ("PySide6-Essentials", "llama-cpp-python", "numpy", "platformdirs", "Jinja2", "gguf", "pyqtgraph",
+            "Pygments", "psutil")      # pyproject.toml's dependencies, in its order (three were left out)
 
 
 def _packages() -> dict[str, str | None]:

@@ -121,6 +121,18 @@ def test_doctor_text_is_compact_and_complete(env):
         assert any(line.startswith(head) for line in lines), head
     assert "(probed now)" in text
     assert len(lines) <= 16
+    # every dependency, as pyproject.toml lists them (pyqtgraph, Pygments and psutil were left out: a new
+    # user's try), each with its version
+    import re
+    from pathlib import Path
+
+    from desktop_app.diagnostics import PACKAGES
+    pyproject = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text(encoding="utf-8")
+    block = re.search(r"^dependencies = \[(.*?)^\]", pyproject, re.S | re.M).group(1)   # (tomllib: Python 3.11+)
+    listed = [re.split(r"[<>=!~ ;\[]", d, maxsplit=1)[0] for d in re.findall(r'^\s*"([^"]+)"', block, re.M)]
+    assert list(PACKAGES) == listed
+    packages = next(line for line in lines if line.startswith("Packages: "))
+    assert all(f"{name} " in packages for name in listed) and "missing" not in packages
 
 
 def test_doctor_reports_a_broken_llama_cpp_instead_of_failing(env, tmp_path):

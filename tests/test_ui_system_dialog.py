@@ -40,7 +40,8 @@ def test_the_dialog_shows_the_report_and_copies_it(qtbot):
 
 
 def test_a_failing_report_shows_why_and_can_still_be_copied(qtbot):
-    dialog = SystemDialog(command=[sys.executable, "-c", "import sys; sys.exit('tandem: error: no llama.cpp here')"])
+    dialog = SystemDialog(command=[sys.executable, "-c", "import sys; sys.exit('tandem: error: no llama.cpp here')"],
+                          in_use="Loaded t.gguf (context 4096 tokens). Speculating: auto.")
     qtbot.addWidget(dialog)
     with qtbot.waitSignal(dialog.reportFailed, timeout=60_000) as failed:
         pass
@@ -48,6 +49,9 @@ def test_a_failing_report_shows_why_and_can_still_be_copied(qtbot):
     assert "Could not gather the system report: tandem: error: no llama.cpp here" in dialog.status.text()
     assert dialog.copy_button.isEnabled() and dialog.report is None
     assert f"Tandem {__version__}" in dialog.text.toPlainText()
+    # what the window has loaded, for a bug report (the report named no model: a new user's try)
+    assert dialog.text.toPlainText().endswith("\nIn the window: Loaded t.gguf (context 4096 tokens). Speculating: auto.")
+    assert dialog.windowTitle() == "About Tandem and this system"
 
 
 def test_a_report_process_that_cannot_start_is_reported(qtbot, tmp_path):
@@ -81,3 +85,19 @@ def test_the_window_opens_it_from_the_help_menu(qtbot, tmp_path):
     assert dialog.text.toPlainText().startswith(f"Tandem {__version__}")
     dialog.close()
     window.close()
+
+
+def test_the_window_s_report_names_what_it_has_loaded(qtbot, tmp_path):
+    """Help ▸ About named no model, though offered for a bug report (a new user's try): the window hands
+    it the model bar's line and the speculation bar's mode."""
+    from desktop_app.ui.main_window import MainWindow
+
+    window = MainWindow(str(tmp_path / "h.db"), str(tmp_path / "s.json"))
+    qtbot.addWidget(window)
+    dialog = window.show_system()
+    try:
+        assert dialog.in_use == f"{window.model_bar.status.text()} {window.spec_bar.mode_text()}."
+        assert dialog.in_use.startswith("No model loaded.") and "auto" in dialog.in_use
+    finally:
+        dialog.done(0)
+        window.close()

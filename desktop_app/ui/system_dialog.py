@@ -31,9 +31,12 @@ class SystemDialog(QDialog):
     reportReady = Signal(dict)
     reportFailed = Signal(str)
 
-    def __init__(self, parent=None, command: Sequence[str] | None = None):
+    def __init__(self, parent=None, command: Sequence[str] | None = None, in_use: str = ""):
+        """`in_use`: what the window has loaded and how it speculates, last in the report (a bug report
+        needs it, and the report named neither: a new user's try)."""
         super().__init__(parent)
-        self.setWindowTitle("About Tandem / System")
+        self.setWindowTitle("About Tandem and this system")     # (as the Help menu names it)
+        self.in_use = in_use
         self.resize(880, 440)
         self.report: dict | None = None
         layout = QVBoxLayout(self)
@@ -110,7 +113,7 @@ class SystemDialog(QDialog):
         self._done = True
         self._timer.stop()
         self.report = doc
-        self.text.setPlainText(format_text(doc))
+        self.text.setPlainText(format_text(doc) + (f"\nIn the window: {self.in_use}" if self.in_use else ""))
         notice = doc.get("repack", {}).get("notice")
         self.status.setText(notice or "Copy this report into a bug report: it holds no personal data beyond "
                                       "folder paths.")
@@ -123,7 +126,8 @@ class SystemDialog(QDialog):
         self._done = True
         self._timer.stop()
         self.status.setText(f"Could not gather the system report: {reason}")
-        self.text.setPlainText(f"Tandem {__version__}\nCould not gather the system report: {reason}\n{details}".strip())
+        self.text.setPlainText(f"Tandem {__version__}\nCould not gather the system report: {reason}\n{details}".strip()
+                               + (f"\nIn the window: {self.in_use}" if self.in_use else ""))
         self.copy_button.setEnabled(True)
         self.reportFailed.emit(reason)
 

@@ -158,7 +158,8 @@ class LayoutMixin:
     def show_system(self) -> SystemDialog:
         """Versions, the llama.cpp build and its CPU features, the weight-repacking decision and the
         folders: what a bug report needs, gathered by `tandem doctor` in a child process."""
-        dialog = SystemDialog(self)
+        in_use = " ".join(t for t in (self.model_bar.status.text(), self.spec_bar.mode_text() + ".") if t)
+        dialog = SystemDialog(self, in_use=in_use)
         dialog.setAttribute(Qt.WA_DeleteOnClose)
         dialog.open()
         return dialog

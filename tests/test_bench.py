@@ -84,6 +84,9 @@ def test_summary_medians_and_ratio_ranges():
     model = dataclasses.replace(spec_row, setting="model γ=4", drafter="model", c=0.52)
     md = to_markdown([plain_row, copies, model], {"repeats": 3, "n_tokens": 10})
     assert "| none | 1.50 (1.00–2.00) |" in md and "| 0.52 | 1.50 (1.00–2.00) |" in md
+    # the columns a new user asked about: plain's tok/s over all its runs, c's "none", predicted's "flat"
+    assert "(plain's: all of its runs); c is one draft-model step" in md and "(none: copies, no model step)" in md
+    assert "flat as if a check cost one single pass" in md
     # plain decoding is the baseline: its prediction is "–" as every empty cell (it was blank), and its passes
     # are the target's, as the panel's Draft / target time counts them (under "verify s", they read as checks)
     assert "| 1 (baseline) | – |" in md and "| draft s | target s |" in md

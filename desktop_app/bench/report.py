@@ -162,7 +162,10 @@ def to_markdown(rows: list[Row], meta: dict) -> str:
     lines.append(f"{repeats} repeat{'' if repeats == 1 else 's'} × {meta.get('n_tokens')} tokens, {meta.get('threads')} threads, "
                  f"context {meta.get('n_ctx')}; runs interleaved (plain, A, plain, B, plain, …). "
                  f"Speed-up: median over repeats of each run over the mean of the plain runs just before "
-                 f"and after it, with min–max.")
+                 f"and after it, with min–max. Other columns are medians over a setting's runs (plain's: all of "
+                 f"its runs); c is one draft-model step in single-token target passes (none: copies, no model "
+                 f"step); predicted is from α and the costs, flat as if a check cost one single pass (the "
+                 f"papers' model), measured at the check costs timed here.")
     mem = meta.get("memory")
     if mem:
         lines.append("")

@@ -30,7 +30,8 @@ round, from what it measures on this machine.</p>
 </ul>
 <p>A row's name says what drafted it and how many tokens: "#12 lookup γ5" is round 12, five tokens
 copied. That is what the round drafted, which can be fewer than the γ set: a draft stops at the
-reply's end, at Max tokens, or (draft model) where its own confidence falls below Advanced ▸ p-min.
+reply's end, at Max tokens, where a copy's earlier text runs out, or (draft model) where its own
+confidence falls below Advanced ▸ p-min; in Auto it is the γ auto chose for that round.
 Hover a guess for q (the draft's probability of it), p (the target's) and min(1, p/q), the
 chance it is kept when sampling. From the keyboard, Tab to the strip, move between rounds with the
 arrow keys, and press Enter for the round's guesses, each with its q and p.</p>

@@ -17,8 +17,8 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 from desktop_app.counts import count
 from desktop_app.engine.costs import WIN_MARGIN, best_gamma, speedup_curve
 from desktop_app.engine.events import GenerationStats
-from desktop_app.engine.settings import DRAFT_MAX_LIMIT
 from desktop_app.engine.explain import alpha_text, check_cost_s
+from desktop_app.engine.settings import DRAFT_MAX_LIMIT
 from desktop_app.ui.charts import label_backing, quiet_plot, stats_from
 
 GAMMA_MAX = 16

@@ -408,6 +408,17 @@ def best_by_hand(gammas, speedups):
     return best
 
 
+def best_words(best: int, gammas: list[int]) -> str:
+    """How the pay curve names its best γ: "γ 7 is best", or at the chart's end (where the checks are flat
+    enough, on this machine or another) "γ 16 or longer is best"."""
+    return f"γ {best} or longer is best" if best == gammas[-1] else f"γ {best} is best"
+
+
+def best_note(best: int, gammas: list[int]) -> str:
+    """... and how its parenthesis opens: "(predicted", or "(the chart ends at γ 16; predicted"."""
+    return f"(the chart ends at γ {best}; predicted" if best == gammas[-1] else "(predicted"
+
+
 def check_curve(pay: PayCurve, s: GenerationStats, current: int):
     gammas = list(range(1, 17))
     assert max(s.verify_s_by_batch) >= 17 and min(s.verify_s_by_batch) <= 2   # no extrapolation needed
@@ -421,7 +432,7 @@ def check_curve(pay: PayCurve, s: GenerationStats, current: int):
     text = pay.sentence.text()
     assert f"α {s.alpha:.2f}" in text
     if best:
-        assert f"γ {best} is best (predicted {hand[best - 1]:.2f}×)" in text
+        assert f"{best_words(best, gammas)} {best_note(best, gammas)} {hand[best - 1]:.2f}×)" in text
         assert list(pay.best_point.getData()[0]) == [best]
         if current != best:
             assert f"(γ {current}: predicted {hand[current - 1]:.2f}×" in text
@@ -556,7 +567,8 @@ def test_pay_curve_quotes_the_replys_own_prediction_when_some_rounds_drafted_not
     assert (f"this reply drafted in {stats.n_rounds} of its {stats.n_rounds + 7} rounds, "
             f"{mixed.mean_drafted:.1f} tokens on average (its rounds as they ran: predicted 1.23×") in text
     assert "γ 4: predicted" not in text
-    assert f"is best (predicted {pay.speedups[pay.gammas.index(pay.best_gamma)]:.2f}× with every round drafting)" in text
+    assert (f"{best_words(pay.best_gamma, pay.gammas)} {best_note(pay.best_gamma, pay.gammas)} "
+            f"{pay.speedups[pay.gammas.index(pay.best_gamma)]:.2f}× with every round drafting)") in text
     above = "above the curve, which has every round draft the same γ"   # (said where the reply is above it, as shown)
     pay.show(dataclasses.replace(mixed, predicted_speedup_measured=max(pay.speedups) + 0.2), 4)
     assert above in pay.sentence.text() and pay.sentence.text().endswith("an average cannot show that.")
@@ -710,8 +722,7 @@ def test_pay_curve_says_when_its_alpha_rests_on_a_few_drafted_tokens(reply, qtbo
     flat = {b: 0.010 + 0.0002 * b for b in range(1, 34)}     # a GPU-like check: still rising where the chart
     pay.show(dataclasses.replace(enough, c=0.0, t_draft_step_s=None, verify_s_by_batch=flat), 4)   # ends
     assert pay.best_gamma == pay.gammas[-1] == 16           # (not "γ 16 is best" beside a slider to 32: a user's try)
-    assert "γ 16 or longer is best for copies of earlier text (predicted " in pay.sentence.text()
-    assert "× at γ 16, where the chart ends" in pay.sentence.text()
+    assert "γ 16 or longer is best for copies of earlier text (the chart ends at γ 16; predicted " in pay.sentence.text()
 
 
 
@@ -722,6 +733,6 @@ def test_pay_curve_names_copies_where_the_reply_only_copied(reply, qtbot):
     pay = PayCurve()
     qtbot.addWidget(pay)
     pay.show(dataclasses.replace(stats, alpha=0.99, c=0.0, t_draft_step_s=None), 4)   # (as a lookup reply's)
-    assert pay.best_gamma and f"γ {pay.best_gamma} is best for copies of earlier text (" in pay.sentence.text()
+    assert pay.best_gamma and f"{best_words(pay.best_gamma, pay.gammas)} for copies of earlier text (" in pay.sentence.text()
     pay.show(dataclasses.replace(stats, alpha=0.99, c=0.01, t_draft_step_s=0.01 * stats.t_target_step_s), 4)
-    assert pay.best_gamma and f"γ {pay.best_gamma} is best (" in pay.sentence.text()
+    assert pay.best_gamma and f"{best_words(pay.best_gamma, pay.gammas)} (" in pay.sentence.text()

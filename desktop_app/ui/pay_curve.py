@@ -236,11 +236,10 @@ class PayCurve(QWidget):
         if best:
             copies = " for copies of earlier text" if s.c == 0.0 else ""   # (c 0: copies only; "γ 7 is best"
             # of a lookup-only reply named no drafter: a new user's try)
-            if best == max(predicted) and best < DRAFT_MAX_LIMIT:   # (still rising where the chart ends: "γ 16 is
-                text = (f"At {alpha} on this machine, γ {best} or longer is best{copies} (predicted "   # best" beside
-                        f"{predicted[best]:.2f}× at γ {best}, where the chart ends")    # a slider to 32, a user's try)
-            else:
-                text = f"At {alpha} on this machine, γ {best} is best{copies} (predicted {predicted[best]:.2f}×"
+            edge = best == max(predicted) and best < DRAFT_MAX_LIMIT   # (still rising where the chart ends: "γ 16
+            lead, note = (f"γ {best} or longer", f"the chart ends at γ {best}; ") if edge else (f"γ {best}", "")  # is
+            text = f"At {alpha} on this machine, {lead} is best{copies} ({note}predicted {predicted[best]:.2f}×"  # best"
+            # beside a slider to 32: a new user's try)
             text += " with every round drafting)" if s.n_plain_rounds else ")"
             used = f"; this reply drafted {s.mean_drafted or current:.1f} tokens a round"
             if s.n_plain_rounds and s.predicted_speedup_measured is not None:

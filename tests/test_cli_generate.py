@@ -76,6 +76,21 @@ def test_a_reply_cut_by_a_full_context_marks_its_last_round(test_model_path):
     check_rounds_add_up(sample)
 
 
+def test_no_token_limit_as_llama_cpp_takes_it(test_model_path):
+    """`-n -1` (llama.cpp's "no limit") said "-n must be at least 1" (a new user's try): the reply runs on
+    until the context is full; other numbers below 1 are still refused."""
+    out = tandem("generate", "-m", test_model_path, "-p", "Write a long story about a dragon.", "-n", "-1",
+                 "-c", "256", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    [sample] = doc["samples"]
+    assert sample["stats"]["stop_reason"] == "context_full" and doc["settings"]["n_predict"] == -1
+    assert doc["prompt_tokens"] + sample["stats"]["n_tokens"] > 256 - 8, sample["stats"]   # (it filled it)
+    refused = tandem("generate", "-m", test_model_path, "-p", "hi", "-n", "-5")
+    assert refused.returncode == 2 and refused.stderr == ("tandem: error: -n must be at least 1, or -1: until the "
+                                                          "context is full (as in llama.cpp)\n"), refused.stderr
+
+
 def test_generate_samples_use_consecutive_seeds(test_model_path, q2k_draft_path, tmp_path):
     prompt = tmp_path / "prompt.txt"
     prompt.write_text("Once upon a time", encoding="utf-8")

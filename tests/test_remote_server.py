@@ -250,6 +250,15 @@ def test_generate_cli_through_the_server(spec_server):
     local_flag = subprocess.run([sys.executable, "-m", "desktop_app", "generate", "--server", spec_server.url,
                                  "-m", "x.gguf", "-p", "x"], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert local_flag.returncode != 0 and "-m is for local models only" in local_flag.stderr
+    # -n -1, llama.cpp's "no limit", reaches the server as its own (it was refused here), and the reply is not
+    # taken to end at its first token by the limit
+    unlimited = subprocess.run([sys.executable, "-m", "desktop_app", "generate", "--server", spec_server.url,
+                                "--api-key", KEY, "-p", "Say hi.", "-n", "-1", "--json"], capture_output=True,
+                               text=True, timeout=300, cwd=ROOT)
+    assert unlimited.returncode == 0, unlimited.stderr
+    [sample] = json.loads(unlimited.stdout)["samples"]
+    assert sample["stats"]["n_tokens"] > 1 and sample["stats"]["stop_reason"] == "eos", sample["stats"]
+    assert [r.get("end", "") for r in sample["rounds"]].count("") == len(sample["rounds"]) - 1
 
 
 def test_bench_compares_the_server_with_local_decoding(spec_server, test_model_path, tmp_path):

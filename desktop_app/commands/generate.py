@@ -37,8 +37,8 @@ def _settings(args):
         checks.note("--draft-max does nothing with --auto: auto chooses γ from 0 to 32 each round")
     if args.samples < 1:
         raise ValueError("--samples must be at least 1")
-    if args.max_tokens < 1:
-        raise ValueError("-n must be at least 1")
+    if args.max_tokens < 1 and args.max_tokens != checks.NO_LIMIT:   # (llama.cpp's -1 was refused: a new user's try)
+        raise ValueError("-n must be at least 1, or -1: until the context is full (as in llama.cpp)")
     sampling = sampling_params(args)
     if args.samples > 1 and sampling.temperature <= 0:     # (three alike, unsaid: a new user's try)
         checks.note(f"--samples {args.samples} at --temp 0 (greedy): every sample is the same text")
@@ -185,7 +185,8 @@ def _sample(pair, args, spec, sampling, prompt: list[int], stops: tuple[str, ...
     if args.samples > 1 and not args.json:    # (on stdout: where it goes to a file, the samples' texts
         out.write_line(f"[sample {k + 1}/{args.samples}{_seed_text(params)}]")   # ran together, a user's try)
     rounds, finish = [], None
-    for event in pair.generate(prompt, params, Controls(spec), args.max_tokens, stops):
+    limit = pair.n_ctx if args.max_tokens == checks.NO_LIMIT else args.max_tokens   # (the context ends it first)
+    for event in pair.generate(prompt, params, Controls(spec), limit, stops):
         interrupt.check()
         if isinstance(event, RoundEvent):
             rounds.append(event)

@@ -32,8 +32,8 @@ def run_server(args) -> int:
     try:
         text = _prompt_text(args)
         sampling = sampling_params(args)
-        if args.max_tokens < 1 or args.samples < 1:
-            raise ValueError("-n and --samples must be at least 1")
+        if args.max_tokens < 1 and args.max_tokens != checks.NO_LIMIT or args.samples < 1:
+            raise ValueError("-n must be at least 1 or -1 (no limit, as in llama.cpp), and --samples at least 1")
     except ValueError as exc:
         return fail(args, str(exc), EXIT_USAGE)
     if args.raw:

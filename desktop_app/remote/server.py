@@ -274,7 +274,7 @@ class LlamaServer:
             return None
 
     def _stream(self, resp, before: str | None, t0: float, max_tokens: int, stop_strings: bool) -> Iterator:
-        rebuilder = RoundRebuilder(max_tokens)
+        rebuilder = RoundRebuilder(max_tokens if max_tokens > 0 else None)   # (-1: the server's "no limit")
         recorder = StatsRecorder(0, 0)
         ttft = None
         text_parts: list[str] = []

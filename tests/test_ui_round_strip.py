@@ -568,6 +568,8 @@ def test_a_server_reply_s_stop_is_said_in_words_for_each_way_it_ends():
     assert said(StopReason.EOS, stops=True) == "stopped by its end or a stop string (the server tells neither apart)"
     assert said(StopReason.EOS) == "stopped by its end (the model's end token)"
     assert said(StopReason.MAX_TOKENS) == "stopped by the token limit (-n 64)"
+    unlimited = FinishEvent("", (), slow_stats(), StopReason.MAX_TOKENS)        # (-n -1: the server's own
+    assert _stopped_by(unlimited, -1, False) == "stopped by the server's context (no -n limit)"   # "length")
 
 
 def test_a_server_reply_s_summary_names_its_rounds_as_a_local_one_s(capsys):

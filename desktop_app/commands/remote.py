@@ -96,7 +96,8 @@ def _stopped_by(finish, limit: int, stops: bool) -> str:
         return "stopped: the server broke off"
     if stops and finish.stop_reason == StopReason.EOS:
         return "stopped by its end or a stop string (the server tells neither apart)"
-    return "stopped by " + stopped_by(finish.stop_reason.value, f"the token limit (-n {limit})", "Ctrl+C")
+    length = f"the token limit (-n {limit})" if limit > 0 else "the server's context (no -n limit)"   # (-n -1)
+    return "stopped by " + stopped_by(finish.stop_reason.value, length, "Ctrl+C")
 
 
 def _print_stats(finish, reply, k: int, n: int, limit: int, stops: bool) -> None:

@@ -19,10 +19,11 @@ import os
 import random
 import sys
 
+from desktop_app.engine.load_options import MIN_CTX
+
 SEED_MAX = 2**32 - 1
 RANDOM_SEED = -1
 NO_LIMIT = -1                  # -n: no token limit, as in llama.cpp (the context, or the server, ends the reply)
-MIN_CTX = 256                  # llama.cpp makes contexts of at least 256 tokens, in steps of 256
 
 
 def note(message: str) -> None:

@@ -5,7 +5,8 @@ from dataclasses import dataclass
 
 from desktop_app.engine.threads import physical_cores
 
-CTX_RANGE = (256, 131072)      # the window's context sizes (Settings, `tandem -c`): llama.cpp's least, and a
+MIN_CTX = 256                  # llama.cpp makes contexts of at least 256 tokens, in steps of 256
+CTX_RANGE = (MIN_CTX, 131072)  # the window's context sizes (Settings, `tandem -c`): llama.cpp's least, and a
                                # most that no model in the catalogue was trained past
 THREADS_RANGE = (0, 256)       # ... and thread counts (0: automatic)
 

@@ -86,8 +86,8 @@ class SettingsPanel(QWidget):
         load_box = QGroupBox("Loading (reloads the models)")
         form = _form(load_box)
         self.n_ctx = _spin(*CTX_RANGE, 4096, 512)
-        self.n_ctx.setToolTip("Tokens the conversation can hold: 256 to 131,072 (a smaller number typed "
-                              "becomes 256). More needs more memory.")
+        self.n_ctx.setToolTip(f"Tokens the conversation can hold: {CTX_RANGE[0]} to {CTX_RANGE[1]:,} (a smaller "
+                              f"number typed becomes {CTX_RANGE[0]}). More needs more memory.")
         self.n_threads = _spin(*THREADS_RANGE, 0)
         self.n_threads.setSpecialValueText("automatic")
         self.n_threads.setToolTip("Threads llama.cpp runs on. Automatic: one per performance core (llama.cpp's "

@@ -157,7 +157,7 @@ class SpecBar(QFrame):
         self.toggle_action = QAction("Speculate", self)     # (checked while on: "on/off" beside a check was a riddle)
         self.toggle_action.setShortcut(QKeySequence(TOGGLE_KEYS))
         self.toggle_action.setCheckable(True)       # (the menu showed no state: a new user's try)
-        self.toggle_action.triggered.connect(self._toggle_from_action)
+        self.toggle_action.triggered.connect(lambda: self.switch.toggle())   # (the check follows the switch)
         self.gamma_up_action = QAction("Longer drafts (γ + 1)", self)
         self.gamma_up_action.setShortcut(QKeySequence(UP_KEYS))
         self.gamma_up_action.triggered.connect(lambda: self.step_gamma(1))
@@ -236,11 +236,6 @@ class SpecBar(QFrame):
     # -- actions
     def toggle(self) -> None:
         self.switch.toggle()
-
-    def _toggle_from_action(self) -> None:
-        """The menu item or Ctrl+T: the switch turns, and the item's check follows the switch."""
-        self.switch.toggle()
-        self.toggle_action.setChecked(self.switch.isChecked())
 
     def step_gamma(self, delta: int) -> None:
         """Ctrl+] / Ctrl+[: γ one longer or shorter; where γ is not the user's to set, it says why (the

@@ -118,6 +118,11 @@ CUT = ": it is cut short (a download or copy that did not finish?) or damaged"  
 # the file's end read as a riddle, where a cut among the weights said "cut short": a new user's try)
 
 
+def _ends_inside(where: str) -> GGUFError:
+    """The error for a header that runs past the file's end; `where`: what was being read, and at which byte."""
+    return GGUFError(f"the file ends inside its header ({where}){CUT}")
+
+
 class _Reader:
     """Reads forward through the header, refusing any read or skip past the end of the file."""
 
@@ -128,14 +133,13 @@ class _Reader:
 
     def _room(self, n: int, what: str) -> None:
         if n > self.size - self.pos:
-            raise GGUFError(f"the file ends inside its header ({what} at byte {self.pos:,} needs {n:,} bytes, "
-                            f"{self.size - self.pos:,} are left){CUT}")
+            raise _ends_inside(f"{what} at byte {self.pos:,} needs {n:,} bytes, {self.size - self.pos:,} are left")
 
     def read(self, n: int, what: str) -> bytes:
         self._room(n, what)
         data = self.fh.read(n)
         if len(data) != n:                                   # the file shrank while we read it
-            raise GGUFError(f"the file ends inside its header ({what} at byte {self.pos:,}){CUT}")
+            raise _ends_inside(f"{what} at byte {self.pos:,}")
         self.pos += n
         return data
 
@@ -181,11 +185,11 @@ class _Reader:
                 buf, off = buf[off:] + fh.read(_CHUNK), 0
                 if len(buf) < 8:
                     self.pos = pos
-                    raise GGUFError(f"the file ends inside its header (an item of {key} at byte {pos:,}){CUT}")
+                    raise _ends_inside(f"an item of {key} at byte {pos:,}")
             length = unpack(buf, off)[0]
             if length > size - pos - 8:
                 self.pos = pos
-                raise GGUFError(f"the file ends inside its header (an item of {key} at byte {pos:,}){CUT}")
+                raise _ends_inside(f"an item of {key} at byte {pos:,}")
             end = off + 8 + length
             if end > len(buf):
                 if keep is None:                              # a long string: skip it in the file
@@ -196,7 +200,7 @@ class _Reader:
                     end = 8 + length
                     if end > len(buf):                        # the file shrank while we read it
                         self.pos = pos
-                        raise GGUFError(f"the file ends inside its header (an item of {key} at byte {pos:,}){CUT}")
+                        raise _ends_inside(f"an item of {key} at byte {pos:,}")
             if keep is not None:
                 keep(buf[off + 8:end])
             pos += 8 + length

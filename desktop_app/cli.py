@@ -50,7 +50,9 @@ The reply goes to stdout; its numbers to stderr, one line each reply:
   rounds (SETTING)       rounds that drafted and rounds decoded plainly, with the drafter and γ they
                          ran at (with --auto: by drafter; "plain decoding" with --drafter none)
   measured               this reply's speed against plain decoding, timed on its plain rounds, or
-                         before it where it had none (at load, or by the last reply in the window)
+                         before it where it had none (at load, or by the last reply in the window); a
+                         pass slows as the context grows, so the tokens of rounds that drafted are
+                         priced at a pass as slow as the checks around them show it
 On a terminal the reply's text is coloured by who wrote each token: green, a draft the target kept;
 yellow, the target's correction of a rejected draft (orange in the window); blue, its bonus token
 after a draft kept whole; uncoloured, a plain step (NO_COLOR=1 turns colour off).

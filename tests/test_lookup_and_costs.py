@@ -1,4 +1,6 @@
 """Prompt lookup (longest earlier match), the cost model, and the lookup ceiling."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -155,6 +157,50 @@ def test_a_long_run_without_a_single_pass_moves_every_price_alike():
     # single pass stayed at its price before the run, half what it costs by the end)
     assert c.verify_s[33] / c.verify_s[1] == pytest.approx(22.8, rel=1e-6)
     assert c.verify_s[1] == pytest.approx(single(context), rel=0.15)     # (its moving average, a few rounds behind)
+
+
+def test_plain_decoding_is_priced_at_the_context_each_token_was_written():
+    # A reply that loops: 40 plain steps at its start, then 30 copies of 32 tokens, all kept, as the
+    # context grows from 50 to 1080 tokens and every pass slows with it (a single-token pass from 10.5 to
+    # 20.8 ms here; 14 to 26 ms on a 2-core AMD EPYC for the test model's poem). Priced at its plain
+    # steps' mean, plain decoding read as fast as the reply ("0.99x plain" in the window, "1.00x" on the
+    # command line) where plain decoding of the same reply ran at 0.71 of its speed. The tokens of a round
+    # that drafted are priced at the plain steps' mean, times the engine's price of a pass as the round
+    # ended over its price at the plain steps: that price moves with the checks once no plain step has
+    # timed one for a while (test above). The live estimate is priced as the end.
+    from desktop_app.engine.metrics import plain_rate_so_far
+
+    single = lambda context: 0.010 * (1 + context / 1000)             # noqa: E731
+    costs = CostModel(verify_s={1: single(50), 33: 22.8 * single(50)})
+    recorder, rounds = StatsRecorder(50, 50), []
+    context = 50
+    plain_s = reply_s = 0.0
+    for gamma in [0] * 40 + [32] * 30:
+        verify_s = (22.8 * single(context + 16)) if gamma else single(context)
+        costs.record_verify(gamma + 1, verify_s)
+        r = dataclasses.replace(_round("lookup" if gamma else "none", gamma, gamma, 0.0, verify_s),
+                                index=len(rounds), n_past=context, plain_step_s=costs.verify_s[1])
+        recorder.add_round(r, 0)
+        rounds.append(r)
+        plain_s += sum(single(context + k) for k in range(gamma + 1))
+        reply_s += verify_s
+        context += gamma + 1
+    stats = recorder.finish(context - 50, reply_s, 0.0, 0.01, "max_tokens", costs)
+    truth = plain_s / reply_s
+    assert truth > 1.4 and stats.t_target_step_s * (context - 50) / reply_s < 1.0   # (the plain steps' mean)
+    assert stats.measured_speedup == pytest.approx(truth, abs=0.25)     # (1.22: the price lags the context a
+    assert stats.measured_speedup > 1.2                                 # few checks, test above)
+    assert plain_rate_so_far(rounds) == pytest.approx(stats.plain_tokens_per_s)
+    # the engine's price moves it, whatever its level: a price 30 % low throughout (the ratios between
+    # check sizes timed at load off) gives the same, where the reply timed plain steps of its own
+    low = [dataclasses.replace(r, plain_step_s=0.7 * r.plain_step_s) for r in rounds]
+    assert plain_rate_so_far(low) == pytest.approx(stats.plain_tokens_per_s)
+    # a reply decoded plainly throughout is priced at its own passes: exactly 1.00x
+    plain_only = StatsRecorder(50, 50)
+    for r in rounds[:40]:
+        plain_only.add_round(r, 0)
+    stats = plain_only.finish(40, sum(r.t_round_s for r in rounds[:40]), 0.0, 0.01, "max_tokens", costs)
+    assert stats.measured_speedup == pytest.approx(1.0)
 
 
 def test_a_size_first_timed_in_a_long_run_moves_only_its_own_price_until_established():

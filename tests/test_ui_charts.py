@@ -296,9 +296,9 @@ def test_a_reply_that_drafts_in_every_round_compares_itself_with_plain_as_known_
     panel.finish(stats)                                                   # a reply measured it since
     known = stats.plain_tokens_per_s
     # but not a stopped reply, one of a round or two, nor a llama-server's (measured elsewhere)
-    for other in (dataclasses.replace(stats, stop_reason="cancelled", t_target_step_s=2 * stats.t_target_step_s),
-                  dataclasses.replace(stats, n_rounds=PLAIN_ESTIMATE_MIN - 1, t_target_step_s=2 * stats.t_target_step_s),
-                  dataclasses.replace(stats, remote="llama-server", t_target_step_s=2 * stats.t_target_step_s)):
+    for other in (dataclasses.replace(stats, stop_reason="cancelled", t_plain_pass_s=2 * stats.plain_pass_s),
+                  dataclasses.replace(stats, n_rounds=PLAIN_ESTIMATE_MIN - 1, t_plain_pass_s=2 * stats.plain_pass_s),
+                  dataclasses.replace(stats, remote="llama-server", t_plain_pass_s=2 * stats.plain_pass_s)):
         assert other.plain_tokens_per_s != pytest.approx(known)
         panel.begin("test")
         panel.finish(other)
@@ -340,7 +340,7 @@ def test_the_live_plain_rate_leaves_out_the_draft_model_s_catch_up_as_the_end_do
     rounds[20] = dataclasses.replace(rounds[20], t_round_s=0.11 + 2.5, t_catch_up_s=2.5)
     end = GenerationStats(n_tokens=40, n_rounds=40, tokens_per_s=40 / sum(r.t_round_s for r in rounds),
                           t_target_step_s=0.1, t_verify_s=4.0, t_catch_up_s=2.5)
-    assert plain_rate_so_far(rounds, 0.1) == pytest.approx(end.plain_tokens_per_s) == pytest.approx(1 / 0.11)
+    assert plain_rate_so_far(rounds) == pytest.approx(end.plain_tokens_per_s) == pytest.approx(1 / 0.11)
 
 
 def test_plain_reply_estimates_plain_speed_live_and_has_no_alpha(pair, qapp, qtbot):
@@ -439,7 +439,7 @@ def check_curve(pay: PayCurve, s: GenerationStats, current: int):
     else:
         assert "no γ is predicted to beat plain decoding" in text
         check = current + 1
-        ratio = verify_by_hand(s.verify_s_by_batch, check) / s.t_target_step_s
+        ratio = verify_by_hand(s.verify_s_by_batch, check) / s.verify_s_by_batch[1]   # (as the curve: costs.at_pace)
         assert f"a {check}-token check costs {ratio:.1f} single passes" in text
         assert len(pay.best_point.getData()[0]) == 0
     if s.measured_speedup is not None:

@@ -55,8 +55,8 @@ class RoundEvent:
                                       # round is cut there, so nothing past the reply's end is in it
                                       # (an end-of-generation token stays as its last emitted token)
     plain_step_s: float = 0.0         # the engine's price of a single-token target pass as the round
-                                      # ended: plain decoding's step until the reply times its own, as
-                                      # GenerationStats.t_target_step_s (0.0: not known; not stored)
+                                      # ended, at this context: plain decoding's pass for the tokens of a
+                                      # round that drafted (metrics.priced_passes; 0.0: not known; not stored)
     t_catch_up_s: float = 0.0         # of t_round_s: the draft model catching up on the text (not stored:
                                       # GenerationStats.t_catch_up_s has the reply's)
 
@@ -191,7 +191,10 @@ class GenerationStats:
     t_other_s: float = 0.0
     t_catch_up_s: float = 0.0         # of t_other_s: the draft model catching up on text it had not read (auto)
     t_draft_step_s: float | None = None    # mean time of one draft step
-    t_target_step_s: float | None = None   # mean time of one single-token target pass
+    t_target_step_s: float | None = None   # mean time of one single-token target pass (this reply's plain steps)
+    t_plain_pass_s: float | None = None    # plain decoding's pass per token of this reply, each priced at the
+                                           # context it was written (metrics.priced_passes); None in replies
+                                           # stored before it (t_target_step_s then stands for it)
     c: float | None = None            # draft step cost relative to a single target pass
     unused_draft_c: float | None = None    # auto mode weighed the draft model and never drafted with it:
                                            # its step cost relative to a target pass, as auto priced it
@@ -245,19 +248,27 @@ class GenerationStats:
         return cls(**known)
 
     @property
+    def plain_pass_s(self) -> float | None:
+        """Plain decoding's single-token pass, per token of this reply (t_plain_pass_s; a reply stored
+        before it has its plain steps' mean)."""
+        return self.t_plain_pass_s or self.t_target_step_s
+
+    @property
     def plain_tokens_per_s(self) -> float | None:
         """What plain decoding would have given on this machine at this point: one single-token target
-        pass per token (measured), and one for the end-of-reply token where the reply ended on one (its
-        pass is in the reply's time, the token not in n_tokens), plus the loop's own time per round as
-        this reply spent it (sampling, text, events), so that a reply decoded plainly is 1.00× of it."""
-        if not self.t_target_step_s or not self.n_rounds or not self.tokens_per_s:
+        pass per token (plain_pass_s: as this reply's plain steps took them, and where it drafted, at the
+        engine's price of one at that point of the reply), and one for the end-of-reply token where the
+        reply ended on one (its pass is in the reply's time, the token not in n_tokens), plus the loop's
+        own time per round as this reply spent it (sampling, text, events), so that a reply decoded
+        plainly is 1.00× of it."""
+        if not self.plain_pass_s or not self.n_rounds or not self.tokens_per_s:
             return None
         decode_s = self.n_tokens / self.tokens_per_s
         # (not the draft model's catch-up, which plain decoding would not pay: counted as the loop's own
         # time, it made plain look 5 % slower in a reply where auto caught the model up once)
         overhead = max(0.0, decode_s - self.t_draft_s - self.t_verify_s - self.t_catch_up_s) / self.n_rounds
         passes = self.n_tokens + (self.stop_reason == StopReason.EOS.value)
-        return self.n_tokens / (passes * (self.t_target_step_s + overhead))
+        return self.n_tokens / (passes * (self.plain_pass_s + overhead))
 
     @property
     def measured_speedup(self) -> float | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from desktop_app.counts import count
 from desktop_app.engine.auto_policy import FIRST_PROBE
-from desktop_app.engine.costs import CostModel
+from desktop_app.engine.costs import CostModel, at_pace
 from desktop_app.engine.events import GenerationStats, StopReason
 
 PAYS, COSTS = 1.05, 0.95     # measured speed-ups at or beyond which speculation pays / costs time
@@ -203,10 +203,10 @@ def _explain(stats: GenerationStats) -> str:
                 StopReason.CONTEXT_FULL.value: "The context was full: nothing was written."}.get(
                     stats.stop_reason, "The model ended its turn at once: nothing was written.")
     if not stats.n_drafted:
-        if stats.t_target_step_s and plain:             # (the rate every other view quotes as plain's)
+        if stats.plain_pass_s and plain:                # (the rate every other view quotes as plain's)
             eos = " and the pass that ended the reply" if stats.stop_reason == StopReason.EOS.value else ""
             finer = rates_finer(stats)
-            text = (f"Plain decoding: {count(stats.n_tokens, 'token')} at {1000 * stats.t_target_step_s:.0f} ms "
+            text = (f"Plain decoding: {count(stats.n_tokens, 'token')} at {1000 * stats.plain_pass_s:.0f} ms "
                     f"per target pass; counting the time between passes{eos}, {rate_text(plain, finer)}.")
             if m is not None and m < 0.995 and rate_text(stats.tokens_per_s, finer) != rate_text(plain, finer):
                 # (auto's choosing, or a lookup that found nothing, took time plain decoding does not:
@@ -268,17 +268,19 @@ def _round_reasons(stats: GenerationStats, alpha: float, rounds: float, per_roun
         why.append("the draft is often wrong")
     if stats.c is not None and stats.c > 0.3:
         why.append(f"a draft step costs {stats.c:.2f} of a target pass")
-    if stats.t_verify_s and rounds and stats.t_target_step_s:
+    if stats.t_verify_s and rounds and stats.plain_pass_s:
         # This reply's own checks, a part of the round time above (not the cost model's price of a
         # size: a mean of rounds of several sizes is not the price of their mean size), less the plain
-        # steps' (t_target_step_s is their mean; t_plain_s holds their drafting too).
+        # steps' (t_target_step_s is their mean; t_plain_s holds their drafting too), against the single
+        # pass plain decoding is priced at (plain_pass_s: a pass slows as the context grows, and plain
+        # steps that came early in a long reply made a check look 26.6× of one, for about 18×).
         verify_s = max(0.0, stats.t_verify_s - stats.n_plain_rounds * (stats.t_target_step_s or 0.0)) / rounds
         share = (f"all of those {per_round_ms:.0f} ms" if round(1000 * verify_s) >= round(per_round_ms)
                  else f"{1000 * verify_s:.0f} of those {per_round_ms:.0f} ms")
-        ratio = verify_s / stats.t_target_step_s
+        ratio = verify_s / stats.plain_pass_s
         why.append(f"in this reply, checking a round's {_plus_one(stats.mean_drafted)} tokens took {share}, "
                    f"{ratio:.1f}× a single-token pass "
-                   f"({1000 * stats.t_target_step_s:.0f} ms, without the time between passes)")
+                   f"({1000 * stats.plain_pass_s:.0f} ms, without the time between passes)")
         if ratio > BUSY_CHECK * (stats.mean_drafted + 1):
             why.append("that is more than passing those tokens one at a time would take, which a machine does "
                        "only while other work slows it: this comparison with plain decoding is not like for "
@@ -344,7 +346,12 @@ def _plus_one(mean: float) -> str:
     return f"{float(f'{mean:.2f}') + 1:.2f}"
 
 
-def check_cost_s(stats: GenerationStats, batch: int) -> float | None:
-    """Seconds of a verify pass over `batch` tokens on this machine, from the cost model the reply
-    ended with (its verify_s_by_batch, interpolated); None where it holds none."""
-    return CostModel(verify_s=dict(stats.verify_s_by_batch)).verify_cost(batch) if stats.verify_s_by_batch else None
+def check_passes(stats: GenerationStats, batch: int) -> float | None:
+    """A verify pass over `batch` tokens on this machine, in single-token passes, from the cost model the
+    reply ended with (its verify_s_by_batch, interpolated, each over its single pass: the ratio the "Does
+    it pay?" curve rests on, costs.at_pace); None where it holds none. (Seconds over the reply's plain
+    steps' mean instead: a check priced at the end of a 1024-token reply, over passes timed in its first
+    150 tokens, read 42 single passes where the curve rested on 20.)"""
+    if not stats.verify_s_by_batch or not stats.verify_s_by_batch.get(1):
+        return None
+    return CostModel(verify_s=at_pace(stats.verify_s_by_batch, 1.0)).verify_cost(batch)

@@ -19,6 +19,7 @@ class StatsRecorder:
         self._plain_verify_s = 0.0
         self._plain_round_s = 0.0             # draft + verify time of those rounds (auto mode looks
                                               # for a copy even in rounds that then draft nothing)
+        self.plain_pass = PlainPass()         # plain decoding's pass for the rounds so far
         self._rejections = 0
         self._draft_rounds = 0
         self._draft_written = 0               # tokens those rounds emitted (RoundEvent.emitted)
@@ -33,6 +34,7 @@ class StatsRecorder:
         s.t_draft_s += r.t_draft_s
         s.t_verify_s += r.t_verify_s
         s.t_other_s += max(0.0, r.t_round_s - r.t_draft_s - r.t_verify_s)
+        self.plain_pass.add(r)
         if r.gamma:
             self._draft_rounds += 1
             self._draft_written += len(r.emitted)
@@ -91,6 +93,7 @@ class StatsRecorder:
             s.t_target_step_s = self._plain_verify_s / self._plain_rounds
         elif 1 in costs.verify_s:
             s.t_target_step_s = costs.verify_s[1]          # measured earlier with this pair
+        s.t_plain_pass_s = self.plain_pass.seconds() or s.t_target_step_s
         if s.t_draft_step_s is not None and s.t_target_step_s:
             s.c = s.t_draft_step_s / s.t_target_step_s
         elif s.n_drafted and not self._draft_steps:
@@ -129,15 +132,56 @@ class StatsRecorder:
         return flat, measured
 
 
-def plain_rate_so_far(rounds: Sequence[RoundEvent], step_s: float) -> float | None:
+class PlainPass:
+    """Plain decoding's single-token pass, per token of a reply (GenerationStats.t_plain_pass_s), from its
+    rounds: the mean of its plain steps' own passes, times how much dearer the engine's price of a pass
+    (RoundEvent.plain_step_s) was over all its tokens than at those steps. Every pass slows as the
+    context grows: at the plain steps' mean alone, a 1024-token reply of the test model whose plain steps
+    all came in its first 150 tokens, copies after that, read "1.00× plain" where plain decoding of the
+    same reply ran at 0.70 of its speed (a pass 14 ms at its start, 26 at its end, on a 2-core AMD EPYC).
+    The engine's price is used for that ratio only: its level rests on the ratios between check sizes
+    timed at load, and with those off it priced a fixed draft model's reply at "0.50× plain" for 0.65.
+    A reply with no plain step (a fixed draft model's) is priced at the engine's price alone."""
+
+    def __init__(self):
+        self.steps_s = 0.0        # the plain steps' own passes
+        self.steps = 0
+        self.steps_price = 0.0    # the engine's price of a pass at those steps
+        self.price = 0.0          # ... and at every token, a pass each
+        self.passes = 0
+        self.unpriced = False     # a round came without the engine's price
+
+    def add(self, r: RoundEvent) -> None:
+        n = 1 if not r.gamma else r.n_reply_tokens
+        if not r.gamma and r.t_verify_s > 0:
+            self.steps_s += r.t_verify_s
+            self.steps += 1
+            self.steps_price += r.plain_step_s
+        self.price += n * r.plain_step_s
+        self.passes += n
+        self.unpriced |= n > 0 and r.plain_step_s <= 0
+
+    def seconds(self) -> float | None:
+        priced = not self.unpriced and self.passes > 0
+        if self.steps:
+            mean = self.steps_s / self.steps
+            return mean * (self.price / self.passes) / (self.steps_price / self.steps) if priced else mean
+        return self.price / self.passes if priced else None
+
+
+def plain_rate_so_far(rounds: Sequence[RoundEvent]) -> float | None:
     """Plain decoding's rate as the reply's end will price it (GenerationStats.plain_tokens_per_s), from
-    its rounds so far and a single-token pass of step_s: a pass per token, and the loop's own time per
-    round as these rounds spent it. Priced apart, a live "plain ≈ 5.84 tok/s, earlier" (the last reply's)
-    became "plain 8.63 tok/s, earlier" at the end (the engine's price since): a new user's try."""
+    its rounds so far: a single-token pass per token (PlainPass), and the loop's own time per round as
+    these rounds spent it. Priced apart, a live "plain ≈ 5.84 tok/s, earlier" (the last reply's) became
+    "plain 8.63 tok/s, earlier" at the end (the engine's price since): a new user's try."""
     n = sum(r.n_reply_tokens for r in rounds)
     seconds = sum(r.t_round_s for r in rounds)
+    plain = PlainPass()
+    for r in rounds:
+        plain.add(r)
+    step_s = plain.seconds() or 0.0
     if not n or seconds <= 0 or step_s <= 0:
         return None
-    return GenerationStats(n_tokens=n, n_rounds=len(rounds), tokens_per_s=n / seconds, t_target_step_s=step_s,
+    return GenerationStats(n_tokens=n, n_rounds=len(rounds), tokens_per_s=n / seconds, t_plain_pass_s=step_s,
                            t_draft_s=sum(r.t_draft_s for r in rounds), t_verify_s=sum(r.t_verify_s for r in rounds),
                            t_catch_up_s=sum(r.t_catch_up_s for r in rounds)).plain_tokens_per_s

@@ -337,7 +337,7 @@ class LlamaServer:
         if final.get("predicted_per_second"):
             stats.tokens_per_s = float(final["predicted_per_second"])
         stats.c = stats.predicted_speedup = stats.predicted_speedup_measured = None     # not measurable remotely
-        stats.t_draft_step_s = stats.t_target_step_s = None
+        stats.t_draft_step_s = stats.t_target_step_s = stats.t_plain_pass_s = None
         stats.remote = "llama-server"
         self.last_reply.final_timings = final
         if before is not None and not cancelled and not message:

@@ -338,18 +338,18 @@ class LiveCharts(QWidget):
 
     def plain_rate(self) -> tuple[float | None, str]:
         """The plain-decoding reference: stats.plain_tokens_per_s once the reply ended; before that, as
-        the end will price it (metrics.plain_rate_so_far), from the single-token passes of its plain
-        rounds once there are PLAIN_ESTIMATE_MIN, else from the engine's price of one as the last round
-        ended (RoundEvent.plain_step_s), else the rate known before the reply (begin's `earlier_plain`:
+        the end will price it (metrics.plain_rate_so_far: the single-token passes of its plain rounds,
+        the engine's price of one for the tokens of the others), "so far" once it has PLAIN_ESTIMATE_MIN
+        plain rounds, else "earlier"; else the rate known before the reply (begin's `earlier_plain`:
         a reply that drafts in every round, as a fixed draft model does, showed no comparison until its
         end, though slower than plain decoding all along: a new user's try), else None."""
         if self._stats is not None:
             rate = self._stats.plain_tokens_per_s
             return rate, "plain" if rate else ""
-        plain = [r.t_verify_s for r in self._rounds if not r.gamma and r.t_verify_s > 0]
-        if len(plain) >= PLAIN_ESTIMATE_MIN:
-            return plain_rate_so_far(self._rounds, sum(plain) / len(plain)), PLAIN_SO_FAR
-        rate = plain_rate_so_far(self._rounds, self._rounds[-1].plain_step_s) if self._rounds else None
+        rate = plain_rate_so_far(self._rounds) if self._rounds else None
+        plain = sum(not r.gamma and r.t_verify_s > 0 for r in self._rounds)
+        if rate and plain >= PLAIN_ESTIMATE_MIN:
+            return rate, PLAIN_SO_FAR
         if rate or self._earlier_plain:
             return rate or self._earlier_plain, PLAIN_EARLIER
         return None, ""

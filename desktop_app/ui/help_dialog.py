@@ -49,7 +49,9 @@ target's passes) say where the time went. Hover a number's name or its value for
 how often each draft position was kept; what each round kept; and the time spent drafting, in the
 target's passes, and on the rest ("other": the draft model catching up on text it had not read, and
 Tandem's own bookkeeping). Hover a chart's title for more.</p>
-<p><b>vs plain (measured)</b> is this reply's speed over plain decoding's on this machine, timed;
+<p><b>vs plain (measured)</b> is this reply's speed over plain decoding's on this machine, timed (a
+single-token pass per token, timed on the reply's plain steps; a pass slows as the context grows, so
+where the reply drafted, a pass is priced as slow as the checks around it show);
 <b>Predicted (cost model)</b> is what the measured costs and α predict. <b>Does it pay?</b> draws the
 prediction for every γ. Below 1.0× speculation is slower here, and the panel says so: with a fixed
 γ, try Auto, a shorter γ, or Speculate off; in Auto, what it tried while it learnt this text cost

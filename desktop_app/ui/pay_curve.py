@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 from desktop_app.counts import count
 from desktop_app.engine.costs import WIN_MARGIN, best_gamma, speedup_curve
 from desktop_app.engine.events import GenerationStats
-from desktop_app.engine.explain import alpha_text, check_cost_s
+from desktop_app.engine.explain import alpha_text, check_passes
 from desktop_app.engine.settings import DRAFT_MAX_LIMIT
 from desktop_app.ui.charts import label_backing, quiet_plot, stats_from
 
@@ -260,13 +260,13 @@ class PayCurve(QWidget):
                 text += f"; this reply: {measured_text}"
             return text + "."
         g = current if current in predicted else max(1, round(s.mean_drafted or 1))
-        verify = check_cost_s(s, g + 1)
+        passes = check_passes(s, g + 1)
         text = f"At {alpha}, no γ is predicted to beat plain decoding here"
         if WIN_MARGIN > 1 and max(predicted.values()) > 1.0:
             text += f" by the {100 * (WIN_MARGIN - 1):.0f} % auto mode asks for"
-        if verify and s.t_target_step_s:
+        if passes:
             text += (f": by this machine's timings (at load, refined by every round) a {g + 1}-token check "
-                     f"costs {verify / s.t_target_step_s:.1f} single passes")
+                     f"costs {passes:.1f} single passes")
             if s.c:
                 text += f", and in this reply each drafted token cost {s.c:.2f} of one"
         if s.n_plain_rounds and s.predicted_speedup_measured is not None:     # (as above: not the curve's)

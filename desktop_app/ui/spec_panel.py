@@ -34,7 +34,9 @@ STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation e
                                              "reply's plain steps, or (\"earlier\") last timed before it, at "
                                              "load or in an earlier reply: a machine busier now than then "
                                              "makes this reply look slower. Every pass slows as the "
-                                             "conversation grows, so plain's rate tends to fall from reply to reply"),
+                                             "context grows, so the tokens of a round that drafted are priced "
+                                             "at a pass as slow as the checks around them show it, and plain's "
+                                             "rate tends to fall from reply to reply"),
          ("tokens", "Tokens", "Tokens this reply wrote, in how many rounds: a round is one target pass, a plain step "
                               "or a check of drafts (numbered in the strip); \"+ end\": and the reply's end, not text"),
          ("accepted", "Drafts kept", "Drafted tokens the target kept: kept / drafted (the acceptance rate)"),

@@ -10,6 +10,16 @@ def test_multibyte_characters_split_across_tokens():
     assert all("\ufffd" not in p for p in pieces)
 
 
+def test_a_character_cut_in_two_by_the_end_is_left_out():
+    # the token limit between an emoji's tokens: the reply ended in "�" (a new user's try)
+    stream = TextStream()
+    assert stream.push("fish ".encode() + "🐟".encode()[:2]) == "fish "
+    assert stream.finish() == "" and stream.text == "fish "
+    # bytes that are not UTF-8 at all, mid-text, are still shown as what they are
+    stream = TextStream()
+    assert stream.push(b"a\xff b") + stream.finish() == "a\ufffd b"
+
+
 def test_stop_string_across_tokens_cuts_the_text_before_it():
     stream = TextStream(["</end>"])
     out = [stream.push(p) for p in [b"Hello ", b"wor", b"ld </e", b"nd> more"]]

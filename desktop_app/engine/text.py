@@ -32,9 +32,9 @@ class TextStream:
         return self._release()
 
     def finish(self) -> str:
-        """The generation ended: flush an incomplete UTF-8 tail and any held-back text."""
-        if not self.stopped:
-            self._text += self._decoder.decode(b"", final=True)
+        """The generation ended: release any held-back text. A character the end cut in two (the token
+        limit, or Stop, between the tokens of an emoji) is left out: flushed, it read "�"."""
+        self._decoder.reset()
         end = len(self._text) if not self.stopped else self._released
         out = self._text[self._released:end]
         self._released = end

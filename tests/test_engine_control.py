@@ -310,6 +310,31 @@ def test_stop_string_spanning_tokens(pair):
 
 
 @pytest.mark.network
+def test_a_reply_cut_inside_a_character_ends_before_it(pair):
+    """The token limit between the tokens of an emoji: the reply ended in "�" (a new user's try)."""
+    prompt = prompt_tokens(pair.target, "<|im_start|>user\nReply with only emoji: a fish, a cat and a dog.<|im_end|>\n"
+                                        "<|im_start|>assistant\n")
+    _, _, full = run(pair, prompt, GREEDY, max_tokens=12, drafter="none")
+    pieces = [pair.target.piece(t) for t in full.tokens]
+    cut_inside = [n for n in range(1, len(pieces))          # limits that cut a character in two
+                  if not _decodes(b"".join(pieces[:n]))]
+    assert cut_inside, [p for p in pieces]                  # (the reply is emoji of several tokens each)
+    for n in cut_inside[:3]:
+        _, tokens, cut = run(pair, prompt, GREEDY, max_tokens=n, drafter="none")
+        whole = b"".join(pieces[:n]).decode("utf-8", errors="ignore")
+        assert cut.text == whole and "\ufffd" not in cut.text, n
+        assert "".join(t.text for t in tokens) + cut.tail == cut.text
+
+
+def _decodes(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+@pytest.mark.network
 def test_a_reply_decoded_plainly_is_one_times_plain_however_it_ends(pair):
     """Plain decoding is 1.00× of plain, whether the reply ends on an end-of-reply token (whose pass is
     in the reply's time but not in its tokens: short replies read 0.5-0.95× before) or at max tokens."""

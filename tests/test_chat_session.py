@@ -1,6 +1,7 @@
 """Multi-turn chat on the real test pair: KV reuse, regenerate, edit, context limits, streaming writes."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -194,6 +195,8 @@ def test_full_conversation_offers_to_drop_old_turns(test_model_path, tmp_path):
         with pytest.raises(ContextOverflow) as info:
             list(chat.reply(huge, options))
         assert not info.value.can_drop_turns and "use a larger context size" in str(info.value)
+        assert str(info.value).startswith(f"This message needs {info.value.n_prompt} tokens plus 40 to begin a reply, "
+                                          "but the context holds 512")      # (not "This conversation needs")
         store.add_message(huge, "assistant", "An answer from a larger context.")    # a regenerate that cannot fit
         with pytest.raises(ContextOverflow):                                         # keeps the reply in place
             list(chat.regenerate(huge, options))
@@ -205,6 +208,9 @@ def test_full_conversation_offers_to_drop_old_turns(test_model_path, tmp_path):
         with pytest.raises(ContextOverflow) as info:
             list(chat.reply(cid, options))
         assert not info.value.can_drop_turns and "shorten the message" in str(info.value)
+        alone = len(chat.prompt_tokens(dataclasses.replace(store.conversation(cid), first_turn=len(store.messages(cid)) - 1)))
+        assert 512 - 40 < alone < info.value.n_prompt
+        assert f"This conversation needs {info.value.n_prompt} tokens, and its last message alone {alone} plus 40" in str(info.value)
         # a message sent into a context that cannot hold it is taken back (the window puts it in the box):
         # the history is as before, and a conversation it began is untitled again
         first = store.create_conversation()

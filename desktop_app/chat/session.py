@@ -38,7 +38,7 @@ class ContextOverflow(RuntimeError):
     larger context will do."""
 
     def __init__(self, n_prompt: int, n_ctx: int, reserve: int, can_drop_turns: bool,
-                 larger: str = "use a larger context size", only_last: bool = False):
+                 larger: str = "use a larger context size", only_last: bool = False, alone: int = 0):
         self.n_prompt, self.n_ctx, self.reserve, self.can_drop_turns = n_prompt, n_ctx, reserve, can_drop_turns
         self.only_last = only_last       # leaving turns out leaves only the last message: said, so that no one
         if not can_drop_turns:           # sends "Now give it a title." alone unawares (a new user's try)
@@ -48,8 +48,16 @@ class ContextOverflow(RuntimeError):
                        f"conversation before it; the system prompt stays), start a new conversation, or {larger}")
         else:
             choices = f"leave out the oldest turns (the system prompt stays), start a new conversation, or {larger}"
-        needs = f"{n_prompt} tokens plus {reserve} to begin a reply" if reserve else f"{n_prompt} tokens"
-        super().__init__(f"This conversation needs {needs}, but the context holds {n_ctx}: {choices}.")
+        reply = f" plus {reserve} to begin a reply" if reserve else ""
+        # `alone`: the tokens of the last message with the system prompt, where it does not fit even so. "This
+        # conversation needs …" of a first message read as if the conversation were the trouble (a new user's try)
+        if alone and alone >= n_prompt:
+            text = f"This message needs {n_prompt} tokens{reply}"
+        elif alone:
+            text = f"This conversation needs {n_prompt} tokens, and its last message alone {alone}{reply}"
+        else:
+            text = f"This conversation needs {n_prompt} tokens{reply}"
+        super().__init__(f"{text}, but the context holds {n_ctx}: {choices}.")
 
 
 @dataclass
@@ -113,7 +121,13 @@ class ChatSession:
             if self.fits(conversation, options):
                 self.store.set_first_turn(conversation_id, start)
                 return start
-        raise ContextOverflow(len(self.prompt_tokens(conversation)), self.n_ctx, self._reserve(options), False)
+        n = len(self.prompt_tokens(conversation))         # (from the last message: the others left out)
+        raise ContextOverflow(n, self.n_ctx, self._reserve(options), False, alone=n)
+
+    def _alone(self, conversation: ConversationInfo) -> int:
+        """The tokens of the conversation's last user message with the system prompt alone."""
+        last = max((i for i, m in enumerate(conversation.messages) if m.role == "user"), default=None)
+        return len(self.prompt_tokens(replace(conversation, first_turn=last))) if last is not None else 0
 
     # -- turns
     def send(self, conversation_id: int, text: str, options: GenerationOptions) -> Iterator:
@@ -202,7 +216,8 @@ class ChatSession:
             kept = [m for m in conversation.messages if m.position < last.position]
             edited = replace(conversation, messages=kept + [replace(last, content=text, token_ids=None)])
             if not self.fits(edited, options):
-                raise ContextOverflow(len(self.prompt_tokens(edited)), self.n_ctx, self._reserve(options), False)
+                raise ContextOverflow(len(self.prompt_tokens(edited)), self.n_ctx, self._reserve(options), False,
+                                      alone=self._alone(edited))
         self.store.delete_messages_from(conversation_id, last.position)
         self.store.add_message(conversation_id, "user", text)
         first = all(m.role != "user" for m in conversation.messages if m.position < last.position)
@@ -220,7 +235,8 @@ class ChatSession:
                 return self.fits(replace(conversation, first_turn=i), options)
             can_drop = bool(starts) and fits_from(starts[-1])                # (the last turn alone fits;
             only_last = can_drop and (len(starts) == 1 or not fits_from(starts[-2]))   # only it, or more)
-            raise ContextOverflow(len(prompt), self.n_ctx, reserve, can_drop, only_last=only_last)
+            raise ContextOverflow(len(prompt), self.n_ctx, reserve, can_drop, only_last=only_last,
+                                  alone=0 if can_drop else self._alone(conversation))
         return self._stream(conversation_id, prompt, options)
 
     def _stream(self, conversation_id: int, prompt: list[int], options: GenerationOptions) -> Iterator:

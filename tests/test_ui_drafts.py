@@ -239,6 +239,36 @@ def test_a_message_sent_while_a_reply_runs_goes_once_when_it_ends(qtbot, recorde
     assert len(w.sent) == 2
 
 
+def test_a_stop_as_a_reply_ends_does_not_stop_the_waiting_message_s_reply(qtbot, recorded, monkeypatch):
+    """Stop pressed as a reply ended reached the window after the reply of the message that waited had
+    begun, and stopped that one (a new user's try). Within STOP_GRACE_S of it beginning by itself, a Stop
+    is taken as meant for the reply that ended: the banner says so, and a second Stop stops it."""
+    from desktop_app.ui.window_models import STOP_GRACE_S
+
+    w = recorded
+    cancels = []
+    monkeypatch.setattr(w.worker, "cancel", lambda: cancels.append(w.generating_id))
+    cats = exchange(w, "Cats", "Tell me about cats.", "Cats purr.")
+    w.open_conversation(cats, show=True)
+    enter(w, "And lions?")
+    w._on_message_stored(cats)
+    enter(w, "And tigers?")
+    reply_ends(w)                                         # (the waiting message goes at once)
+    assert w.sent[1:] == [("send", cats, "And tigers?")] and w.busy
+    assert w.stop() and cancels == []
+    assert w.banner.label.text().startswith("The reply had ended as you pressed Stop, and the message that waited "
+                                            "was sent: its reply goes on.")
+    assert w.stop() and cancels == [cats]                 # (pressed again: stopped)
+    reply_ends(w)
+    enter(w, "And bears?")                                # a reply begun by Send is stopped at once
+    assert w.stop() and cancels == [cats, cats]
+    w._on_message_stored(cats)
+    enter(w, "And wolves?")
+    reply_ends(w)
+    w.queued_sent_at -= STOP_GRACE_S                      # (later than that, it is meant for the new reply)
+    assert w.stop() and cancels == [cats, cats, cats]
+
+
 def test_a_message_that_waited_goes_to_its_own_conversation_while_another_is_open(qtbot, recorded):
     """A user looked at another conversation while their message waited, and it was not sent, though the
     banner had said it would be: it is sent in its own conversation, wherever the user is then. One

@@ -5,6 +5,7 @@ A mixin of MainWindow (main_window.py); the work itself is the worker's."""
 from __future__ import annotations
 
 import os
+import time
 
 from desktop_app import models
 from desktop_app.counts import count
@@ -16,6 +17,7 @@ from desktop_app.models.pairing import suggest_pair
 from desktop_app.ui.settings_panel import load_options, rpc_options
 from desktop_app.ui.worker import CANCELLED, RELEASED_NOTE, GenerateRequest, LoadedPair, LoadRequest, ServerRequest
 
+STOP_GRACE_S = 0.5       # a Stop this soon after a waiting message's reply began by itself was meant for the one before
 QUEUED_NOTE = "The models are loading; your message will be sent once they are ready."
 NOT_SENT_NOTE = "The models did not load, so your message was not sent; it is still in the box."
 
@@ -303,14 +305,27 @@ class ModelsMixin:
         if waiting and queued == (self.current_id, self.editing, self.composer.toPlainText().strip()):
             self.banner.hide()
             self.submit(text)
+            self.queued_sent_at = time.monotonic()
         elif waiting and kept is not None and (kept.text.strip(), kept.edit_of is not None) == (text, editing):
             self.banner.hide()
             self.pending_text, self.pending_edit = text, editing    # (its box empties once it is stored)
             self._start(GenerateRequest("edit" if editing else "send", conversation, text, self._options()))
+            self.queued_sent_at = time.monotonic()
         elif waiting or self.banner.isHidden():
             self.banner.show_message("The message that waited was not sent: the box or the conversation changed "
                                      "since (what you typed is kept in its conversation's box). Send it again "
                                      "when you are ready.", about=conversation)   # (not over the next one's)
+
+    def stop_came_late(self) -> bool:
+        """A Stop (the button, Esc) that reached the window within STOP_GRACE_S of a waiting message's reply
+        beginning by itself, as the reply before it ended: meant for that one, which has ended. Said, and
+        the new reply goes on: it stopped the new one, which a new user's try had not meant to."""
+        if time.monotonic() - self.queued_sent_at >= STOP_GRACE_S:
+            return False
+        self.queued_sent_at = 0.0
+        self.banner.show_message("The reply had ended as you pressed Stop, and the message that waited was sent: "
+                                 "its reply goes on. Press Stop again to stop it.", about=self.generating_id)
+        return True
 
     def _begin_load(self) -> None:
         """A fetch, load or connection starts: the welcome page offers nothing meanwhile, and a message

@@ -195,6 +195,9 @@ def test_plain_decoding_is_priced_at_the_context_each_token_was_written():
     # check sizes timed at load off) gives the same, where the reply timed plain steps of its own
     low = [dataclasses.replace(r, plain_step_s=0.7 * r.plain_step_s) for r in rounds]
     assert plain_rate_so_far(low) == pytest.approx(stats.plain_tokens_per_s)
+    # and a round that came without a price is left out of it, not the reply's pricing with it
+    unpriced = rounds[:50] + [dataclasses.replace(rounds[50], plain_step_s=0.0)] + rounds[51:]
+    assert plain_rate_so_far(unpriced) == pytest.approx(stats.plain_tokens_per_s, rel=0.02)
     # a reply decoded plainly throughout is priced at its own passes: exactly 1.00x
     plain_only = StatsRecorder(50, 50)
     for r in rounds[:40]:

@@ -293,6 +293,7 @@ def test_a_conversation_the_server_cannot_hold_is_refused_and_adds_nothing(spec_
     with pytest.raises(ContextOverflow) as exc:
         session.reply(cid, GenerationOptions(sampling=GREEDY, max_tokens=16))
     assert "context holds" in str(exc.value) and exc.value.n_prompt > exc.value.n_ctx > 0
+    assert str(exc.value).startswith(f"This message needs {exc.value.n_prompt} tokens")   # (a first message)
     assert "start the server with a larger context (its -c)" in str(exc.value)     # (not Tandem's setting)
     assert [m.role for m in store.messages(cid)] == ["user"]
     assert session.take_back(cid, text) and store.messages(cid) == []     # (the window's box gets it back)

@@ -241,10 +241,18 @@ def test_a_message_sent_while_a_reply_runs_goes_once_when_it_ends(qtbot, recorde
 
 def test_a_stop_as_a_reply_ends_does_not_stop_the_waiting_message_s_reply(qtbot, recorded, monkeypatch):
     """Stop pressed as a reply ended reached the window after the reply of the message that waited had
-    begun, and stopped that one (a new user's try). Within STOP_GRACE_S of it beginning by itself, a Stop
-    is taken as meant for the reply that ended: the banner says so, and a second Stop stops it."""
+    begun, and stopped that one (a new user's try). Within STOP_GRACE_S of it beginning by itself as the
+    reply before it ended, a Stop is taken as meant for that reply: the banner says so, and a second Stop
+    stops it. Not a reply sent by hand, nor one sent by itself long after the last reply ended."""
+    import types
+
+    from desktop_app.ui import live_reply, window_models
     from desktop_app.ui.window_models import STOP_GRACE_S
 
+    now = [1000.0]
+    clock = types.SimpleNamespace(monotonic=lambda: now[0])
+    monkeypatch.setattr(live_reply, "time", clock)
+    monkeypatch.setattr(window_models, "time", clock)
     w = recorded
     cancels = []
     monkeypatch.setattr(w.worker, "cancel", lambda: cancels.append(w.generating_id))
@@ -253,20 +261,29 @@ def test_a_stop_as_a_reply_ends_does_not_stop_the_waiting_message_s_reply(qtbot,
     enter(w, "And lions?")
     w._on_message_stored(cats)
     enter(w, "And tigers?")
+    now[0] += 5.0
     reply_ends(w)                                         # (the waiting message goes at once)
     assert w.sent[1:] == [("send", cats, "And tigers?")] and w.busy
+    now[0] += 0.9 * STOP_GRACE_S
     assert w.stop() and cancels == []
     assert w.banner.label.text().startswith("The reply had ended as you pressed Stop, and the message that waited "
                                             "was sent: its reply goes on.")
     assert w.stop() and cancels == [cats]                 # (pressed again: stopped)
+    now[0] += 0.1
     reply_ends(w)
-    enter(w, "And bears?")                                # a reply begun by Send is stopped at once
-    assert w.stop() and cancels == [cats, cats]
+    enter(w, "And bears?")                                # a reply begun by Send is stopped at once,
+    assert w.stop() and cancels == [cats] * 2             # however soon after the last one ended
     w._on_message_stored(cats)
     enter(w, "And wolves?")
     reply_ends(w)
-    w.queued_sent_at -= STOP_GRACE_S                      # (later than that, it is meant for the new reply)
-    assert w.stop() and cancels == [cats, cats, cats]
+    now[0] += STOP_GRACE_S                                # (later than that, it is meant for the new reply)
+    assert w.stop() and cancels == [cats] * 3
+    w._on_message_stored(cats)
+    enter(w, "And foxes?")
+    now[0] += 2 * STOP_GRACE_S                            # (sent by itself, but long after a reply ended: a
+    w.worker.busyChanged.emit(False)                      # compare's end, say)
+    assert w.sent[-1] == ("send", cats, "And foxes?")
+    assert w.stop() and cancels == [cats] * 4
 
 
 def test_a_message_that_waited_goes_to_its_own_conversation_while_another_is_open(qtbot, recorded):

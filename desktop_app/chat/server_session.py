@@ -60,8 +60,8 @@ class ServerChatSession(ChatSession):
                 raise
             turns = sum(1 for m in conversation.messages[conversation.first_turn:] if m.role == "user")
             raise ContextOverflow(exc.n_prompt, exc.n_ctx or self.n_ctx, 0, turns > 1, SERVER_LARGER,
-                                  only_last=turns == 2) from None   # (a drop here is one turn: of two, the last
-                                                                     # message is left alone)
+                                  only_last=turns == 2,              # (a drop here is one turn: of two, the
+                                  alone=exc.n_prompt if turns <= 1 else 0) from None   # last message is left alone)
         return self._store_reply(conversation_id, events, settings)
 
     def drop_oldest_turns(self, conversation_id: int, options: GenerationOptions = GenerationOptions()) -> int:

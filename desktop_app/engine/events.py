@@ -55,8 +55,9 @@ class RoundEvent:
                                       # round is cut there, so nothing past the reply's end is in it
                                       # (an end-of-generation token stays as its last emitted token)
     plain_step_s: float = 0.0         # the engine's price of a single-token target pass as the round
-                                      # ended, at this context: plain decoding's pass for the tokens of a
-                                      # round that drafted (metrics.priced_passes; 0.0: not known; not stored)
+                                      # ended, at this context: how much dearer plain decoding's pass was
+                                      # there than at the plain steps (metrics.PlainPass; 0.0: not known;
+                                      # not stored)
     t_catch_up_s: float = 0.0         # of t_round_s: the draft model catching up on the text (not stored:
                                       # GenerationStats.t_catch_up_s has the reply's)
 
@@ -191,11 +192,12 @@ class GenerationStats:
     t_other_s: float = 0.0
     t_catch_up_s: float = 0.0         # of t_other_s: the draft model catching up on text it had not read (auto)
     t_draft_step_s: float | None = None    # mean time of one draft step
-    t_target_step_s: float | None = None   # mean time of one single-token target pass (this reply's plain steps)
+    t_target_step_s: float | None = None   # mean time of one single-token target pass: this reply's plain steps,
+                                           # or the engine's price of one where it had none
     t_plain_pass_s: float | None = None    # plain decoding's pass per token of this reply, each priced at the
-                                           # context it was written (metrics.priced_passes); None in replies
+                                           # context it was written (metrics.PlainPass); None in replies
                                            # stored before it (t_target_step_s then stands for it)
-    c: float | None = None            # draft step cost relative to a single target pass
+    c: float | None = None            # draft step cost relative to a single target pass (plain_pass_s)
     unused_draft_c: float | None = None    # auto mode weighed the draft model and never drafted with it:
                                            # its step cost relative to a target pass, as auto priced it
     predicted_speedup: float | None = None          # the paper's formula over this reply's rounds: each

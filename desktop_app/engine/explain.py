@@ -352,6 +352,9 @@ def check_passes(stats: GenerationStats, batch: int) -> float | None:
     it pay?" curve rests on, costs.at_pace); None where it holds none. (Seconds over the reply's plain
     steps' mean instead: a check priced at the end of a 1024-token reply, over passes timed in its first
     150 tokens, read 42 single passes where the curve rested on 20.)"""
-    if not stats.verify_s_by_batch or not stats.verify_s_by_batch.get(1):
+    if not stats.verify_s_by_batch:
         return None
-    return CostModel(verify_s=at_pace(stats.verify_s_by_batch, 1.0)).verify_cost(batch)
+    if stats.verify_s_by_batch.get(1):
+        return CostModel(verify_s=at_pace(stats.verify_s_by_batch, 1.0)).verify_cost(batch)
+    seconds = CostModel(verify_s=dict(stats.verify_s_by_batch)).verify_cost(batch)   # (none timed alone)
+    return seconds / stats.plain_pass_s if seconds is not None and stats.plain_pass_s else None

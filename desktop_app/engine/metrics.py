@@ -94,12 +94,12 @@ class StatsRecorder:
         elif 1 in costs.verify_s:
             s.t_target_step_s = costs.verify_s[1]          # measured earlier with this pair
         s.t_plain_pass_s = self.plain_pass.seconds() or s.t_target_step_s
-        if s.t_draft_step_s is not None and s.t_target_step_s:
-            s.c = s.t_draft_step_s / s.t_target_step_s
+        if s.t_draft_step_s is not None and s.t_plain_pass_s:
+            s.c = s.t_draft_step_s / s.t_plain_pass_s        # (a step over the reply, against a pass over it)
         elif s.n_drafted and not self._draft_steps:
             s.c = 0.0                                       # copied drafts cost no model pass
-        if s.n_drafted and s.t_target_step_s:
-            s.predicted_speedup, s.predicted_speedup_measured = self._predicted(s.t_target_step_s, costs)
+        if s.n_drafted and s.t_plain_pass_s:
+            s.predicted_speedup, s.predicted_speedup_measured = self._predicted(s.t_plain_pass_s, costs)
         return s
 
     def _predicted(self, single_s: float, costs: CostModel) -> tuple[float | None, float | None]:
@@ -141,42 +141,49 @@ class PlainPass:
     same reply ran at 0.70 of its speed (a pass 14 ms at its start, 26 at its end, on a 2-core AMD EPYC).
     The engine's price is used for that ratio only: its level rests on the ratios between check sizes
     timed at load, and with those off it priced a fixed draft model's reply at "0.50× plain" for 0.65.
-    A reply with no plain step (a fixed draft model's) is priced at the engine's price alone."""
+    A reply with no plain step (a fixed draft model's), or `own_steps` False, is priced at the engine's
+    price alone. Rounds that came without a price (none: a llama-server's) are left out of both means."""
 
-    def __init__(self):
+    def __init__(self, own_steps: bool = True):
+        self.own_steps = own_steps
         self.steps_s = 0.0        # the plain steps' own passes
         self.steps = 0
-        self.steps_price = 0.0    # the engine's price of a pass at those steps
-        self.price = 0.0          # ... and at every token, a pass each
+        self.steps_price = 0.0    # the engine's price of a pass at those of them it priced
+        self.steps_priced = 0
+        self.price = 0.0          # ... and at every token it priced, a pass each
         self.passes = 0
-        self.unpriced = False     # a round came without the engine's price
 
     def add(self, r: RoundEvent) -> None:
         n = 1 if not r.gamma else r.n_reply_tokens
-        if not r.gamma and r.t_verify_s > 0:
+        if not r.gamma and r.t_verify_s > 0 and self.own_steps:
             self.steps_s += r.t_verify_s
             self.steps += 1
-            self.steps_price += r.plain_step_s
-        self.price += n * r.plain_step_s
-        self.passes += n
-        self.unpriced |= n > 0 and r.plain_step_s <= 0
+            if r.plain_step_s > 0:
+                self.steps_price += r.plain_step_s
+                self.steps_priced += 1
+        if r.plain_step_s > 0:
+            self.price += n * r.plain_step_s
+            self.passes += n
 
     def seconds(self) -> float | None:
-        priced = not self.unpriced and self.passes > 0
+        """The pass, in seconds (None: no plain step, and no price)."""
+        mean_price = self.price / self.passes if self.passes else None
         if self.steps:
             mean = self.steps_s / self.steps
-            return mean * (self.price / self.passes) / (self.steps_price / self.steps) if priced else mean
-        return self.price / self.passes if priced else None
+            if mean_price is None or not self.steps_priced:
+                return mean
+            return mean * mean_price / (self.steps_price / self.steps_priced)
+        return mean_price
 
 
-def plain_rate_so_far(rounds: Sequence[RoundEvent]) -> float | None:
+def plain_rate_so_far(rounds: Sequence[RoundEvent], own_steps: bool = True) -> float | None:
     """Plain decoding's rate as the reply's end will price it (GenerationStats.plain_tokens_per_s), from
-    its rounds so far: a single-token pass per token (PlainPass), and the loop's own time per round as
-    these rounds spent it. Priced apart, a live "plain ≈ 5.84 tok/s, earlier" (the last reply's) became
+    its rounds so far: a single-token pass per token (PlainPass; at the engine's price alone where
+    `own_steps` is False), and the loop's own time per round as these rounds spent it. Priced apart, a live "plain ≈ 5.84 tok/s, earlier" (the last reply's) became
     "plain 8.63 tok/s, earlier" at the end (the engine's price since): a new user's try."""
     n = sum(r.n_reply_tokens for r in rounds)
     seconds = sum(r.t_round_s for r in rounds)
-    plain = PlainPass()
+    plain = PlainPass(own_steps)
     for r in rounds:
         plain.add(r)
     step_s = plain.seconds() or 0.0

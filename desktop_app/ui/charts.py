@@ -339,17 +339,18 @@ class LiveCharts(QWidget):
     def plain_rate(self) -> tuple[float | None, str]:
         """The plain-decoding reference: stats.plain_tokens_per_s once the reply ended; before that, as
         the end will price it (metrics.plain_rate_so_far: the single-token passes of its plain rounds,
-        the engine's price of one for the tokens of the others), "so far" once it has PLAIN_ESTIMATE_MIN
-        plain rounds, else "earlier"; else the rate known before the reply (begin's `earlier_plain`:
+        the engine's price of one for the tokens of the others) once it has PLAIN_ESTIMATE_MIN plain
+        rounds ("so far"), else at the engine's price alone ("earlier"); else the rate known before the
+        reply (begin's `earlier_plain`:
         a reply that drafts in every round, as a fixed draft model does, showed no comparison until its
         end, though slower than plain decoding all along: a new user's try), else None."""
         if self._stats is not None:
             rate = self._stats.plain_tokens_per_s
             return rate, "plain" if rate else ""
-        rate = plain_rate_so_far(self._rounds) if self._rounds else None
-        plain = sum(not r.gamma and r.t_verify_s > 0 for r in self._rounds)
-        if rate and plain >= PLAIN_ESTIMATE_MIN:
+        steps = sum(not r.gamma and r.t_verify_s > 0 for r in self._rounds)
+        if steps >= PLAIN_ESTIMATE_MIN and (rate := plain_rate_so_far(self._rounds)):
             return rate, PLAIN_SO_FAR
+        rate = plain_rate_so_far(self._rounds, own_steps=False) if self._rounds else None   # (the engine's price)
         if rate or self._earlier_plain:
             return rate or self._earlier_plain, PLAIN_EARLIER
         return None, ""

@@ -3,6 +3,8 @@ feeds as its events arrive — the chat view (when that conversation is shown), 
 and the speculation bar. The window decides what to show; this owns the reply in flight."""
 from __future__ import annotations
 
+import time
+
 from desktop_app.engine.events import PromptEvent, RoundEvent, TokenEvent
 
 
@@ -12,6 +14,8 @@ class LiveReply:
         self.conversation_id: int | None = None     # the conversation a reply is being generated for
         self.text = ""                               # its text so far
         self.reading: PromptEvent | None = None      # how far its prompt has been read, until its first round
+        self.started_at = self.ended_at = 0.0        # when the last one was asked for, and ended (monotonic)
+        self.gap = float("inf")                      # seconds between the one before it ending and its start
 
     @property
     def active(self) -> bool:
@@ -22,9 +26,13 @@ class LiveReply:
         self.conversation_id = conversation_id
         self.text = ""
         self.reading = None
+        self.started_at = time.monotonic()
+        self.gap = self.started_at - self.ended_at if self.ended_at else float("inf")
 
     def end(self) -> None:
         """Nothing is being generated any more (finished, failed, refused, or the engine died)."""
+        if self.conversation_id is not None:
+            self.ended_at = time.monotonic()
         self.conversation_id = None
         self.text = ""
         self.reading = None

@@ -56,7 +56,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
         self.pending_edit = False               # ... and it was an edit of the last one (read with pending_text)
         self._loads = 0                         # fetches, loads and connections not yet ended (ModelsMixin)
         self.queued: tuple[int | None, bool, str] | None = None   # a message sent meanwhile (queue_message)
-        self.queued_sent_at = 0.0               # ... sent by itself then, on the monotonic clock (stop_came_late)
+        self.queued_reply_at: float | None = None   # ... sent then: its reply's start (stop_came_late)
         self.not_loaded_note: tuple[str, str] | None = None   # (message, banner) of the last _say_not_loaded
         self._settings_warned = self._closing = False
         self.busy = self.editing = False

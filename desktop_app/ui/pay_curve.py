@@ -128,7 +128,7 @@ class PayCurve(QWidget):
                                   "from: no γ can be predicted.")
             return
         alpha, step = s.alpha, s.t_draft_step_s or 0.0
-        plain = s.t_target_step_s
+        plain = s.plain_pass_s                # (the pass c is a share of, and "× plain" is over)
         self.gammas = list(range(1, max(GAMMA_MAX, current_gamma) + 1))
         self.speedups = speedup_curve(alpha, step, s.verify_s_by_batch, plain, self.gammas)
         known = [(g, v) for g, v in zip(self.gammas, self.speedups) if v is not None]

@@ -305,12 +305,12 @@ class ModelsMixin:
         if waiting and queued == (self.current_id, self.editing, self.composer.toPlainText().strip()):
             self.banner.hide()
             self.submit(text)
-            self.queued_sent_at = time.monotonic()
+            self.queued_reply_at = self.reply.started_at
         elif waiting and kept is not None and (kept.text.strip(), kept.edit_of is not None) == (text, editing):
             self.banner.hide()
             self.pending_text, self.pending_edit = text, editing    # (its box empties once it is stored)
             self._start(GenerateRequest("edit" if editing else "send", conversation, text, self._options()))
-            self.queued_sent_at = time.monotonic()
+            self.queued_reply_at = self.reply.started_at
         elif waiting or self.banner.isHidden():
             self.banner.show_message("The message that waited was not sent: the box or the conversation changed "
                                      "since (what you typed is kept in its conversation's box). Send it again "
@@ -318,13 +318,16 @@ class ModelsMixin:
 
     def stop_came_late(self) -> bool:
         """A Stop (the button, Esc) that reached the window within STOP_GRACE_S of a waiting message's reply
-        beginning by itself, as the reply before it ended: meant for that one, which has ended. Said, and
-        the new reply goes on: it stopped the new one, which a new user's try had not meant to."""
-        if time.monotonic() - self.queued_sent_at >= STOP_GRACE_S:
+        beginning by itself as the reply before it ended: meant for that one, which has ended. Said, and
+        the new reply goes on: it stopped the new one, which a new user's try had not meant to. (Not a
+        reply sent by itself after a load or a compare, nor one sent by hand.)"""
+        reply = self.reply
+        if (self.queued_reply_at != reply.started_at or reply.gap >= STOP_GRACE_S
+                or time.monotonic() - reply.started_at >= STOP_GRACE_S):
             return False
-        self.queued_sent_at = 0.0
+        self.queued_reply_at = None
         self.banner.show_message("The reply had ended as you pressed Stop, and the message that waited was sent: "
-                                 "its reply goes on. Press Stop again to stop it.", about=self.generating_id)
+                                 "its reply goes on. Press Stop or Esc again to stop it.", about=self.generating_id)
         return True
 
     def _begin_load(self) -> None:

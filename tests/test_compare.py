@@ -429,9 +429,48 @@ def test_total_times_are_called_shorter_or_longer_only_for_replies_of_one_length
 
     different = total_times(result(156, 1.36))
     assert "shorter" not in different and "156 tokens against 3.00 s for 343" in different
-    assert "the tokens per second are what compares" in different
+    assert different.endswith("3.00 s for 343: replies of different lengths.")
     assert total_times(result(343, 2.5)).endswith("2.50 s against 3.00 s, shorter with speculation.")
     assert total_times(result(343, 3.5)).endswith("longer with speculation.")
+
+
+def test_replies_of_different_lengths_are_compared_over_the_tokens_they_share(qtbot):
+    """A pass slows as the reply grows: a sampled reply of 362 tokens against one of 1024 read "1.37×"
+    from their tokens per second, where over the first 362 tokens of each it was about 1.13× (a new
+    user's try). Here every token costs 0.75 of plain decoding's at the same point of the reply."""
+    from desktop_app.chat.compare import CompareResult, Difference
+    from desktop_app.engine.metrics import GenerationStats
+    from desktop_app.ui.compare_dialog import CompareDialog
+
+    def pass_s(k):
+        return 0.010 * (1 + k / 500)
+
+    def run(label, n, share, per_round):
+        clock, seconds = [], 0.0
+        for start in range(0, n, per_round):
+            end = min(n, start + per_round)
+            seconds += share * sum(pass_s(k) for k in range(start, end))
+            clock.append((end, seconds))
+        stats = GenerationStats(n_tokens=n, tokens_per_s=n / seconds, t_total_s=seconds + 0.1, n_rounds=len(clock))
+        return CompareRun(label, SpecSettings(enabled=label == "on"), "x" * n, tuple(range(n)), list(range(n)),
+                          stats, "max_tokens", len(clock), True, 0, clock)
+
+    off, on = run("off", 1024, 1.0, 1), run("on", 362, 0.75, 8)
+    result = CompareResult(1, 10, SamplingParams(temperature=0.8, seed=5), 1024, off, on,
+                           first_difference=Difference(3, 3, 9, "a", "b", "xxx", "a", "b", "sampled"))
+    assert on.stats.tokens_per_s / off.stats.tokens_per_s > 1.6           # (what it said)
+    assert result.common == 362 and result.speedup == pytest.approx(1 / 0.75)
+    dialog = CompareDialog()
+    qtbot.addWidget(dialog)
+    dialog.show_run(off)
+    dialog.show_run(on)
+    dialog.show_result(result)
+    assert dialog.speedup.text().startswith("Speed-up with speculation, measured in this compare: 1.33× over the "
+                                            "first 362 tokens of each reply")
+    assert dialog.cells["vs_off"]["on"].text() == "1.33× (first 362 tokens)"
+    # replies of one length: their tokens per second, as before
+    same = CompareResult(1, 10, SamplingParams(temperature=0.8, seed=5), 1024, off, run("on", 1024, 0.75, 8))
+    assert same.common is None and same.speedup == pytest.approx(same.on.stats.tokens_per_s / off.stats.tokens_per_s)
 
 
 def test_a_short_compare_quotes_both_runs_lengths():

@@ -44,6 +44,19 @@ class CompareRun:
     rounds: int = 0
     finished: bool = False
     first_gamma: int = 0                        # what its first round drafted (its first token came after)
+    clock: list[tuple[int, float]] = field(default_factory=list)   # (tokens, seconds) at each round's end:
+                                                # the rounds' own times, added up
+
+    def seconds_to(self, n: int) -> float | None:
+        """The rounds' time until the run had written n tokens (a round that went past n, the share of it
+        that n reached); None where it did not, or its rounds were not timed."""
+        before = (0, 0.0)
+        for tokens, seconds in self.clock:
+            if tokens >= n:
+                t = before[1] + (seconds - before[1]) * (n - before[0]) / (tokens - before[0])
+                return t if t > 0 else None
+            before = (tokens, seconds)
+        return None
 
     def text_before(self, position: int) -> int:
         """Characters of the text before token `position` (the whole text past the last token)."""
@@ -84,10 +97,26 @@ class CompareResult:
     cancelled: bool = False
 
     @property
+    def common(self) -> int | None:
+        """Where the replies differ in length, the tokens they share (the shorter one's length), the
+        speed-up's span; None where they are of one length, or their rounds were not timed."""
+        n_off, n_on = self.off.stats.n_tokens, self.on.stats.n_tokens
+        n = min(n_off, n_on)
+        if n_off == n_on or not n or self.off.seconds_to(n) is None or self.on.seconds_to(n) is None:
+            return None
+        return n
+
+    @property
     def speedup(self) -> float | None:
-        """Tokens per second with speculation on over off, both measured in this compare."""
+        """Tokens per second with speculation on over off, both measured in this compare: over the tokens
+        they share, where the replies differ in length. A pass slows as the reply grows: a sampled reply of
+        362 tokens at 37.5 tok/s against one of 1024 at 27.3 read 1.37×, where over the first 362 tokens
+        of each plain decoding was about 1.2× as fast as over 1024 (a new user's try)."""
         if not (self.off.finished and self.on.finished and self.off.stats.tokens_per_s):
             return None
+        n = self.common
+        if n is not None:
+            return self.off.seconds_to(n) / self.on.seconds_to(n)
         return self.on.stats.tokens_per_s / self.off.stats.tokens_per_s
 
     @property
@@ -232,6 +261,8 @@ def _run(session: ChatSession, run: CompareRun, prompt: list[int], sampling: Sam
                 if not run.rounds:
                     run.first_gamma = event.gamma
                 run.rounds += 1
+                written, seconds = run.clock[-1] if run.clock else (0, 0.0)
+                run.clock.append((written + event.n_reply_tokens, seconds + event.t_round_s))
             elif isinstance(event, FinishEvent):
                 run.text, run.tokens, run.stats = event.text, tuple(event.tokens), event.stats
                 run.stop_reason = event.stop_reason.value

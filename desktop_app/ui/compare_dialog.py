@@ -60,8 +60,7 @@ def total_times(result: CompareResult) -> str:
     on, off = result.on.stats, result.off.stats
     if on.n_tokens != off.n_tokens:
         return (f"total time {duration_text(on.t_total_s)} for {count(on.n_tokens, 'token')} against "
-                f"{duration_text(off.t_total_s)} for {off.n_tokens}: replies of different lengths, so the tokens "
-                "per second are what compares.")
+                f"{duration_text(off.t_total_s)} for {off.n_tokens}: replies of different lengths.")
     change = ("the same" if duration_text(on.t_total_s) == duration_text(off.t_total_s)
               else "shorter" if on.t_total_s < off.t_total_s else "longer")
     return (f"total time {duration_text(on.t_total_s)} against {duration_text(off.t_total_s)}, {change} "
@@ -200,7 +199,17 @@ class CompareDialog(QDialog):
             self.show_run(run)
         if result.cancelled:
             return
-        if result.speedup is not None:
+        n = result.common
+        if result.speedup is not None and n is not None:
+            self.speedup.setText(f"Speed-up with speculation, measured in this compare: {result.speedup:.2f}× over the "
+                                 f"first {n} tokens of each reply ({duration_text(result.on.seconds_to(n))} against "
+                                 f"{duration_text(result.off.seconds_to(n))}: a pass slows as a reply grows, so replies "
+                                 f"of different lengths are compared over the tokens they share). In all, "
+                                 f"{rate_number(result.on.stats.tokens_per_s)} tok/s against "
+                                 f"{rate_text(result.off.stats.tokens_per_s)}; {total_times(result)}"
+                                 + (f" {result.caveat}" if result.caveat else "") + first_token_note(result))
+            self.cells["vs_off"]["on"].setText(f"{result.speedup:.2f}× (first {n} tokens)")
+        elif result.speedup is not None:
             self.speedup.setText(f"Speed-up with speculation, measured in this compare: {result.speedup:.2f}× "
                                  f"the tokens per second ({rate_number(result.on.stats.tokens_per_s)} against "
                                  f"{rate_text(result.off.stats.tokens_per_s)}); {total_times(result)}"

@@ -16,7 +16,7 @@ from desktop_app.engine import (GREEDY, Controls, FinishEvent, LoadOptions, Mode
 from desktop_app.engine.costs import DIP_MAX, WIN_MARGIN
 from desktop_app.engine.events import GenerationStats, StopReason, TokenKind
 from desktop_app.engine.metrics import plain_rate_so_far
-from desktop_app.engine.explain import measured_text, rate_text
+from desktop_app.engine.explain import measured_text, rate_text, rates_finer
 from desktop_app.ui.charts import PLAIN_EARLIER, PLAIN_ESTIMATE_MIN, LiveCharts, rolling_rate
 from desktop_app.ui.spec_panel import SpecPanel
 from desktop_app.ui.pay_curve import ABOVE_THE_CURVE, LABEL_INSET, PayCurve
@@ -82,7 +82,7 @@ def assert_charts_show(charts: LiveCharts, rounds, stats: GenerationStats, abs_t
     assert charts.plain_line.isVisible() and charts.plain_line.value() == pytest.approx(stats.plain_tokens_per_s)
     # the title quotes the dashed line's plain speed as the panel's "vs plain" does (measured_text): the same
     # digits; not a label on the line, which covered the curve near plain's rate (a new user's try)
-    plain = rate_text(stats.plain_tokens_per_s).removesuffix(" tok/s")
+    plain = rate_text(stats.plain_tokens_per_s, rates_finer(stats)).removesuffix(" tok/s")   # (the panel's digits)
     assert charts.speed_title.text() == f"Tokens/s over time (s); dashed: plain {plain}" and plain in measured_text(stats)
     assert getattr(charts.plain_line, "label", None) is None
     sx, sy = charts.speed_curve.getData()
@@ -327,6 +327,20 @@ def test_a_reply_compares_itself_live_with_the_plain_rate_its_end_will_give(repl
     if not stats.n_plain_rounds:                 # (else the end times plain from its own plain step; greedy,
         assert rate == pytest.approx(stats.plain_tokens_per_s, rel=0.05), (rate, stats.plain_tokens_per_s)
     assert rate != pytest.approx(0.68 * stats.plain_tokens_per_s, rel=0.05)    # the reply has none here)
+
+
+def test_the_speed_chart_quotes_plain_s_rate_at_the_digits_the_panel_does(qtbot):
+    """Where a reply's speed and plain's take a digit more (rates_finer), the chart's title takes it too:
+    the sentence said "42.15 tok/s" above a chart titled "plain 42.1" (a new user's try)."""
+    stats = GenerationStats(n_tokens=100, n_rounds=100, n_plain_rounds=100, tokens_per_s=115.4, t_target_step_s=1 / 115.9,
+                            t_verify_s=100 / 115.4, stop_reason="max_tokens")
+    assert rates_finer(stats) and measured_text(stats) == "1.00× (plain 115.9 tok/s)"
+    charts = LiveCharts()
+    qtbot.addWidget(charts)
+    charts.begin()
+    charts.finish(stats)
+    charts._redraw()
+    assert charts.speed_title.text().endswith("dashed: plain 115.9")
 
 
 def test_the_live_plain_rate_leaves_out_the_draft_model_s_catch_up_as_the_end_does():

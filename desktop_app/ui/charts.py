@@ -15,7 +15,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QPalette
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from desktop_app.engine.events import GenerationStats, RoundEvent
-from desktop_app.engine.explain import rate_number
+from desktop_app.engine.explain import rate_number, rates_finer
 from desktop_app.engine.metrics import plain_rate_so_far
 from desktop_app.ui.elided import ElidedLabel
 
@@ -418,7 +418,8 @@ class LiveCharts(QWidget):
         if rate is None:
             self.speed_title.setText(SPEED_TITLE, "Tokens/s")
         else:                                      # (the seconds' unit as long as it fits)
-            plain = f"{label} {rate_number(rate)}"      # (the number whole or not at all: cut, "dashed: plain
+            finer = self._stats is not None and rates_finer(self._stats)   # (the digits the panel quotes it at)
+            plain = f"{label} {rate_number(rate, finer)}"      # (the number whole or not at all: cut, "dashed: plain
             self.speed_title.setText(f"{SPEED_TITLE}; dashed: {plain}", f"Tokens/s; dashed: {plain}",  # 1…" read
                                      f"Tok/s; dashed: {plain}", f"Tok/s; {plain}", "Tok/s")   # as 1 tok/s)
         if rate is not None:

@@ -160,6 +160,14 @@ def test_what_a_reply_says_of_threads_and_where_it_says_nothing():
     assert fewer_threads(replace(near, others_cpus=1.0)).endswith("Automatic threads would have run 1.")
     assert fewer_threads(replace(base, threads=0, others_cpus=1.0)) == ""   # a llama-server's reply
     assert fewer_threads(replace(base, threads=2, threads_most=2, others_cpus=None)) == ""
+    # part of a reply on fewer threads: its comparison with plain decoding mixes two counts, but not that of
+    # a reply decoded plainly, compared with its own steps (it said so of one: a new user's try)
+    mixed = replace(base, threads=1, threads_most=2, threads_mixed=True, others_cpus=1.2, n_drafted=12)
+    assert fewer_threads(mixed).endswith("its comparison with plain decoding mixes steps on more than one "
+                                         "thread count, not like for like.")
+    plain = fewer_threads(replace(mixed, n_drafted=0))
+    assert plain.startswith("Other work was using about 1.2 of this machine's CPUs, so llama.cpp ran part of "
+                            "this reply on 1 thread of 2: llama.cpp's threads wait") and "comparison" not in plain
     stored = GenerationStats.from_json(replace(base, threads=1, threads_most=2, threads_mixed=True).to_json())
     assert stored.threads_mixed is True
     assert GenerationStats.from_json({"threads_mixed": 1}).threads_mixed is False   # (not a bool: left out)

@@ -170,9 +170,12 @@ def fewer_threads(stats: GenerationStats) -> str:
     wait = "llama.cpp's threads wait for each other at every step, and one sharing a CPU holds up the rest"
     if stats.threads < stats.threads_most:
         if stats.threads_mixed:
-            return (f"{busy}, so llama.cpp ran part of this reply on {count(stats.threads, 'thread')} of "
-                    f"{stats.threads_most} ({wait}): its comparison with plain decoding mixes steps on more "
-                    "than one thread count, not like for like.")
+            part = (f"{busy}, so llama.cpp ran part of this reply on {count(stats.threads, 'thread')} of "
+                    f"{stats.threads_most}")
+            if not stats.n_drafted:    # (decoded plainly, it is compared with its own steps: a new user's try)
+                return f"{part}: {wait}."
+            return (f"{part} ({wait}): its comparison with plain decoding mixes steps on more than one thread "
+                    "count, not like for like.")
         return f"{busy}, so llama.cpp ran this reply on {count(stats.threads, 'thread')} of {stats.threads_most}: {wait}."
     if 0 < stats.threads_suggested < stats.threads and stats.others_cpus >= SET_COUNT_BUSY:
         return (f"{busy} while llama.cpp ran this reply on {count(stats.threads, 'thread')}, the number set "

@@ -179,8 +179,9 @@ class PlainPass:
 def plain_rate_so_far(rounds: Sequence[RoundEvent], own_steps: bool = True) -> float | None:
     """Plain decoding's rate as the reply's end will price it (GenerationStats.plain_tokens_per_s), from
     its rounds so far: a single-token pass per token (PlainPass; at the engine's price alone where
-    `own_steps` is False), and the loop's own time per round as these rounds spent it. Priced apart, a live "plain ≈ 5.84 tok/s, earlier" (the last reply's) became
-    "plain 8.63 tok/s, earlier" at the end (the engine's price since): a new user's try."""
+    `own_steps` is False), and the loop's own time per round as these rounds spent it. Priced apart, a
+    live "plain ≈ 5.84 tok/s, earlier" (the last reply's) became "plain 8.63 tok/s, earlier" at the end
+    (the engine's price since): a new user's try."""
     n = sum(r.n_reply_tokens for r in rounds)
     seconds = sum(r.t_round_s for r in rounds)
     plain = PlainPass(own_steps)

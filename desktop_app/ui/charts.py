@@ -338,12 +338,9 @@ class LiveCharts(QWidget):
 
     def plain_rate(self) -> tuple[float | None, str]:
         """The plain-decoding reference: stats.plain_tokens_per_s once the reply ended; before that, as
-        the end will price it (metrics.plain_rate_so_far: the single-token passes of its plain rounds,
-        the engine's price of one for the tokens of the others) once it has PLAIN_ESTIMATE_MIN plain
-        rounds ("so far"), else at the engine's price alone ("earlier"); else the rate known before the
-        reply (begin's `earlier_plain`:
-        a reply that drafts in every round, as a fixed draft model does, showed no comparison until its
-        end, though slower than plain decoding all along: a new user's try), else None."""
+        the end will price it (plain_rate_so_far) from PLAIN_ESTIMATE_MIN plain rounds ("so far"), else at the
+        engine's price alone ("earlier"); else begin's `earlier_plain` (a fixed draft model's reply showed no
+        comparison until its end, though slower than plain decoding all along: a new user's try); else None."""
         if self._stats is not None:
             rate = self._stats.plain_tokens_per_s
             return rate, "plain" if rate else ""

@@ -14,8 +14,8 @@ class LiveReply:
         self.conversation_id: int | None = None     # the conversation a reply is being generated for
         self.text = ""                               # its text so far
         self.reading: PromptEvent | None = None      # how far its prompt has been read, until its first round
-        self.started_at = self.ended_at = 0.0        # when the last one was asked for, and ended (monotonic)
-        self.gap = float("inf")                      # seconds between the one before it ending and its start
+        self.started_at = self.ended_at = 0.0        # when the last one was asked for, and ended (monotonic;
+                                                     # while one runs, ended_at is the one before it's end)
 
     @property
     def active(self) -> bool:
@@ -27,7 +27,6 @@ class LiveReply:
         self.text = ""
         self.reading = None
         self.started_at = time.monotonic()
-        self.gap = self.started_at - self.ended_at if self.ended_at else float("inf")
 
     def end(self) -> None:
         """Nothing is being generated any more (finished, failed, refused, or the engine died)."""

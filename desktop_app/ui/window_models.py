@@ -322,7 +322,8 @@ class ModelsMixin:
         the new reply goes on: it stopped the new one, which a new user's try had not meant to. (Not a
         reply sent by itself after a load or a compare, nor one sent by hand.)"""
         reply = self.reply
-        if (self.queued_reply_at != reply.started_at or reply.gap >= STOP_GRACE_S
+        if (self.queued_reply_at != reply.started_at or not reply.ended_at
+                or reply.started_at - reply.ended_at >= STOP_GRACE_S
                 or time.monotonic() - reply.started_at >= STOP_GRACE_S):
             return False
         self.queued_reply_at = None

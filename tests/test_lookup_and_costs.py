@@ -354,6 +354,22 @@ def test_verify_cost_interpolates_between_measured_sizes():
     assert abs(c.verify_cost(13) - 0.090) < 1e-9       # extrapolated from the two largest
 
 
+def test_every_size_is_repriced_when_a_measured_price_moves():
+    """Every size's price is worked out once per state of the measured ones (CostModel.verify_costs,
+    what auto reads two or three times a round): a timing, a price moved in place (the yardstick) and
+    a size timed for the first time must each re-price every size in between at once."""
+    c = _costs({1: 10, 5: 50, 9: 70})
+    assert c.verify_costs()[7] == pytest.approx(0.060) == c.verify_cost(7)
+    c.record_verify(9, 0.080)                          # 70 ms moves a fifth of the way to 80
+    assert c.verify_cost(7) == pytest.approx(0.050 + 0.5 * 0.022) == c.verify_costs()[7]
+    c.verify_s[1] *= 2                                 # moved in place: the cap of 3 single passes moves too
+    c.verify_s[5] *= 2
+    assert c.verify_cost(3) == pytest.approx(0.060) and c.verify_cost(1) == pytest.approx(0.020)
+    c.record_verify(17, 0.100)                         # a size timed for the first time
+    assert c.verify_cost(17) == pytest.approx(0.100) and c.verify_cost(13) == pytest.approx(0.086)
+    assert c.verify_cost(40) == pytest.approx(0.072 + 31 * 0.028 / 8)   # past the sizes priced together
+
+
 def test_a_check_is_never_priced_at_a_fraction_of_a_smaller_one():
     """A timing taken while the machine was busy priced a 33-token check at 1.7 single passes where 17
     tokens cost 8.6 (a user's load): the price is floored at DIP_MAX of the nearest smaller size

@@ -164,7 +164,9 @@ class KeepRates:
         return self._keep(length, optimism, self.shrink())
 
     def _keep(self, length: int, optimism: float, shrink: float) -> float:
-        b = _bin(self.bins, length)
+        return self._bin_keep(_bin(self.bins, length), optimism, shrink)
+
+    def _bin_keep(self, b: int, optimism: float, shrink: float) -> float:
         n = self.tried[b] + self.weight
         p = (self.kept[b] + self.prior[b] * shrink * self.weight) / n
         if optimism:
@@ -180,8 +182,17 @@ class KeepRates:
         out = [1.0]
         survive = 1.0
         shrink = self.shrink()
+        b = _bin(self.bins, start)
+        by_bin: dict[int, float] = {}               # (each bin's rate, worked out once)
         for k in range(gamma_max):
-            p = first if k == 0 and first is not None else self._keep(start + k, optimism, shrink)
+            while b + 1 < len(self.bins) and start + k >= self.bins[b + 1]:
+                b += 1
+            if k == 0 and first is not None:
+                p = first
+            else:
+                p = by_bin.get(b)
+                if p is None:
+                    p = by_bin[b] = self._bin_keep(b, optimism, shrink)
             survive *= keep_rate(p, seen[k] if k < len(seen) else None)
             out.append(out[-1] + survive)
         return out
@@ -407,8 +418,9 @@ class AutoPolicy:
         """(γ ≥ 1, tokens per second) with the best predicted rate for E(γ) = expected[γ], or
         (0, 0.0) when no verify cost of those sizes is known."""
         best_g, best = 0, 0.0
+        prices = self.costs.verify_costs()
         for g in range(1, len(expected)):
-            verify = self.costs.verify_cost(g + 1)
+            verify = prices[g + 1] if g + 1 < len(prices) else self.costs.verify_cost(g + 1)
             if verify is None:
                 break
             rate = expected[g] / (g * step_s + verify)
@@ -427,11 +439,12 @@ class AutoPolicy:
             return horizon / (horizon / rate + catch_up) if rate > 0 else 0.0
 
         bar = max(best.rate, self.recent_rate) if model.behind > BIG_CATCH_UP else best.rate
-        g, rate = self._best_gamma(self.model.expected(1, room), step)
         tried = self.model_evidence >= MIN_EVIDENCE     # untried, its estimate is only a prior: probe it first
-        if g and tried and with_catch_up(rate) > bar * WIN_MARGIN:
-            self.probe_gap = PROBE_GAP_MIN
-            return Choice("model", g, rate)
+        if tried:
+            g, rate = self._best_gamma(self.model.expected(1, room), step)
+            if g and with_catch_up(rate) > bar * WIN_MARGIN:
+                self.probe_gap = PROBE_GAP_MIN
+                return Choice("model", g, rate)
         if self.rounds_without_model < self.probe_gap:  # (a probe is one round: the next must win on
             return best                                 # its estimate, or wait for the next probe)
         n = min(room, PROBE_GAMMA_MAX)

@@ -1,7 +1,7 @@
 """Print docs/auto-mode.md's replay tables: auto against every fixed setting on the recorded traces
 (tests/data/traces), fresh (greedy, and sampled as the window samples) and reply after reply, under
 every cost profile (the measured H200's among them), on one-line code rewritten, against llama.cpp's ngram-simple on the copy-heavy replies, and with a target
-alone (lookup at γ 4 against auto). No model is loaded; it takes about a minute. `--prior-shift X`
+alone (lookup at γ 4 against auto). No model is loaded; it takes about a minute and a half. `--prior-shift X`
 first moves every prompt-lookup prior by X on the log-odds scale (as scripts/replay_caution.py
 sweeps it).
 

@@ -4,7 +4,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from desktop_app.engine.costs import DIP_MAX, CostModel, expected_tokens, speedup_curve
+from desktop_app.engine.costs import DIP_MAX, PRICED_AT_ONCE, CostModel, expected_tokens, speedup_curve
 from desktop_app.engine.events import RoundEvent
 from desktop_app.engine.metrics import StatsRecorder
 from desktop_app.engine.drafters import PromptLookupDrafter
@@ -362,12 +362,14 @@ def test_every_size_is_repriced_when_a_measured_price_moves():
     assert c.verify_costs()[7] == pytest.approx(0.060) == c.verify_cost(7)
     c.record_verify(9, 0.080)                          # 70 ms moves a fifth of the way to 80
     assert c.verify_cost(7) == pytest.approx(0.050 + 0.5 * 0.022) == c.verify_costs()[7]
-    c.verify_s[1] *= 2                                 # moved in place: the cap of 3 single passes moves too
-    c.verify_s[5] *= 2
-    assert c.verify_cost(3) == pytest.approx(0.060) and c.verify_cost(1) == pytest.approx(0.020)
+    c.verify_s[1] *= 2                                 # moved in place, as a busy machine moves every price
+    assert c.verify_cost(3) == pytest.approx(0.035) and c.verify_cost(1) == pytest.approx(0.020)
+    del c.verify_s[5]                                  # (a size no longer priced)
+    assert c.verify_cost(3) == pytest.approx(0.020 + 2 * 0.052 / 8)
     c.record_verify(17, 0.100)                         # a size timed for the first time
     assert c.verify_cost(17) == pytest.approx(0.100) and c.verify_cost(13) == pytest.approx(0.086)
     assert c.verify_cost(40) == pytest.approx(0.072 + 31 * 0.028 / 8)   # past the sizes priced together
+    assert CostModel().verify_costs() == (None,) * (PRICED_AT_ONCE + 1)   # nothing timed: nothing known
 
 
 def test_a_check_is_never_priced_at_a_fraction_of_a_smaller_one():

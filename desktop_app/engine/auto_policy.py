@@ -64,6 +64,7 @@ cost profile.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -111,10 +112,8 @@ RECENT_DECAY = 0.9           # weight of the past in the recent rate the model m
 
 
 def _bin(bins: Sequence[int], i: int) -> int:
-    b = 0
-    while b + 1 < len(bins) and i >= bins[b + 1]:
-        b += 1
-    return b
+    """The bin of `i`: the last of `bins` (ascending) at or below it, the first where none is."""
+    return max(0, bisect_right(bins, i) - 1)
 
 
 class KeepRates:
@@ -161,12 +160,9 @@ class KeepRates:
 
     def keep(self, length: int, optimism: float = 0.0) -> float:
         """keep(L); with optimism z > 0, z standard errors above it (at most 0.99)."""
-        return self._keep(length, optimism, self.shrink())
+        return self._keep(_bin(self.bins, length), optimism, self.shrink())
 
-    def _keep(self, length: int, optimism: float, shrink: float) -> float:
-        return self._bin_keep(_bin(self.bins, length), optimism, shrink)
-
-    def _bin_keep(self, b: int, optimism: float, shrink: float) -> float:
+    def _keep(self, b: int, optimism: float, shrink: float) -> float:
         n = self.tried[b] + self.weight
         p = (self.kept[b] + self.prior[b] * shrink * self.weight) / n
         if optimism:
@@ -182,17 +178,9 @@ class KeepRates:
         out = [1.0]
         survive = 1.0
         shrink = self.shrink()
-        b = _bin(self.bins, start)
-        by_bin: dict[int, float] = {}               # (each bin's rate, worked out once)
+        rates = [self._keep(b, optimism, shrink) for b in range(len(self.bins))]   # (each worked out once)
         for k in range(gamma_max):
-            while b + 1 < len(self.bins) and start + k >= self.bins[b + 1]:
-                b += 1
-            if k == 0 and first is not None:
-                p = first
-            else:
-                p = by_bin.get(b)
-                if p is None:
-                    p = by_bin[b] = self._bin_keep(b, optimism, shrink)
+            p = first if k == 0 and first is not None else rates[_bin(self.bins, start + k)]
             survive *= keep_rate(p, seen[k] if k < len(seen) else None)
             out.append(out[-1] + survive)
         return out
@@ -440,11 +428,10 @@ class AutoPolicy:
 
         bar = max(best.rate, self.recent_rate) if model.behind > BIG_CATCH_UP else best.rate
         tried = self.model_evidence >= MIN_EVIDENCE     # untried, its estimate is only a prior: probe it first
-        if tried:
-            g, rate = self._best_gamma(self.model.expected(1, room), step)
-            if g and with_catch_up(rate) > bar * WIN_MARGIN:
-                self.probe_gap = PROBE_GAP_MIN
-                return Choice("model", g, rate)
+        g, rate = self._best_gamma(self.model.expected(1, room), step) if tried else (0, 0.0)
+        if g and with_catch_up(rate) > bar * WIN_MARGIN:
+            self.probe_gap = PROBE_GAP_MIN
+            return Choice("model", g, rate)
         if self.rounds_without_model < self.probe_gap:  # (a probe is one round: the next must win on
             return best                                 # its estimate, or wait for the next probe)
         n = min(room, PROBE_GAMMA_MAX)

@@ -119,7 +119,7 @@ class CostModel:
     _passes_since_single: int = field(default=0, repr=False)     # passes, and the tokens they checked,
     _tokens_since_single: int = field(default=0, repr=False)     # since the last single-token pass
     _timed: dict = field(default_factory=dict, repr=False)      # batch size -> passes timed by record_verify
-    _prices: tuple = field(default=((), ()), repr=False, compare=False)   # (verify_s's items, verify_costs())
+    _prices: tuple = field(default=(None, ()), repr=False, compare=False)   # (verify_s's items, verify_costs())
 
     # -- recording
     def record_verify(self, batch: int, seconds: float) -> None:
@@ -283,12 +283,12 @@ class CostModel:
 
     def verify_costs(self) -> Sequence[float | None]:
         """verify_cost(b) for b = 0 .. PRICED_AT_ONCE (b = 0: None), priced together once per state of
-        verify_s. Auto weighs every size up to its widest check, two or three times a round, and every
-        round moves a price: priced one at a time, that took 0.4-0.7 ms a round of Python (about 3 %
-        of a 15 ms pass of the test model), where plain decoding spends nothing."""
+        verify_s. Auto weighs every size up to its widest check two or three times a round, and every
+        round moves a price: priced one at a time, that was most of the Python auto ran each round
+        (docs/auto-mode.md, "What auto's choosing costs itself")."""
         state = tuple(self.verify_s.items())
         if self._prices[0] != state:
-            self._prices = (state, [None, *self._priced(range(1, PRICED_AT_ONCE + 1))])
+            self._prices = (state, (None, *self._priced(range(1, PRICED_AT_ONCE + 1))))
         return self._prices[1]
 
     def _priced(self, batches: Iterable[int]) -> list[float | None]:
@@ -298,7 +298,6 @@ class CostModel:
         sizes = sorted(self.verify_s)
         measured = {k: self._measured(k) for k in sizes}
         single = self.verify_s.get(1, 0.0)
-        cap = single if single > 0 else math.inf
         out: list[float | None] = []
         i = 0                                            # measured sizes below the batch
         for batch in batches:
@@ -310,11 +309,12 @@ class CostModel:
                 out.append(None)
                 continue
             else:
-                a, b = (sizes[i - 1], sizes[i]) if 0 < i < len(sizes) else (sizes[-2], sizes[-1]) if i else (sizes[0], sizes[1])
+                a, b = ((sizes[i - 1], sizes[i]) if 0 < i < len(sizes)       # (either side, else the two
+                        else (sizes[-2], sizes[-1]) if i else (sizes[0], sizes[1]))   # nearest)
                 ta, tb = measured[a], measured[b]
                 cost = max(ta, ta + (tb - ta) * (batch - a) / (b - a)) if batch > a else ta
             floor = DIP_MAX * measured[sizes[i - 1]] if i > 0 else 0.0
-            out.append(max(min(cost, batch * cap), floor, single if batch > 1 else 0.0))
+            out.append(max(min(cost, batch * single if single > 0 else math.inf), floor, single if batch > 1 else 0.0))
         return out
 
     def _measured(self, batch: int) -> float:

@@ -8,7 +8,7 @@ import os
 import shutil
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QStyle, QStyleOptionComboBox
 
 from desktop_app import models
@@ -18,6 +18,11 @@ from desktop_app.ui.window_layout import MIN_CHAT_WIDTH
 
 TIMEOUT_MS = 120_000
 SMALL = (1000, 700)
+REPLY = GenerationStats(                                # a reply that drafted a little: a long sentence
+    n_tokens=56, n_rounds=56, n_plain_rounds=55, tokens_per_s=100.0, t_target_step_s=0.008, t_draft_s=0.0,
+    t_verify_s=0.5, t_plain_s=0.45, n_drafted=3, n_accepted=1, acceptance_rate=1 / 3, alpha=0.5,
+    mean_accepted=1.0, mean_drafted=3.0, c=0.0, predicted_speedup=0.96, predicted_speedup_measured=0.96,
+    ttft_s=0.1, verify_s_by_batch={1: 0.008, 2: 0.011, 4: 0.02, 5: 0.024, 9: 0.04, 17: 0.07})
 
 
 def open_window(qtbot, tmp_path, size=SMALL, settings: dict | None = None) -> MainWindow:
@@ -165,12 +170,7 @@ def test_does_it_pay_keeps_its_sentence_under_the_plot_in_a_short_panel(qtbot, t
     two into less than they need, and the panel (which scrolls) did not grow (a new user's try)."""
     w = open_window(qtbot, tmp_path)
     close_all.append(w)
-    stats = GenerationStats(
-        n_tokens=56, n_rounds=56, n_plain_rounds=55, tokens_per_s=100.0, t_target_step_s=0.008, t_draft_s=0.0,
-        t_verify_s=0.5, t_plain_s=0.45, n_drafted=3, n_accepted=1, acceptance_rate=1 / 3, alpha=0.5,
-        mean_accepted=1.0, mean_drafted=3.0, c=0.0, predicted_speedup=0.96, predicted_speedup_measured=0.96,
-        ttft_s=0.1, verify_s_by_batch={1: 0.008, 2: 0.011, 4: 0.02, 5: 0.024, 9: 0.04, 17: 0.07})
-    w.spec_panel.show_stats(stats)
+    w.spec_panel.show_stats(REPLY)
     pay = w.spec_panel.pay
     w.spec_panel.views.setCurrentWidget(pay)
     for _ in range(5):
@@ -178,6 +178,30 @@ def test_does_it_pay_keeps_its_sentence_under_the_plot_in_a_short_panel(qtbot, t
     assert len(pay.sentence.text()) > 200                  # (several lines at this width)
     assert pay.sentence.geometry().top() >= pay.plot.geometry().bottom()
     assert pay.sentence.geometry().bottom() <= pay.height()
+    assert (w.width(), w.height()) == SMALL
+
+
+def test_at_1000_by_700_every_chart_fits_the_panel_whole(qtbot, tmp_path, close_all):
+    """The charts sat side by side at 150 px each, more than a 1000-px window's panel has for two:
+    the panel's page was laid out wider than its view, and the right-hand charts' last axis numbers
+    were cut ("30" read "3"; a new user's try). Each chart, and the "Does it pay?" plot, ends inside
+    the view."""
+    w = open_window(qtbot, tmp_path)
+    close_all.append(w)
+    view = w.spec_scroll.viewport()
+    panel = w.spec_panel
+    charts = panel.charts
+    panel.show_stats(REPLY)                             # (a reply's sentence: the panel scrolls, its bar takes room)
+    for page, plots in ((charts, (charts.speed_plot, charts.position_plot, charts.kept_plot, charts.split_plot)),
+                        (panel.pay, (panel.pay.plot,))):
+        panel.views.setCurrentWidget(page)
+        for _ in range(5):
+            QApplication.processEvents()
+        for plot in plots:
+            right = plot.mapTo(view, QPoint(plot.width(), 0)).x()
+            inside = plot.mapTo(page, QPoint(plot.width(), 0)).x()
+            assert plot.isVisible() and right <= view.width() and inside <= page.width(), (right, view.width())
+    assert charts.position_plot.width() >= 100          # (still a chart: two columns of them)
     assert (w.width(), w.height()) == SMALL
 
 

@@ -159,7 +159,8 @@ def quiet_plot(fg: QColor, bg: QColor, min_width: int, min_height: int, whole: t
 
 
 def _small_plot(fg: QColor, bg: QColor, whole: tuple[str, ...] = (), sparse: tuple[str, ...] = ()) -> pg.PlotWidget:
-    w = quiet_plot(fg, bg, 150, 95, whole, sparse)
+    w = quiet_plot(fg, bg, 110, 95, whole, sparse)   # (two side by side fit the narrowest panel: at 150 each the
+                                                    # right-hand ones were laid out past its edge and cut)
     w.getPlotItem().layout.setContentsMargins(0, 4, 4, 0)
     w.disableAutoRange()         # each redraw sets its ranges: pyqtgraph's auto range is worked out while
     return w                     # painting and then paints the plot a second time

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import time
 
 import numpy as np
@@ -481,6 +482,36 @@ def test_pay_curve_of_the_real_reply_follows_the_formula(reply, qtbot):
     pay.show(cheap, best)
     assert check_curve(pay, cheap, best) == best
     assert f"; this reply drafted {cheap.mean_drafted:.1f} tokens a round (measured" in pay.sentence.text()
+
+
+def test_the_panel_and_does_it_pay_quote_one_figure_for_this_reply_s_checks(reply, qtbot):
+    # A new user's try: the panel said checking a round's 5.00 tokens took "3.3× a single-token pass", and
+    # "Does it pay?" that "a 5-token check costs 3.4 single passes", two sources (this reply's checks, the
+    # cost model's price of a size) read as two answers to one question. The tab now quotes the panel's
+    # figure beside its own, in the panel's words and digits.
+    _, _, stats, _ = reply
+    step = stats.verify_s_by_batch[1]
+    # checks as dear as 3 single passes a token: no γ pays, and the reply lost to plain decoding
+    steep = dataclasses.replace(stats, verify_s_by_batch={1: step, **{b: 3 * step * b for b in range(2, 18)}},
+                                t_plain_pass_s=0.4 * stats.plain_pass_s)
+    assert steep.measured_speedup < 0.9
+    panel = SpecPanel()
+    qtbot.addWidget(panel)
+    panel.show_stats(steep)
+    found = re.search(r"checking a round's ([0-9.]+) tokens took [^,]*, ([0-9.]+)× a single-token pass",
+                      panel.verdict.text())
+    assert found, panel.verdict.text()
+    rounds = steep.n_drafted / steep.mean_drafted        # (fixed γ: every round drafted)
+    by_hand = (steep.t_verify_s - steep.n_plain_rounds * (steep.t_target_step_s or 0.0)) / rounds / steep.plain_pass_s
+    assert found.group(2) == f"{by_hand:.1f}" and found.group(1) == f"{round(steep.mean_drafted, 2) + 1:.2f}"
+    pay = panel.pay
+    text = pay.sentence.text()
+    assert pay.best_gamma == 0 and "no γ is predicted to beat plain decoding" in text
+    assert f"; in this reply, checking a round's {found.group(1)} tokens took {found.group(2)}× one, and each " in text
+    # a reply that drafted nothing has no checks of its own to quote
+    plain_only = dataclasses.replace(steep, n_drafted=0, n_accepted=0, mean_drafted=0.0, alpha=0.5)
+    pay.show(plain_only, 4)
+    assert "in this reply, checking" not in pay.sentence.text()
 
 
 def test_stats_keep_verify_costs_through_the_history_json(reply, qtbot, tmp_path):

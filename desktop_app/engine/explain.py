@@ -271,16 +271,11 @@ def _round_reasons(stats: GenerationStats, alpha: float, rounds: float, per_roun
         why.append("the draft is often wrong")
     if stats.c is not None and stats.c > 0.3:
         why.append(f"a draft step costs {stats.c:.2f} of a target pass")
-    if stats.t_verify_s and rounds and stats.plain_pass_s:
-        # This reply's own checks, a part of the round time above (not the cost model's price of a
-        # size: a mean of rounds of several sizes is not the price of their mean size), less the plain
-        # steps' (t_target_step_s is their mean; t_plain_s holds their drafting too), against the single
-        # pass plain decoding is priced at (plain_pass_s: a pass slows as the context grows, and plain
-        # steps that came early in a long reply made a check look 26.6× of one, for about 18×).
-        verify_s = max(0.0, stats.t_verify_s - stats.n_plain_rounds * (stats.t_target_step_s or 0.0)) / rounds
+    checks = reply_checks(stats)
+    if checks:
+        verify_s, ratio = checks
         share = (f"all of those {per_round_ms:.0f} ms" if round(1000 * verify_s) >= round(per_round_ms)
                  else f"{1000 * verify_s:.0f} of those {per_round_ms:.0f} ms")
-        ratio = verify_s / stats.plain_pass_s
         why.append(f"in this reply, checking a round's {_plus_one(stats.mean_drafted)} tokens took {share}, "
                    f"{ratio:.1f}× a single-token pass "
                    f"({1000 * stats.plain_pass_s:.0f} ms, without the time between passes)")
@@ -293,6 +288,33 @@ def _round_reasons(stats: GenerationStats, alpha: float, rounds: float, per_roun
         # 102 ms"; the single pass's own ms, as plain decoding's rate beside it counts the time between
         # passes too: 1.9× of 32 ms read as 61 ms beside plain's 37 ms a token, new users' tries)
     return why
+
+
+def reply_checks(stats: GenerationStats) -> tuple[float, float] | None:
+    """(seconds, single-token passes) a check of a round's drafts took in this reply, on the mean of
+    its rounds that drafted; None where none did, or nothing was timed. The panel's sentence quotes it,
+    and "Does it pay?" beside the cost model's price of a size, so the two say one number for it.
+
+    This reply's own checks, a part of its round time (not the cost model's price of a size: a mean of
+    rounds of several sizes is not the price of their mean size), less the plain steps' (t_target_step_s
+    is their mean; t_plain_s holds their drafting too), against the single pass plain decoding is priced
+    at (plain_pass_s: a pass slows as the context grows, and plain steps that came early in a long reply
+    made a check look 26.6× of one, for about 18×)."""
+    rounds = stats.n_drafted / stats.mean_drafted if stats.mean_drafted else 0
+    if not (stats.t_verify_s and rounds and stats.plain_pass_s) or stats.remote:
+        return None
+    verify_s = max(0.0, stats.t_verify_s - stats.n_plain_rounds * (stats.t_target_step_s or 0.0)) / rounds
+    return verify_s, verify_s / stats.plain_pass_s
+
+
+def reply_checks_text(stats: GenerationStats) -> str:
+    """This reply's own checks as "Does it pay?" sets them beside the cost model's price, in the panel
+    sentence's words and digits: "in this reply, checking a round's 5.00 tokens took 3.3× one" ("" where
+    reply_checks has none)."""
+    checks = reply_checks(stats)
+    if not checks:
+        return ""
+    return f"in this reply, checking a round's {_plus_one(stats.mean_drafted)} tokens took {checks[1]:.1f}× one"
 
 
 def _catch_up(stats: GenerationStats, plain: float) -> tuple[str, float | None]:

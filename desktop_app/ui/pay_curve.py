@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 from desktop_app.counts import count
 from desktop_app.engine.costs import WIN_MARGIN, best_gamma, speedup_curve
 from desktop_app.engine.events import GenerationStats
-from desktop_app.engine.explain import alpha_text, check_passes
+from desktop_app.engine.explain import alpha_text, check_passes, reply_checks_text
 from desktop_app.engine.settings import DRAFT_MAX_LIMIT
 from desktop_app.ui.charts import label_backing, quiet_plot, stats_from
 
@@ -267,8 +267,11 @@ class PayCurve(QWidget):
         if passes:
             text += (f": by this machine's timings (at load, refined by every round) a {g + 1}-token check "
                      f"costs {passes:.1f} single passes")
+            own = reply_checks_text(s)      # (the panel's own figure, set beside it: "3.3×" there and "3.4"
+            if own:                         # here, from two sources, read as a contradiction: a new user's try)
+                text += f"; {own}"
             if s.c:
-                text += f", and in this reply each drafted token cost {s.c:.2f} of one"
+                text += f", and {'' if own else 'in this reply '}each drafted token cost {s.c:.2f} of one"
         if s.n_plain_rounds and s.predicted_speedup_measured is not None:     # (as above: not the curve's)
             own = (f"this reply drafted in {s.n_rounds - s.n_plain_rounds} of its {s.n_rounds} rounds: "
                    f"predicted {s.predicted_speedup_measured:.2f}×")

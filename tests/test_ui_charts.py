@@ -229,6 +229,8 @@ def test_the_panel_charts_tokens_on_the_engines_clock_however_late_they_arrive(r
     assert "drawn when the reply ends" in panel.pay.sentence.text()      # (not an empty tab meanwhile)
     panel._flush()
     assert panel.verdict.text() == "Reading the prompt…"                  # until the first token, then
+    assert panel.labels["first"].text() == "–"
+    time.sleep(0.05)
     for r in rounds:
         panel.add_round(r)
         for _ in range(r.n_reply_tokens):                # (when they arrive is not asked: only the rounds count)
@@ -241,6 +243,9 @@ def test_the_panel_charts_tokens_on_the_engines_clock_however_late_they_arrive(r
     tokens = sum(r.n_reply_tokens for r in rounds)
     assert panel.labels["speed"].text() == rate_text(tokens / sum(r.t_round_s for r in rounds))
     assert panel.labels["tokens"].text() == f"{tokens} in {len(rounds)} rounds"     # (the strip numbers the rounds)
+    # the first token's time as it reached the panel, until the engine's own comes with the end
+    first = panel.labels["first"].text()
+    assert first.startswith("≈ ") and first.endswith(" ms") and float(first[2:-3]) >= 50
     assert panel.verdict.text() == "Generating…"
     assert any(r.drafted for r in rounds)       # what rests on the engine's costs says when it will come
     assert panel.labels["c"].text() == panel.labels["predicted"].text() == "at the reply's end"
@@ -703,13 +708,15 @@ def test_a_reply_that_broke_off_reads_interrupted_not_stopped(qtbot):
         panel.finish(stats, broke.end_after_rounds, broke.broke_off)
         assert panel.header.text().endswith("in 'test' (interrupted)")
         if not stats.n_tokens:
-            assert panel.labels["tokens"].text() == "0 (broke off after 2.50 s)"
+            assert panel.labels["tokens"].text() == "0"
+            assert panel.labels["first"].text() == "none (broke off after 2.50 s)"
             assert panel.verdict.text() == "The reply broke off before its first token: nothing was written."
         panel.begin("test")
         panel.finish(stats, stopped.end_after_rounds, stopped.broke_off)
         assert panel.header.text().endswith("in 'test' (stopped)")
         if not stats.n_tokens:
-            assert panel.labels["tokens"].text() == "0 (stopped after 2.50 s)"
+            assert panel.labels["tokens"].text() == "0"
+            assert panel.labels["first"].text() == "none (stopped after 2.50 s)"
             assert panel.verdict.text().startswith("Stopped before the first token")
 
 
@@ -741,13 +748,13 @@ def test_a_reply_stopped_while_reading_its_conversation_says_no_first_token_came
     qtbot.addWidget(panel)
     panel.begin("test")
     panel.finish(stopped)
-    assert panel.labels["tokens"].text() == "0 (stopped after 4.01 s)"
+    assert panel.labels["tokens"].text() == "0" and panel.labels["first"].text() == "none (stopped after 4.01 s)"
     assert panel.verdict.text() == ("Stopped before the first token: nothing was written or drafted. It was stopped "
                                     "4.01 s into reading the conversation: 423 of 823 tokens read; the other 429 "
                                     "had been read before.")
     full = dataclasses.replace(stopped, stop_reason="context_full")
     panel.finish(full)
-    assert panel.labels["tokens"].text() == "0 (ended after 4.01 s)" and "first token came" not in panel.verdict.text()
+    assert panel.labels["first"].text() == "none (ended after 4.01 s)" and "first token came" not in panel.verdict.text()
 
 
 def test_pay_curve_says_when_its_alpha_rests_on_a_few_drafted_tokens(reply, qtbot):

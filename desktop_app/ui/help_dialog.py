@@ -41,8 +41,8 @@ depends on what the pass costs: checking γ + 1 tokens costs more than one singl
 more on a GPU and several times more on a CPU, and each draft step costs a share of a target pass
 (<b>Draft step cost</b>, the papers' c).</p>
 <p>The numbers above the sentence: <b>Speed</b> is the reply's tokens per second after its prompt was
-read; <b>Tokens</b> is its length ("+ end": and its end token, which
-is not text), in how many rounds, and when its first token came; <b>Drafts kept</b>, <b>Kept per drafted
+read; <b>Tokens</b> is its length ("+ end": and its end token, which is not text) and in how many
+rounds; <b>First token</b>, how long its first token took; <b>Drafts kept</b>, <b>Kept per drafted
 round</b> (plain rounds left out) and <b>Draft / target time</b> (choosing and making drafts / the
 target's passes) say where the time went. Hover a number's name or its value for what it means.</p>
 <p>The <b>Charts</b> tab: tokens per second over the reply (the dashed line is plain decoding's rate);

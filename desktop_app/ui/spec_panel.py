@@ -39,6 +39,8 @@ STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation e
                                              "rate tends to fall from reply to reply"),
          ("tokens", "Tokens", "Tokens this reply wrote, in how many rounds: a round is one target pass, a plain step "
                               "or a check of drafts (numbered in the strip); \"+ end\": and the reply's end, not text"),
+         ("first", "First token", "How long the reply's first token took: reading the prompt (what the conversation "
+                                  "had not read before), then the first round"),
          ("accepted", "Drafts kept", "Drafted tokens the target kept: kept / drafted (the acceptance rate)"),
          ("alpha", "Acceptance α", ALPHA_TIP),
          ("per_round", "Kept per drafted round", "Drafts kept of drafts made, per round that drafted (plain steps left out)"),
@@ -155,6 +157,7 @@ class SpecPanel(QWidget):
         self._plain_known: float | None = None   # plain decoding's rate with the loaded pair, as last known
         self._round_s = 0.0           # the live reply's rounds: seconds, on the engine's clock (as the
         self._round_tokens = 0        # chart's), and the tokens they emitted
+        self._began_at = 0.0                          # when the live reply began (monotonic)
         self._first_token_at: float | None = None    # when tokens reached the panel: the live speed of a
         self._last_token_at: float | None = None     # reply without rounds yet (a llama-server's untimed)
         self._n_tokens = 0
@@ -221,6 +224,7 @@ class SpecPanel(QWidget):
         self._live_stats, self._broke_off = None, False
         self._round_s, self._round_tokens = 0.0, 0
         self._first_token_at = self._last_token_at = None
+        self._began_at = time.monotonic()        # (the first token's time, live, until the engine's at the end)
         self._n_tokens = 0
         self._read = None
         self._recorder = StatsRecorder(0, 0)
@@ -290,6 +294,8 @@ class SpecPanel(QWidget):
         elif self._first_token_at is not None and self._n_tokens > 1 and self._last_token_at > self._first_token_at:
             elapsed = self._last_token_at - self._first_token_at   # (no rounds yet: as the tokens came)
             self.labels["speed"].setText(rate_text((self._n_tokens - 1) / elapsed))
+        if self._first_token_at is not None:
+            self.labels["first"].setText(f"≈ {duration_text(self._first_token_at - self._began_at)}")
         rounds = len(self._live_rounds)     # (the strip numbers them: "#473" beside "Tokens 559" read as a
         tokens = str(self._n_tokens)        # token's number, a new user's try)
         self.labels["tokens"].setText(f"{tokens} in {count(rounds, 'round')}" if rounds else tokens)
@@ -330,7 +336,7 @@ class SpecPanel(QWidget):
             self.charts.finish(stats)
             self.show_stats(stats)
             if broke_off and not stats.n_tokens:        # (not "stopped after", "Stopped before the first token")
-                self.labels["tokens"].setText(f"0 (broke off after {duration_text(stats.ttft_s)})")
+                self.labels["first"].setText(f"none (broke off after {duration_text(stats.ttft_s)})")
                 self.verdict.setText("The reply broke off before its first token: nothing was written.")
 
     @property
@@ -369,15 +375,15 @@ class SpecPanel(QWidget):
         m = s.measured_speedup
         L["vs_plain"].setText(measured_text(s), f"{m:.2f}× of {rate_text(s.plain_tokens_per_s, finer)}" if m else "")
         rounds = f" in {count(s.n_rounds, 'round')}" if s.n_rounds else ""     # (a llama-server's are untimed)
+        L["tokens"].setText(f"{s.n_tokens}{end_text(s)}{rounds}")   # ("13 + end": the rounds wrote the end too)
+        # (the first token's time in a row of its own: beside the rounds, one or the other was left out in a
+        # narrow panel, "37 + end in 38 (first 1.64 s)" reading "38 what?", new users' tries)
         first = duration_text(s.ttft_s)
-        if s.n_tokens:                                          # (the compact form keeps the first token's time)
-            when, when_short = f"first after {first}", f"first {first}"
-        else:                     # (no first token came: "0 (first after 4.01 s)" read as if one had, a new user's try)
-            when = when_short = f"{'stopped' if s.stop_reason == StopReason.CANCELLED.value else 'ended'} after {first}"
-        n = f"{s.n_tokens}{end_text(s)}"                        # ("13 + end": the rounds wrote the end too)
-        L["tokens"].setText(f"{n}{rounds} ({when})", f"{n}{rounds} ({when_short})",   # (narrower, "rounds" last
-                            f"{n} in {s.n_rounds} ({when_short})" if s.n_rounds else "")   # to go: "37 + end in
-                                                                   # 38 (first 1.64 s)" left "38 what?" at 1366 px)
+        if s.n_tokens:
+            L["first"].setText(first)
+        else:                     # (no first token came: "first after 4.01 s" read as if one had, a new user's try)
+            L["first"].setText(f"none ({'stopped' if s.stop_reason == StopReason.CANCELLED.value else 'ended'} "
+                               f"after {first})")
         unused = s.unused_draft_c if s.n_rounds > FIRST_PROBE else None   # (the price auto weighed a draft
         if s.n_drafted:                                                   # model left unused at: the sentence
             self._show_drafts(s)                                          # quotes it)

@@ -17,7 +17,7 @@ from desktop_app.engine import (GREEDY, Controls, FinishEvent, LoadOptions, Mode
 from desktop_app.engine.costs import DIP_MAX, WIN_MARGIN
 from desktop_app.engine.events import GenerationStats, StopReason, TokenKind
 from desktop_app.engine.metrics import plain_rate_so_far
-from desktop_app.engine.explain import measured_text, rate_text, rates_finer
+from desktop_app.engine.explain import duration_text, measured_text, rate_text, rates_finer
 from desktop_app.ui.charts import PLAIN_EARLIER, PLAIN_ESTIMATE_MIN, LiveCharts, rolling_rate
 from desktop_app.ui.spec_panel import SpecPanel
 from desktop_app.ui.pay_curve import ABOVE_THE_CURVE, LABEL_INSET, PayCurve
@@ -245,7 +245,9 @@ def test_the_panel_charts_tokens_on_the_engines_clock_however_late_they_arrive(r
     assert panel.labels["tokens"].text() == f"{tokens} in {len(rounds)} rounds"     # (the strip numbers the rounds)
     # the first token's time as it reached the panel, until the engine's own comes with the end
     first = panel.labels["first"].text()
-    assert first.startswith("≈ ") and first.endswith(" ms") and float(first[2:-3]) >= 50
+    assert first.startswith("≈ ") and first.removeprefix("≈ ") != "–"
+    value, unit = first.removeprefix("≈ ").split()
+    assert float(value) * (1 if unit == "s" else 0.001) >= 0.05       # (at least the wait before the tokens)
     assert panel.verdict.text() == "Generating…"
     assert any(r.drafted for r in rounds)       # what rests on the engine's costs says when it will come
     assert panel.labels["c"].text() == panel.labels["predicted"].text() == "at the reply's end"
@@ -258,6 +260,14 @@ def test_the_panel_charts_tokens_on_the_engines_clock_however_late_they_arrive(r
         server.add_round(dataclasses.replace(r, drafter="server") if r.drafted else r)
     server._flush()
     assert server.labels["c"].text() == server.labels["predicted"].text() == "–"
+    # the live first token's time gives way to the engine's at the end
+    _, _, stats, _ = reply
+    panel.begin("test")
+    panel.add_token()
+    panel._flush()
+    assert panel.labels["first"].text().startswith("≈ ")
+    panel.finish(stats)
+    assert panel.labels["first"].text() == duration_text(stats.ttft_s) and stats.ttft_s > 0
 
 
 def test_a_reply_that_drafts_in_every_round_compares_itself_with_plain_as_known_before_it(reply, qtbot):
@@ -512,11 +522,13 @@ def test_the_panel_and_does_it_pay_quote_one_figure_for_this_reply_s_checks(repl
     pay = panel.pay
     text = pay.sentence.text()
     assert pay.best_gamma == 0 and "no γ is predicted to beat plain decoding" in text
-    assert f"; in this reply, checking a round's {found.group(1)} tokens took {found.group(2)}× one, and each " in text
-    # a reply that drafted nothing has no checks of its own to quote
-    plain_only = dataclasses.replace(steep, n_drafted=0, n_accepted=0, mean_drafted=0.0, alpha=0.5)
-    pay.show(plain_only, 4)
-    assert "in this reply, checking" not in pay.sentence.text()
+    assert (f"; in this reply, checking a round's {found.group(1)} tokens took {found.group(2)}× a single pass, "
+            f"and each drafted token cost {steep.c:.2f} of one") in text
+    # a reply with no checks of its own timed has none to quote, and says the draft step's cost as before
+    untimed = dataclasses.replace(steep, t_verify_s=0.0)
+    pay.show(untimed, 4)
+    assert pay.best_gamma == 0 and "in this reply, checking" not in pay.sentence.text()
+    assert f"single passes, and in this reply each drafted token cost {steep.c:.2f} of one" in pay.sentence.text()
 
 
 def test_stats_keep_verify_costs_through_the_history_json(reply, qtbot, tmp_path):
@@ -718,6 +730,10 @@ def test_a_reply_that_broke_off_reads_interrupted_not_stopped(qtbot):
             assert panel.labels["tokens"].text() == "0"
             assert panel.labels["first"].text() == "none (stopped after 2.50 s)"
             assert panel.verdict.text().startswith("Stopped before the first token")
+            # opened again from the history, as the chat keeps it ("interrupted"), it reads as it did live
+            panel.show_stored([], stats.to_json(), 1, "test", time.time(), 2, status="interrupted")
+            assert panel.labels["first"].text() == "none (broke off after 2.50 s)"
+            assert panel.verdict.text() == "The reply broke off before its first token: nothing was written."
 
 
 def test_a_speed_and_plain_decodings_that_read_alike_beside_0_99x_take_a_digit_more(qtbot):

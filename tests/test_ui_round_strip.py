@@ -385,6 +385,12 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
     # about even
     panel.show_stats(slow_stats(tokens_per_s=0.51, t_verify_s=14 / 0.51 - 1.0))
     assert "about even" in panel.verdict.text() and "beats" not in panel.verdict.text()
+    # a long reply's count, narrower than the row: the rounds in a parenthesis left out, never a number cut
+    # ("1351 + end in 13…", a review found)
+    panel.show_stats(slow_stats(n_tokens=1351, n_rounds=1352, stop_reason=StopReason.EOS.value))
+    full = "1351 + end in 1352 rounds"
+    assert L["tokens"].text() == full and L["tokens"].fontMetrics().horizontalAdvance(full) > L["tokens"].width()
+    assert L["tokens"].shown_text() in ("1351 + end (1352 rounds)", "1351 + end (…)")
 
 
 def test_nothing_kept_predicts_no_gain():

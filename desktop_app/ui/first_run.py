@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QV
 
 INTRO = ("Tandem chats with a model on this machine and tries to speed it up with a small draft model or by "
          "copying earlier text, showing every round and whether it pays here. On many CPUs the draft model "
-         "does not pay: Auto then leaves it unused, and says why.")   # (a new user's try: on a 2-core CPU auto left
+         "makes replies slower: Auto (the default) then leaves it unused, and says why.")   # (a new user's try: on a 2-core CPU auto left
          # the demo pair's draft model unused, and drafting with it in every round ran at 0.68× plain, where
          # this page had promised only a speed-up)
 DEMO_PAIR = "the demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft"

@@ -40,7 +40,8 @@ STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation e
          ("tokens", "Tokens", "Tokens this reply wrote, in how many rounds: a round is one target pass, a plain step "
                               "or a check of drafts (numbered in the strip); \"+ end\": and the reply's end, not text"),
          ("first", "First token", "How long the reply's first token took: reading the prompt (what the conversation "
-                                  "had not read before), then the first round"),
+                                  "had not read before), then the first round. While the reply is written, "
+                                  "\"≈\": when the token reached this panel; at its end, the engine's own time"),
          ("accepted", "Drafts kept", "Drafted tokens the target kept: kept / drafted (the acceptance rate)"),
          ("alpha", "Acceptance α", ALPHA_TIP),
          ("per_round", "Kept per drafted round", "Drafts kept of drafts made, per round that drafted (plain steps left out)"),
@@ -52,6 +53,16 @@ STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation e
          ("predicted", "Predicted (cost model)", "What the cost model predicts for this reply's rounds as they "
                                                  "ran, from each drafter's α and costs (a plain round: one token "
                                                  "per pass): a prediction, not a measurement")]
+
+
+def _tokens_forms(tokens: str, rounds: int) -> tuple[str, ...]:
+    """The Tokens row, "38 + end in 39 rounds", and its narrower form, "38 + end (39 rounds)", whose
+    parenthesis StatLabel leaves out before it cuts a number ("38 + end in 3…" in a 300-px panel); the
+    rounds as the strip numbers them ("#473" beside "Tokens 559" read as a token's number, a new user's
+    try). A llama-server's replies are untimed: no rounds."""
+    if not rounds:
+        return (tokens,)
+    return f"{tokens} in {count(rounds, 'round')}", f"{tokens} ({count(rounds, 'round')})"
 
 
 def stored_header(title: str, created_at: float, number: int, status: str = "done", stats: dict | None = None) -> str:
@@ -296,9 +307,9 @@ class SpecPanel(QWidget):
             self.labels["speed"].setText(rate_text((self._n_tokens - 1) / elapsed))
         if self._first_token_at is not None:
             self.labels["first"].setText(f"≈ {duration_text(self._first_token_at - self._began_at)}")
-        rounds = len(self._live_rounds)     # (the strip numbers them: "#473" beside "Tokens 559" read as a
-        tokens = str(self._n_tokens)        # token's number, a new user's try)
-        self.labels["tokens"].setText(f"{tokens} in {count(rounds, 'round')}" if rounds else tokens)
+        rounds = len(self._live_rounds)
+        tokens = str(self._n_tokens)
+        self.labels["tokens"].setText(*_tokens_forms(tokens, rounds))
         so_far = self._recorder.so_far()
         if not so_far.n_drafted:
             if self._live_rounds:                # (plain rounds so far: "–" beside the time chart's bars, a
@@ -336,8 +347,12 @@ class SpecPanel(QWidget):
             self.charts.finish(stats)
             self.show_stats(stats)
             if broke_off and not stats.n_tokens:        # (not "stopped after", "Stopped before the first token")
-                self.labels["first"].setText(f"none (broke off after {duration_text(stats.ttft_s)})")
-                self.verdict.setText("The reply broke off before its first token: nothing was written.")
+                self._show_broke_off(stats)
+
+    def _show_broke_off(self, stats: GenerationStats) -> None:
+        """A reply that broke off before its first token (a llama-server's connection), live or stored."""
+        self.labels["first"].setText(f"none (broke off after {duration_text(stats.ttft_s)})")
+        self.verdict.setText("The reply broke off before its first token: nothing was written.")
 
     @property
     def live(self) -> bool:          # a reply is streaming into the panel
@@ -374,8 +389,8 @@ class SpecPanel(QWidget):
         L["speed"].setText(rate_text(s.tokens_per_s if s.n_tokens else None, finer))      # (no token: no rate)
         m = s.measured_speedup
         L["vs_plain"].setText(measured_text(s), f"{m:.2f}× of {rate_text(s.plain_tokens_per_s, finer)}" if m else "")
-        rounds = f" in {count(s.n_rounds, 'round')}" if s.n_rounds else ""     # (a llama-server's are untimed)
-        L["tokens"].setText(f"{s.n_tokens}{end_text(s)}{rounds}")   # ("13 + end": the rounds wrote the end too)
+        L["tokens"].setText(*_tokens_forms(f"{s.n_tokens}{end_text(s)}", s.n_rounds))   # ("13 + end": the rounds
+                                                                                      # wrote the end too)
         # (the first token's time in a row of its own: beside the rounds, one or the other was left out in a
         # narrow panel, "37 + end in 38 (first 1.64 s)" reading "38 what?", new users' tries)
         first = duration_text(s.ttft_s)
@@ -418,6 +433,8 @@ class SpecPanel(QWidget):
         self.charts.show_stored(events, parsed)
         if parsed is not None:
             self.show_stats(parsed)
+            if status == "interrupted" and not parsed.n_tokens:   # (stats kept: a connection that broke; an
+                self._show_broke_off(parsed)                     # engine that died keeps none)
 
     @property
     def rounds_shown(self) -> list[RoundEvent]:

@@ -702,6 +702,28 @@ def test_a_loading_setting_changed_but_not_applied_says_so_until_applied(qtbot, 
     assert panel.unapplied.isHidden() and w.model_bar.status.text().startswith("Loaded SmolLM2")  # under "Loading")
 
 
+def test_apply_and_reload_loads_the_pair_the_bar_shows_and_a_new_folder_keeps_it(qtbot, loaded, tmp_path,
+                                                                                    test_model_path):
+    """A new user's try: with the demo pair loaded, they chose their own model and no draft in the bar, set
+    a context size, and pressed Apply and reload: the demo pair was loaded again, put back in the boxes
+    unsaid. And adding a models folder put the last loaded pair back in the boxes, dropping a draft chosen
+    there."""
+    w, bar = loaded, loaded.model_bar
+    assert w.loaded.draft is not None
+    bar.select(test_model_path, None)                         # the target alone, chosen, not loaded
+    folder = tmp_path / "more models"
+    folder.mkdir()
+    w.add_model_folder(str(folder))                           # (rescans the folders: the choice stays)
+    assert str(folder) in w.settings["model_folders"]
+    assert (bar.target_path(), bar.draft_path()) == (test_model_path, None)
+    panel = w.settings_panel
+    panel.n_ctx.setValue(panel.n_ctx.value() + 256)
+    panel.reloadRequested.emit(panel.loading())               # Apply and reload
+    qtbot.waitUntil(lambda: w.loaded is not None and not w.loading and not w.busy, timeout=TIMEOUT_MS)
+    assert (w.loaded.target, w.loaded.draft) == (test_model_path, None)
+    assert (bar.target_path(), bar.draft_path()) == (test_model_path, None) and panel.unapplied.isHidden()
+
+
 def test_a_context_size_typed_below_the_smallest_becomes_the_smallest(qtbot, loaded):
     """(A plain spin box put the old value back on leaving it, and nothing said why.)"""
     panel = loaded.settings_panel

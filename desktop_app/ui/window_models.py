@@ -38,9 +38,12 @@ class ModelsMixin:
     def refresh_models(self) -> None:
         demo = [models.inspect(m) for m in models.resolve(["demo"])]
         files = [str(p) for p in find_gguf_files(self.settings["model_folders"])]
+        chosen = self.model_bar.target_path()
         self.model_bar.set_choices(files, self.settings["recent_pairs"], all(d.verified for d in demo),
                                    tuple(d.path for d in demo))
-        self.model_bar.select(self.settings["last_target"], self.settings["last_draft"])
+        if chosen is None:      # (the last pair at the start; later the bar keeps the user's choice: adding a
+            self.model_bar.select(self.settings["last_target"], self.settings["last_draft"])   # models folder
+            # put the last loaded pair back in the boxes, and a draft chosen there was gone: a new user's try)
         if not self.loaded:
             self._offer_models(files, demo)
         if self.loaded:                   # (without, a conversation the user opened stays open)
@@ -369,7 +372,11 @@ class ModelsMixin:
             self._say("Saved. These loading settings apply to models on this machine; the llama-server "
                       "loads its own.")
             return
-        pair = (self.loaded.target, self.loaded.draft) if self.loaded else self.lost_pair
+        # the pair the bar shows, where it can load (the user chose it there, then changed settings: reloading
+        # the pair in use instead put it back in the boxes unsaid, a new user's try); else the one in use
+        target, draft, why = self.model_bar.loadable()
+        pair = (target, draft) if target and not why else \
+            (self.loaded.target, self.loaded.draft) if self.loaded else self.lost_pair
         if pair and pair[0]:
             self.load_pair(*pair)
 

@@ -913,6 +913,30 @@ def test_an_edit_the_context_cannot_hold_leaves_the_conversation_as_it_was(qtbot
     assert [(m.role, m.content) for m in after][:1] == [("user", "Say hello.")] and len(after) == 2
 
 
+def test_a_larger_context_loaded_after_a_message_did_not_fit_says_so(qtbot, loaded):
+    """A new user's try: a message too long for a 256-token context, "Raise the context size…", 1024,
+    Apply and reload; the banner still said "the context holds 256"."""
+    w = loaded
+    huge = ("word " * (w.loaded.n_ctx + 50)).strip()          # (a token a word, at least)
+    w.composer.setPlainText(huge)
+    qtbot.keyClick(w.composer, Qt.Key_Return)
+    qtbot.waitUntil(lambda: w.banner.isVisible() and "context holds" in w.banner.label.text() and not w.busy,
+                    timeout=TIMEOUT_MS)
+    n_ctx = w.loaded.n_ctx
+    assert f"the context holds {n_ctx}:" in w.banner.label.text() and w.composer.toPlainText() == huge
+    raise_it = next(b for b in w.banner.buttons if b.isVisible() and b.text() == "Raise the context size…")
+    qtbot.mouseClick(raise_it, Qt.LeftButton)
+    panel = w.settings_panel
+    assert panel.n_ctx.hasFocus()
+    panel.n_ctx.setValue(n_ctx + 1024)
+    panel.reloadRequested.emit(panel.loading())                # Apply and reload
+    qtbot.waitUntil(lambda: w.loaded is not None and w.loaded.n_ctx == n_ctx + 1024 and not w.busy,
+                    timeout=TIMEOUT_MS)
+    assert w.banner.isVisible() and w.banner.label.text() == (f"The context now holds {n_ctx + 1024} tokens: press "
+                                                              "Send to send the message in the box.")
+    assert w.composer.toPlainText() == huge
+
+
 def test_regenerating_a_message_too_long_offers_to_edit_it_with_the_size_in_view(qtbot, loaded):
     """Regenerate where the last message alone no longer fits (a smaller context since): "Edit the
     message" puts it in the box as an edit, and the banner still says how much the context holds."""

@@ -118,9 +118,18 @@ class FaultsMixin:
         else:
             actions = [("Edit the message", self._shorten if text or edited else lambda: self.edit_last(note=message),
                         True)] + self._larger_context()
-        self.banner.show_message(message, actions, about=conversation_id)
+        self.banner.show_message(message, actions, about=conversation_id, kind="overflow")
         if conversation_id == self.current_id:
             self.open_conversation(conversation_id)
+
+    def _overflow_after_load(self, n_ctx: int) -> None:
+        """Models loaded while the banner says the conversation does not fit: its numbers are of the context
+        before ("the context holds 256" stayed up after Apply and reload had raised it to 1024, a new user's
+        try), so it says the size now, and the way on."""
+        if self.banner.kind != "overflow" or self.banner.isHidden():
+            return
+        way = "press Send to send the message in the box" if self.composer.toPlainText().strip() else "try again"
+        self.banner.show_message(f"The context now holds {n_ctx} tokens: {way}.", about=self.banner.about)
 
     def _larger_context(self) -> list:
         """The banner's way to a larger context: the Settings tab at its Context size (local models;

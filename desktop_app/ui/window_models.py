@@ -179,6 +179,7 @@ class ModelsMixin:
         self.spec_panel.set_plain_rate(1.0 / info.plain_step_s if info.plain_step_s > 0 else None)
         self.spec_bar.set_draft_available(bool(info.draft))
         self._end_load(ok=True)                          # (a message that waited is sent: before the notices)
+        self._overflow_after_load(info.n_ctx)
         self._say(" ".join(n for n in (info.notice, unsaved) if n))
         self.setWindowTitle(f"Tandem — {names}")
         self.refresh_models()

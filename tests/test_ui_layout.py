@@ -412,6 +412,13 @@ def test_the_pair_verdict_before_load_comes_from_the_headers(qtbot, tmp_path, cl
     # its box names it so from then on, and the good files as before (it stayed there unmarked)
     assert bar.target.itemText(bar.target.findData(str(notes))) == "notamodel.gguf (cannot be read)"
     assert bar.draft.itemText(bar.draft.findData(q2k_draft_path)) == os.path.basename(q2k_draft_path)
+    # ... also once another is chosen and the lists are filled again (after a load: it lost its mark, a new
+    # user's try)
+    bar.select(q2k_draft_path, None)
+    bar.set_choices([test_model_path, q2k_draft_path, str(notes)], [], False)
+    assert bar.target.itemText(bar.target.findData(str(notes))) == "notamodel.gguf (cannot be read)"
+    assert bar.draft.itemText(bar.draft.findData(str(notes))) == "notamodel.gguf (cannot be read)"
+    assert bar.target.itemText(bar.target.findData(test_model_path)) == os.path.basename(test_model_path)
     shutil.copyfile(q2k_draft_path, notes)                 # mended (a copy that had not finished, say)
     os.utime(notes, (1, 1))                                # (a header read again: another modification time)
     bar.select(q2k_draft_path, None)

@@ -59,6 +59,7 @@ class ModelBar(QWidget):
         grid = QGridLayout(self)
         grid.setContentsMargins(8, 6, 8, 6)
         grid.setVerticalSpacing(4)
+        self._found_unreadable: set[str] = set()     # files marked UNREADABLE_MARK, until found readable
         self.target = QComboBox()
         self.target.setObjectName("targetCombo")
         self.draft = QComboBox()
@@ -187,6 +188,8 @@ class ModelBar(QWidget):
         for path in files:
             self._add(self.target, path)
             self._add(self.draft, path)
+        for path in self._found_unreadable & set(files):   # (found so before: the lists were filled again after
+            self._mark_unreadable(path, True)            # a load, and the mark was gone, a new user's try)
         self.target.blockSignals(False)
         self.draft.blockSignals(False)
         self.select(current_t, current_d)
@@ -318,6 +321,7 @@ class ModelBar(QWidget):
         """A chosen file named in both boxes as what its header says now: "… (cannot be read)" and greyed
         where it cannot be read (it stays, as the user may mend it, but choosing another no longer means
         trying each in turn), its plain name again once it can."""
+        (self._found_unreadable.add if unreadable else self._found_unreadable.discard)(path)
         text = self.label(path) + (UNREADABLE_MARK if unreadable else "")
         for combo in (self.target, self.draft):
             i = combo.findData(path)

@@ -702,8 +702,19 @@ def test_a_loading_setting_changed_but_not_applied_says_so_until_applied(qtbot, 
     assert panel.unapplied.isHidden() and w.model_bar.status.text().startswith("Loaded SmolLM2")  # under "Loading")
 
 
+def test_apply_and_reload_with_nothing_loaded_saves_and_loads_nothing(qtbot, window, test_model_path):
+    """(A review: with a file chosen in the bar and nothing loaded, Apply and reload would load it, unasked.)"""
+    w = window
+    w.model_bar.select(test_model_path, None)
+    panel = w.settings_panel
+    panel.n_ctx.setValue(panel.n_ctx.value() + 256)
+    panel.reloadRequested.emit(panel.loading())
+    assert not w.loading and w.loaded is None
+    assert w.settings["loading"]["n_ctx"] == panel.n_ctx.value()
+
+
 def test_apply_and_reload_loads_the_pair_the_bar_shows_and_a_new_folder_keeps_it(qtbot, loaded, tmp_path,
-                                                                                    test_model_path):
+                                                                                    test_model_path, gemma_path):
     """A new user's try: with the demo pair loaded, they chose their own model and no draft in the bar, set
     a context size, and pressed Apply and reload: the demo pair was loaded again, put back in the boxes
     unsaid. And adding a models folder put the last loaded pair back in the boxes, dropping a draft chosen
@@ -722,6 +733,14 @@ def test_apply_and_reload_loads_the_pair_the_bar_shows_and_a_new_folder_keeps_it
     qtbot.waitUntil(lambda: w.loaded is not None and not w.loading and not w.busy, timeout=TIMEOUT_MS)
     assert (w.loaded.target, w.loaded.draft) == (test_model_path, None)
     assert (bar.target_path(), bar.draft_path()) == (test_model_path, None) and panel.unapplied.isHidden()
+    # a choice that cannot load is not swapped for the pair in use unsaid: the bar says why, nothing reloads
+    bar.select(test_model_path, gemma_path)
+    panel.n_ctx.setValue(panel.n_ctx.value() + 256)
+    panel.reloadRequested.emit(panel.loading())
+    assert not w.loading and (w.loaded.target, w.loaded.draft) == (test_model_path, None)
+    assert bar.status.text().startswith("Not reloaded: the draft gemma") and "cannot pair with it" in bar.status.text()
+    assert (bar.target_path(), bar.draft_path()) == (test_model_path, gemma_path)
+    assert panel.unapplied.text().startswith("Not applied yet: Context size.")
 
 
 def test_a_context_size_typed_below_the_smallest_becomes_the_smallest(qtbot, loaded):
@@ -932,9 +951,14 @@ def test_a_larger_context_loaded_after_a_message_did_not_fit_says_so(qtbot, load
     panel.reloadRequested.emit(panel.loading())                # Apply and reload
     qtbot.waitUntil(lambda: w.loaded is not None and w.loaded.n_ctx == n_ctx + 1024 and not w.busy,
                     timeout=TIMEOUT_MS)
-    assert w.banner.isVisible() and w.banner.label.text() == (f"The context now holds {n_ctx + 1024} tokens: press "
-                                                              "Send to send the message in the box.")
-    assert w.composer.toPlainText() == huge
+    assert w.banner.isVisible() and w.banner.label.text() == (f"The context now holds {n_ctx + 1024} tokens (it held "
+                                                              f"{n_ctx}): press Send to send the message in the box.")
+    assert w.composer.toPlainText() == huge and w.banner.kind == "overflow"
+    assert "Raise the context size…" in [b.text() for b in w.banner.buttons if b.isVisible()]   # (it may not fit yet)
+    said = w.banner.label.text()                              # a reload that does not raise it changes nothing
+    panel.reloadRequested.emit(panel.loading())
+    qtbot.waitUntil(lambda: w.loaded is not None and not w.loading and not w.busy, timeout=TIMEOUT_MS)
+    assert w.banner.isVisible() and w.banner.label.text() == said
 
 
 def test_regenerating_a_message_too_long_offers_to_edit_it_with_the_size_in_view(qtbot, loaded):

@@ -189,7 +189,8 @@ class ModelBar(QWidget):
             self._add(self.target, path)
             self._add(self.draft, path)
         for path in self._found_unreadable & set(files):   # (found so before: the lists were filled again after
-            self._mark_unreadable(path, True)            # a load, and the mark was gone, a new user's try)
+            self._mark_unreadable(path, describe(path).startswith(UNREADABLE))   # a load, and the mark was
+                                                                                 # gone, a new user's try)
         self.target.blockSignals(False)
         self.draft.blockSignals(False)
         self.select(current_t, current_d)

@@ -119,17 +119,22 @@ class FaultsMixin:
             actions = [("Edit the message", self._shorten if text or edited else lambda: self.edit_last(note=message),
                         True)] + self._larger_context()
         self.banner.show_message(message, actions, about=conversation_id, kind="overflow")
+        self._overflow = (self.loaded.n_ctx if self.loaded is not None else 0, actions)
         if conversation_id == self.current_id:
             self.open_conversation(conversation_id)
 
     def _overflow_after_load(self, n_ctx: int) -> None:
-        """Models loaded while the banner says the conversation does not fit: its numbers are of the context
-        before ("the context holds 256" stayed up after Apply and reload had raised it to 1024, a new user's
-        try), so it says the size now, and the way on."""
-        if self.banner.kind != "overflow" or self.banner.isHidden():
+        """Models loaded with a larger context while the banner says the conversation does not fit: its
+        numbers are of the context before ("the context holds 256" stayed up after Apply and reload had
+        raised it to 1024, a new user's try), so it says the size now and the way on, its choices kept (it
+        may not fit yet)."""
+        before, actions = getattr(self, "_overflow", (0, []))
+        if self.banner.kind != "overflow" or self.banner.isHidden() or not before or n_ctx <= before:
             return
         way = "press Send to send the message in the box" if self.composer.toPlainText().strip() else "try again"
-        self.banner.show_message(f"The context now holds {n_ctx} tokens: {way}.", about=self.banner.about)
+        self.banner.show_message(f"The context now holds {n_ctx} tokens (it held {before}): {way}.", actions,
+                                 about=self.banner.about, kind="overflow")
+        self._overflow = (n_ctx, actions)
 
     def _larger_context(self) -> list:
         """The banner's way to a larger context: the Settings tab at its Context size (local models;

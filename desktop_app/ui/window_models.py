@@ -373,13 +373,16 @@ class ModelsMixin:
             self._say("Saved. These loading settings apply to models on this machine; the llama-server "
                       "loads its own.")
             return
-        # the pair the bar shows, where it can load (the user chose it there, then changed settings: reloading
-        # the pair in use instead put it back in the boxes unsaid, a new user's try); else the one in use
-        target, draft, why = self.model_bar.loadable()
-        pair = (target, draft) if target and not why else \
-            (self.loaded.target, self.loaded.draft) if self.loaded else self.lost_pair
-        if pair and pair[0]:
-            self.load_pair(*pair)
+        in_use = (self.loaded.target, self.loaded.draft) if self.loaded else self.lost_pair
+        if not (in_use and in_use[0]):              # (nothing loaded: saved, for the next load)
+            return
+        # the pair the bar shows (the user chose it there, then changed settings: reloading the pair in use
+        # instead put it back in the boxes unsaid, a new user's try); where it cannot load, the bar says why
+        target, draft, why = self.model_bar.loadable() if self.model_bar.backend.backend() != "server" else (None,) * 3
+        if why:
+            self.model_bar.show_error(f"Not reloaded: {why}.")
+            return
+        self.load_pair(*((target, draft) if target else in_use))
 
 
 def _cached(demo: list) -> tuple | None:

@@ -309,12 +309,13 @@ def reply_checks(stats: GenerationStats) -> tuple[float, float] | None:
 
 def reply_checks_text(stats: GenerationStats) -> str:
     """This reply's own checks as "Does it pay?" sets them beside the cost model's price, in the panel
-    sentence's words and digits: "in this reply, checking a round's 5.00 tokens took 3.3× a single pass" (""
-    where reply_checks has none)."""
+    sentence's words and digits: "in this reply, checking a round's 5.00 tokens took 3.3× a single
+    pass" ("" where reply_checks has none)."""
     checks = reply_checks(stats)
     if not checks:
         return ""
-    return f"in this reply, checking a round's {_plus_one(stats.mean_drafted)} tokens took {checks[1]:.1f}× a single pass"
+    return (f"in this reply, checking a round's {_plus_one(stats.mean_drafted)} tokens took {checks[1]:.1f}× a "
+            "single pass")
 
 
 def _catch_up(stats: GenerationStats, plain: float) -> tuple[str, float | None]:

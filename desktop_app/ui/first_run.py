@@ -8,11 +8,11 @@ import os
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
+# (the last sentence: a new user's try, where on a 2-core CPU auto left the demo pair's draft model unused,
+# and drafting with it in every round ran at 0.68× plain, where this page had promised only a speed-up)
 INTRO = ("Tandem chats with a model on this machine and tries to speed it up with a small draft model or by "
          "copying earlier text, showing every round and whether it pays here. On many CPUs the draft model "
-         "makes replies slower: Auto (the default) then leaves it unused, and says why.")   # (a new user's try: on a 2-core CPU auto left
-         # the demo pair's draft model unused, and drafting with it in every round ran at 0.68× plain, where
-         # this page had promised only a speed-up)
+         "makes replies slower: Auto (the default) then leaves it unused, and says why.")
 DEMO_PAIR = "the demo pair — Qwen2.5-Coder 1.5B with a 0.5B draft"
 FETCH_TOO = f"Or fetch {DEMO_PAIR}, 1.6 GB, fetched once — or choose other GGUF files."
 LOAD_DEMO_TOO = f"Or load {DEMO_PAIR}, already on this machine — or choose other GGUF files."

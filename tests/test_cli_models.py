@@ -75,7 +75,11 @@ def test_unknown_name_is_a_usage_error(tmp_path):
     out = tandem("models", "fetch", "no-such-model", "--json", folder=tmp_path)
     assert out.returncode == 2
     assert json.loads(out.stdout) == {"ok": False, "error": json.loads(out.stdout)["error"]}
-    assert "unknown model or set 'no-such-model'" in out.stderr
+    assert "unknown model or set 'no-such-model'" in out.stderr and "of your own" not in out.stderr
+    # a file's path: a file of one's own needs no fetch (it said only which names it knows: a new user's try)
+    path = tandem("models", "fetch", str(tmp_path / "mine.gguf"), folder=tmp_path)
+    assert path.returncode == 2 and path.stderr.rstrip().endswith(
+        "a GGUF file of your own needs no fetch: give its path to -m (or -md)"), path.stderr
 
 
 def test_failed_fetch_exits_one_with_a_one_line_error(tmp_path, offline_pip_env):

@@ -98,7 +98,10 @@ def resolve(names: list[str]) -> list[ModelFile]:
         for key in keys:
             if key not in MODELS:
                 known = ", ".join([*SETS, *MODELS])
-                raise KeyError(f"unknown model or set {name!r} (known: {known})")
+                # (a file's path, a new user's try: the words said nothing of files of one's own)
+                own = ("; a GGUF file of your own needs no fetch: give its path to -m (or -md)"
+                       if name.lower().endswith(".gguf") or "/" in name or "\\" in name else "")
+                raise KeyError(f"unknown model or set {name!r} (known: {known}){own}")
             if MODELS[key] not in out:
                 out.append(MODELS[key])
     return out

@@ -31,11 +31,6 @@ NGRAM = ((3, 4), (4, 16), (12, 16), (12, 32))       # ngram-simple (n, m) as scr
 SEEDS = 3
 
 
-def _short(v: Verdict) -> bool:
-    """Short of issue #14's bar: 0.95 of the best fixed setting and 1.0 of plain."""
-    return v.vs_best < 0.95 or v.vs_plain < 1.0
-
-
 def _sets(names):
     """(name, trace set, profile) for every named trace set under every profile, its own "here" included."""
     for name in names:
@@ -63,7 +58,7 @@ def _fresh_table(cases: list[tuple[str, Verdict]]) -> list[str]:
 def _summary(verdicts: list[Verdict]) -> str:
     best = [v.vs_best for v in verdicts]
     return (f"mean {statistics.fmean(best):.3f} of the best fixed setting, worst {min(best):.3f}, worst against "
-            f"plain {min(v.vs_plain for v in verdicts):.3f}, {sum(map(_short, verdicts))} of {len(verdicts)} short "
+            f"plain {min(v.vs_plain for v in verdicts):.3f}, {sum(v.short for v in verdicts)} of {len(verdicts)} short "
             f"of the bar, time to first token at most {max(v.ttft_vs_plain for v in verdicts):.2f}× plain's")
 
 
@@ -207,7 +202,7 @@ def _group_cells(vs: list[Verdict], digits: int) -> str:
     worst = min(vs, key=lambda v: v.vs_best)
     worst_plain = min(vs, key=lambda v: v.vs_plain)
     return (f"{statistics.fmean(v.vs_best for v in vs):.{digits}f} | {worst.vs_best:.{digits}f} ({worst.prompt}) | "
-            f"{worst_plain.vs_plain:.{digits}f} ({worst_plain.prompt}) | {sum(map(_short, vs))} of {len(vs)}")
+            f"{worst_plain.vs_plain:.{digits}f} ({worst_plain.prompt}) | {sum(v.short for v in vs)} of {len(vs)}")
 
 
 def shifted(priors: dict, shift: float) -> dict:

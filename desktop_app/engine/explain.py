@@ -221,7 +221,7 @@ def _explain(stats: GenerationStats) -> str:
             return text
         return "Plain decoding: nothing was drafted."
     alpha = stats.alpha if stats.alpha is not None else 0.0
-    rounds = stats.n_drafted / stats.mean_drafted if stats.mean_drafted else 0
+    rounds = _drafted_rounds(stats)
     # Only the rounds that drafted: auto mode mixes them with plain steps.
     per_round_ms = 1000 * (stats.t_draft_s + stats.t_verify_s - stats.t_plain_s) / rounds if rounds else 0.0
     parts = [f"{share_text(stats.acceptance_rate or 0)} of drafted tokens were kept (α ≈ {alpha_text(alpha)}: the chance "
@@ -290,6 +290,11 @@ def _round_reasons(stats: GenerationStats, alpha: float, rounds: float, per_roun
     return why
 
 
+def _drafted_rounds(stats: GenerationStats) -> float:
+    """The reply's rounds that drafted (auto mode mixes them with plain steps), from its means."""
+    return stats.n_drafted / stats.mean_drafted if stats.mean_drafted else 0
+
+
 def reply_checks(stats: GenerationStats) -> tuple[float, float] | None:
     """(seconds, single-token passes) a check of a round's drafts took in this reply, on the mean of
     its rounds that drafted; None where none did, or nothing was timed. The panel's sentence quotes it,
@@ -300,7 +305,7 @@ def reply_checks(stats: GenerationStats) -> tuple[float, float] | None:
     is their mean; t_plain_s holds their drafting too), against the single pass plain decoding is priced
     at (plain_pass_s: a pass slows as the context grows, and plain steps that came early in a long reply
     made a check look 26.6× of one, for about 18×)."""
-    rounds = stats.n_drafted / stats.mean_drafted if stats.mean_drafted else 0
+    rounds = _drafted_rounds(stats)
     if not (stats.t_verify_s and rounds and stats.plain_pass_s) or stats.remote:
         return None
     verify_s = max(0.0, stats.t_verify_s - stats.n_plain_rounds * (stats.t_target_step_s or 0.0)) / rounds

@@ -267,6 +267,9 @@ def replay(trace: Trace, profile: CostProfile, setting: Setting, noise: float = 
     return result
 
 
+BAR_OF_BEST = 0.95          # issue #14: auto at this share of the best fixed setting at least, and at plain's speed
+
+
 @dataclass(frozen=True)
 class Verdict:
     """Auto against every fixed setting on one trace under one profile (means over noise seeds)."""
@@ -292,6 +295,11 @@ class Verdict:
     @property
     def ttft_vs_plain(self) -> float:
         return self.auto_ttft_s / self.plain_ttft_s if self.plain_ttft_s else 1.0
+
+    @property
+    def short(self) -> bool:
+        """Short of issue #14's bar: below BAR_OF_BEST of the best fixed setting, or below plain's speed."""
+        return self.vs_best < BAR_OF_BEST or self.vs_plain < 1.0
 
 
 def _mean(runs: list[ReplayResult]) -> tuple[float, float, dict]:

@@ -52,6 +52,15 @@ def q2k_draft_path(test_model_path):
 
 
 @pytest.fixture(scope="session")
+def shallow_draft_path(test_model_path, tmp_path_factory):
+    """A draft much smaller than the test target, with its vocabulary: its first 6 of 30 blocks (about
+    0.4 of its parameters), in a folder of its own (not the models folder the window lists)."""
+    from gguf_shallow import shallow_copy
+
+    return str(shallow_copy(test_model_path, tmp_path_factory.mktemp("shallow") / "SmolLM2-shallow.gguf", 6))
+
+
+@pytest.fixture(scope="session")
 def gemma_path():
     """A model whose vocabulary no other here shares (fetched once, 253 MB)."""
     from desktop_app import models

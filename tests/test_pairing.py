@@ -52,8 +52,8 @@ def test_a_file_cut_inside_its_vocabulary_is_refused(test_model_path, tmp_path):
     assert not check_headers(test_model_path, str(path)).ok
 
 
-def test_padded_target_pairs_and_says_the_draft_is_smaller(padded, q2k_draft_path):
-    verdict = check_headers(padded[VOCAB_MAX_SIZE_DIFFERENCE], q2k_draft_path)
+def test_padded_target_pairs_and_says_the_draft_is_smaller(padded, q2k_draft_path, shallow_draft_path):
+    verdict = check_headers(padded[VOCAB_MAX_SIZE_DIFFERENCE], shallow_draft_path)
     assert verdict.ok is True
     assert verdict.text == "Pair OK: same tokenizer (gpt2/smollm); draft vocabulary smaller (49,152 of 49,280): fine"
     bigger_draft = check_headers(q2k_draft_path, padded[VOCAB_MAX_SIZE_DIFFERENCE])
@@ -78,13 +78,21 @@ def test_header_verdicts_agree_with_the_engines_check(test_model_path, q2k_draft
     assert failed == 5
 
 
-def test_a_draft_no_smaller_than_its_target_is_said_to_be_so(test_model_path, q2k_draft_path, capsys, tmp_path):
+def test_a_draft_no_smaller_than_its_target_is_said_to_be_so(test_model_path, q2k_draft_path, shallow_draft_path,
+                                                              capsys, tmp_path):
     """The 1.5B model drafting for the 0.5B ran at 0.39× plain, and nothing said why (a new user's
-    try). Those two pair, and the verdict says the draft will not pay; in the right order, nothing."""
+    try). Those two pair, and the verdict says the draft will not pay; in the right order, nothing.
+    Nor does the target's own model in a smaller file pay (the Q2_K test draft: 0.42× plain), and that
+    is said too; a draft with a fraction of the target's parameters is fine."""
     from desktop_app.commands.checks import draft_note
     from desktop_app.models.pairing import draft_too_big
 
-    assert check_headers(test_model_path, q2k_draft_path).text == "Pair OK: same tokenizer (gpt2/smollm, 49,152 tokens)"
+    assert check_headers(test_model_path, shallow_draft_path).text == "Pair OK: same tokenizer (gpt2/smollm, 49,152 tokens)"
+    same = check_headers(test_model_path, q2k_draft_path)         # (135M parameters both: the draft's file smaller)
+    assert same.ok is True and same.warning and same.text == (
+        "These two pair: same tokenizer (gpt2/smollm, 49,152 tokens) — but the draft (135M, 88 MB) has as many "
+        "parameters as the target (135M, 98 MB): a smaller file runs little faster, and a draft pays only where it "
+        "is much faster than its target")
     swapped = check_headers(q2k_draft_path, test_model_path)      # (135M parameters both: the draft's file larger)
     assert swapped.ok is True and swapped.warning and swapped.text == (   # (not "Pair OK … but": read as a pass)
         "These two pair: same tokenizer (gpt2/smollm, 49,152 tokens) — but the draft (135M, 98 MB) is larger than "
@@ -96,14 +104,21 @@ def test_a_draft_no_smaller_than_its_target_is_said_to_be_so(test_model_path, q2
     assert draft_too_big(q2k_draft_path, str(twin)) == ("the draft (135M) is the target's size: a draft pays only "
                                                         "where it is much faster than its target")
     draft_note(q2k_draft_path, test_model_path)                   # the command line's words
+    draft_note(test_model_path, shallow_draft_path)
     draft_note(test_model_path, q2k_draft_path)
-    assert capsys.readouterr().err == ("note: the draft (135M, 98 MB) is larger than the target (135M, 88 MB): it "
-                                       "would be slower than the target alone; swap -m and -md\n")
+    assert capsys.readouterr().err == (
+        "note: the draft (135M, 98 MB) is larger than the target (135M, 88 MB): it would be slower than the "
+        "target alone; swap -m and -md\n"
+        "note: the draft (135M, 88 MB) has as many parameters as the target (135M, 98 MB): a smaller file runs "
+        "little faster, and a draft pays only where it is much faster than its target\n")
 
 
-def test_suggest_pair_takes_the_larger_file_as_target(test_model_path, q2k_draft_path, gemma_path, qwen_draft_path):
-    assert suggest_pair([q2k_draft_path, gemma_path, test_model_path, qwen_draft_path]) == (
-        test_model_path, q2k_draft_path)
+def test_suggest_pair_takes_the_larger_file_as_target(test_model_path, q2k_draft_path, shallow_draft_path,
+                                                     gemma_path, qwen_draft_path):
+    assert suggest_pair([q2k_draft_path, gemma_path, shallow_draft_path, test_model_path, qwen_draft_path]) == (
+        test_model_path, shallow_draft_path)
+    # the target's own model in a smaller file is not suggested as its draft: it would not pay
+    assert suggest_pair([q2k_draft_path, gemma_path, test_model_path, qwen_draft_path]) == (q2k_draft_path, None)
     assert suggest_pair([gemma_path, qwen_draft_path]) == (gemma_path, None)     # no pair: the newest alone
     assert suggest_pair([]) is None
 

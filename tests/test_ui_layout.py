@@ -322,23 +322,24 @@ def demo_cache(monkeypatch, tmp_path, paths: tuple[str, str] | None):
 
 def test_first_run_preselects_the_pair_found_and_loads_it_in_one_click(qtbot, tmp_path, close_all, monkeypatch,
                                                                        test_model_path, q2k_draft_path, gemma_path,
-                                                                       qwen_draft_path):
+                                                                       qwen_draft_path, shallow_draft_path):
     from desktop_app.models import discovery
 
     demo_cache(monkeypatch, tmp_path, None)
     monkeypatch.setattr(discovery, "usual_folders", lambda: [])     # only the folder of the settings
     folder = tmp_path / "models"
     folder.mkdir()
-    for path in (q2k_draft_path, gemma_path, test_model_path, qwen_draft_path):   # (Qwen 0.5B has no partner)
+    for path in (q2k_draft_path, gemma_path, test_model_path, shallow_draft_path,     # (Qwen 0.5B has no partner;
+                 qwen_draft_path):                                                    # the Q2_K copy would not pay)
         (folder / os.path.basename(path)).symlink_to(path)
-    target, draft = (str(folder / os.path.basename(p)) for p in (test_model_path, q2k_draft_path))
+    target, draft = (str(folder / os.path.basename(p)) for p in (test_model_path, shallow_draft_path))
     w = open_window(qtbot, tmp_path, settings={"model_folders": [str(folder)]})
     close_all.append(w)
     assert w.loaded is None and w.stack.currentWidget() is w.first_run
     offer = w.first_run.load_button
     assert offer.isVisible() and offer.text() == "Load this pair"
     assert w.first_run.fetch_button.isVisible()                # fetching the demo stays on offer
-    # the larger file of the pair is the target (Q4_1, not its Q2_K copy)
+    # the larger file of the pair is the target (Q4_1, not its Q2_K copy), the much smaller one its draft
     assert (w.model_bar.target_path(), w.model_bar.draft_path()) == (target, draft)
     assert "SmolLM2-135M-Instruct.Q4_1.gguf" in w.first_run.text.text()
     qtbot.mouseClick(offer, Qt.LeftButton)
@@ -375,14 +376,20 @@ def test_first_run_with_nothing_found_is_todays_page(qtbot, tmp_path, close_all,
 
 
 def test_the_pair_verdict_before_load_comes_from_the_headers(qtbot, tmp_path, close_all, test_model_path,
-                                                             q2k_draft_path, gemma_path):
+                                                             q2k_draft_path, shallow_draft_path, gemma_path):
     w = open_window(qtbot, tmp_path, settings=folder_settings(test_model_path))
     close_all.append(w)
     bar = w.model_bar
-    bar.select(test_model_path, q2k_draft_path)
+    bar.select(test_model_path, shallow_draft_path)
     assert bar.verdict.isVisible()
     assert bar.pair_verdict.ok is True
     assert bar.verdict.text() == "Pair OK: same tokenizer (gpt2/smollm, 49,152 tokens)"
+    assert "#b35900" not in bar.verdict.styleSheet()
+
+    bar.select(test_model_path, q2k_draft_path)             # the target's own model in a smaller file: a warning
+    assert bar.pair_verdict.ok is True and bar.verdict.text().startswith("These two pair: ")
+    assert bar.verdict.text().endswith("a draft pays only where it is much faster than its target.")
+    assert "#b35900" in bar.verdict.styleSheet()
 
     bar.select(test_model_path, gemma_path)
     assert bar.pair_verdict.ok is False

@@ -656,7 +656,9 @@ def test_a_note_that_no_model_is_loaded_goes_once_models_load(qtbot, window, tes
 def test_incompatible_pair_is_explained_and_the_old_pair_keeps_working(qtbot, loaded, test_model_path, gemma_path):
     w = loaded
     bar = w.model_bar
-    assert bar.info.isHidden() and bar.verdict.isHidden()           # the pair loaded: its details fold away
+    assert bar.info.isHidden()                                      # the pair loaded: its details fold away,
+    assert not bar.verdict.isHidden() and bar.pair_verdict.warning   # not a warning (a Q2_K draft of the target's
+    assert "has as many parameters as the target" in bar.verdict.text()   # own model, which will not pay)
     assert "135M parameters" in bar.target.toolTip()                 # (and stay in the boxes' tooltips)
     assert bar.load_button.text() == "Reload"                       # (it is the pair in use)
     bar.select(test_model_path, gemma_path)                         # another pair chosen: they show
@@ -667,7 +669,7 @@ def test_incompatible_pair_is_explained_and_the_old_pair_keeps_working(qtbot, lo
     assert "cannot draft for" in bar.status.text() and "the draft's tokenizer is llama-spm" in bar.status.text()
     assert "Still using SmolLM2-135M-Instruct.Q4_1.gguf + SmolLM2-135M-Instruct.Q2_K.gguf" in bar.status.text()
     assert bar.draft_path().endswith("Q2_K.gguf")                   # the bar shows the pair in use again
-    assert bar.info.isHidden() and bar.verdict.isHidden()
+    assert bar.info.isHidden() and "has as many parameters as the target" in bar.verdict.text()   # (its warning)
     bar.select(test_model_path, None)                               # another choice: the error gives way
     assert bar.status.text().startswith("Loaded SmolLM2") and not bar.status.styleSheet()   # (it stayed,
     load_fails(qtbot, w, test_model_path, gemma_path)                                      # a user's try)

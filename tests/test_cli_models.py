@@ -61,6 +61,31 @@ def test_list_json_reports_cached_and_missing(tmp_path, test_model_path, q2k_dra
     assert {r["key"]: r for r in deep["models"]}[SMOL.key]["verified"] is True
 
 
+@pytest.mark.network
+def test_list_names_the_files_the_window_finds_elsewhere(tmp_path, test_model_path, shallow_draft_path):
+    """`tandem models` listed Tandem's models folder only, not the folders added in the window, whose
+    files the window lists (a new user's try); a file in both is listed once, under the models folder."""
+    cache, added, config, home = (tmp_path / name for name in ("cache", "added", "config", "home"))
+    for folder in (cache, added, config, home):
+        folder.mkdir()
+    shutil.copy(test_model_path, cache / SMOL.filename)
+    shutil.copy(shallow_draft_path, added / "mine.gguf")
+    (added / "same.gguf").symlink_to(cache / SMOL.filename)       # (the models folder's file, by another name)
+    (added / "notes.gguf").write_text("not a model")
+    (config / "settings.json").write_text(json.dumps({"model_folders": [str(added), str(tmp_path / "gone")]}))
+    env = {"TANDEM_CONFIG_DIR": str(config), "HOME": str(home), "HF_HUB_CACHE": str(home / "hf"),
+           "LLAMA_CACHE": str(home / "llama")}                   # (no other caches: this machine's own)
+    doc = json.loads(tandem("models", "list", "--json", folder=cache, extra_env=env).stdout)
+    assert sorted((Path(f["path"]).name, f["problem"]) for f in doc["elsewhere"]) == [
+        ("mine.gguf", None), ("notes.gguf", "notes.gguf is not a GGUF file")]
+    text = tandem("models", "list", folder=cache, extra_env=env).stdout
+    assert "GGUF files elsewhere, as the window lists them" in text and f"  {added / 'mine.gguf'}" in text
+    assert "same.gguf" not in text
+    (config / "settings.json").write_text("{ damaged")             # a damaged settings file: nothing more,
+    doc = json.loads(tandem("models", "list", "--json", folder=cache, extra_env=env).stdout)   # and it stays
+    assert doc["elsewhere"] == [] and (config / "settings.json").read_text() == "{ damaged"   # as it was
+
+
 def test_a_reader_that_goes_away_ends_the_output_quietly(tmp_path):
     """`tandem models list --json | head`: the reader closes its end before the command writes."""
     env = {**os.environ, store.MODELS_DIR_ENV: str(tmp_path)}

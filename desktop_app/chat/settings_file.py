@@ -130,6 +130,16 @@ def default_path() -> Path:
     return folder / "settings.json"
 
 
+def read_model_folders(path: Path | str | None = None) -> list[str]:
+    """The folders added in the window to look for GGUF files in, read without changing anything (a
+    damaged file is not set aside, as the window would): [] where the file cannot be read."""
+    try:
+        loaded = json.loads(Path(path or default_path()).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return []
+    return validated(loaded)[0]["model_folders"] if isinstance(loaded, dict) else []
+
+
 class SettingsFile:
     def __init__(self, path: Path | str | None = None):
         self.path = Path(path) if path else default_path()

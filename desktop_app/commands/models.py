@@ -54,6 +54,22 @@ def _problem(path) -> str:
     return ""
 
 
+def _elsewhere(folder) -> list:
+    """GGUF files where the window looks besides Tandem's models folder (LM Studio's, the Hugging Face
+    and llama.cpp caches, the folders added in the window), newest first: `tandem models` listed the
+    models folder only, and a model the window listed was nowhere in it (a new user's try)."""
+    from desktop_app.chat.settings_file import read_model_folders
+    from desktop_app.models.discovery import find_gguf_files
+
+    ours = folder.resolve() if folder.is_dir() else None
+    return [p for p in find_gguf_files(read_model_folders())
+            if ours is None or not p.resolve().is_relative_to(ours)]
+
+
+def _file_line(p, problem: str) -> str:
+    return f"  {p.stat().st_size / 1e6:8.1f} MB  {p}" + (f"  (cannot be used: {problem})" if problem else "")
+
+
 def run(args: argparse.Namespace) -> int:
     from desktop_app import models
     from desktop_app.models.discovery import is_gguf_name
@@ -64,11 +80,13 @@ def run(args: argparse.Namespace) -> int:
         known = {m.filename for m in models.MODELS.values()}
         others = sorted(p for p in folder.iterdir() if is_gguf_name(p.name) and p.name not in known
                         and p.is_file()) if folder.is_dir() else []
-        problems = {p: _problem(p) for p in others}      # (a text file or a cut-short copy was offered as
-        if args.json:                                     # a model to pass to -m: a new user's try)
+        elsewhere = _elsewhere(folder)
+        problems = {p: _problem(p) for p in others + elsewhere}   # (a text file or a cut-short copy was
+        files = lambda paths: [{"path": str(p), "size": p.stat().st_size,        # noqa: E731  (offered as a
+                                "problem": problems[p] or None} for p in paths]  # model to -m: a user's try)
+        if args.json:
             emit_json({"ok": True, "folder": str(folder), "models": [r.to_json() for r in rows],
-                       "other_files": [{"path": str(p), "size": p.stat().st_size, "problem": problems[p] or None}
-                                       for p in others]})
+                       "other_files": files(others), "elsewhere": files(elsewhere)})
         else:
             print(f"models folder: {folder}")
             for r in rows:
@@ -78,8 +96,12 @@ def run(args: argparse.Namespace) -> int:
             if others:
                 print("other GGUF files there (not in the catalogue; pass their path to -m or -md):")
                 for p in others:
-                    print(f"  {p.stat().st_size / 1e6:8.1f} MB  {p}" + (f"  (cannot be used: {problems[p]})"
-                                                                      if problems[p] else ""))
+                    print(_file_line(p, problems[p]))
+            if elsewhere:
+                print("GGUF files elsewhere, as the window lists them (LM Studio, the Hugging Face and llama.cpp "
+                      "caches, folders added in the window; pass their path to -m or -md):")
+                for p in elsewhere:
+                    print(_file_line(p, problems[p]))
         return EXIT_OK
 
     # fetch

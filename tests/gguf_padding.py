@@ -42,27 +42,38 @@ def pad_vocabulary(src: Path | str, dst: Path | str, n_pad: int, copies: Sequenc
     if scores is not None:
         padded[gguf.Keys.Tokenizer.SCORES] = scores.contents() + [min(scores.contents())] * n_pad
 
-    dst = Path(dst)
-    tmp = dst.with_name(dst.name + ".tmp")
-    writer = gguf.GGUFWriter(tmp, arch, endianess=reader.endianess)
-    for field in reader.fields.values():
-        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
-            continue                                     # the writer writes these itself
-        value = padded.get(field.name, field.contents())
-        sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(field.name, value, field.types[0], sub_type=sub_type)
     data = {}
     for tensor in reader.tensors:
         data[tensor.name] = tensor.data
         if tensor.name in ROW_TENSORS:
             assert tensor.data.shape[0] == n_vocab, (tensor.name, tensor.data.shape)
             data[tensor.name] = _grow_rows(tensor.data, tensor.tensor_type, n_pad, copies, boost)
+    return write_copy(reader, dst, padded, data)
+
+
+def write_copy(reader: gguf.GGUFReader, dst: Path | str, values: dict, data: dict,
+               leave_out: Sequence[str] = ()) -> Path:
+    """Write the model `reader` reads to `dst` (atomically), with the header values in `values` in place
+    of its own, the fields in `leave_out` left out, and the tensors `data` names (name -> data: in the
+    reader's order, of their own types); returns dst."""
+    arch = reader.get_field(gguf.Keys.General.ARCHITECTURE).contents()
+    dst = Path(dst)
+    tmp = dst.with_name(dst.name + ".tmp")
+    writer = gguf.GGUFWriter(tmp, arch, endianess=reader.endianess)
+    for field in reader.fields.values():
+        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF.") or field.name in leave_out:
+            continue                                     # (the writer writes the first two itself)
+        value = values.get(field.name, field.contents())
+        sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(field.name, value, field.types[0], sub_type=sub_type)
+    tensors = [t for t in reader.tensors if t.name in data]
+    for tensor in tensors:
         rows = data[tensor.name]
         writer.add_tensor_info(tensor.name, rows.shape, rows.dtype, rows.nbytes, tensor.tensor_type)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
-    for tensor in reader.tensors:
+    for tensor in tensors:
         writer.write_tensor_data(data[tensor.name], tensor_endianess=reader.endianess)
     writer.close()
     os.replace(tmp, dst)

@@ -8,10 +8,11 @@ the headers say and for loading, not for acceptance.)
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import gguf
+
+from gguf_padding import write_copy
 
 
 def shallow_copy(src: Path | str, dst: Path | str, n_layers: int) -> Path:
@@ -20,27 +21,7 @@ def shallow_copy(src: Path | str, dst: Path | str, n_layers: int) -> Path:
     arch = reader.get_field(gguf.Keys.General.ARCHITECTURE).contents()
     blocks = gguf.Keys.LLM.BLOCK_COUNT.format(arch=arch)
     assert n_layers < reader.get_field(blocks).contents()
-    kept = [t for t in reader.tensors if not t.name.startswith("blk.") or int(t.name.split(".")[1]) < n_layers]
-
-    dst = Path(dst)
-    tmp = dst.with_name(dst.name + ".tmp")
-    writer = gguf.GGUFWriter(tmp, arch, endianess=reader.endianess)
-    for field in reader.fields.values():
-        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
-            continue                                     # the writer writes these itself
-        if field.name == gguf.Keys.General.SIZE_LABEL:
-            continue                                     # (the maker's size, no longer this file's)
-        value = n_layers if field.name == blocks else field.contents()
-        sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(field.name, value, field.types[0], sub_type=sub_type)
-    for tensor in kept:
-        writer.add_tensor_info(tensor.name, tensor.data.shape, tensor.data.dtype, tensor.data.nbytes,
-                               tensor.tensor_type)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_ti_data_to_file()
-    for tensor in kept:
-        writer.write_tensor_data(tensor.data, tensor_endianess=reader.endianess)
-    writer.close()
-    os.replace(tmp, dst)
-    return dst
+    kept = {t.name: t.data for t in reader.tensors
+            if not t.name.startswith("blk.") or int(t.name.split(".")[1]) < n_layers}
+    return write_copy(reader, dst, {blocks: n_layers}, kept,
+                      leave_out=[gguf.Keys.General.SIZE_LABEL])   # (the maker's size, no longer this file's)

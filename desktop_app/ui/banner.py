@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QVBoxLayout
+
+from desktop_app.ui.sentence_label import SentenceLabel
 
 ACTIONS_MAX = 3      # (a conversation of which only the last message fits: leave out, new, a larger context)
 
@@ -19,8 +21,7 @@ class Banner(QFrame):
         column = QVBoxLayout(self)                # the text above its buttons: a narrow chat still reads it
         column.setContentsMargins(8, 4, 8, 4)
         column.setSpacing(2)
-        self.label = QLabel()
-        self.label.setWordWrap(True)
+        self.label = SentenceLabel()
         column.addWidget(self.label)
         row = QHBoxLayout()
         row.addStretch(1)

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QGridLayout, QLabel, Q
 from desktop_app.chat.compare import CompareResult, CompareRun, shown
 from desktop_app.counts import count
 from desktop_app.engine.explain import duration_text, rate_number, rate_text, share_text, stopped_by
+from desktop_app.ui.sentence_label import SentenceLabel
 
 ROWS = (("ttft", "Time to first token"), ("speed", "Tokens per second"), ("total", "Total time"),
         ("tokens", "Tokens"), ("prompt", "Prompt tokens read (the rest cached)"), ("drafts", "Drafts kept"),
@@ -95,9 +96,8 @@ class CompareDialog(QDialog):
         self.result: CompareResult | None = None
         self.running = False
         layout = QVBoxLayout(self)
-        self.status = QLabel()
+        self.status = SentenceLabel()
         self.status.setObjectName("compareStatus")
-        self.status.setWordWrap(True)
         layout.addWidget(self.status)
 
         grid = QGridLayout()
@@ -115,9 +115,8 @@ class CompareDialog(QDialog):
                 grid.addWidget(cell, i, j)
         layout.addLayout(grid)
 
-        self.speedup = QLabel()
+        self.speedup = SentenceLabel()
         self.speedup.setObjectName("compareSpeedup")
-        self.speedup.setWordWrap(True)
         self.verdict = QLabel()
         self.verdict.setObjectName("compareVerdict")
         self.verdict.setWordWrap(True)

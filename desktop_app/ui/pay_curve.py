@@ -12,7 +12,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QFont, QPalette
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from desktop_app.counts import count
 from desktop_app.engine.costs import WIN_MARGIN, best_gamma, speedup_curve
@@ -20,6 +20,7 @@ from desktop_app.engine.events import GenerationStats
 from desktop_app.engine.explain import alpha_text, check_passes, reply_checks_text
 from desktop_app.engine.settings import DRAFT_MAX_LIMIT
 from desktop_app.ui.charts import label_backing, quiet_plot, stats_from
+from desktop_app.ui.sentence_label import SentenceLabel
 
 GAMMA_MAX = 16
 THIN_EVIDENCE = 40           # fewer drafted tokens than this and α is a rough guess (at α 0.5, ±0.15 at 95 %)
@@ -65,9 +66,8 @@ class PayCurve(QWidget):
             label.setFont(QFont(self.font().family(), 7))
             self.plot.addItem(label)
         layout.addWidget(self.plot)
-        self.sentence = QLabel()
+        self.sentence = SentenceLabel()
         self.sentence.setObjectName("pay_sentence")
-        self.sentence.setWordWrap(True)
         layout.addWidget(self.sentence)
         self.gammas: list[int] = []
         self.speedups: list[float | None] = []

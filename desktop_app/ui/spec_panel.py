@@ -24,6 +24,7 @@ from desktop_app.remote.rounds import DRAFTER as SERVER_DRAFTER
 from desktop_app.ui.charts import PLAIN_EARLIER, PLAIN_ESTIMATE_MIN, PLAIN_SO_FAR, LiveCharts
 from desktop_app.ui.pay_curve import PayCurve
 from desktop_app.ui.round_strip import Colours, RoundStrip
+from desktop_app.ui.sentence_label import SentenceLabel
 from desktop_app.ui.stat_label import StatLabel
 
 NO_REPLY = "No reply selected"
@@ -127,8 +128,7 @@ class SpecPanel(QWidget):
             grid.addWidget(name, i, 0)
             grid.addWidget(value, i, 1)
         layout.addWidget(stats_box)
-        self.verdict = QLabel("Send a message to see speculation at work.")
-        self.verdict.setWordWrap(True)
+        self.verdict = SentenceLabel("Send a message to see speculation at work.")
         self.verdict.setObjectName("verdict")
         layout.addWidget(self.verdict)
         self.legend = QLabel(self.colours.legend_html())

@@ -12,16 +12,53 @@ from desktop_app.models.store import models_dir
 MAX_DEPTH = 6
 
 
-def usual_folders() -> list[Path]:
+HUGGING_FACE = "Hugging Face"
+
+
+def _usual_named() -> list[tuple[Path, str]]:
+    """The usual folders, each with the name people know it by."""
     home = Path.home()
-    folders = [
-        models_dir(),
-        home / ".lmstudio" / "models",
-        home / ".cache" / "lm-studio" / "models",
-        Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", home / ".cache" / "huggingface")) / "hub"),
-        Path(os.environ.get("LLAMA_CACHE", home / ".cache" / "llama.cpp")),
+    return [
+        (models_dir(), "Tandem"),
+        (home / ".lmstudio" / "models", "LM Studio"),
+        (home / ".cache" / "lm-studio" / "models", "LM Studio"),
+        (Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", home / ".cache" / "huggingface")) / "hub"),
+         HUGGING_FACE),
+        (Path(os.environ.get("LLAMA_CACHE", home / ".cache" / "llama.cpp")), "llama.cpp"),
     ]
-    return folders
+
+
+def usual_folders() -> list[Path]:
+    return [folder for folder, _ in _usual_named()]
+
+
+def found_in(path: str | Path) -> str:
+    """Where a file was found, in a few words: a usual folder's name ("LM Studio"; for the Hugging Face
+    hub cache, with the repository: "Hugging Face Qwen/Qwen2.5-0.5B-Instruct-GGUF"), else the name of
+    its own folder."""
+    p = Path(path)
+    for folder, name in _usual_named():
+        if p.is_relative_to(folder):
+            repo = next((part for part in p.relative_to(folder).parts if part.startswith("models--")), None)
+            return f"{name} {repo.removeprefix('models--').replace('--', '/')}" if name == HUGGING_FACE and repo else name
+    return p.parent.name or str(p.parent)
+
+
+def distinct_names(paths: Iterable[str]) -> dict[str, str]:
+    """Each file's name as the lists show it: its file name; where files of one name were found in
+    several places, with where each was found ("model.gguf (LM Studio)", "model.gguf (downloads)"), or
+    where that is alike too, its folder. (Two files of one name looked alike: a new user's try.)"""
+    by_name: dict[str, list[str]] = {}
+    for path in dict.fromkeys(paths):
+        by_name.setdefault(os.path.basename(path), []).append(path)
+    out = {}
+    for name, group in by_name.items():
+        where = {p: found_in(p) for p in group}
+        if len(set(where.values())) < len(group):
+            where = {p: str(Path(p).parent) for p in group}
+        for p in group:
+            out[p] = name if len(group) == 1 else f"{name} ({where[p]})"
+    return out
 
 
 def is_gguf_name(name: str) -> bool:

@@ -10,6 +10,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QGridLayout, QHBoxLayout, QLabel, QMenu, QProgressBar,
                                QPushButton, QStyle, QStyleOptionComboBox, QWidget)
 
+from desktop_app.models.discovery import distinct_names
 from desktop_app.models.gguf_info import GGUFError, read_info
 from desktop_app.models.pairing import PairVerdict, check_headers
 from desktop_app.models.store import models_dir
@@ -60,6 +61,7 @@ class ModelBar(QWidget):
         grid.setContentsMargins(8, 6, 8, 6)
         grid.setVerticalSpacing(4)
         self._found_unreadable: set[str] = set()     # files marked UNREADABLE_MARK, until found readable
+        self._names: dict[str, str] = {}             # the listed files' names as the boxes show them
         self.target = QComboBox()
         self.target.setObjectName("targetCombo")
         self.draft = QComboBox()
@@ -151,9 +153,10 @@ class ModelBar(QWidget):
         return self.backend.rpc_servers()
 
     def label(self, path: str) -> str:
-        """A file's name as the boxes show it: whole up to MAX_LABEL_CHARS average characters, else cut
-        in the middle (the path is in the tooltip)."""
-        name = os.path.basename(path)
+        """A file's name as the boxes show it (with where it was found, where the lists hold another file
+        of its name: distinct_names): whole up to MAX_LABEL_CHARS average characters, else cut in the
+        middle (the path is in the tooltip)."""
+        name = self._names.get(path) or os.path.basename(path)
         fm = self.target.fontMetrics()
         return fm.elidedText(name, Qt.ElideMiddle, fm.averageCharWidth() * MAX_LABEL_CHARS)
 
@@ -185,6 +188,7 @@ class ModelBar(QWidget):
         self.draft.addItem(NO_DRAFT, None)
         for combo in (self.target, self.draft):
             self._fit(combo)
+        self._names = distinct_names(files)
         for path in files:
             self._add(self.target, path)
             self._add(self.draft, path)

@@ -87,7 +87,7 @@ def _no_smaller(t: GGUFInfo, d: GGUFInfo, swap: str = SWAP) -> str:
     larger; "" otherwise. (The 1.5B model drafting for the 0.5B ran at 0.39× plain, and nothing said
     why: a new user's try.)"""
     if _weight(d) < _weight(t):
-        if d.n_params < DRAFT_PARAMS_MOST * t.n_params:
+        if d.n_params < DRAFT_PARAMS_MOST * t.n_params or not d.n_params:   # (not counted: nothing to say)
             return ""
         mb = lambda i: f"{i.params_text}, {i.file_size / 1e6:.0f} MB"              # noqa: E731
         nearly = "" if d.params_text == t.params_text else "nearly "

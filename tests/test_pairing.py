@@ -93,22 +93,26 @@ def test_a_draft_no_smaller_than_its_target_is_said_to_be_so(test_model_path, q2
         "These two pair: same tokenizer (gpt2/smollm, 49,152 tokens) — but the draft (135M, 88 MB) has as many "
         "parameters as the target (135M, 98 MB): a smaller file runs little faster, and a draft pays only where it "
         "is much faster than its target")
-    swapped = check_headers(q2k_draft_path, test_model_path)      # (135M parameters both: the draft's file larger)
+    swapped = check_headers(shallow_draft_path, test_model_path)   # (the draft the larger: swapping them helps)
     assert swapped.ok is True and swapped.warning and swapped.text == (   # (not "Pair OK … but": read as a pass)
-        "These two pair: same tokenizer (gpt2/smollm, 49,152 tokens) — but the draft (135M, 98 MB) is larger than "
-        "the target (135M, 88 MB): it would be slower than the target alone; swap Target and Draft")
+        "These two pair: same tokenizer (gpt2/smollm, 49,152 tokens) — but the draft (135M) is larger than the "
+        "target (50M): it would be slower than the target alone; swap Target and Draft")
+    # 135M parameters both, the draft's file the larger: swapped, they would be warned of too, so no swap is asked
+    assert check_headers(q2k_draft_path, test_model_path).warning == (
+        "the draft (135M, 98 MB) is larger than the target (135M, 88 MB): it would be slower than the target alone, "
+        "and so would the target drafting for it, as a draft pays only where it is much faster than its target")
     assert draft_too_big(test_model_path, test_model_path) == ("the draft is the target itself: a draft pays only "
                                                                "where it is much faster than its target")
     twin = tmp_path / "twin.gguf"                                 # as large: swapping them changes nothing
     shutil.copyfile(q2k_draft_path, twin)
     assert draft_too_big(q2k_draft_path, str(twin)) == ("the draft (135M) is the target's size: a draft pays only "
                                                         "where it is much faster than its target")
-    draft_note(q2k_draft_path, test_model_path)                   # the command line's words
+    draft_note(shallow_draft_path, test_model_path)               # the command line's words
     draft_note(test_model_path, shallow_draft_path)
     draft_note(test_model_path, q2k_draft_path)
     assert capsys.readouterr().err == (
-        "note: the draft (135M, 98 MB) is larger than the target (135M, 88 MB): it would be slower than the "
-        "target alone; swap -m and -md\n"
+        "note: the draft (135M) is larger than the target (50M): it would be slower than the target alone; swap "
+        "-m and -md\n"
         "note: the draft (135M, 88 MB) has as many parameters as the target (135M, 98 MB): a smaller file runs "
         "little faster, and a draft pays only where it is much faster than its target\n")
 

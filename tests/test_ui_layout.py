@@ -398,10 +398,10 @@ def test_the_pair_verdict_before_load_comes_from_the_headers(qtbot, tmp_path, cl
     assert bar.load_button.isEnabled()                      # a warning: the engine's own check decides
     assert w.loaded is None                                 # nothing was loaded to tell
 
-    bar.select(q2k_draft_path, test_model_path)             # swapped (the draft's file larger): a warning, which
+    bar.select(shallow_draft_path, test_model_path)         # swapped (the draft the larger): a warning, which
     assert bar.pair_verdict.ok is True and bar.verdict.text().startswith("These two pair: ")   # stays once loaded
     assert bar.verdict.text().endswith("it would be slower than the target alone; swap Target and Draft.")
-    bar.set_loaded((q2k_draft_path, test_model_path))
+    bar.set_loaded((shallow_draft_path, test_model_path))
     assert not bar.verdict.isHidden() and "#b35900" in bar.verdict.styleSheet()
     bar.set_loaded(None)
 

@@ -31,8 +31,8 @@ def note(message: str) -> None:
 
 
 def draft_note(target: str, draft: str | None) -> None:
-    """Say, before loading, where the draft is no smaller than the target (a swapped -m and -md ran
-    at 0.39× plain and nothing said why: a new user's try)."""
+    """Say, before loading, where the draft is not much smaller than the target, in parameters (a
+    swapped -m and -md ran at 0.39× plain and nothing said why: a new user's try; pairing._no_smaller)."""
     from desktop_app.models.pairing import check_headers, draft_too_big
 
     why = draft_too_big(target, draft, "swap -m and -md") if draft else ""

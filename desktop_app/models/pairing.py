@@ -37,7 +37,8 @@ class PairVerdict:
     ok: bool | None
     text: str
     why: str = ""            # where ok is False: what differs ("the draft's tokenizer is llama-spm, ...")
-    warning: str = ""        # where ok is True: why the pair will not pay (a draft no smaller than its target)
+    warning: str = ""        # where ok is True: why the pair will not pay (a draft not much smaller than its
+                             # target: _no_smaller)
 
 
 def tokenizer_name(info: GGUFInfo) -> str:
@@ -84,7 +85,7 @@ def _weight(i: GGUFInfo) -> tuple[int, int]:
 def _no_smaller(t: GGUFInfo, d: GGUFInfo, swap: str = SWAP) -> str:
     """Where draft d is not much smaller than target t, why that will not pay (their order swapped, one
     model twice, or the target's model in a smaller file), ending in `swap` where the draft is the
-    larger; "" otherwise. (The 1.5B model drafting for the 0.5B ran at 0.39× plain, and nothing said
+    larger and the target much smaller; "" otherwise. (The 1.5B model drafting for the 0.5B ran at 0.39× plain, and nothing said
     why: a new user's try.)"""
     if _weight(d) < _weight(t):
         if d.n_params < DRAFT_PARAMS_MOST * t.n_params or not d.n_params:   # (not counted: nothing to say)
@@ -100,6 +101,10 @@ def _no_smaller(t: GGUFInfo, d: GGUFInfo, swap: str = SWAP) -> str:
                 f"than its target")
     size = (lambda i: i.params_text) if d.params_text != t.params_text else (   # (as large in parameters: by
         lambda i: f"{i.params_text}, {i.file_size / 1e6:.0f} MB")                 # their files, as _weight)
+    if d.n_params and t.n_params >= DRAFT_PARAMS_MOST * d.n_params:   # (swapped, warned of as above)
+        return (f"the draft ({size(d)}) is larger than the target ({size(t)}): it would be slower than the target "
+                f"alone, and so would the target drafting for it, as a draft pays only where it is much faster "
+                f"than its target")
     return (f"the draft ({size(d)}) is larger than the target ({size(t)}): it would be slower than the target "
             f"alone; {swap}")
 
@@ -165,7 +170,7 @@ def suggest_pair(files: Iterable[str]) -> tuple[str, str | None] | None:
     for t in sorted(infos, key=_weight, reverse=True):
         drafts = sorted((d for d in infos if d.path != t.path and d.tokenizer_model == t.tokenizer_model
                          and abs((d.vocab_size or 0) - (t.vocab_size or 0)) <= VOCAB_MAX_SIZE_DIFFERENCE
-                         and _weight(d) < _weight(t) and not _no_smaller(t, d)), key=_weight)
+                         and not _no_smaller(t, d)), key=_weight)
         for d in drafts:
             if check_headers(t.path, d.path).ok:
                 return t.path, d.path

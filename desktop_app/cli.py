@@ -227,7 +227,8 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
                          help=f"a set ({', '.join(SETS)}) or a model key ({', '.join(MODELS)})")
     p_fetch.add_argument("--json", action="store_true", help="print one JSON document")
     p_fetch.set_defaults(func=lambda a: _run("models", a))
-    p_list = msub.add_parser("list", help="what is cached, where, its size, and whether it is verified")
+    p_list = msub.add_parser("list", help="what is cached, where, its size, and whether it is verified; other "
+                                          "GGUF files there, and those the window finds elsewhere")
     p_list.add_argument("--json", action="store_true", help="print one JSON document")
     p_list.add_argument("--verify", action="store_true", help="re-hash every file instead of trusting the record")
     p_list.set_defaults(func=lambda a: _run("models", a))

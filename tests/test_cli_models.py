@@ -71,6 +71,8 @@ def test_list_names_the_files_the_window_finds_elsewhere(tmp_path, test_model_pa
     shutil.copy(test_model_path, cache / SMOL.filename)
     shutil.copy(shallow_draft_path, added / "mine.gguf")
     (added / "same.gguf").symlink_to(cache / SMOL.filename)       # (the models folder's file, by another name)
+    shutil.copy(shallow_draft_path, added / "linked.gguf")        # ... and a file the models folder links to
+    (cache / "alias.gguf").symlink_to(added / "linked.gguf")      # (listed there, not again here)
     (added / "notes.gguf").write_text("not a model")
     (config / "settings.json").write_text(json.dumps({"model_folders": [str(added), str(tmp_path / "gone")]}))
     env = {"TANDEM_CONFIG_DIR": str(config), "HOME": str(home), "HF_HUB_CACHE": str(home / "hf"),
@@ -78,9 +80,10 @@ def test_list_names_the_files_the_window_finds_elsewhere(tmp_path, test_model_pa
     doc = json.loads(tandem("models", "list", "--json", folder=cache, extra_env=env).stdout)
     assert sorted((Path(f["path"]).name, f["problem"]) for f in doc["elsewhere"]) == [
         ("mine.gguf", None), ("notes.gguf", "notes.gguf is not a GGUF file")]
+    assert [Path(f["path"]).name for f in doc["other_files"]] == ["alias.gguf"]
     text = tandem("models", "list", folder=cache, extra_env=env).stdout
     assert "GGUF files elsewhere, as the window lists them" in text and f"  {added / 'mine.gguf'}" in text
-    assert "same.gguf" not in text
+    assert "same.gguf" not in text and "linked.gguf" not in text
     (config / "settings.json").write_text("{ damaged")             # a damaged settings file: nothing more,
     doc = json.loads(tandem("models", "list", "--json", folder=cache, extra_env=env).stdout)   # and it stays
     assert doc["elsewhere"] == [] and (config / "settings.json").read_text() == "{ damaged"   # as it was

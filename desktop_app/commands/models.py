@@ -54,20 +54,39 @@ def _problem(path) -> str:
     return ""
 
 
-def _elsewhere(folder) -> list:
-    """GGUF files where the window looks besides Tandem's models folder (LM Studio's, the Hugging Face
-    and llama.cpp caches, the folders added in the window), newest first: `tandem models` listed the
-    models folder only, and a model the window listed was nowhere in it (a new user's try)."""
+def _elsewhere(folder, there: list) -> list:
+    """GGUF files where the window looks that are not listed as in Tandem's models folder (`there`: its
+    own files), newest first: LM Studio's, the Hugging Face and llama.cpp caches, the folders added in
+    the window (`tandem models` listed the models folder only, and a model the window listed was
+    nowhere in it: a new user's try). A file there, or a link to one, is not listed again."""
     from desktop_app.chat.settings_file import read_model_folders
     from desktop_app.models.discovery import find_gguf_files
 
-    ours = folder.resolve() if folder.is_dir() else None
+    listed = {_real(p) for p in there}
     return [p for p in find_gguf_files(read_model_folders())
-            if ours is None or not p.resolve().is_relative_to(ours)]
+            if p.absolute().parent != folder.absolute() and _real(p) not in listed]
 
 
-def _file_line(p, problem: str) -> str:
-    return f"  {p.stat().st_size / 1e6:8.1f} MB  {p}" + (f"  (cannot be used: {problem})" if problem else "")
+def _real(p):
+    try:
+        return p.resolve()
+    except (OSError, RuntimeError):                 # (RuntimeError: a link loop, before Python 3.13)
+        return p
+
+
+def _sized(paths: list) -> list:
+    """(path, size in bytes) of the files still there (one gone since it was listed is left out)."""
+    out = []
+    for p in paths:
+        try:
+            out.append((p, p.stat().st_size))
+        except OSError:
+            pass
+    return out
+
+
+def _file_line(p, size: int, problem: str) -> str:
+    return f"  {size / 1e6:8.1f} MB  {p}" + (f"  (cannot be used: {problem})" if problem else "")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,10 +99,11 @@ def run(args: argparse.Namespace) -> int:
         known = {m.filename for m in models.MODELS.values()}
         others = sorted(p for p in folder.iterdir() if is_gguf_name(p.name) and p.name not in known
                         and p.is_file()) if folder.is_dir() else []
-        elsewhere = _elsewhere(folder)
-        problems = {p: _problem(p) for p in others + elsewhere}   # (a text file or a cut-short copy was
-        files = lambda paths: [{"path": str(p), "size": p.stat().st_size,        # noqa: E731  (offered as a
-                                "problem": problems[p] or None} for p in paths]  # model to -m: a user's try)
+        there = [p for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
+        others, elsewhere = _sized(others), _sized(_elsewhere(folder, there))
+        problems = {p: _problem(p) for p, _ in others + elsewhere}   # (a text file or a cut-short copy was
+        files = lambda sized: [{"path": str(p), "size": size,                       # noqa: E731  (offered as
+                                "problem": problems[p] or None} for p, size in sized]  # a model: a user's try)
         if args.json:
             emit_json({"ok": True, "folder": str(folder), "models": [r.to_json() for r in rows],
                        "other_files": files(others), "elsewhere": files(elsewhere)})
@@ -95,13 +115,13 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {r.key:<20} {size}  {state:<13} {r.path if r.present else r.description}")
             if others:
                 print("other GGUF files there (not in the catalogue; pass their path to -m or -md):")
-                for p in others:
-                    print(_file_line(p, problems[p]))
+                for p, size in others:
+                    print(_file_line(p, size, problems[p]))
             if elsewhere:
                 print("GGUF files elsewhere, as the window lists them (LM Studio, the Hugging Face and llama.cpp "
                       "caches, folders added in the window; pass their path to -m or -md):")
-                for p in elsewhere:
-                    print(_file_line(p, problems[p]))
+                for p, size in elsewhere:
+                    print(_file_line(p, size, problems[p]))
         return EXIT_OK
 
     # fetch

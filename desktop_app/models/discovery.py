@@ -46,8 +46,10 @@ def found_in(path: str | Path) -> str:
 
 def distinct_names(paths: Iterable[str]) -> dict[str, str]:
     """Each file's name as the lists show it: its file name; where files of one name were found in
-    several places, with where each was found ("model.gguf (LM Studio)", "model.gguf (downloads)"), or
-    where that is alike too, its folder. (Two files of one name looked alike: a new user's try.)"""
+    several places, with where each was found ("model.gguf (LM Studio)", "model.gguf (downloads)"); where
+    that is alike too, with the nearest of their folders' names that tells them apart ("model.gguf
+    (bartowski)", as short as the lists cut long names in the middle), else the whole folder. (Two
+    files of one name looked alike: a new user's try.)"""
     by_name: dict[str, list[str]] = {}
     for path in dict.fromkeys(paths):
         by_name.setdefault(os.path.basename(path), []).append(path)
@@ -55,10 +57,21 @@ def distinct_names(paths: Iterable[str]) -> dict[str, str]:
     for name, group in by_name.items():
         where = {p: found_in(p) for p in group}
         if len(set(where.values())) < len(group):
-            where = {p: str(Path(p).parent) for p in group}
+            where = _nearest_apart(group)
         for p in group:
             out[p] = name if len(group) == 1 else f"{name} ({where[p]})"
     return out
+
+
+def _nearest_apart(group: list[str]) -> dict[str, str]:
+    """For files of one name: the name of the nearest folder up from each at which they all differ,
+    else each one's whole folder."""
+    parents = {p: Path(p).parent.parts for p in group}
+    for k in range(1, max(len(parts) for parts in parents.values()) + 1):
+        names = {p: parts[-k] if len(parts) >= k else "" for p, parts in parents.items()}
+        if len(set(names.values())) == len(group) and all(names.values()):
+            return names
+    return {p: str(Path(p).parent) for p in group}
 
 
 def is_gguf_name(name: str) -> bool:

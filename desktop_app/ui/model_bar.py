@@ -156,9 +156,11 @@ class ModelBar(QWidget):
         """A file's name as the boxes show it (with where it was found, where the lists hold another file
         of its name: distinct_names): whole up to MAX_LABEL_CHARS average characters, else cut in the
         middle (the path is in the tooltip)."""
-        name = self._names.get(path) or os.path.basename(path)
+        name = os.path.basename(path)
+        where = (self._names.get(path) or name)[len(name):]      # " (LM Studio)": kept whole, the name cut
         fm = self.target.fontMetrics()
-        return fm.elidedText(name, Qt.ElideMiddle, fm.averageCharWidth() * MAX_LABEL_CHARS)
+        room = max(fm.averageCharWidth() * MAX_LABEL_CHARS - fm.horizontalAdvance(where), fm.averageCharWidth() * 16)
+        return fm.elidedText(name, Qt.ElideMiddle, room) + where
 
     def _add(self, combo: QComboBox, path: str) -> None:
         combo.addItem(self.label(path), path)

@@ -503,8 +503,8 @@ def test_after_a_restart_rounds_of_a_past_reply_come_from_the_history(qtbot, tmp
     w.show()
     load(qtbot, w, test_model_path, q2k_draft_path)
     w.settings_panel.temperature.setValue(0.0)
-    w.settings_panel.max_tokens.setValue(8)         # (cut off on every CPU: the reply ran 17 tokens on an
-    events = send_and_collect(qtbot, w, "Name a colour.")   # AVX-512 EPYC, over 32 on an AVX2 one)
+    w.settings_panel.max_tokens.setValue(8)         # (cut off: the reply ran 17 tokens on an AVX-512 EPYC,
+    events = send_and_collect(qtbot, w, "Name a colour.")   # over 32 on an AVX2 one)
     cid = w.current_id
     title = w.store.conversation(cid).title
     w.close()

@@ -5,6 +5,7 @@ from PySide6.QtGui import QTextLayout
 from PySide6.QtWidgets import QLabel
 
 from desktop_app.ui.banner import Banner
+from desktop_app.ui.compare_dialog import CompareDialog
 from desktop_app.ui.pay_curve import PayCurve
 from desktop_app.ui.sentence_label import SentenceLabel
 
@@ -34,10 +35,11 @@ def test_a_rate_s_unit_stays_on_one_line(qtbot):
     assert label.text() == SENTENCE and label.wordWrap()
     for width in range(40, 400):
         lines = lines_at(label, width)
-        assert not any(line.rstrip().endswith("tok/") for line in lines), (width, lines)
+        assert not any(line.rstrip().rstrip("\u2060").endswith("tok/") for line in lines), (width, lines)
         assert "".join(lines).replace("\u2060", "") == SENTENCE
     # the widgets whose sentences hold rates use it: the panel's verdict, Does it pay?, Compare, banners
-    banner, pay = Banner(), PayCurve()
-    qtbot.addWidget(banner)
-    qtbot.addWidget(pay)
+    banner, pay, compare = Banner(), PayCurve(), CompareDialog()
+    for widget in (banner, pay, compare):
+        qtbot.addWidget(widget)
     assert isinstance(banner.label, SentenceLabel) and isinstance(pay.sentence, SentenceLabel)
+    assert isinstance(compare.status, SentenceLabel) and isinstance(compare.speedup, SentenceLabel)

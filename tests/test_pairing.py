@@ -121,8 +121,9 @@ def test_suggest_pair_takes_the_larger_file_as_target(test_model_path, q2k_draft
                                                      gemma_path, qwen_draft_path):
     assert suggest_pair([q2k_draft_path, gemma_path, shallow_draft_path, test_model_path, qwen_draft_path]) == (
         test_model_path, shallow_draft_path)
-    # the target's own model in a smaller file is not suggested as its draft: it would not pay
-    assert suggest_pair([q2k_draft_path, gemma_path, test_model_path, qwen_draft_path]) == (q2k_draft_path, None)
+    # the target's own model in a smaller file is not suggested as its draft: it would not pay; of the two
+    # files of the newest model, the larger is offered alone (not the newer Q2_K copy)
+    assert suggest_pair([q2k_draft_path, gemma_path, test_model_path, qwen_draft_path]) == (test_model_path, None)
     assert suggest_pair([gemma_path, qwen_draft_path]) == (gemma_path, None)     # no pair: the newest alone
     assert suggest_pair([]) is None
 

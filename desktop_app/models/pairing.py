@@ -85,8 +85,8 @@ def _weight(i: GGUFInfo) -> tuple[int, int]:
 def _no_smaller(t: GGUFInfo, d: GGUFInfo, swap: str = SWAP) -> str:
     """Where draft d is not much smaller than target t, why that will not pay (their order swapped, one
     model twice, or the target's model in a smaller file), ending in `swap` where the draft is the
-    larger and the target much smaller; "" otherwise. (The 1.5B model drafting for the 0.5B ran at 0.39× plain, and nothing said
-    why: a new user's try.)"""
+    larger and the target much smaller; "" otherwise. (The 1.5B model drafting for the 0.5B ran at
+    0.39× plain, and nothing said why: a new user's try.)"""
     if _weight(d) < _weight(t):
         if d.n_params < DRAFT_PARAMS_MOST * t.n_params or not d.n_params:   # (not counted: nothing to say)
             return ""
@@ -155,7 +155,8 @@ def _info(stamp: tuple[str, float, int]) -> GGUFInfo | None:
 def suggest_pair(files: Iterable[str]) -> tuple[str, str | None] | None:
     """A target and a draft among `files` (newest first): the largest model that has a much smaller
     model of the same tokenizer that pairs with it (not one _no_smaller warns of), with the smallest
-    such draft; else the newest readable model alone; None when there is none. Reads headers only."""
+    such draft; else the newest readable model alone (its largest file, where the same model is there in
+    several: the Q4_1 of a Q4_1 and its Q2_K copy); None when there is none. Reads headers only."""
     infos = []
     for path in list(files)[:MAX_FILES_PAIRED]:
         try:
@@ -174,4 +175,7 @@ def suggest_pair(files: Iterable[str]) -> tuple[str, str | None] | None:
         for d in drafts:
             if check_headers(t.path, d.path).ok:
                 return t.path, d.path
-    return infos[0].path, None
+    newest = infos[0]                          # (of its model's files, the largest: not a Q2_K copy of a Q4)
+    same = [i for i in infos if (i.n_params, i.vocab_size, i.tokenizer_model)
+            == (newest.n_params, newest.vocab_size, newest.tokenizer_model)]
+    return max(same, key=_weight).path, None

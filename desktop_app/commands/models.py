@@ -54,7 +54,7 @@ def _problem(path) -> str:
     return ""
 
 
-def _elsewhere(folder, there: list) -> list:
+def _elsewhere(there: list) -> list:
     """GGUF files where the window looks that are not listed as in Tandem's models folder (`there`: its
     own files), newest first: LM Studio's, the Hugging Face and llama.cpp caches, the folders added in
     the window (`tandem models` listed the models folder only, and a model the window listed was
@@ -63,8 +63,7 @@ def _elsewhere(folder, there: list) -> list:
     from desktop_app.models.discovery import find_gguf_files
 
     listed = {_real(p) for p in there}
-    return [p for p in find_gguf_files(read_model_folders())
-            if p.absolute().parent != folder.absolute() and _real(p) not in listed]
+    return [p for p in find_gguf_files(read_model_folders()) if _real(p) not in listed]
 
 
 def _real(p):
@@ -97,10 +96,9 @@ def run(args: argparse.Namespace) -> int:
         rows = [models.inspect(m, deep=args.verify) for m in models.MODELS.values()]
         folder = models.models_dir()
         known = {m.filename for m in models.MODELS.values()}
-        others = sorted(p for p in folder.iterdir() if is_gguf_name(p.name) and p.name not in known
-                        and p.is_file()) if folder.is_dir() else []
         there = [p for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
-        others, elsewhere = _sized(others), _sized(_elsewhere(folder, there))
+        others = sorted(p for p in there if is_gguf_name(p.name) and p.name not in known)
+        others, elsewhere = _sized(others), _sized(_elsewhere(there))
         problems = {p: _problem(p) for p, _ in others + elsewhere}   # (a text file or a cut-short copy was
         files = lambda sized: [{"path": str(p), "size": size,                       # noqa: E731  (offered as
                                 "problem": problems[p] or None} for p, size in sized]  # a model: a user's try)

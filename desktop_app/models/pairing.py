@@ -82,6 +82,10 @@ def _weight(i: GGUFInfo) -> tuple[int, int]:
     return i.n_params, i.file_size
 
 
+def _with_file(i: GGUFInfo) -> str:
+    return f"{i.params_text}, {i.file_size / 1e6:.0f} MB"
+
+
 def _no_smaller(t: GGUFInfo, d: GGUFInfo, swap: str = SWAP) -> str:
     """Where draft d is not much smaller than target t, why that will not pay (their order swapped, one
     model twice, or the target's model in a smaller file), ending in `swap` where the draft is the
@@ -90,17 +94,16 @@ def _no_smaller(t: GGUFInfo, d: GGUFInfo, swap: str = SWAP) -> str:
     if _weight(d) < _weight(t):
         if d.n_params < DRAFT_PARAMS_MOST * t.n_params or not d.n_params:   # (not counted: nothing to say)
             return ""
-        mb = lambda i: f"{i.params_text}, {i.file_size / 1e6:.0f} MB"              # noqa: E731
         nearly = "" if d.params_text == t.params_text else "nearly "
-        return (f"the draft ({mb(d)}) has {nearly}as many parameters as the target ({mb(t)}): a smaller file "
-                f"runs little faster, and a draft pays only where it is much faster than its target")
+        return (f"the draft ({_with_file(d)}) has {nearly}as many parameters as the target ({_with_file(t)}): "
+                f"a smaller file runs little faster, and a draft pays only where it is much faster than its target")
     if os.path.realpath(d.path) == os.path.realpath(t.path):
         return "the draft is the target itself: a draft pays only where it is much faster than its target"
     if _weight(d) == _weight(t):
         return (f"the draft ({d.params_text}) is the target's size: a draft pays only where it is much faster "
                 f"than its target")
-    size = (lambda i: i.params_text) if d.params_text != t.params_text else (   # (as large in parameters: by
-        lambda i: f"{i.params_text}, {i.file_size / 1e6:.0f} MB")                 # their files, as _weight)
+    size = (lambda i: i.params_text) if d.params_text != t.params_text else _with_file   # (as large in
+                                                                           # parameters: by their files, as _weight)
     if d.n_params and t.n_params >= DRAFT_PARAMS_MOST * d.n_params:   # (swapped, warned of as above)
         return (f"the draft ({size(d)}) is larger than the target ({size(t)}): it would be slower than the target "
                 f"alone, and so would the target drafting for it, as a draft pays only where it is much faster "

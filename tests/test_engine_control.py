@@ -2,6 +2,8 @@
 a full context, and settings changed between rounds."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -373,6 +375,26 @@ def test_full_context_stops_with_a_reason(test_model_path, q2k_draft_path):
         # the pair is still usable afterwards
         _, _, again = run(small, prompt[:20], GREEDY, max_tokens=5)
         assert len(again.tokens) >= 1
+
+
+@pytest.mark.network
+def test_a_context_rounded_up_reads_a_prompt_longer_than_the_size_asked_for(test_model_path):
+    """-c 300 makes a context of 512 tokens, but llama.cpp caps a batch at the 300 asked for: a 400-token
+    prompt read as one batch aborted the process (GGML_ASSERT n_tokens_all <= n_batch), as `tandem
+    generate -c 300` with a long prompt did in a new user's try. Run apart, since the failure is an abort."""
+    code = f"""if True:
+        from desktop_app.engine import backend
+        from desktop_app.engine.loading import load_model
+        from desktop_app.engine.load_options import LoadOptions
+        model = load_model({test_model_path!r}, LoadOptions(n_ctx=300, n_threads=2))
+        ctx = backend.Context(model, 300, 2)
+        tokens = model.tokenize(" ".join(f"item{{i}}" for i in range(200)))[:400]
+        ctx.eval(tokens)
+        print(ctx.n_ctx, len(tokens), len(ctx.tokens), int(ctx.logits().argmax() >= 0))
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["512", "400", "400", "1"]
 
 
 @pytest.mark.network

@@ -283,7 +283,10 @@ class Context:
                                + _reason_suffix())
         self._mem = L.llama_get_memory(self._ptr)
         self.n_ctx: int = L.llama_n_ctx(self._ptr)
-        self.n_batch = n_batch
+        # llama.cpp caps a batch at the context size asked for (-c 300: batches of 300) before it
+        # rounds the context up (to 512): a longer batch aborts the process (GGML_ASSERT n_tokens_all
+        # <= n_batch), so batches are split at the size it kept
+        self.n_batch = min(n_batch, L.llama_n_batch(self._ptr), L.llama_n_ubatch(self._ptr))
         self.n_outputs_max = n_outputs_max
         self.n_vocab = model.n_vocab
         self.tokens: list[int] = []

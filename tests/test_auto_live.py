@@ -153,3 +153,27 @@ def test_a_long_run_of_copies_keeps_the_checks_priced_as_timed(pair, monkeypatch
     assert pair.decoder.costs is costs
     end = {k: costs.verify_cost(k) / costs.verify_cost(1) for k in half}
     assert all(end[k] < 1.15 * half[k] for k in half), (half, end, [(len(r.drafted), r.accepted) for r in rounds])
+
+
+def test_auto_says_how_much_of_the_copies_it_passed_over_the_target_wrote(pair, monkeypatch):
+    """A new user's try: auto copied a prompt it was asked to edit in 4 of 143 rounds, every copy kept,
+    and nothing said why it copied so seldom. Where a check costs as many passes as it has tokens, no copy
+    can pay and auto takes plain steps throughout: the reply says in how many of them a copy was on offer
+    and how much of it the target then wrote, which here (the reply repeats the prompt) is most of it."""
+    _fix_costs(pair, monkeypatch, {1: 30, 2: 60, 3: 90, 5: 150, 9: 270, 17: 510, 33: 990}, 60)
+    prompt = prompt_tokens(pair.target, REPEAT)
+    rounds, _, finish = run(pair, prompt, GREEDY, max_tokens=32, drafter="lookup", auto=True)
+    s = finish.stats
+    assert {r.drafter for r in rounds} == {"none"}
+    assert 10 <= s.n_copies_passed <= len(rounds)
+    assert s.n_copies_passed_right >= 0.6 * s.n_copies_passed and s.n_copies_passed_kept > 2 * s.n_copies_passed_right
+    said = explain(s)
+    assert (f"In {s.n_copies_passed} of the plain steps auto passed over a copy of earlier text; the target then "
+            f"wrote {s.n_copies_passed_kept / s.n_copies_passed:.1f} of the copy's tokens on average (its first in "
+            f"{s.n_copies_passed_right} of {s.n_copies_passed}). Here checking 2 tokens costs 2.0 single passes, so a "
+            "copy pays only where much of it is kept.") in said, said
+    _fix_costs(pair, monkeypatch, {1: 30, 2: 31, 3: 32, 5: 34, 9: 38, 17: 46, 33: 60}, 60)   # checks nearly free:
+    _, _, cheap = run(pair, prompt, GREEDY, max_tokens=32, drafter="lookup", auto=True)     # auto copies
+    assert cheap.stats.n_drafted >= 10 and cheap.stats.n_copies_passed < s.n_copies_passed / 2
+    _, _, fixed = run(pair, prompt, GREEDY, max_tokens=32, drafter="lookup", draft_max=1)
+    assert fixed.stats.n_copies_passed == 0 and "passed over" not in explain(fixed.stats)

@@ -281,7 +281,7 @@ def _print_stats(finish, k: int, n: int, rounds: list, spec, seed: int | None, l
     --samples, said before the reply). `spec`: the SpecSettings it ran with; `limit`: -n."""
     from desktop_app.counts import count
     from desktop_app.engine.explain import (alpha_text, duration_text, end_text, fewer_threads, rate_text,
-                                            rates_finer, share_text, stopped_by, unused_draft)
+                                            passed_copies, rates_finer, share_text, stopped_by, unused_draft)
     from desktop_app.chat.reply_footer import DRAFTER_LABELS
     from desktop_app.engine.events import StopReason
 
@@ -312,7 +312,8 @@ def _print_stats(finish, k: int, n: int, rounds: list, spec, seed: int | None, l
         counts = Counter(r.drafter for r in rounds)      # ("none" where a round drafted nothing)
         parts.append("auto's rounds: " + ", ".join(f"{counts[d]} {names.get(d, d)}" for d in ("model", "lookup", "none")
                                                    if d in counts))
-        parts.append(_clause(unused_draft(s)))           # (the window's sentence says why: so does this line)
+        parts.append(_clause(passed_copies(s)))          # (the window's sentences say why: so does this line)
+        parts.append(_clause(unused_draft(s)))
     elif not spec.enabled or spec.drafter == "none":
         parts.append(DRAFTER_LABELS["none"])
     else:

@@ -62,6 +62,8 @@ class Reply:
     stop: Callable[[], bool] = lambda: False   # whether the reply was cancelled (checked inside long passes)
     model_offered: bool = False          # auto mode weighed the draft model in some round
     model_drafted: bool = False          # ... and chose it in some round
+    passed: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)   # auto's plain steps with a copy
+                                         # on offer: (reply position, the copy)
     threads: int = 0                     # the fewest threads it ran on (threads.py), ...
     threads_last: int = 0                # ... the count of its last round ...
     threads_mixed: bool = False          # ... and whether the count changed during it
@@ -299,6 +301,8 @@ class SpeculativeDecoder:
         choice = reply.choice = self.policy.choose(reply.tokens, gamma_max, copy, option, left, len(reply.reply))
         reply.model_offered |= option is not None
         reply.model_drafted |= choice.drafter == "model"
+        if choice.drafter == "none" and copy is not None and copy.tokens:
+            reply.passed.append((len(reply.reply), copy.tokens))
         if choice.drafter == "lookup":
             return lookup, Proposal.copied(copy.tokens[:choice.gamma])
         if choice.drafter == "model":
@@ -404,6 +408,9 @@ class SpeculativeDecoder:
         step, single = self.costs.draft_step_s.get("model"), self.costs.verify_cost(1)
         if reply.model_offered and not reply.model_drafted and step and single:
             stats.unused_draft_c = step / single
+        runs = [backend.common_prefix(tokens, reply.reply[at:at + len(tokens)]) for at, tokens in reply.passed]
+        stats.n_copies_passed, stats.n_copies_passed_right = len(runs), sum(run > 0 for run in runs)
+        stats.n_copies_passed_kept = sum(runs)
         return FinishEvent(reply.stream.text, tuple(reply.reply), stats, reason, message, tail)
 
 

@@ -131,8 +131,28 @@ def verdict(stats: GenerationStats) -> str:
 
 def explain(stats: GenerationStats) -> str:
     """The panel's sentence on one reply: what was kept, and why it paid or did not."""
-    return " ".join(part for part in (_explain(stats), unused_draft(stats), fewer_threads(stats), slow_start(stats))
-                    if part)
+    return " ".join(part for part in (_explain(stats), passed_copies(stats), unused_draft(stats), fewer_threads(stats),
+                                      slow_start(stats)) if part)
+
+
+def passed_copies(stats: GenerationStats) -> str:
+    """Why auto copied earlier text so seldom, where it took plain steps with a copy on offer: how much of
+    those copies the target then wrote itself, and what a check costs here ("" where it passed over none).
+    A reply that copied its prompt in 4 of 143 rounds, every copy kept, said nothing of the rounds it did
+    not copy (a new user's try)."""
+    n, right = stats.n_copies_passed, stats.n_copies_passed_right
+    if not n or not stats.n_tokens:
+        return ""
+    text = (f"In {n} of the plain steps auto passed over a copy of earlier text; the target then wrote "
+            f"{stats.n_copies_passed_kept / n:.1f} of the copy's tokens on average (its first in {right} of {n}).")
+    two = check_passes(stats, 2)
+    if two is not None:
+        text += f" Here checking 2 tokens costs {two:.1f} single passes" + (
+            ", so a copy pays only where much of it is kept." if two >= DEAR_CHECK else ".")
+    return text
+
+
+DEAR_CHECK = 1.5     # a 2-token check at this many single passes or more: a copy must be mostly kept to pay
 
 
 SLOW_START_S, SLOW_START_TOKENS = 2.0, 128   # a first token this late, after a read of this many tokens: said why

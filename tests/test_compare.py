@@ -468,6 +468,16 @@ def test_replies_of_different_lengths_are_compared_over_the_tokens_they_share(qt
     assert dialog.speedup.text().startswith("Speed-up with speculation, measured in this compare: 1.33× over the "
                                             "first 362 tokens of each reply")
     assert dialog.cells["vs_off"]["on"].text() == "1.33× (first 362 tokens)"
+    # the texts, what a user opens Compare to see, keep TEXT_LINES lines under however many notes (three
+    # paragraphs of them left four lines each: a new user's try); the notes scroll instead
+    from desktop_app.ui.compare_dialog import TEXT_LINES
+    dialog.reason.setText("A long note. " * 200)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    for box in dialog.texts.values():
+        assert box.viewport().height() >= (TEXT_LINES - 1) * box.fontMetrics().lineSpacing()
+    assert dialog.notes.verticalScrollBar().maximum() > 0
+    assert dialog.height() <= max(dialog.minimumSizeHint().height(), dialog.screen().availableGeometry().height())
     # replies of one length: their tokens per second, as before
     same = CompareResult(1, 10, SamplingParams(temperature=0.8, seed=5), 1024, off, run("on", 1024, 0.75, 8))
     assert same.common is None and same.speedup == pytest.approx(same.on.stats.tokens_per_s / off.stats.tokens_per_s)

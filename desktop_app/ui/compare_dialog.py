@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QTextCursor
-from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QGridLayout, QLabel, QPlainTextEdit, QPushButton,
-                               QTextEdit, QVBoxLayout)
+from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFrame, QGridLayout, QLabel, QPlainTextEdit, QPushButton,
+                               QScrollArea, QSplitter, QTextEdit, QVBoxLayout, QWidget)
 
 from desktop_app.chat.compare import CompareResult, CompareRun, shown
 from desktop_app.counts import count
@@ -20,6 +20,7 @@ ROWS = (("ttft", "Time to first token"), ("speed", "Tokens per second"), ("total
         ("tokens", "Tokens"), ("prompt", "Prompt tokens read (the rest cached)"), ("drafts", "Drafts kept"),
         ("vs_off", "Speed-up over speculation off"), ("stop", "Stopped by"))
 COLUMNS = ("off", "on")
+TEXT_LINES = 12            # each reply's text shows at least this many lines, however long the notes above
 NOT_DRAWN = ("Neither run is shown while it is written, so both can be faster than a reply in the chat, which "
              "the window draws as it streams: on 2 cores, a streamed reply ran at 0.87–0.90× the speed.")
 # (measured: docs/window-cost.txt, scripts/window_render_cost.py)
@@ -92,7 +93,8 @@ class CompareDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Compare with and without speculation")
         self.setModal(False)
-        self.resize(980, 620)
+        screen = self.screen().availableGeometry() if self.screen() else None
+        self.resize(980, min(860, int(0.9 * screen.height())) if screen else 620)
         self.result: CompareResult | None = None
         self.running = False
         layout = QVBoxLayout(self)
@@ -125,17 +127,36 @@ class CompareDialog(QDialog):
         self.reason.setObjectName("compareReason")
         self.reason.setWordWrap(True)
         self.reason.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        # The notes scroll and the texts keep TEXT_LINES lines at least: three paragraphs of notes left the
+        # two replies, what a user opens Compare to see, four lines each (a new user's try)
+        notes = QWidget()
+        notes_layout = QVBoxLayout(notes)
+        notes_layout.setContentsMargins(0, 0, 0, 0)
         for w in (self.speedup, self.verdict, self.reason):
-            layout.addWidget(w)
+            notes_layout.addWidget(w)
+        notes_layout.addStretch(1)
+        self.notes = QScrollArea()
+        self.notes.setWidgetResizable(True)
+        self.notes.setFrameShape(QFrame.NoFrame)
+        self.notes.setWidget(notes)
 
-        texts = QGridLayout()
+        texts = QWidget()
+        grid_texts = QGridLayout(texts)
+        grid_texts.setContentsMargins(0, 0, 0, 0)
         self.texts: dict[str, QPlainTextEdit] = {}
         for j, c in enumerate(COLUMNS):
             box = self.texts[c] = QPlainTextEdit()
             box.setReadOnly(True)
             box.setObjectName(f"compareText_{c}")
-            texts.addWidget(box, 0, j)
-        layout.addLayout(texts, 1)
+            box.setMinimumHeight(TEXT_LINES * box.fontMetrics().lineSpacing())
+            grid_texts.addWidget(box, 0, j)
+        split = QSplitter(Qt.Vertical)
+        split.setChildrenCollapsible(False)
+        split.addWidget(self.notes)
+        split.addWidget(texts)
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 2)
+        layout.addWidget(split, 1)
 
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         self.stop_button = QPushButton("Stop")

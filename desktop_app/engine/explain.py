@@ -143,8 +143,12 @@ def passed_copies(stats: GenerationStats) -> str:
     n, right = stats.n_copies_passed, stats.n_copies_passed_right
     if not n or not stats.n_tokens:
         return ""
-    text = (f"In {n} of the plain steps auto passed over a copy of earlier text; the target then wrote "
-            f"{stats.n_copies_passed_kept / n:.1f} of the copy's tokens on average (its first in {right} of {n}).")
+    if n == 1:
+        text = ("In one of the plain steps auto passed over a copy of earlier text; the target then wrote "
+                + (f"{count(stats.n_copies_passed_kept, 'token')} of it." if stats.n_copies_passed_kept else "none of it."))
+    else:
+        text = (f"In {n} of the plain steps auto passed over a copy of earlier text; the target then wrote "
+                f"{stats.n_copies_passed_kept / n:.1f} of the copy's tokens on average (its first in {right} of {n}).")
     two = check_passes(stats, 2)
     if two is not None:
         text += f" Here checking 2 tokens costs {two:.1f} single passes" + (

@@ -177,3 +177,34 @@ def test_auto_says_how_much_of_the_copies_it_passed_over_the_target_wrote(pair, 
     assert cheap.stats.n_drafted >= 10 and cheap.stats.n_copies_passed < s.n_copies_passed / 2
     _, _, fixed = run(pair, prompt, GREEDY, max_tokens=32, drafter="lookup", draft_max=1)
     assert fixed.stats.n_copies_passed == 0 and "passed over" not in explain(fixed.stats)
+
+
+def test_a_speed_up_from_a_reply_caught_in_a_loop_is_said_to_be_one(pair):
+    """A new user's try: the test model, asked for a short poem, wrote one line over and over, and the panel
+    said 1.77× plain with nothing about why. A reply that repeats its own text is said to, beside its
+    speed-up; a reply that copies its prompt (not itself) is not."""
+    loop_prompt = prompt_tokens(pair.target, "<|im_start|>user\nWrite the word apples, followed by a comma, 300 "
+                                             "times.<|im_end|>\n<|im_start|>assistant\napples, apples, apples,")
+    _, _, looped = run(pair, loop_prompt, GREEDY, max_tokens=128, drafter="lookup", auto=True)
+    _, _, copied = run(pair, prompt_tokens(pair.target, REPEAT), GREEDY, max_tokens=32, drafter="lookup", auto=True)
+    assert looped.stats.repeated_share > 0.6 and copied.stats.repeated_share < 0.1
+    assert looped.stats.n_accepted > 0 and copied.stats.n_accepted > 0
+
+    from desktop_app.engine.explain import PAYS
+    from desktop_app.engine.events import GenerationStats
+
+    said = explain(looped.stats)            # (whether this machine's passes made it pay decides whether it is said)
+    share = f"{100 * looped.stats.repeated_share:.0f} %"
+    sentence = (f"{share} of this reply repeats its own earlier text (each of those tokens ends a run of 8 it had "
+                "written before): a reply caught in a loop is easy to draft for, so this speed-up says little of "
+                "other replies.")
+    assert (sentence in said) == (looped.stats.measured_speedup >= PAYS), said
+    assert "repeats its own" not in explain(copied.stats)
+    # at 1.5× plain it is said, at 1.0× (no speed-up to account for) not
+    loop = dict(n_tokens=100, n_rounds=20, n_drafted=90, n_accepted=80, t_verify_s=10.0, t_plain_pass_s=0.03,
+                stop_reason="max_tokens", repeated_share=0.9, mean_drafted=4.5, mean_accepted=4.0, alpha=0.9,
+                acceptance_rate=0.89)
+    for m in (1.5, 1.0):
+        stats = GenerationStats(**loop, tokens_per_s=m / 0.03)
+        assert stats.measured_speedup == pytest.approx(m)
+        assert ("90 % of this reply repeats its own earlier text" in explain(stats)) == (m >= PAYS)

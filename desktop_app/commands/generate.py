@@ -281,7 +281,8 @@ def _print_stats(finish, k: int, n: int, rounds: list, spec, seed: int | None, l
     --samples, said before the reply). `spec`: the SpecSettings it ran with; `limit`: -n."""
     from desktop_app.counts import count
     from desktop_app.engine.explain import (alpha_text, duration_text, end_text, fewer_threads, rate_text,
-                                            passed_copies, rates_finer, share_text, stopped_by, unused_draft)
+                                            passed_copies, rates_finer, repeats, share_text, stopped_by,
+                                            unused_draft)
     from desktop_app.chat.reply_footer import DRAFTER_LABELS
     from desktop_app.engine.events import StopReason
 
@@ -323,6 +324,7 @@ def _print_stats(finish, k: int, n: int, rounds: list, spec, seed: int | None, l
         earlier = "" if s.n_plain_rounds else ", timed before this reply"   # (the window's "earlier")
         parts.append(f"measured {s.measured_speedup:.2f}x plain decoding (plain {rate_text(s.plain_tokens_per_s, finer)}"
                      f"{earlier})")
+    parts.append(_clause(repeats(s)))
     parts.append(_clause(fewer_threads(s)))              # (the window's sentence says it too)
     if finish.message:
         parts.append(finish.message)

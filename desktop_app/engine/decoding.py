@@ -31,7 +31,7 @@ from desktop_app.engine.calibration_store import Remembered
 from desktop_app.engine.costs import CostModel
 from desktop_app.engine.drafters import Drafter, ModelDrafter, NoDrafter, PromptLookupDrafter, Proposal
 from desktop_app.engine.events import FinishEvent, PromptEvent, RoundEvent, StopReason, TokenEvent, TokenKind
-from desktop_app.engine.metrics import StatsRecorder
+from desktop_app.engine.metrics import StatsRecorder, repeated_share
 from desktop_app.engine.sampling import SamplingParams, process, softmax_prob
 from desktop_app.engine.settings import Controls, SpecSettings
 from desktop_app.engine.text import TextStream
@@ -411,6 +411,7 @@ class SpeculativeDecoder:
         runs = [backend.common_prefix(tokens, reply.reply[at:at + len(tokens)]) for at, tokens in reply.passed]
         stats.n_copies_passed, stats.n_copies_passed_right = len(runs), sum(run > 0 for run in runs)
         stats.n_copies_passed_kept = sum(runs)
+        stats.repeated_share = repeated_share(reply.reply)
         return FinishEvent(reply.stream.text, tuple(reply.reply), stats, reason, message, tail)
 
 

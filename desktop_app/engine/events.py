@@ -204,6 +204,7 @@ class GenerationStats:
     n_copies_passed_right: int = 0    # step instead; of those, the ones whose copy's first token the target then
     n_copies_passed_kept: int = 0     # wrote itself; and the copies' tokens it wrote, each up to the first it did
                                       # not (why auto copied so seldom: a new user's try)
+    repeated_share: float = 0.0       # of its tokens, those that repeat its own earlier text (metrics.repeated_share)
     predicted_speedup: float | None = None          # the paper's formula over this reply's rounds: each
                                                     # drafting round E(α, γ) tokens for 1 + γc passes,
                                                     # each plain one 1 for 1 (metrics.py)

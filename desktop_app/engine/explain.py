@@ -11,6 +11,7 @@ from desktop_app.counts import count
 from desktop_app.engine.auto_policy import FIRST_PROBE
 from desktop_app.engine.costs import CostModel, at_pace
 from desktop_app.engine.events import GenerationStats, StopReason
+from desktop_app.engine.metrics import REPEAT_RUN
 
 PAYS, COSTS = 1.05, 0.95     # measured speed-ups at or beyond which speculation pays / costs time
 SET_COUNT_BUSY = 0.9          # CPUs of other work past which a set thread count's reply says what automatic would
@@ -131,8 +132,23 @@ def verdict(stats: GenerationStats) -> str:
 
 def explain(stats: GenerationStats) -> str:
     """The panel's sentence on one reply: what was kept, and why it paid or did not."""
-    return " ".join(part for part in (_explain(stats), passed_copies(stats), unused_draft(stats), fewer_threads(stats),
-                                      slow_start(stats)) if part)
+    return " ".join(part for part in (_explain(stats), repeats(stats), passed_copies(stats), unused_draft(stats),
+                                      fewer_threads(stats), slow_start(stats)) if part)
+
+
+LOOPING = 0.5        # a reply this much of which repeats its own earlier text is caught in a loop
+
+
+def repeats(stats: GenerationStats) -> str:
+    """Where a speed-up came from a reply caught in a loop: a model repeating its own lines is easy to
+    draft for (the test model, asked for a short poem, wrote one line over and over at 1.77× plain, and
+    nothing said why: a new user's try). "" where the reply did not pay or does not repeat itself."""
+    m = stats.measured_speedup
+    if stats.repeated_share < LOOPING or not stats.n_accepted or m is None or m < PAYS:
+        return ""
+    return (f"{share_text(stats.repeated_share)} of this reply repeats its own earlier text (each of those tokens ends "
+            f"a run of {REPEAT_RUN} it had written before): a reply caught in a loop is easy to draft for, so this "
+            "speed-up says little of other replies.")
 
 
 def passed_copies(stats: GenerationStats) -> str:

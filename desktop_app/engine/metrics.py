@@ -193,3 +193,19 @@ def plain_rate_so_far(rounds: Sequence[RoundEvent], own_steps: bool = True) -> f
     return GenerationStats(n_tokens=n, n_rounds=len(rounds), tokens_per_s=n / seconds, t_plain_pass_s=step_s,
                            t_draft_s=sum(r.t_draft_s for r in rounds), t_verify_s=sum(r.t_verify_s for r in rounds),
                            t_catch_up_s=sum(r.t_catch_up_s for r in rounds)).plain_tokens_per_s
+
+
+REPEAT_RUN = 8       # a reply's token "repeats" it where the REPEAT_RUN tokens ending there were written before
+
+
+def repeated_share(reply: Sequence[int], n: int = REPEAT_RUN) -> float:
+    """The share of a reply's tokens that end a run of `n` tokens it had already written (its own n-gram
+    repetition rate): near 1 in a reply caught in a loop, near 0 in most others, a copy of the prompt
+    included (the prompt is not counted as written)."""
+    seen: set[tuple[int, ...]] = set()
+    repeated = 0
+    for end in range(n, len(reply) + 1):
+        run = tuple(reply[end - n:end])
+        repeated += run in seen
+        seen.add(run)
+    return repeated / len(reply) if reply else 0.0

@@ -168,15 +168,15 @@ def test_auto_says_how_much_of_the_copies_it_passed_over_the_target_wrote(pair, 
     assert 10 <= s.n_copies_passed <= len(rounds)
     assert s.n_copies_passed_right >= 0.6 * s.n_copies_passed and s.n_copies_passed_kept > 2 * s.n_copies_passed_right
     said = explain(s)
-    assert (f"In {s.n_copies_passed} of the plain steps auto passed over a copy of earlier text; the target then "
-            f"wrote {s.n_copies_passed_kept / s.n_copies_passed:.1f} of the copy's tokens on average (its first in "
-            f"{s.n_copies_passed_right} of {s.n_copies_passed}). Here checking 2 tokens costs 2.0 single passes, so a "
-            "copy pays only where much of it is kept.") in said, said
+    n = s.n_copies_passed
+    assert (f"In {n} of its {s.n_plain_rounds} plain steps auto passed over a copy of earlier text: the target then "
+            f"wrote {s.n_copies_passed_kept / n:.1f} of a copy's {s.n_copies_passed_offered / n:.1f} tokens on average "
+            f"(the first in {s.n_copies_passed_right} of {n}), and here checking 2 tokens costs 2.0 single-token "
+            "passes, so no copy can pay: every check costs a single-token pass or more per token.") in said, said
+    assert s.n_copies_passed_offered >= s.n_copies_passed_kept
     _fix_costs(pair, monkeypatch, {1: 30, 2: 31, 3: 32, 5: 34, 9: 38, 17: 46, 33: 60}, 60)   # checks nearly free:
     _, _, cheap = run(pair, prompt, GREEDY, max_tokens=32, drafter="lookup", auto=True)     # auto copies
     assert cheap.stats.n_drafted >= 10 and cheap.stats.n_copies_passed < s.n_copies_passed / 2
-    _, _, fixed = run(pair, prompt, GREEDY, max_tokens=32, drafter="lookup", draft_max=1)
-    assert fixed.stats.n_copies_passed == 0 and "passed over" not in explain(fixed.stats)
 
 
 def test_a_speed_up_from_a_reply_caught_in_a_loop_is_said_to_be_one(pair):

@@ -468,16 +468,27 @@ def test_replies_of_different_lengths_are_compared_over_the_tokens_they_share(qt
     assert dialog.speedup.text().startswith("Speed-up with speculation, measured in this compare: 1.33× over the "
                                             "first 362 tokens of each reply")
     assert dialog.cells["vs_off"]["on"].text() == "1.33× (first 362 tokens)"
-    # the texts, what a user opens Compare to see, keep TEXT_LINES lines under however many notes (three
-    # paragraphs of them left four lines each: a new user's try); the notes scroll instead
+    # shown empty first, as the window shows it, then the result: the notes get the height they need, up to
+    # half, and the texts, what a user opens Compare to see, keep TEXT_LINES lines under however many
+    # notes (three paragraphs of them left four lines each: a new user's try); the rest of the notes scroll
     from desktop_app.ui.compare_dialog import TEXT_LINES
-    dialog.reason.setText("A long note. " * 200)
-    dialog.show()
-    qtbot.waitExposed(dialog)
-    for box in dialog.texts.values():
+    shown = CompareDialog()
+    qtbot.addWidget(shown)
+    shown.resize(980, 720)
+    shown.show()
+    qtbot.waitExposed(shown)
+    shown.show_run(off)
+    shown.show_run(on)
+    shown.show_result(result)
+    notes = shown.notes.widget()
+    assert shown.notes.height() >= notes.heightForWidth(shown.notes.viewport().width()) > 60   # (all of them)
+    long = replace(result, first_difference=replace(result.first_difference, reason="A long note. " * 300))
+    shown.show_result(long)
+    qtbot.wait(20)
+    for box in shown.texts.values():
         assert box.viewport().height() >= (TEXT_LINES - 1) * box.fontMetrics().lineSpacing()
-    assert dialog.notes.verticalScrollBar().maximum() > 0
-    assert dialog.height() <= max(dialog.minimumSizeHint().height(), dialog.screen().availableGeometry().height())
+    assert shown.notes.verticalScrollBar().maximum() > 0
+    assert abs(shown.notes.height() - sum(shown.split.sizes()) / 2) <= 2
     # replies of one length: their tokens per second, as before
     same = CompareResult(1, 10, SamplingParams(temperature=0.8, seed=5), 1024, off, run("on", 1024, 0.75, 8))
     assert same.common is None and same.speedup == pytest.approx(same.on.stats.tokens_per_s / off.stats.tokens_per_s)

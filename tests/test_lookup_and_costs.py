@@ -478,3 +478,43 @@ def test_a_copy_stops_at_the_end_of_a_turn(test_model_path):
         assert not any(model.is_eog(t) for t in copy[:-1]) and len(copy) <= 3
         # the decoder's own prompt lookup is the bounded one
         assert pair.decoder.drafters["lookup"].copy(context, 16) == (copy, length)
+
+
+def test_the_copies_auto_passed_over_are_told_with_what_a_check_costs():
+    """explain.passed_copies: how much of the copies auto passed over the target wrote, out of how many
+    plain steps and tokens, and what checking costs here: where every check costs a single-token pass or
+    more per token no copy can pay, where a 2-token check is dear a copy must be mostly kept, where
+    checks are cheap only their price is said; one copy is told as one, and nothing where none."""
+    from desktop_app.engine.events import GenerationStats
+    from desktop_app.engine.explain import passed_copies
+
+    some = dict(n_tokens=120, n_plain_rounds=90, n_copies_passed=40, n_copies_passed_right=26,
+                n_copies_passed_kept=112, n_copies_passed_offered=380)
+    head = ("In 40 of its 90 plain steps auto passed over a copy of earlier text: the target then wrote 2.8 of a "
+            "copy's 9.5 tokens on average (the first in 26 of 40)")
+    costs = {"steep": ({1: 0.03, 2: 0.057, 5: 0.12, 17: 0.26, 33: 0.5},
+                       ", and here checking 2 tokens costs 1.9 single-token passes, so a copy pays only where most of "
+                       "it is kept."),
+             "linear": ({1: 0.03, 2: 0.06, 5: 0.15, 17: 0.51, 33: 0.99},
+                        ", and here checking 2 tokens costs 2.0 single-token passes, so no copy can pay: every check "
+                        "costs a single-token pass or more per token."),
+             "cheap": ({1: 0.03, 2: 0.033, 5: 0.036, 17: 0.045}, ", and here checking 2 tokens costs 1.1 single-token "
+                                                                 "passes."),
+             "unknown": ({}, ".")}
+    for verify, tail in costs.values():
+        assert passed_copies(GenerationStats(**some, verify_s_by_batch=verify)) == head + tail
+    one = dict(some, n_copies_passed=1, n_copies_passed_right=1, n_copies_passed_kept=7, n_copies_passed_offered=9)
+    assert passed_copies(GenerationStats(**one)) == ("In one of its 90 plain steps auto passed over a copy of earlier "
+                                                     "text (9 tokens): the target then wrote 7 of them.")
+    assert passed_copies(GenerationStats(**dict(one, n_copies_passed_kept=0))).endswith("then wrote none of them.")
+    assert passed_copies(GenerationStats(**dict(some, n_copies_passed=0))) == ""
+
+
+def test_a_reply_s_repeated_share_counts_its_own_runs_not_the_prompt_s():
+    """metrics.repeated_share: the tokens that end a run of REPEAT_RUN the reply had written before."""
+    from desktop_app.engine.metrics import REPEAT_RUN, repeated_share
+
+    line = list(range(10))
+    assert repeated_share(line) == 0.0 and repeated_share([]) == 0.0
+    assert repeated_share(line * 3) == pytest.approx(13 / 30)     # the second line from its 8th token, all the third
+    assert repeated_share([7] * (REPEAT_RUN + 4)) == pytest.approx(4 / (REPEAT_RUN + 4))

@@ -301,8 +301,8 @@ class SpeculativeDecoder:
         choice = reply.choice = self.policy.choose(reply.tokens, gamma_max, copy, option, left, len(reply.reply))
         reply.model_offered |= option is not None
         reply.model_drafted |= choice.drafter == "model"
-        if choice.drafter == "none" and copy is not None and copy.tokens:
-            reply.passed.append((len(reply.reply), copy.tokens))
+        if choice.drafter == "none" and copy is not None and copy.tokens and self.costs.verify_cost(1):
+            reply.passed.append((len(reply.reply), copy.tokens))   # (weighed and passed over, not unpriced)
         if choice.drafter == "lookup":
             return lookup, Proposal.copied(copy.tokens[:choice.gamma])
         if choice.drafter == "model":
@@ -411,6 +411,7 @@ class SpeculativeDecoder:
         runs = [backend.common_prefix(tokens, reply.reply[at:at + len(tokens)]) for at, tokens in reply.passed]
         stats.n_copies_passed, stats.n_copies_passed_right = len(runs), sum(run > 0 for run in runs)
         stats.n_copies_passed_kept = sum(runs)
+        stats.n_copies_passed_offered = sum(len(tokens) for _, tokens in reply.passed)
         stats.repeated_share = repeated_share(reply.reply)
         return FinishEvent(reply.stream.text, tuple(reply.reply), stats, reason, message, tail)
 

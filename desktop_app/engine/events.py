@@ -200,10 +200,12 @@ class GenerationStats:
     c: float | None = None            # draft step cost relative to a single target pass (plain_pass_s)
     unused_draft_c: float | None = None    # auto mode weighed the draft model and never drafted with it:
                                            # its step cost relative to a target pass, as auto priced it
-    n_copies_passed: int = 0          # auto mode: rounds with a copy of earlier text on offer that took a plain
-    n_copies_passed_right: int = 0    # step instead; of those, the ones whose copy's first token the target then
-    n_copies_passed_kept: int = 0     # wrote itself; and the copies' tokens it wrote, each up to the first it did
-                                      # not (why auto copied so seldom: a new user's try)
+    n_copies_passed: int = 0          # auto mode: plain steps taken with a copy of earlier text on offer (why auto
+    n_copies_passed_right: int = 0    # copied so seldom: a new user's try); of those, the ones whose copy's first
+                                      # token the target then wrote itself;
+    n_copies_passed_kept: int = 0     # the copies' tokens it wrote, each copy up to its first it did not, and
+    n_copies_passed_offered: int = 0  # the copies' length, both summed over the steps (the copies of consecutive
+                                      # steps overlap)
     repeated_share: float = 0.0       # of its tokens, those that repeat its own earlier text (metrics.repeated_share)
     predicted_speedup: float | None = None          # the paper's formula over this reply's rounds: each
                                                     # drafting round E(α, γ) tokens for 1 + γc passes,

@@ -152,27 +152,38 @@ def repeats(stats: GenerationStats) -> str:
 
 
 def passed_copies(stats: GenerationStats) -> str:
-    """Why auto copied earlier text so seldom, where it took plain steps with a copy on offer: how much of
-    those copies the target then wrote itself, and what a check costs here ("" where it passed over none).
-    A reply that copied its prompt in 4 of 143 rounds, every copy kept, said nothing of the rounds it did
-    not copy (a new user's try)."""
-    n, right = stats.n_copies_passed, stats.n_copies_passed_right
+    """Why auto copied earlier text so seldom, where it weighed a copy and took a plain step instead: how
+    much of those copies the target then wrote itself, and what checking costs here ("" where it passed
+    over none). A reply that copied its prompt in 4 of 143 rounds, every copy kept, said nothing of the
+    rounds it did not copy (a new user's try). One sentence, which `tandem generate` quotes as a clause."""
+    n, right, kept = stats.n_copies_passed, stats.n_copies_passed_right, stats.n_copies_passed_kept
     if not n or not stats.n_tokens:
         return ""
+    steps = f" of its {stats.n_plain_rounds} plain steps" if stats.n_plain_rounds else ""
     if n == 1:
-        text = ("In one of the plain steps auto passed over a copy of earlier text; the target then wrote "
-                + (f"{count(stats.n_copies_passed_kept, 'token')} of it." if stats.n_copies_passed_kept else "none of it."))
+        text = (f"In one{steps or ' plain step'} auto passed over a copy of earlier text "
+                f"({count(stats.n_copies_passed_offered, 'token')}): the target then wrote "
+                + (f"{kept} of them" if kept else "none of them"))
     else:
-        text = (f"In {n} of the plain steps auto passed over a copy of earlier text; the target then wrote "
-                f"{stats.n_copies_passed_kept / n:.1f} of the copy's tokens on average (its first in {right} of {n}).")
+        text = (f"In {n}{steps or ' plain steps'} auto passed over a copy of earlier text: the target then wrote "
+                f"{kept / n:.1f} of a copy's {stats.n_copies_passed_offered / n:.1f} tokens on average (the first "
+                f"in {right} of {n})")
+    return text + _copy_costs(stats) + "."
+
+
+DEAR_CHECK = 1.5     # a 2-token check at this many single-token passes or more: a copy must be mostly kept to pay
+
+
+def _copy_costs(stats: GenerationStats) -> str:
+    """passed_copies' last clause: what a copy's check costs here, and so what a copy must keep to pay."""
     two = check_passes(stats, 2)
-    if two is not None:
-        text += f" Here checking 2 tokens costs {two:.1f} single passes" + (
-            ", so a copy pays only where much of it is kept." if two >= DEAR_CHECK else ".")
-    return text
-
-
-DEAR_CHECK = 1.5     # a 2-token check at this many single passes or more: a copy must be mostly kept to pay
+    if two is None:
+        return ""
+    said = f", and here checking 2 tokens costs {two:.1f} single-token passes"
+    # a copy of k - 1 tokens kept whole writes k tokens (the target's own after them) for a check of k
+    if all((check_passes(stats, k) or k) >= k for k in range(2, max(stats.verify_s_by_batch, default=2) + 1)):
+        return said + ", so no copy can pay: every check costs a single-token pass or more per token"
+    return said + (", so a copy pays only where most of it is kept" if two >= DEAR_CHECK else "")
 
 
 SLOW_START_S, SLOW_START_TOKENS = 2.0, 128   # a first token this late, after a read of this many tokens: said why

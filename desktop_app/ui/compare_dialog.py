@@ -93,8 +93,8 @@ class CompareDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Compare with and without speculation")
         self.setModal(False)
-        screen = self.screen().availableGeometry() if self.screen() else None
-        self.resize(980, min(860, int(0.9 * screen.height())) if screen else 620)
+        screen = (parent.screen() if parent is not None else self.screen()).availableGeometry()
+        self.resize(min(980, int(0.95 * screen.width())), min(860, int(0.9 * screen.height())))
         self.result: CompareResult | None = None
         self.running = False
         layout = QVBoxLayout(self)
@@ -148,15 +148,13 @@ class CompareDialog(QDialog):
             box = self.texts[c] = QPlainTextEdit()
             box.setReadOnly(True)
             box.setObjectName(f"compareText_{c}")
-            box.setMinimumHeight(TEXT_LINES * box.fontMetrics().lineSpacing())
+            box.setMinimumHeight(min(TEXT_LINES * box.fontMetrics().lineSpacing(), screen.height() // 4))
             grid_texts.addWidget(box, 0, j)
-        split = QSplitter(Qt.Vertical)
-        split.setChildrenCollapsible(False)
-        split.addWidget(self.notes)
-        split.addWidget(texts)
-        split.setStretchFactor(0, 1)
-        split.setStretchFactor(1, 2)
-        layout.addWidget(split, 1)
+        self.split = QSplitter(Qt.Vertical)
+        self.split.setChildrenCollapsible(False)
+        self.split.addWidget(self.notes)
+        self.split.addWidget(texts)
+        layout.addWidget(self.split, 1)
 
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         self.stop_button = QPushButton("Stop")
@@ -204,6 +202,10 @@ class CompareDialog(QDialog):
         self.status.setText(f"The compare could not run: {message}")
 
     def show_result(self, result: CompareResult) -> None:
+        self._show_result(result)
+        self._fit_notes()
+
+    def _show_result(self, result: CompareResult) -> None:
         self.result = result
         self.running = False
         self.stop_button.setEnabled(False)
@@ -248,6 +250,21 @@ class CompareDialog(QDialog):
         for c, run in (("off", result.off), ("on", result.on)):      # mark where each text parts
             _mark(self.texts[c], run.text_before(d.position))
         self.reason.setText(d.reason)
+
+    def _fit_notes(self) -> None:
+        """Give the notes the height they need, up to half the splitter and never into the texts' least (the
+        dialog is shown empty, and a splitter keeps the sizes of its first layout: notes 68 px tall)."""
+        total = sum(self.split.sizes())
+        if not total:                           # (not laid out yet: showEvent fits them)
+            return
+        texts = self.split.widget(1).minimumSizeHint().height()
+        need = self.notes.widget().heightForWidth(self.notes.viewport().width())
+        notes = max(0, min(need if need > 0 else self.notes.widget().sizeHint().height(), total - texts, total // 2))
+        self.split.setSizes([notes, total - notes])
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self._fit_notes()
 
     def closeEvent(self, event) -> None:
         if self.running:                  # closing stops a compare that is still going

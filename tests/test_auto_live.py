@@ -170,10 +170,9 @@ def test_auto_says_how_much_of_the_copies_it_passed_over_the_target_wrote(pair, 
     said = explain(s)
     n = s.n_copies_passed
     assert (f"In {n} of its {s.n_plain_rounds} plain steps auto passed over a copy of earlier text: the target then "
-            f"wrote {s.n_copies_passed_kept / n:.1f} of a copy's {s.n_copies_passed_offered / n:.1f} tokens on average "
-            f"(the first in {s.n_copies_passed_right} of {n}), and here checking 2 tokens costs 2.0 single-token "
-            "passes, so no copy can pay: every check costs a single-token pass or more per token.") in said, said
-    assert s.n_copies_passed_offered >= s.n_copies_passed_kept
+            f"wrote the copy's first token in {s.n_copies_passed_right} of them, and {s.n_copies_passed_kept / n:.1f} "
+            "of its tokens on average, and no copy can pay here: every check costs a single-token pass or more per "
+            "token it checks.") in said, said
     _fix_costs(pair, monkeypatch, {1: 30, 2: 31, 3: 32, 5: 34, 9: 38, 17: 46, 33: 60}, 60)   # checks nearly free:
     _, _, cheap = run(pair, prompt, GREEDY, max_tokens=32, drafter="lookup", auto=True)     # auto copies
     assert cheap.stats.n_drafted >= 10 and cheap.stats.n_copies_passed < s.n_copies_passed / 2

@@ -489,6 +489,12 @@ def test_replies_of_different_lengths_are_compared_over_the_tokens_they_share(qt
         assert box.viewport().height() >= (TEXT_LINES - 1) * box.fontMetrics().lineSpacing()
     assert shown.notes.verticalScrollBar().maximum() > 0
     assert abs(shown.notes.height() - sum(shown.split.sizes()) / 2) <= 2
+    # a long heading wraps: the dialog fits a 1024-px screen (one line of it ran the dialog off one, its Close
+    # button cut, a new user's try)
+    shown.headers["on"].setText("<b>Speculation on (auto: draft model or prompt lookup, round by round; it drafted "
+                                "nothing)</b>")
+    qtbot.wait(20)
+    assert shown.headers["on"].minimumSizeHint().width() < 450 and shown.minimumSizeHint().width() < 900
     # replies of one length: their tokens per second, as before
     same = CompareResult(1, 10, SamplingParams(temperature=0.8, seed=5), 1024, off, run("on", 1024, 0.75, 8))
     assert same.common is None and same.speedup == pytest.approx(same.on.stats.tokens_per_s / off.stats.tokens_per_s)

@@ -482,31 +482,28 @@ def test_a_copy_stops_at_the_end_of_a_turn(test_model_path):
 
 def test_the_copies_auto_passed_over_are_told_with_what_a_check_costs():
     """explain.passed_copies: how much of the copies auto passed over the target wrote, out of how many
-    plain steps and tokens, and what checking costs here: where every check costs a single-token pass or
-    more per token no copy can pay, where a 2-token check is dear a copy must be mostly kept, where
-    checks are cheap only their price is said; one copy is told as one, and nothing where none."""
+    plain steps, and what a copy is weighed against: where every check costs a single-token pass or more
+    per token no copy can pay, elsewhere the price of a one-token copy's check; one copy is told as one,
+    and nothing where none."""
     from desktop_app.engine.events import GenerationStats
     from desktop_app.engine.explain import passed_copies
 
-    some = dict(n_tokens=120, n_plain_rounds=90, n_copies_passed=40, n_copies_passed_right=26,
-                n_copies_passed_kept=112, n_copies_passed_offered=380)
-    head = ("In 40 of its 90 plain steps auto passed over a copy of earlier text: the target then wrote 2.8 of a "
-            "copy's 9.5 tokens on average (the first in 26 of 40)")
-    costs = {"steep": ({1: 0.03, 2: 0.057, 5: 0.12, 17: 0.26, 33: 0.5},
-                       ", and here checking 2 tokens costs 1.9 single-token passes, so a copy pays only where most of "
-                       "it is kept."),
+    some = dict(n_tokens=120, n_plain_rounds=90, n_copies_passed=40, n_copies_passed_right=26, n_copies_passed_kept=112)
+    head = ("In 40 of its 90 plain steps auto passed over a copy of earlier text: the target then wrote the copy's "
+            "first token in 26 of them, and 2.8 of its tokens on average")
+    weighed = (", and auto drafts a copy only where the copies kept so far in the reply make it likely to pay (a copy "
+               "of one token is checked in a 2-token pass, here {} single-token passes).")
+    costs = {"steep": ({1: 0.03, 2: 0.057, 5: 0.12, 17: 0.26, 33: 0.5}, weighed.format("1.9")),
+             "cheap": ({1: 0.03, 2: 0.033, 5: 0.036, 17: 0.045}, weighed.format("1.1")),
              "linear": ({1: 0.03, 2: 0.06, 5: 0.15, 17: 0.51, 33: 0.99},
-                        ", and here checking 2 tokens costs 2.0 single-token passes, so no copy can pay: every check "
-                        "costs a single-token pass or more per token."),
-             "cheap": ({1: 0.03, 2: 0.033, 5: 0.036, 17: 0.045}, ", and here checking 2 tokens costs 1.1 single-token "
-                                                                 "passes."),
+                        ", and no copy can pay here: every check costs a single-token pass or more per token it checks."),
              "unknown": ({}, ".")}
     for verify, tail in costs.values():
         assert passed_copies(GenerationStats(**some, verify_s_by_batch=verify)) == head + tail
-    one = dict(some, n_copies_passed=1, n_copies_passed_right=1, n_copies_passed_kept=7, n_copies_passed_offered=9)
+    one = dict(some, n_copies_passed=1, n_copies_passed_right=1, n_copies_passed_kept=7)
     assert passed_copies(GenerationStats(**one)) == ("In one of its 90 plain steps auto passed over a copy of earlier "
-                                                     "text (9 tokens): the target then wrote 7 of them.")
-    assert passed_copies(GenerationStats(**dict(one, n_copies_passed_kept=0))).endswith("then wrote none of them.")
+                                                     "text: the target then wrote 7 tokens of it.")
+    assert passed_copies(GenerationStats(**dict(one, n_copies_passed_kept=0))).endswith("then wrote none of it.")
     assert passed_copies(GenerationStats(**dict(some, n_copies_passed=0))) == ""
 
 

@@ -411,7 +411,6 @@ class SpeculativeDecoder:
         runs = [backend.common_prefix(tokens, reply.reply[at:at + len(tokens)]) for at, tokens in reply.passed]
         stats.n_copies_passed, stats.n_copies_passed_right = len(runs), sum(run > 0 for run in runs)
         stats.n_copies_passed_kept = sum(runs)
-        stats.n_copies_passed_offered = sum(len(tokens) for _, tokens in reply.passed)
         stats.repeated_share = repeated_share(reply.reply)
         return FinishEvent(reply.stream.text, tuple(reply.reply), stats, reason, message, tail)
 

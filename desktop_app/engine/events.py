@@ -203,9 +203,8 @@ class GenerationStats:
     n_copies_passed: int = 0          # auto mode: plain steps taken with a copy of earlier text on offer (why auto
     n_copies_passed_right: int = 0    # copied so seldom: a new user's try); of those, the ones whose copy's first
                                       # token the target then wrote itself;
-    n_copies_passed_kept: int = 0     # the copies' tokens it wrote, each copy up to its first it did not, and
-    n_copies_passed_offered: int = 0  # the copies' length, both summed over the steps (the copies of consecutive
-                                      # steps overlap)
+    n_copies_passed_kept: int = 0     # and the copies' tokens it wrote, each copy up to its first it did not,
+                                      # summed over the steps (the copies of consecutive steps overlap)
     repeated_share: float = 0.0       # of its tokens, those that repeat its own earlier text (metrics.repeated_share)
     predicted_speedup: float | None = None          # the paper's formula over this reply's rounds: each
                                                     # drafting round E(α, γ) tokens for 1 + γc passes,

@@ -153,37 +153,33 @@ def repeats(stats: GenerationStats) -> str:
 
 def passed_copies(stats: GenerationStats) -> str:
     """Why auto copied earlier text so seldom, where it weighed a copy and took a plain step instead: how
-    much of those copies the target then wrote itself, and what checking costs here ("" where it passed
-    over none). A reply that copied its prompt in 4 of 143 rounds, every copy kept, said nothing of the
-    rounds it did not copy (a new user's try). One sentence, which `tandem generate` quotes as a clause."""
+    much of those copies the target then wrote itself, and what a copy is weighed against ("" where it
+    passed over none). A reply that copied its prompt in 4 of 143 rounds, every copy kept, said nothing of
+    the rounds it did not copy (a new user's try). One sentence, which `tandem generate` quotes as a
+    clause. (Not the copies' lengths: a copy runs to 32 tokens, where auto drafts a few of them.)"""
     n, right, kept = stats.n_copies_passed, stats.n_copies_passed_right, stats.n_copies_passed_kept
     if not n or not stats.n_tokens:
         return ""
     steps = f" of its {stats.n_plain_rounds} plain steps" if stats.n_plain_rounds else ""
     if n == 1:
-        text = (f"In one{steps or ' plain step'} auto passed over a copy of earlier text "
-                f"({count(stats.n_copies_passed_offered, 'token')}): the target then wrote "
-                + (f"{kept} of them" if kept else "none of them"))
+        text = (f"In one{steps or ' plain step'} auto passed over a copy of earlier text: the target then wrote "
+                + (f"{count(kept, 'token')} of it" if kept else "none of it"))
     else:
         text = (f"In {n}{steps or ' plain steps'} auto passed over a copy of earlier text: the target then wrote "
-                f"{kept / n:.1f} of a copy's {stats.n_copies_passed_offered / n:.1f} tokens on average (the first "
-                f"in {right} of {n})")
+                f"the copy's first token in {right} of them, and {kept / n:.1f} of its tokens on average")
     return text + _copy_costs(stats) + "."
 
 
-DEAR_CHECK = 1.5     # a 2-token check at this many single-token passes or more: a copy must be mostly kept to pay
-
-
 def _copy_costs(stats: GenerationStats) -> str:
-    """passed_copies' last clause: what a copy's check costs here, and so what a copy must keep to pay."""
+    """passed_copies' last clause: what auto weighs a copy against, at this machine's check costs."""
     two = check_passes(stats, 2)
     if two is None:
         return ""
-    said = f", and here checking 2 tokens costs {two:.1f} single-token passes"
     # a copy of k - 1 tokens kept whole writes k tokens (the target's own after them) for a check of k
     if all((check_passes(stats, k) or k) >= k for k in range(2, max(stats.verify_s_by_batch, default=2) + 1)):
-        return said + ", so no copy can pay: every check costs a single-token pass or more per token"
-    return said + (", so a copy pays only where most of it is kept" if two >= DEAR_CHECK else "")
+        return ", and no copy can pay here: every check costs a single-token pass or more per token it checks"
+    return (", and auto drafts a copy only where the copies kept so far in the reply make it likely to pay (a copy "
+            f"of one token is checked in a 2-token pass, here {two:.1f} single-token passes)")
 
 
 SLOW_START_S, SLOW_START_TOKENS = 2.0, 128   # a first token this late, after a read of this many tokens: said why

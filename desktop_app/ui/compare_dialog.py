@@ -106,7 +106,8 @@ class CompareDialog(QDialog):
         self.headers = {c: QLabel() for c in COLUMNS}
         for j, c in enumerate(COLUMNS, start=1):
             self.headers[c].setText(f"<b>Speculation {c}</b>")
-            grid.addWidget(self.headers[c], 0, j)
+            self.headers[c].setWordWrap(True)  # ("Speculation on (auto: draft model or prompt lookup, …; it drafted
+            grid.addWidget(self.headers[c], 0, j)   # nothing)" on one line ran the dialog off a 1024-px screen)
         self.cells: dict[str, dict[str, QLabel]] = {}
         for i, (key, title) in enumerate(ROWS, start=1):
             grid.addWidget(QLabel(title), i, 0)

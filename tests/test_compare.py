@@ -558,3 +558,22 @@ def test_the_compare_quotes_a_token_s_text_as_text_not_as_python():
     from desktop_app.chat.compare import END_OF_REPLY, shown
     assert shown(":\n\n") == "“:⏎⏎”" and shown("\tx") == "“⇥x”" and shown("()") == "“()”"
     assert shown(END_OF_REPLY) == "(end of reply)"
+
+
+def test_a_reply_that_ends_where_the_other_goes_on_is_said_to_end(qtbot):
+    """Where one reply ends at the place the two part, its text from there is nothing: "Then, without: “…”"
+    read as text left out (a new user's try)."""
+    from desktop_app.chat.compare import END_OF_REPLY, CompareResult, Difference
+    from desktop_app.engine.metrics import GenerationStats
+    from desktop_app.ui.compare_dialog import CompareDialog
+
+    stats = GenerationStats(n_tokens=3, tokens_per_s=10.0, t_total_s=0.4, stop_reason="eos")
+    off = CompareRun("off", SpecSettings(enabled=False), "abc", (1, 2, 3), [0, 1, 2], stats, "eos", 3, True)
+    on = CompareRun("on", SpecSettings(), "abcde", (1, 2, 3, 4, 5), [0, 1, 2, 3, 4],
+                    replace(stats, n_tokens=5), "eos", 3, True)
+    d = Difference(3, None, 4, END_OF_REPLY, "d", "abc", "", "de", "why")
+    dialog = CompareDialog()
+    qtbot.addWidget(dialog)
+    dialog.show_result(CompareResult(1, 10, SamplingParams(temperature=0.0), 48, off, on, first_difference=d))
+    said = dialog.verdict.text()
+    assert "Then, without: nothing more: the reply ends there\nThen, with: “de…”" in said, said

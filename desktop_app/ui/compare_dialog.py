@@ -246,8 +246,8 @@ class CompareDialog(QDialog):
         d = result.first_difference
         self.verdict.setText(f"The texts first differ at token {d.position}: without speculation {shown(d.off_piece)}, "
                              f"with it {shown(d.on_piece)}." + (f"\nBefore it: “…{d.before}”" if d.before else "")
-                             + f"\nThen, without: “{d.off_after}…”"
-                             f"\nThen, with: “{d.on_after}…”")
+                             + f"\nThen, without: {_after(d.off_after)}"
+                             f"\nThen, with: {_after(d.on_after)}")
         for c, run in (("off", result.off), ("on", result.on)):      # mark where each text parts
             _mark(self.texts[c], run.text_before(d.position))
         self.reason.setText(d.reason)
@@ -272,6 +272,12 @@ class CompareDialog(QDialog):
             self.stopRequested.emit()
         super().closeEvent(event)
 
+
+
+def _after(text: str) -> str:
+    """A reply's text from where the two part, quoted, or that it ends there ("“…”" read as text left out,
+    a new user's try)."""
+    return f"“{text}…”" if text else "nothing more: the reply ends there"
 
 
 def _mark(box: QPlainTextEdit, start: int) -> None:

@@ -82,6 +82,9 @@ def _weight(i: GGUFInfo) -> tuple[int, int]:
     return i.n_params, i.file_size
 
 
+PAYS_ONLY = "a draft pays only where it is much faster than its target"
+
+
 def _with_file(i: GGUFInfo) -> str:
     return f"{i.params_text}, {i.file_size / 1e6:.0f} MB"
 
@@ -96,20 +99,17 @@ def _no_smaller(t: GGUFInfo, d: GGUFInfo, swap: str = SWAP) -> str:
             return ""
         nearly = "" if d.params_text == t.params_text else "nearly "
         return (f"the draft ({_with_file(d)}) has {nearly}as many parameters as the target ({_with_file(t)}): "
-                f"a smaller file runs little faster, and a draft pays only where it is much faster than its target")
+                f"a smaller file runs little faster, and {PAYS_ONLY}")
     if os.path.realpath(d.path) == os.path.realpath(t.path):
-        return "the draft is the target itself: a draft pays only where it is much faster than its target"
+        return f"the draft is the target itself: {PAYS_ONLY}"
     if _weight(d) == _weight(t):
-        return (f"the draft ({d.params_text}) is the target's size: a draft pays only where it is much faster "
-                f"than its target")
+        return f"the draft ({d.params_text}) is the target's size: {PAYS_ONLY}"
     size = (lambda i: i.params_text) if d.params_text != t.params_text else _with_file   # (as large in
                                                                            # parameters: by their files, as _weight)
+    larger = f"the draft ({size(d)}) is larger than the target ({size(t)}): it would be slower than the target alone"
     if d.n_params and t.n_params >= DRAFT_PARAMS_MOST * d.n_params:   # (swapped, warned of as above)
-        return (f"the draft ({size(d)}) is larger than the target ({size(t)}): it would be slower than the target "
-                f"alone, and so would the target drafting for it, as a draft pays only where it is much faster "
-                f"than its target")
-    return (f"the draft ({size(d)}) is larger than the target ({size(t)}): it would be slower than the target "
-            f"alone; {swap}")
+        return f"{larger}, and so would the target drafting for it, as {PAYS_ONLY}"
+    return f"{larger}; {swap}"
 
 
 def draft_too_big(target_path: str, draft_path: str, swap: str = SWAP) -> str:

@@ -372,6 +372,8 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
         panel.verdict.text()
     L["c"].setFixedWidth(L["c"].fontMetrics().horizontalAdvance("1.73 × a pass (not drafted)") + 4)
     assert L["c"].shown_text() == "1.73 × a pass (not drafted)"      # (not "1.73 × a pass (…)", a new user's try)
+    L["c"].setFixedWidth(L["c"].fontMetrics().horizontalAdvance("1.73 (not drafted)") + 4)
+    assert L["c"].shown_text() == "1.73 (not drafted)"               # (nor at 1024 px, another's)
     L["c"].setMinimumWidth(0)
     L["c"].setMaximumWidth(16777215)
     panel.show_stats(dataclasses.replace(copies, unused_draft_c=None))    # (no draft model loaded)
@@ -382,9 +384,22 @@ def test_grid_and_verdict_agree_and_fit_300_px(qtbot):
     assert panel.labels["vs_plain"].text().startswith("0.60×")
     assert "beats" not in panel.verdict.text() and "loses to plain decoding" in panel.verdict.text()
     assert "0.60×" in panel.verdict.text()
-    # about even
-    panel.show_stats(slow_stats(tokens_per_s=0.51, t_verify_s=14 / 0.51 - 1.0))
+    # folded to its point (the whole ran to 20 lines at 1024×700 and pushed the rounds out of sight, a new
+    # user's try): the loss and why, in one sentence with the grid's figure; "more" unfolds the whole
+    verdict = panel.verdict
+    assert verdict.shown().startswith("This reply loses to plain decoding (0.50 tok/s, measured before this "
+                                      "reply): 0.60× its speed, because ") and verdict.shown().endswith(" more ▸")
+    assert "α ≈" in verdict.text() and "α ≈" not in verdict.shown()
+    assert verdict.shown()[:-len(" more ▸")] in verdict.text().replace("That loses", "This reply loses")
+    verdict.linkActivated.emit("more")
+    assert verdict.shown() == verdict.text() + " less ▴"
+    panel.show_stats(slow_stats(tokens_per_s=0.51, t_verify_s=14 / 0.51 - 1.0))   # unfolded, it stays so
     assert "about even" in panel.verdict.text() and "beats" not in panel.verdict.text()
+    assert verdict.shown() == verdict.text() + " less ▴" and "α ≈" in verdict.shown()
+    verdict.linkActivated.emit("less")
+    assert verdict.shown().startswith("This reply is about even with plain decoding") and "α ≈" not in verdict.shown()
+    panel.show_stats(slow_stats(n_drafted=0, n_accepted=0, t_draft_s=0.0))   # a plain reply: one sentence, whole
+    assert verdict.shown() == verdict.text() and "more" not in verdict.shown()
     # a long reply's count, narrower than the row: the rounds in a parenthesis left out, never a number cut
     # ("1351 + end in 13…", a review found)
     panel.show_stats(slow_stats(n_tokens=1351, n_rounds=1352, stop_reason=StopReason.EOS.value))

@@ -43,3 +43,21 @@ def test_a_rate_s_unit_stays_on_one_line(qtbot):
         qtbot.addWidget(widget)
     assert isinstance(banner.label, SentenceLabel) and isinstance(pay.sentence, SentenceLabel)
     assert isinstance(compare.status, SentenceLabel) and isinstance(compare.speedup, SentenceLabel)
+
+
+def test_a_folded_sentence_shows_its_brief_form_and_unfolds_on_its_link(qtbot):
+    from PySide6.QtCore import Qt
+
+    label = SentenceLabel()
+    qtbot.addWidget(label)
+    label.setText("All of it: 1 < 2 at 13.3 tok/s, and more besides.", "1 < 2 at 13.3 tok/s.")
+    assert label.shown() == "1 < 2 at 13.3 tok/s. more ▸" and label.text().startswith("All of it")
+    assert "1 &lt; 2" in QLabel.text(label) and label.focusPolicy() & Qt.TabFocus      # (a Tab stop: its link)
+    label.linkActivated.emit("more")
+    assert label.shown() == "All of it: 1 < 2 at 13.3 tok/s, and more besides. less ▴"
+    label.setText("Another: whole.", "Another.")                 # unfolded stays unfolded
+    assert label.shown() == "Another: whole. less ▴"
+    label.linkActivated.emit("less")
+    assert label.shown() == "Another. more ▸"
+    label.setText("Short.", "Short.")                            # nothing to fold: plain text, no Tab stop
+    assert label.shown() == "Short." and QLabel.text(label) == "Short." and not label.focusPolicy() & Qt.TabFocus

@@ -136,6 +136,16 @@ def explain(stats: GenerationStats) -> str:
                                       fewer_threads(stats), slow_start(stats)) if part)
 
 
+def brief(stats: GenerationStats) -> str:
+    """explain() folded to its point, which the panel shows until "more" is clicked: whether this reply
+    beat plain decoding and why, in one sentence, or a reply decoded plainly in its own (at 1024×700
+    the whole ran to 20 lines and pushed the rounds and charts out of sight, a new user's try). Where
+    nothing was measured against plain decoding, explain()'s own first sentences."""
+    if not (stats.n_tokens and stats.n_drafted) or stats.remote or stats.measured_speedup is None:
+        return _explain(stats)
+    return _against_plain(stats, "This reply")
+
+
 LOOPING = 0.5        # a reply this much of which repeats its own earlier text is caught in a loop
 
 
@@ -267,10 +277,7 @@ def _explain(stats: GenerationStats) -> str:
                          f"{rate_text(stats.tokens_per_s, finer)}, {m:.2f}× plain.")
             return text
         return "Plain decoding: nothing was drafted."
-    alpha = stats.alpha if stats.alpha is not None else 0.0
-    rounds = _drafted_rounds(stats)
-    # Only the rounds that drafted: auto mode mixes them with plain steps.
-    per_round_ms = 1000 * (stats.t_draft_s + stats.t_verify_s - stats.t_plain_s) / rounds if rounds else 0.0
+    alpha, rounds, per_round_ms = _round_figures(stats)
     parts = [f"{share_text(stats.acceptance_rate or 0)} of drafted tokens were kept (α ≈ {alpha_text(alpha)}: the chance "
              "that a token was kept when those before it were; after a rejection the rest go unchecked); "
              f"a round drafted {stats.mean_drafted:.2f} and kept {stats.mean_accepted:.2f}, "   # (as the panel's row)
@@ -287,21 +294,34 @@ def _explain(stats: GenerationStats) -> str:
     if m is None:
         parts.append("There is no measured plain-decoding rate to compare with yet.")
         return " ".join(parts)
+    parts.append(_against_plain(stats, "That"))
+    return " ".join(parts)
+
+
+def _round_figures(stats: GenerationStats) -> tuple[float, float, float]:
+    """(α, the rounds that drafted, the milliseconds each of them took) of a reply that drafted: only
+    the rounds that drafted, since auto mode mixes them with plain steps."""
+    rounds = _drafted_rounds(stats)
+    per_round_ms = 1000 * (stats.t_draft_s + stats.t_verify_s - stats.t_plain_s) / rounds if rounds else 0.0
+    return (stats.alpha if stats.alpha is not None else 0.0), rounds, per_round_ms
+
+
+def _against_plain(stats: GenerationStats, subject: str) -> str:
+    """The sentence that says whether a reply that drafted beat plain decoding, measured, and why not
+    where it did not; `subject`: "That" after the sentence on what was kept, "This reply" alone."""
+    m, plain = stats.measured_speedup, stats.plain_tokens_per_s
     when = "" if stats.n_plain_rounds else " before this reply"
     plain_part = f"plain decoding ({rate_text(plain, rates_finer(stats))}, measured{when})"
     if m >= PAYS:
-        parts.append(f"That beats {plain_part} by {m:.2f}×.")
-        return " ".join(parts)
+        return f"{subject} beats {plain_part} by {m:.2f}×."
     catch_up, without = _catch_up(stats, plain)
     why = [catch_up] if catch_up else []
     if without is None or without < COSTS:           # (where the catch-up alone lost the time, the rest is by the way)
-        why += _round_reasons(stats, alpha, rounds, per_round_ms)
+        why += _round_reasons(stats, *_round_figures(stats))
     reasons = "; ".join(why) or "the rounds cost about what they save"
     if m <= COSTS:
-        parts.append(f"That loses to {plain_part}: {m:.2f}× its speed, because {reasons}.")
-    else:
-        parts.append(f"That is about even with {plain_part}, at {m:.2f}× its speed: {reasons}.")
-    return " ".join(parts)
+        return f"{subject} loses to {plain_part}: {m:.2f}× its speed, because {reasons}."
+    return f"{subject} is about even with {plain_part}, at {m:.2f}× its speed: {reasons}."
 
 
 def _round_reasons(stats: GenerationStats, alpha: float, rounds: float, per_round_ms: float) -> list[str]:

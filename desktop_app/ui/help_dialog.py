@@ -40,6 +40,8 @@ then gives (1 − α<sup>γ+1</sup>) / (1 − α) tokens for one target pass. Wh
 depends on what the pass costs: checking γ + 1 tokens costs more than one single-token pass, a little
 more on a GPU and several times more on a CPU, and each draft step costs a share of a target pass
 (<b>Draft step cost</b>, the papers' c).</p>
+<p>The sentence under the numbers says whether the reply beat plain decoding and why; its
+"more ▸" link shows the rest: what was kept, and what auto passed over.</p>
 <p>The numbers above the sentence: <b>Speed</b> is the reply's tokens per second after its prompt was
 read; <b>Tokens</b> is its length ("+ end": and its end token, which is not text) and in how many
 rounds; <b>First token</b>, how long its first token took; <b>Drafts kept</b>, <b>Kept per drafted

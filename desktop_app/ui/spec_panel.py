@@ -17,7 +17,7 @@ from desktop_app.chat.rules import reply_status
 from desktop_app.counts import count
 from desktop_app.engine.auto_policy import FIRST_PROBE
 from desktop_app.engine.events import GenerationStats, PromptEvent, RoundEvent, StopReason
-from desktop_app.engine.explain import (ALPHA_TIP, alpha_text, duration_text, end_text, explain, measured_text,
+from desktop_app.engine.explain import (ALPHA_TIP, alpha_text, brief, duration_text, end_text, explain, measured_text,
                                         predicted_text, rate_text, rates_finer, share_text)
 from desktop_app.engine.metrics import StatsRecorder
 from desktop_app.remote.rounds import DRAFTER as SERVER_DRAFTER
@@ -405,7 +405,8 @@ class SpecPanel(QWidget):
             if s.c is None or s.c or unused is None:
                 L["c"].setText("–" if s.c is None else f"{s.c:.2f} × a pass" if s.c else "none (lookup only)")
             else:                                 # (the short form: "0.48 × a pass (…)" at 1366 px, a new user's try)
-                L["c"].setText(f"{unused:.2f} × a pass (not drafted: lookup only)", f"{unused:.2f} × a pass (not drafted)")
+                L["c"].setText(f"{unused:.2f} × a pass (not drafted: lookup only)", f"{unused:.2f} × a pass (not drafted)",
+                               f"{unused:.2f} (not drafted)")             # ("0.54 × a pass (…)" at 1024 px)
             L["predicted"].setText(predicted_text(s), predicted_text(s, compact=True))
         else:
             for key in ("accepted", "alpha", "per_round", "predicted"):
@@ -414,7 +415,7 @@ class SpecPanel(QWidget):
                            "" if unused is None else f"{unused:.2f} (not drafted)")          # when drafted)
             self._show_split(s)                  # (a plain reply's time is the target's: "–" beside the chart
                                                  # showing it read as a failure to measure, a new user's try)
-        self.verdict.setText(explain(s))
+        self.verdict.setText(explain(s), brief(s))
         self.pay.show(s, max(1, round(s.mean_drafted)) if s.mean_drafted else 0)   # the γ this reply used
 
     def show_stored(self, rounds: list[dict] | None, stats: dict | None, conversation_id: int, title: str,

@@ -1170,6 +1170,12 @@ def test_the_load_line_says_a_thread_count_set_in_settings(qtbot, window, test_m
     n_ctx = window.loaded.n_ctx
     assert window.model_bar.status.text() == (f"Loaded SmolLM2-135M-Instruct.Q4_1.gguf (context {n_ctx} tokens, "
                                               "1 thread as set in Settings).")
+    window.settings_panel.n_ctx.setValue(300)      # a size llama.cpp rounds up: said, beside Settings' 300
+    window.load_pair(test_model_path, None)
+    qtbot.waitUntil(lambda: window.loaded.n_ctx == 512 and not window.busy, timeout=TIMEOUT_MS)
+    assert window.model_bar.status.text() == ("Loaded SmolLM2-135M-Instruct.Q4_1.gguf (context 512 tokens: 300 set, "
+                                              "rounded up by llama.cpp, 1 thread as set in Settings).")
+    window.settings_panel.n_ctx.setValue(n_ctx)
     window.settings_panel.n_threads.setValue(0)                    # automatic: no count to name
     window.load_pair(test_model_path, None)
     qtbot.waitUntil(lambda: window.model_bar.status.text() == f"Loaded SmolLM2-135M-Instruct.Q4_1.gguf (context "

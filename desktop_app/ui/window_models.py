@@ -172,6 +172,9 @@ class ModelsMixin:
             # (a thread count set in Settings slowed every reply and was shown nowhere: a new user's try)
             threads = int((info.settings or {}).get("n_threads") or 0)
             on = f", {count(threads, 'thread')} as set in Settings" if threads else ""
+            asked = int((info.settings or {}).get("n_ctx") or 0)     # (`-c 300` read "context 512 tokens" here
+            if asked and asked != info.n_ctx:                         # and 300 in Settings, a new user's try)
+                on = f": {asked} set, {'rounded up' if info.n_ctx > asked else 'cut'} by llama.cpp{on}"
             self.model_bar.show_loaded(f"Loaded {names} (context {info.n_ctx} tokens{on})."
                                        + (f" Note: {info.template_note}." if info.template_note else ""))
             self.spec_bar.set_remote(None)

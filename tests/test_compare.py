@@ -577,3 +577,21 @@ def test_a_reply_that_ends_where_the_other_goes_on_is_said_to_end(qtbot):
     dialog.show_result(CompareResult(1, 10, SamplingParams(temperature=0.0), 48, off, on, first_difference=d))
     said = dialog.verdict.text()
     assert "Then, without: nothing more: the reply ends there\nThen, with: “de…”" in said, said
+
+
+def test_quotes_of_code_stay_on_one_line_each(qtbot):
+    """The quotes around the place the texts part keep their line breaks as ⏎: "Before it: “… mean}",
+    then "```", then "This function”" on lines of their own read as several quotes (a new user's try)."""
+    from desktop_app.chat.compare import CompareResult, Difference
+    from desktop_app.engine.metrics import GenerationStats
+    from desktop_app.ui.compare_dialog import CompareDialog
+
+    stats = GenerationStats(n_tokens=3, tokens_per_s=10.0, t_total_s=0.4, stop_reason="eos")
+    off = CompareRun("off", SpecSettings(enabled=False), "x}\n```\n\nA b", (1, 2, 3), [0, 1, 2], stats, "eos", 3, True)
+    on = CompareRun("on", SpecSettings(), "x}\n```\n\nA c", (1, 2, 4), [0, 1, 2], stats, "eos", 3, True)
+    d = Difference(2, 3, 4, " b", " c", "x}\n```\n\nA", " b\n\tz", " c", "why")
+    dialog = CompareDialog()
+    qtbot.addWidget(dialog)
+    dialog.show_result(CompareResult(1, 10, SamplingParams(temperature=0.0), 48, off, on, first_difference=d))
+    lines = dialog.verdict.text().split("\n")
+    assert lines[1:] == ["Before it: “…x}⏎```⏎⏎A”", "Then, without: “ b⏎⇥z…”", "Then, with: “ c…”"], lines

@@ -324,12 +324,18 @@ def greedy_reason(top, gap, off_token, on_token, off_piece, on_piece) -> str:
 END_OF_REPLY, MAX_TOKENS_REACHED = "(end of reply)", "(max tokens reached)"   # where a run has no token
 
 
+def marked(text: str) -> str:
+    """`text` on one line, a line break as ⏎ and a tab as ⇥: a quote from code, broken over four lines by
+    its own line breaks, read as several (a new user's try)."""
+    return text.replace("\n", "⏎").replace("\t", "⇥")
+
+
 def shown(piece: str) -> str:
-    """A token's text as the compare quotes it: in quotation marks, a line break as ⏎ and a tab as ⇥
-    (Python's repr showed "':\\n\\n'", a new user's try); a note such as "(end of reply)" as it is."""
+    """A token's text as the compare quotes it: in quotation marks, marked (Python's repr showed
+    "':\\n\\n'", a new user's try); a note such as "(end of reply)" as it is."""
     if piece in (END_OF_REPLY, MAX_TOKENS_REACHED):
         return piece
-    return "“" + piece.replace("\n", "⏎").replace("\t", "⇥") + "”"
+    return f"“{marked(piece)}”"
 
 
 def _piece(pair, token: int | None, run: CompareRun | None = None) -> str:

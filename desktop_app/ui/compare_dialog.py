@@ -11,7 +11,7 @@ from PySide6.QtGui import QColor, QTextCursor
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFrame, QGridLayout, QLabel, QPlainTextEdit, QPushButton,
                                QScrollArea, QSplitter, QTextEdit, QVBoxLayout, QWidget)
 
-from desktop_app.chat.compare import CompareResult, CompareRun, shown
+from desktop_app.chat.compare import CompareResult, CompareRun, marked, shown
 from desktop_app.counts import count
 from desktop_app.engine.explain import duration_text, rate_number, rate_text, share_text, stopped_by
 from desktop_app.ui.sentence_label import SentenceLabel
@@ -245,7 +245,7 @@ class CompareDialog(QDialog):
             return
         d = result.first_difference
         self.verdict.setText(f"The texts first differ at token {d.position}: without speculation {shown(d.off_piece)}, "
-                             f"with it {shown(d.on_piece)}." + (f"\nBefore it: “…{d.before}”" if d.before else "")
+                             f"with it {shown(d.on_piece)}." + (f"\nBefore it: “…{marked(d.before)}”" if d.before else "")
                              + f"\nThen, without: {_after(d.off_after)}"
                              f"\nThen, with: {_after(d.on_after)}")
         for c, run in (("off", result.off), ("on", result.on)):      # mark where each text parts
@@ -277,7 +277,7 @@ class CompareDialog(QDialog):
 def _after(text: str) -> str:
     """A reply's text from where the two part, quoted, or that it ends there ("“…”" read as text left out,
     a new user's try)."""
-    return f"“{text}…”" if text else "nothing more: the reply ends there"
+    return f"“{marked(text)}…”" if text else "nothing more: the reply ends there"
 
 
 def _mark(box: QPlainTextEdit, start: int) -> None:

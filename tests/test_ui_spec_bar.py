@@ -155,7 +155,10 @@ def test_gamma_disabled_when_off_or_auto_and_auto_shows_its_rounds_live(qtbot, w
     assert not bar.gamma.isEnabled()
     bar.gamma_up_action.trigger()                   # (Ctrl+]: it did nothing, and said nothing; a new user's try)
     qtbot.waitUntil(lambda: QToolTip.text() == "Speculation is off: turn it on (Ctrl+T) to set γ.")
-    assert bar.gamma.value() == 4
+    assert bar.gamma.value() == 4 and QToolTip.isVisible()
+    bar.toggle_action.trigger()                     # on, by Ctrl+T (a click hides a tooltip): the note goes
+    qtbot.waitUntil(lambda: not QToolTip.isVisible(), timeout=2000)
+    qtbot.mouseClick(bar.switch, Qt.LeftButton)                                # off
     assert not bar.gamma.isVisibleTo(bar) and bar.gamma_label.text() == ""     # (a disabled slider looked live)
     assert bar.mode_text() == "Plain decoding" and not window.spec_bar.spec(True).speculating
     qtbot.mouseClick(bar.switch, Qt.LeftButton)                                # on again

@@ -46,6 +46,7 @@ class SpecBar(QFrame):
 
     def __init__(self, generation: dict | None = None, parent=None):
         super().__init__(parent)
+        self._why = ""                 # step_gamma's note, shown as a tooltip
         self.setObjectName("specBar")
         self.setFrameShape(QFrame.StyledPanel)
         self._has_draft: bool | None = None   # None: no models loaded (yet, or since the engine stopped)
@@ -248,6 +249,7 @@ class SpecBar(QFrame):
                   else "Draft model or Prompt lookup")
         why = (f"Auto chooses γ itself, 0 to {AUTO_GAMMA_MAX} each round: choose {choose} to set it." if on
                else f"Speculation is off: turn it on ({TOGGLE_KEYS}) to set γ.")
+        self._why = why
         near = self.gamma_label if on else self.mode     # (shown a moment later: from the Speculation menu,
         QTimer.singleShot(TIP_DELAY_MS, near, lambda: QToolTip.showText(  # shown at once, it went as the menu
             near.mapToGlobal(QPoint(0, near.height())), why, near))              # closed; none once `near` is gone)
@@ -288,6 +290,8 @@ class SpecBar(QFrame):
 
     def _refresh(self) -> None:
         on = self.switch.isChecked()
+        if QToolTip.isVisible() and QToolTip.text() == self._why:   # (why γ was not the user's to
+            QToolTip.hideText()                           # set, stood after Speculation was off: a new user's try)
         model = self.drafter_buttons["model"]
         can_model = self._has_draft is not False
         model.setEnabled(can_model)

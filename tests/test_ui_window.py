@@ -14,6 +14,7 @@ from desktop_app.chat.history import HistoryStore
 from desktop_app.engine.events import GenerationStats, RoundEvent
 from desktop_app.engine.explain import rate_text, rates_finer
 from desktop_app.chat.rules import LEFT_OUT_NOTE
+from desktop_app.chat.session import DEFAULT_TITLE
 from desktop_app.ui.main_window import MainWindow
 from desktop_app.ui.window_conversations import EDIT_NOTE
 from desktop_app.ui.window_models import QUEUED_NOTE
@@ -1180,3 +1181,16 @@ def test_the_load_line_says_a_thread_count_set_in_settings(qtbot, window, test_m
     window.load_pair(test_model_path, None)
     qtbot.waitUntil(lambda: window.model_bar.status.text() == f"Loaded SmolLM2-135M-Instruct.Q4_1.gguf (context "
                                                                f"{n_ctx} tokens).", timeout=TIMEOUT_MS)
+
+
+def test_a_message_refused_leaves_its_conversation_untitled_in_the_list(qtbot, loaded):
+    """The history took the message and its title back, but the list still named the empty conversation
+    after the message not sent (a new user's try)."""
+    w = loaded
+    w.new_conversation()
+    type_and_send(qtbot, w, ("word " * 5000).strip())
+    qtbot.waitUntil(lambda: w.banner.isVisible() and "context holds" in w.banner.label.text() and not w.busy,
+                    timeout=TIMEOUT_MS)
+    titles = [w.sidebar.list.item(i).text() for i in range(w.sidebar.list.count())]
+    assert w.store.conversation(w.current_id).title == DEFAULT_TITLE
+    assert not any(t.startswith("word") for t in titles), titles

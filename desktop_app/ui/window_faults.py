@@ -122,6 +122,8 @@ class FaultsMixin:
         self._overflow = (self.loaded.n_ctx if self.loaded is not None else 0, actions)
         if conversation_id == self.current_id:
             self.open_conversation(conversation_id)
+        if text:                       # (taken back, a first message took its title along: the list named the
+            self.refresh_conversations()   # empty conversation after the message not sent, a new user's try)
 
     def _overflow_after_load(self, n_ctx: int) -> None:
         """Models loaded with a larger context while the banner says the conversation does not fit: its

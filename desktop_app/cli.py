@@ -31,10 +31,12 @@ def _run(command: str, args: argparse.Namespace) -> int:
 
 
 GENERATE_SUMMARY = """\
-The reply goes to stdout; its numbers to stderr, one line each reply:
+The reply goes to stdout; its numbers to stderr, one line each reply, then the window's sentences on
+why (what auto passed over, a draft model left unused, …), each on a line of its own:
   tokens, tok/s          the reply's length ("+ end": and its end-of-reply token, which no count here
-                         includes) and speed (the prompt's pass left out), and the time to its first
-                         token; stopped by: why it ended; seed: the one a sampled reply drew on
+                         includes) and speed (the prompt's pass left out), the measured speed-up (below),
+                         and the time to its first token; stopped by: why it ended; seed: the one a
+                         sampled reply drew on
   kept K/D drafted       drafted tokens the target kept (a draft ends at its first rejected token)
   α                      the chance a drafted token is kept when the ones before it were:
                          kept / (kept + rejections), the α of the paper's E = (1 - α^(γ+1)) / (1 - α)
@@ -49,7 +51,7 @@ The reply goes to stdout; its numbers to stderr, one line each reply:
                          cost one single-token pass (the paper's flat cost)
   rounds (SETTING)       rounds that drafted and rounds decoded plainly, with the drafter and γ they
                          ran at (with --auto: by drafter; "plain decoding" with --drafter none)
-  measured               this reply's speed against plain decoding, timed on its plain rounds, or
+  measured Nx plain      this reply's speed against plain decoding, timed on its plain rounds, or
                          before it where it had none (at load, or by the last reply in the window); a
                          pass slows as the context grows, so the tokens of rounds that drafted are
                          priced at a pass as slow as the checks around them show it
@@ -108,7 +110,8 @@ def _add_spec_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_sampling_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--temp", type=float, default=0.0, help="temperature; 0 or below is greedy, as in llama.cpp (default 0)")
+    p.add_argument("--temp", type=float, default=0.0, help="temperature; 0 or below is greedy, as in llama.cpp (default 0; at a near-tie, a "
+                                                            "batched check can choose otherwise than a plain step)")
     p.add_argument("--top-k", type=int, default=40, help="sample among the K likeliest tokens; 0 or below: all (default 40)")
     p.add_argument("--top-p", type=float, default=0.95, help="... among the likeliest tokens that together hold "
                    "probability P; 1: off (default 0.95)")

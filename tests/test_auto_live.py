@@ -170,8 +170,8 @@ def test_auto_says_how_much_of_the_copies_it_passed_over_the_target_wrote(pair, 
     said = explain(s)
     n = s.n_copies_passed
     assert (f"In {n} of its {s.n_plain_rounds} plain steps auto passed over a copy of earlier text: the target then "
-            f"wrote the copy's first token in {s.n_copies_passed_right} of them, and {s.n_copies_passed_kept / n:.1f} "
-            "of its tokens on average, and no copy can pay here: every check costs a single-token pass or more per "
+            f"wrote the copy's first token in {s.n_copies_passed_right} of them, and on average "
+            f"{s.n_copies_passed_kept / n:.1f} tokens of each copy, and no copy can pay here: every check costs a single-token pass or more per "
             "token it checks.") in said, said
     _fix_costs(pair, monkeypatch, {1: 30, 2: 31, 3: 32, 5: 34, 9: 38, 17: 46, 33: 60}, 60)   # checks nearly free:
     _, _, cheap = run(pair, prompt, GREEDY, max_tokens=32, drafter="lookup", auto=True)     # auto copies

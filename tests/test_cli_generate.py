@@ -49,6 +49,11 @@ def test_generate_json_with_a_draft_model(test_model_path, q2k_draft_path):
     assert {r["drafter"] for r in sample["rounds"] if r["drafted"]} == {"model"}
     assert sample["stats"]["n_drafted"] > 0 and 0 <= sample["stats"]["acceptance_rate"] <= 1
     assert sample["text"]
+    # the text summary's measured speed-up, which a script's reader looked for and found only the stats' predicted
+    # one (a new user's try): the reply's speed over plain decoding's, both as the stats have them
+    stats = sample["stats"]
+    assert sample["measured_speedup"] == pytest.approx(stats["tokens_per_s"] / sample["plain_tokens_per_s"])
+    assert sample["plain_tokens_per_s"] > 0 and "measured_speedup" not in stats
 
 
 def test_a_reply_in_plain_turns_ends_where_the_model_starts_the_user_s_next(gemma_path):
@@ -184,12 +189,17 @@ def test_generate_auto_says_what_it_chose(test_model_path, q2k_draft_path):
     out = tandem("generate", "-m", test_model_path, "-md", q2k_draft_path, "--auto", "-p",
                  "Repeat exactly: one two three four five six seven eight.", "-n", "24", "-c", "512")
     assert out.returncode == 0, out.stderr
-    said = re.search(r"(\d+) tokens(?: \+ end)?, .*; auto's rounds: ((?:\d+ (?:draft model|lookup|plain)(?:, )?)+);", out.stderr)
+    said = re.search(r"(\d+) tokens(?: \+ end)?, .*; auto's rounds: ((?:\d+ (?:draft model|lookup|plain)(?:, )?)+)$",
+                     out.stderr, re.M)
     assert said, out.stderr
+    # the measured speed-up first, the sentences that say why each on a line of its own (all of it on one line,
+    # auto's ran to 900 characters with the speed-up at its end: a new user's try)
+    assert re.match(r"\d+ tokens(?: \+ end)?, [\d.]+ tok/s, measured [\d.]+x plain decoding \(plain ",
+                    said.group(0)), out.stderr
     counts = [int(n) for n in re.findall(r"\d+", said.group(2))]
     assert 1 <= sum(counts) <= int(said.group(1)) + 1   # every round adds a token (the last may add only the end)
     # a draft model left unused is explained, as in the window (it printed the counts alone: a new user's try)
-    assert ("; auto did not draft with the draft model: " in out.stderr) != ("draft model" in said.group(2)), out.stderr
+    assert ("\n  Auto did not draft with the draft model: " in out.stderr) != ("draft model" in said.group(2)), out.stderr
     # with --drafter lookup, auto weighs copies alone (as --help says): the draft model is left out, unweighed
     copies = tandem("generate", "-m", test_model_path, "-md", q2k_draft_path, "--auto", "--drafter", "lookup", "-p",
                     "Repeat exactly: one two three four five six seven eight.", "-n", "24", "-c", "512")
@@ -211,8 +221,8 @@ def test_generate_text_summary_names_the_seed_and_adds_up(test_model_path, q2k_d
     again = tandem("generate", "-m", test_model_path, "-md", q2k_draft_path, "-p", "Count from one to twenty.",
                    "-n", "24", "-c", "512", "--temp", "0.8", "--seed", str(seed))
     assert again.stdout == out.stdout                      # the seed reported reproduces the reply
-    said = re.search(r"(\d+) tokens?( \+ end)?, .*kept (\d+)/\d+ drafted.*; rounds \(draft model, γ 4\): (\d+) drafted, (\d+) plain;",
-                     out.stderr)
+    said = re.search(r"(\d+) tokens?( \+ end)?, .*kept (\d+)/\d+ drafted.*; rounds \(draft model, γ 4\): (\d+) drafted, (\d+) plain$",
+                     out.stderr, re.M)
     assert said, out.stderr
     tokens, end, kept, drafted, plain = said.groups()
     tokens, kept, drafted, plain = map(int, (tokens, kept, drafted, plain))
@@ -231,7 +241,7 @@ def test_generate_text_summary_names_the_seed_and_adds_up(test_model_path, q2k_d
     assert "seed" not in greedy.stderr                     # greedy decoding draws on no seed
     assert "; stopped by the token limit (-n 6);" in greedy.stderr, greedy.stderr   # (in words: it said "stop: max_tokens")
     plain = tandem("generate", "-m", test_model_path, "-p", "Say hi.", "-n", "6", "-c", "512", "--drafter", "none")
-    assert "; plain decoding;" in plain.stderr, plain.stderr   # the setting it ran with is named, as the window's footer
+    assert re.search("; plain decoding$", plain.stderr, re.M), plain.stderr   # the setting it ran with is named, as the window's footer
                                                            # names it (generate's defaults are not the window's)
 
 

@@ -490,7 +490,7 @@ def test_the_copies_auto_passed_over_are_told_with_what_a_check_costs():
 
     some = dict(n_tokens=120, n_plain_rounds=90, n_copies_passed=40, n_copies_passed_right=26, n_copies_passed_kept=112)
     head = ("In 40 of its 90 plain steps auto passed over a copy of earlier text: the target then wrote the copy's "
-            "first token in 26 of them, and 2.8 of its tokens on average")
+            "first token in 26 of them, and on average 2.8 tokens of each copy")
     weighed = (", and auto drafts a copy only where the copies kept so far in the reply make it likely to pay (a copy "
                "of one token is checked in a 2-token pass, here {} single-token passes).")
     costs = {"steep": ({1: 0.03, 2: 0.057, 5: 0.12, 17: 0.26, 33: 0.5}, weighed.format("1.9")),

@@ -168,7 +168,11 @@ def run(args: argparse.Namespace) -> int:
                                 # (what else it takes to run it again: a new user's try)
                                 "n_predict": args.max_tokens, "stop": list(stops), "system": args.system,
                                 "raw": args.raw},
+                   # (the summary line's measured speed-up, derived from the stats: without it, a script's reader
+                   # took the stats' predicted_speedup_measured, a prediction, for it: a new user's try)
                    "samples": [{"seed": seed, "text": f.text, "tokens": list(f.tokens),
+                                "measured_speedup": f.stats.measured_speedup,
+                                "plain_tokens_per_s": f.stats.plain_tokens_per_s,
                                 "rounds": [r.to_json() for r in rounds], "stats": f.stats.to_json()}
                                for seed, rounds, f in samples]})
     return EXIT_OK
@@ -290,7 +294,13 @@ def _print_stats(finish, k: int, n: int, rounds: list, spec, seed: int | None, l
     head = f"[sample {k + 1}/{n}] " if n > 1 else ""
     tokens = count(s.n_tokens, "token") + end_text(s)    # ("+ end": kept + rounds = 17 beside "15 tokens")
     finer = rates_finer(s)          # (a digit more where "14.9" beside "1.00x (plain 15.0)" would not add up, as
-    parts = [f"{tokens}, {rate_text(s.tokens_per_s, finer)}, first token {duration_text(s.ttft_s)}",   # the panel)
+                                    # the panel)
+    measured = ""                   # (first: at the line's end, after 900 characters, it was lost, a new user's try)
+    if s.measured_speedup is not None:
+        earlier = "" if s.n_plain_rounds else ", timed before this reply"   # (the window's "earlier")
+        measured = (f", measured {s.measured_speedup:.2f}x plain decoding (plain "
+                    f"{rate_text(s.plain_tokens_per_s, finer)}{earlier})")
+    parts = [f"{tokens}, {rate_text(s.tokens_per_s, finer)}{measured}, first token {duration_text(s.ttft_s)}",
              f"stopped by {stopped_by(s.stop_reason, f'the token limit (-n {limit})', 'Ctrl+C')}"
              + (" (its tokens counted, not printed)" if s.stop_reason == StopReason.STOP_STRING.value else "")]   # ("1 token" under
                                                                         # an empty reply: a new user's try)
@@ -308,29 +318,21 @@ def _print_stats(finish, k: int, n: int, rounds: list, spec, seed: int | None, l
         elif s.predicted_speedup_measured is not None:
             parts.append(f"predicted speed-up {s.predicted_speedup_measured:.2f}x (cost model, measured verify costs"
                          + (f"; {s.predicted_speedup:.2f}x if a check cost one pass)" if s.predicted_speedup else ")"))
+    notes = []
     if spec.auto and spec.enabled:
         names = {"none": "plain", "lookup": "lookup", "model": "draft model"}
         counts = Counter(r.drafter for r in rounds)      # ("none" where a round drafted nothing)
         parts.append("auto's rounds: " + ", ".join(f"{counts[d]} {names.get(d, d)}" for d in ("model", "lookup", "none")
                                                    if d in counts))
-        parts.append(_clause(passed_copies(s)))          # (the window's sentences say why: so does this line)
-        parts.append(_clause(unused_draft(s)))
+        notes = [passed_copies(s), unused_draft(s)]       # (the window's sentences say why: so do these lines)
     elif not spec.enabled or spec.drafter == "none":
         parts.append(DRAFTER_LABELS["none"])
     else:
         parts.append(f"rounds ({DRAFTER_LABELS.get(spec.drafter, spec.drafter)}, γ {spec.draft_max}): "
                      f"{s.n_rounds - s.n_plain_rounds} drafted, {s.n_plain_rounds} plain")
-    if s.measured_speedup is not None:
-        earlier = "" if s.n_plain_rounds else ", timed before this reply"   # (the window's "earlier")
-        parts.append(f"measured {s.measured_speedup:.2f}x plain decoding (plain {rate_text(s.plain_tokens_per_s, finer)}"
-                     f"{earlier})")
-    parts.append(_clause(repeats(s)))
-    parts.append(_clause(fewer_threads(s)))              # (the window's sentence says it too)
     if finish.message:
         parts.append(finish.message)
-    print(head + "; ".join(p for p in parts if p), file=sys.stderr)
-
-
-def _clause(sentence: str) -> str:
-    """One of the panel's sentences as a part of the summary line ("" stays "")."""
-    return sentence[:1].lower() + sentence[1:].rstrip(".")
+    notes += [repeats(s), fewer_threads(s)]              # (the window's sentences say them too)
+    # the numbers on a line, then each of the panel's sentences on one of its own (all on the one line, auto's
+    # ran to 900 characters: a new user's try)
+    print("\n".join([head + "; ".join(p for p in parts if p)] + [f"  {note}" for note in notes if note]), file=sys.stderr)

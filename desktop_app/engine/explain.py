@@ -176,7 +176,7 @@ def passed_copies(stats: GenerationStats) -> str:
                 + (f"{count(kept, 'token')} of it" if kept else "none of it"))
     else:
         text = (f"In {n}{steps or ' plain steps'} auto passed over a copy of earlier text: the target then wrote "
-                f"the copy's first token in {right} of them, and {kept / n:.1f} of its tokens on average")
+                f"the copy's first token in {right} of them, and on average {kept / n:.1f} tokens of each copy")
     return text + _copy_costs(stats) + "."
 
 

@@ -30,6 +30,16 @@ def test_settings_put_plain_first_for_each_temperature():
     assert [x.name for x in make_settings(["model", "lookup"], [3], [0.0], False, False)] == ["plain", "lookup γ=3"]
 
 
+def test_the_lookup_ceiling_copies_as_far_as_the_longest_setting_benched_auto_included():
+    """Auto drafts up to 32 whatever --draft-max says: capped at the --draft-max of 4, the "ceiling" was
+    1.24× beside auto's 1.27× (a new user's try)."""
+    from desktop_app.bench.runner import ceiling_draft_max
+    from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX
+    assert ceiling_draft_max(make_settings(["lookup"], [3, 8], [0.0], auto=False, has_draft_model=False)) == 8
+    assert ceiling_draft_max(make_settings(["model"], [4], [0.0], auto=True, has_draft_model=True)) == AUTO_GAMMA_MAX
+    assert ceiling_draft_max(make_settings([], [], [0.0], auto=False, has_draft_model=False)) == 16   # plain alone
+
+
 def test_runs_are_interleaved_between_plain_runs():
     order = interleaved_order(["a", "b"], ["plain", "x", "y"], 2)
     assert order[:5] == [(0, "a", "plain"), (0, "a", "x"), (0, "a", "plain"), (0, "a", "y"), (0, "a", "plain")]

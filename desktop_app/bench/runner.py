@@ -7,6 +7,7 @@ from typing import Callable
 
 from desktop_app.chat.template import ChatTemplate, Message
 from desktop_app.engine import Controls, FinishEvent, ModelPair, SamplingParams, SpecSettings
+from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX
 from desktop_app.engine.explain import alpha_text
 from desktop_app.engine.lookup_ceiling import lookup_ceiling
 from desktop_app.engine.threads import cpus, crowded
@@ -144,8 +145,11 @@ def current_rss_bytes() -> int:
 
 
 def ceiling_draft_max(settings: list[BenchSetting]) -> int:
-    """The longest copy the lookup ceiling allows: the longest draft benched (16 if none is)."""
-    return max((s.draft_max for s in settings), default=0) or 16
+    """The longest copy the lookup ceiling allows: the longest draft benched (16 if none is), and auto's own
+    longest where it is benched (it drafts up to AUTO_GAMMA_MAX, whatever --draft-max says: at the
+    --draft-max of 4 the "ceiling" was 1.24× beside auto's 1.27×, a new user's try)."""
+    longest = max((AUTO_GAMMA_MAX if s.auto else s.draft_max for s in settings if s.drafter != "server"), default=0)
+    return longest or 16
 
 
 def prompt_tokens(pair: ModelPair, prompts: list[BenchPrompt]) -> dict[str, list[int]]:

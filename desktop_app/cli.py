@@ -210,7 +210,7 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     _add_repack_option(p_bench)
     p_bench.add_argument("--json", metavar="OUT", help="write every run and the summary as JSON")
     p_bench.add_argument("--markdown", metavar="OUT", help="write the summary table as Markdown")
-    p_bench.add_argument("--plot", metavar="OUT.png", help="draw speed-up against draft length")
+    p_bench.add_argument("--plot", metavar="OUT.png", help="draw speed-up against draft length (auto's: a level across it)")
     p_bench.add_argument("-q", "--quiet", action="store_true", help="no per-run progress lines")
     p_bench.set_defaults(func=lambda a: _run("bench", a))
 

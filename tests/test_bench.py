@@ -252,6 +252,32 @@ def test_a_plot_qt_cannot_save_is_an_error_not_silence(tmp_path, qapp):
     assert not (tmp_path / "b.nosuchformat").exists()
 
 
+def test_the_plot_draws_auto_and_the_prediction_at_a_single_gamma(tmp_path, qapp):
+    """With one γ benched the plot was a column of dots: the predictions the legend named were drawn only
+    between two γ, and auto not at all (a new user's try). Auto is a level across the plot in its prompt's
+    colour, and each prediction a dash at its γ."""
+    from PySide6.QtGui import QImage
+    from desktop_app.bench.plot import plot_speedups
+    from desktop_app.bench.report import Row
+
+    def row(setting, gamma, auto, speedup, predicted):
+        return Row("edit", setting, "model", gamma, auto, 0.0, 1, 10.0, 0.1, None, None, None, 0.0, 1.0, None,
+                   speedup, speedup, speedup, None, predicted)
+
+    def widest_blue_row(rows) -> int:          # the first series' colour, #1f77b4, as blended into white
+        plot_speedups(rows, str(tmp_path / "p.png"))
+        image = QImage(str(tmp_path / "p.png"))
+        def blue(x, y):
+            c = image.pixelColor(x, y)
+            return c.blue() > c.red() + 40 and c.blue() > c.green() + 20
+        return max(sum(blue(x, y) for x in range(81, 839)) for y in range(51, 589))   # inside the frame
+
+    fixed = row("model γ=4", 4, False, 0.66, None)
+    assert widest_blue_row([fixed]) < 16                                    # a dot and its bar
+    assert widest_blue_row([dataclasses.replace(fixed, predicted_speedup_measured=0.9)]) >= 20   # and a dash
+    assert widest_blue_row([fixed, row("auto (model, lookup)", 4, True, 1.27, None)]) > 300     # and a level
+
+
 def _bench(model: str, prompts_file, *args: str) -> list[str]:
     return [sys.executable, "-m", "desktop_app", "bench", "-m", model, "--prompts", str(prompts_file),
             "--drafter", "lookup", "--draft-max", "2", "-n", "8", "--repeat", "3", "-c", "512", *args]

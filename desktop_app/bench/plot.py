@@ -20,12 +20,16 @@ def _app():
 
 def plot_speedups(rows: list[Row], path: str, title: str = "") -> None:
     """One line per prompt and drafter: measured speed-up (solid, with min–max bars) and the
-    prediction from measured α and costs (dashed), against the draft length γ."""
+    prediction from measured α and costs (dashed; a dash at each γ, so a single γ shows it too),
+    against the draft length γ; auto, which chooses γ itself, as a dash-dotted level across the plot in
+    its prompt's colour. (With one γ the predictions the legend named were not drawn, and auto not at
+    all: a new user's try.)"""
     _app()
     from PySide6.QtCore import QPointF, QRectF, Qt
     from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPen
 
     fixed = [r for r in rows if r.drafter not in ("none", "server") and not r.auto and r.speedup is not None]
+    autos = [r for r in rows if r.drafter not in ("none", "server") and r.auto and r.speedup is not None]
     width, height = 1100, 650
     left, right, top, bottom = 80, 260, 50, 60
     image = QImage(width, height, QImage.Format_ARGB32)
@@ -35,6 +39,7 @@ def plot_speedups(rows: list[Row], path: str, title: str = "") -> None:
     p.setFont(QFont("Sans", 10))
     gammas = sorted({r.draft_max for r in fixed}) or [1]
     values = [v for r in fixed for v in (r.speedup_min, r.speedup_max, r.predicted_speedup_measured) if v]
+    values += [r.speedup for r in autos]
     y_max = max([1.5, *values]) * 1.1
     y_min = 0.0
     x_min, x_max = min(gammas) - 0.5, max(gammas) + 0.5
@@ -69,7 +74,19 @@ def plot_speedups(rows: list[Row], path: str, title: str = "") -> None:
     p.drawText(QRectF(-150, -10, 300, 20), Qt.AlignCenter, "tokens/s ÷ plain tokens/s")
     p.restore()
 
+    def legend(row: int, pen, text: str, gap: int = 0) -> None:
+        ly = top + 10 + 22 * row + gap
+        p.setPen(pen)
+        p.drawLine(QPointF(width - right + 15, ly), QPointF(width - right + 40, ly))
+        p.setPen(QColor("black"))
+        p.drawText(QPointF(width - right + 46, ly + 4), text)
+
     series = sorted({(r.prompt, r.drafter) for r in fixed})
+    colours: dict[str, QColor] = {}          # a prompt's auto level in the colour of its first line, or its own
+    for i, (prompt, _) in enumerate(series):
+        colours.setdefault(prompt, QColor(COLOURS[i % len(COLOURS)]))
+    for i, prompt in enumerate(sorted({r.prompt for r in autos} - set(colours)), start=len(series)):
+        colours[prompt] = QColor(COLOURS[i % len(COLOURS)])
     for i, (prompt, drafter) in enumerate(series):
         colour = QColor(COLOURS[i % len(COLOURS)])
         pts = sorted((r for r in fixed if r.prompt == prompt and r.drafter == drafter), key=lambda r: r.draft_max)
@@ -85,16 +102,18 @@ def plot_speedups(rows: list[Row], path: str, title: str = "") -> None:
         p.setPen(QPen(colour, 1.5, Qt.DashLine))
         for a, b in zip(predicted, predicted[1:]):
             p.drawLine(xy(a.draft_max, a.predicted_speedup_measured), xy(b.draft_max, b.predicted_speedup_measured))
-        ly = top + 10 + 22 * i
-        p.setPen(QPen(colour, 2))
-        p.drawLine(QPointF(width - right + 15, ly), QPointF(width - right + 40, ly))
-        p.setPen(QColor("black"))
-        p.drawText(QPointF(width - right + 46, ly + 4), f"{prompt} · {drafter}")
-    ly = top + 10 + 22 * len(series) + 10
-    p.setPen(QPen(QColor("#444"), 1.5, Qt.DashLine))
-    p.drawLine(QPointF(width - right + 15, ly), QPointF(width - right + 40, ly))
-    p.setPen(QColor("black"))
-    p.drawText(QPointF(width - right + 46, ly + 4), "predicted (measured α, c, verify)")
+        for r in predicted:
+            c = xy(r.draft_max, r.predicted_speedup_measured)
+            p.drawLine(QPointF(c.x() - 14, c.y()), QPointF(c.x() + 14, c.y()))
+        legend(i, QPen(colour, 2), f"{prompt} · {drafter}")
+    n = len(series)
+    for k, r in enumerate(sorted(autos, key=lambda r: (r.prompt, r.setting))):
+        pen = QPen(colours[r.prompt], 2, Qt.DashDotLine)
+        p.setPen(pen)
+        p.drawLine(xy(x_min, r.speedup), xy(x_max, r.speedup))
+        legend(n + k, pen, f"{r.prompt} · {r.setting}")
+    if any(r.predicted_speedup_measured is not None for r in fixed):
+        legend(n + len(autos), QPen(QColor("#444"), 1.5, Qt.DashLine), "predicted (measured α, c, verify)", gap=10)
     p.end()
     if not image.save(path):
         raise OSError(f"Qt could not save a {os.path.splitext(path)[1] or 'suffix-less'} image there")

@@ -272,3 +272,12 @@ def test_ctrl_c_at_any_point_stops_with_one_line(test_model_path, q2k_draft_path
     assert err.count("tandem: error: interrupted") == 1, err
     assert "Traceback" not in err and "Exception ignored" not in err, err
     assert json.loads(out) == {"ok": False, "error": "interrupted"}
+
+
+def test_the_context_notes_write_a_size_alike(capsys, test_model_path):
+    """-c 200000 printed "the context holds 200192 tokens" and then "200,192" (a new user's try)."""
+    from desktop_app.commands.checks import ctx_note
+
+    ctx_note(200000, 200192, test_model_path)
+    notes = capsys.readouterr().err.splitlines()
+    assert len(notes) == 2 and all("the context holds 200,192 tokens" in n for n in notes), notes

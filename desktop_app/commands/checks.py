@@ -77,7 +77,7 @@ def ctx_size(value: int) -> int:
 
 def ctx_note(asked: int, got: int, target: str | None = None) -> None:
     if asked and got != asked:
-        note(f"-c {asked}: the context holds {got} tokens (llama.cpp makes contexts of at least {MIN_CTX} "
+        note(f"-c {asked}: the context holds {got:,} tokens (llama.cpp makes contexts of at least {MIN_CTX} "
              f"tokens, in steps of {MIN_CTX})")
     trained = _trained_length(target) if target else None
     if trained and got > trained:          # (-c 32768 for a model trained on 8,192 went unsaid: a user's try)

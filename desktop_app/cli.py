@@ -158,7 +158,7 @@ def build_parser(json_errors: bool = False) -> argparse.ArgumentParser:
     p_gen.add_argument("-n", "--max-tokens", "--n-predict", dest="max_tokens", type=int, default=256, metavar="N",
                        help="tokens to generate at most (default 256; -1: until the context is full, as in llama.cpp)")
     p_gen.add_argument("--samples", type=int, default=1, metavar="K", help="K completions, with seeds S, S+1, ... "
-                       "from --seed S (each sample's text follows a [sample k/K, seed S] line)")
+                       "from --seed S (each sample's text follows a [sample k/K] line, with its seed where it samples)")
     p_gen.add_argument("-sys", "--system-prompt", "--system", dest="system", default=None, metavar="TEXT",
                        help="system prompt (with --raw: put before the prompt, a blank line between)")
     src = p_gen.add_mutually_exclusive_group(required=True)

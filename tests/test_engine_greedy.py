@@ -366,12 +366,12 @@ def test_explanation_quotes_the_checks_of_its_own_rounds():
     assert s.measured_speedup < 0.95
     text = explain(s)
     assert "giving 2.00 tokens in 170 ms" in text
-    assert ("in this reply, checking a round's 3.50 tokens took 120 of those 170 ms, 4.0× a single-token pass "
+    assert ("in this reply, checking a round's 3.50 tokens took 120 of the round's 170 ms, 4.0× a single-token pass "
             "(30 ms, without the time between passes)") in text
     # copies cost nothing to draft: the checks are the whole round, said once (it read "102 of those 102 ms")
     copies = dataclasses.replace(s, t_draft_s=0.0, t_plain_s=0.18, t_verify_s=0.18 + 4 * 0.17, c=0.0)
     assert "giving 2.00 tokens in 170 ms" in explain(copies)
-    assert "checking a round's 3.50 tokens took all of those 170 ms, 5.7× a single-token pass" in explain(copies)
+    assert "checking a round's 3.50 tokens took all of the round's 170 ms, 5.7× a single-token pass" in explain(copies)
     # ... more than 3.5 single passes: only other work on the machine makes a check that dear (a user's try
     # read 133× a single pass for 9.6 tokens, and the sentence blamed speculation alone)
     assert "which a machine does only while other work slows it: this comparison" in explain(copies)

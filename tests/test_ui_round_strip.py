@@ -753,3 +753,27 @@ def test_a_late_first_token_after_a_long_read_is_explained():
                                   "be read first (the other 46 had been read before).")
     assert "first token came" not in explain(slow_stats(ttft_s=0.6, n_prompt_tokens=1100, n_prompt_evaluated=1054))
     assert "first token came" not in explain(slow_stats(ttft_s=3.0, n_prompt_tokens=1100, n_prompt_evaluated=20))
+
+
+def test_the_folded_sentence_is_whole_in_every_case_it_keeps():
+    """brief(): the point of explain() on its own, in each of _explain's cases (a review asked for all)."""
+    from desktop_app.engine.explain import brief
+
+    pays = slow_stats()
+    assert brief(pays) == "This reply beats plain decoding (0.50 tok/s, measured before this reply) by 1.40×."
+    assert brief(pays).replace("This reply", "That") in explain(pays)
+    # a speed-up from a reply repeating itself says so folded too: it changes what the number means
+    looping = slow_stats(repeated_share=0.7)
+    assert brief(looping).startswith(brief(pays) + " 70 % of this reply repeats its own earlier text")
+    # a loss gives its reasons without pointing back at the sentence folded away ("of those 9333 ms")
+    loses = slow_stats(tokens_per_s=0.3, t_verify_s=14 / 0.3 - 1.0)
+    said = brief(loses)
+    assert said.startswith("This reply loses to plain decoding") and "of the round's" in said and "those" not in said
+    # where nothing is measured against plain decoding, or nothing was drafted or written: explain()'s own start
+    for s in (slow_stats(remote="llama-server"), slow_stats(t_target_step_s=None),
+              slow_stats(n_drafted=0, n_accepted=0, unused_draft_c=1.73, n_rounds=20),
+              slow_stats(n_tokens=0, n_rounds=0, tokens_per_s=0.0, stop_reason=StopReason.CANCELLED.value, ttft_s=4.0,
+                         n_prompt_evaluated=512, n_prompt_unread=588, n_prompt_tokens=1100)):
+        assert explain(s).startswith(brief(s)) and brief(s), (brief(s), explain(s))
+    assert brief(slow_stats(n_drafted=0, n_accepted=0, unused_draft_c=1.73, n_rounds=20)) != \
+        explain(slow_stats(n_drafted=0, n_accepted=0, unused_draft_c=1.73, n_rounds=20))   # (the rest: "more")

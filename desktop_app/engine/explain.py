@@ -140,10 +140,11 @@ def brief(stats: GenerationStats) -> str:
     """explain() folded to its point, which the panel shows until "more" is clicked: whether this reply
     beat plain decoding and why, in one sentence, or a reply decoded plainly in its own (at 1024×700
     the whole ran to 20 lines and pushed the rounds and charts out of sight, a new user's try). Where
-    nothing was measured against plain decoding, explain()'s own first sentences."""
+    nothing was measured against plain decoding, explain()'s own first sentences. A speed-up that came from
+    a reply repeating itself says so here too: it changes what the number means."""
     if not (stats.n_tokens and stats.n_drafted) or stats.remote or stats.measured_speedup is None:
         return _explain(stats)
-    return _against_plain(stats, "This reply")
+    return " ".join(part for part in (_against_plain(stats, "This reply"), repeats(stats)) if part)
 
 
 LOOPING = 0.5        # a reply this much of which repeats its own earlier text is caught in a loop
@@ -341,8 +342,8 @@ def _round_reasons(stats: GenerationStats, alpha: float, rounds: float, per_roun
     checks = reply_checks(stats)
     if checks:
         verify_s, ratio = checks
-        share = (f"all of those {per_round_ms:.0f} ms" if round(1000 * verify_s) >= round(per_round_ms)
-                 else f"{1000 * verify_s:.0f} of those {per_round_ms:.0f} ms")
+        share = (f"all of the round's {per_round_ms:.0f} ms" if round(1000 * verify_s) >= round(per_round_ms)
+                 else f"{1000 * verify_s:.0f} of the round's {per_round_ms:.0f} ms")
         why.append(f"in this reply, checking a round's {_plus_one(stats.mean_drafted)} tokens took {share}, "
                    f"{ratio:.1f}× a single-token pass "
                    f"({1000 * stats.plain_pass_s:.0f} ms, without the time between passes)")
@@ -350,9 +351,10 @@ def _round_reasons(stats: GenerationStats, alpha: float, rounds: float, per_roun
             why.append("that is more than passing those tokens one at a time would take, which a machine does "
                        "only while other work slows it: this comparison with plain decoding is not like for "
                        "like; run it again when the machine is quiet")
-        # ("of those": a part of the round time the first sentence states; quoted alone, "102 ms" there
+        # ("of the round's": a part of the round time the first sentence states; quoted alone, "102 ms" there
         # and "101 ms" here read as one number twice, and copies, drafted for nothing, read "102 of those
-        # 102 ms"; the single pass's own ms, as plain decoding's rate beside it counts the time between
+        # 102 ms"; not "of those", which the folded sentence left pointing at nothing, a review found; the
+        # single pass's own ms, as plain decoding's rate beside it counts the time between
         # passes too: 1.9× of 32 ms read as 61 ms beside plain's 37 ms a token, new users' tries)
     return why
 

@@ -55,6 +55,8 @@ class SentenceLabel(QLabel):
         # (a Tab stop only while it has a link, whose focus shows: Tab stopped on the bare sentence)
         self.setTextInteractionFlags(Qt.LinksAccessibleByMouse | Qt.LinksAccessibleByKeyboard if self._brief
                                      else Qt.NoTextInteraction)
+        if self._brief:                # (by Tab alone: a click on the link took the focus from the message box)
+            self.setFocusPolicy(Qt.TabFocus)
         if not self._brief:
             self.setTextFormat(Qt.PlainText)
             super().setText(unbroken(self._text))

@@ -749,6 +749,10 @@ def test_a_speed_and_plain_decodings_that_read_alike_beside_0_99x_take_a_digit_m
     assert panel.labels["speed"].text() == "114.6 tok/s"
     assert panel.labels["vs_plain"].text() == "0.99× (plain 115.4 tok/s)"
     assert panel.verdict.text().endswith("so this reply ran at 114.6 tok/s, 0.99× plain.")
+    barely = dataclasses.replace(looked, tokens_per_s=115.3, t_draft_s=0.0003)   # 1.00×, the rates apart: said why
+    panel.finish(barely)
+    assert panel.labels["speed"].text() == "115.3 tok/s" and panel.labels["vs_plain"].text() == "1.00× (plain 115.7 tok/s)"
+    assert panel.verdict.text().endswith("so this reply ran at 115.3 tok/s, 1.00× plain.")
     slower = dataclasses.replace(looked, tokens_per_s=110.0)       # 110 and 111: 0.99 from the digits shown
     panel.finish(slower)
     assert panel.labels["speed"].text() == "110 tok/s" and panel.labels["vs_plain"].text().endswith("(plain 111 tok/s)")

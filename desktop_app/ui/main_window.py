@@ -22,6 +22,7 @@ from desktop_app.ui.conversation_list import ConversationList
 from desktop_app.ui.first_run import FirstRun
 from desktop_app.ui.live_reply import LiveReply
 from desktop_app.ui.model_bar import ModelBar
+from desktop_app.ui.reply_versions import REGENERATE_TIP
 from desktop_app.ui.settings_panel import SettingsPanel
 from desktop_app.ui.spec_bar import SpecBar
 from desktop_app.ui.spec_panel import SpecPanel
@@ -169,6 +170,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
         self.send_button.clicked.connect(self._send_or_stop)
         self.regenerate_button = QPushButton("Regenerate")
         self.regenerate_button.setObjectName("regenerateButton")
+        self.regenerate_button.setToolTip(REGENERATE_TIP)
         self.regenerate_button.clicked.connect(self.regenerate)
         self.edit_button = QPushButton("Edit last")
         self.edit_button.clicked.connect(self.edit_last)

@@ -11,6 +11,10 @@ TIP = ("Regenerate keeps the replies it replaced. ‹ and › choose which one t
        "with its footer's speed. Your next message goes on from the reply shown: once its reply starts, the "
        "others are deleted, as they are when you edit your message.")
 
+REGENERATE_TIP = ("Write the last reply again (Ctrl+R); the reply it replaces is kept, behind ‹ ›. At temperature 0 "
+                  "(greedy: Settings ▸ Temperature) the new reply is the same text, except where a near-tie parts "
+                  "them")      # (an identical 2/2 came without a word: a new user's try)
+
 
 EACH_AT_ITS_TIME = "Each speed is as measured when that reply was written: the machine may have been busier then."
 

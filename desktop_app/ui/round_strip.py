@@ -174,11 +174,12 @@ class Colours:
     def __init__(self, dark: bool):
         if dark:
             self.kept, self.rejected, self.correction, self.bonus, self.plain = (
-                "#1f5130", "#6b2228", "#6b4a12", "#1d3f6e", "#34435a")
+                "#1f5130", "#6b2228", "#6b4a12", "#1c4a8c", "#34435a")
             self.discarded, self.discarded_text, self.label = "#2e2e2e", "#8a8a8a", "#9a9a9a"
         else:
             self.kept, self.rejected, self.correction, self.bonus, self.plain = (
-                "#c8efd2", "#f6c6c9", "#fbe0b5", "#cfe0fb", "#dde3ec")
+                "#c8efd2", "#f6c6c9", "#fbe0b5", "#b3cef9", "#dde3ec")   # (bonus bluer: beside
+                                                                               # plain it read alike, a user's try)
             self.discarded, self.discarded_text, self.label = "#eeeeee", "#8a8a8a", "#808080"
 
     def background(self, kind: str) -> str:

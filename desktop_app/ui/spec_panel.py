@@ -50,7 +50,9 @@ STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation e
                                            "copies of earlier text, auto's choice: a reply that drafted nothing "
                                            "spends some too) / in the target's passes (checking drafts, and the "
                                            "plain steps)"),
-         ("c", "Draft step cost", "c: one draft step's time relative to one single-token target pass"),
+         ("c", "Draft step cost", "c: one draft step's time relative to one single-token target pass; \"not "
+                                  "drafted\": the price auto weighed the draft model at, from its steps timed at "
+                                  "load and since, so it moves a little from reply to reply"),
          ("predicted", "Predicted (cost model)", "What the cost model predicts for this reply's rounds as they "
                                                  "ran, from each drafter's α and costs (a plain round: one token "
                                                  "per pass): a prediction, not a measurement")]

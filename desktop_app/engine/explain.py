@@ -257,6 +257,10 @@ def unused_draft(stats: GenerationStats) -> str:
                                     else "plain steps and copies of earlier text."))
 
 
+LOOKED = 0.001       # a reply decoded plainly that spent this share of its time or more looking for drafts
+                     # (auto's 0.06-0.17 ms a round; plain decoding's own few µs never reach it) says so
+
+
 def _explain(stats: GenerationStats) -> str:
     m, plain = stats.measured_speedup, stats.plain_tokens_per_s
     if not stats.n_tokens:          # (whatever the mode: no token, so nothing says how drafting would have gone)
@@ -270,7 +274,8 @@ def _explain(stats: GenerationStats) -> str:
             text = (f"Plain decoding: {count(stats.n_tokens, 'token')} at {1000 * stats.plain_pass_s:.0f} ms "
                     f"per target pass; counting the time between passes{eos}, {rate_text(plain, finer)}.")
             extra = stats.t_draft_s + stats.t_catch_up_s
-            if m is not None and m < 1 and extra > 0 and rate_text(stats.tokens_per_s, finer) != rate_text(plain, finer):
+            if m is not None and m < 1 and extra >= LOOKED * stats.n_tokens / stats.tokens_per_s \
+                    and rate_text(stats.tokens_per_s, finer) != rate_text(plain, finer):
                 # (auto's choosing, or a lookup that found nothing, took time plain decoding does not:
                 # the reply's own rate, which the panel's Speed shows, then reads lower than plain's;
                 # at 1.00× too, "Speed 31.3 tok/s" beside plain's 31.4 went unexplained, a new user's try)

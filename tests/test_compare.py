@@ -17,7 +17,7 @@ from desktop_app.chat.history import HistoryStore
 from desktop_app.chat.session import ChatSession, GenerationOptions
 from desktop_app.engine import GREEDY, FinishEvent, LoadOptions, ModelPair, SamplingParams, SpecSettings
 from desktop_app.engine.events import TokenEvent
-from desktop_app.engine.explain import duration_text, rate_number, rate_text
+from desktop_app.engine.number_text import duration_text, rate_number, rate_text
 from desktop_app.engine.process.client import EngineProcess
 
 from engine_helpers import run

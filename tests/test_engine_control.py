@@ -15,7 +15,8 @@ from desktop_app.engine import backend
 from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX
 from desktop_app.engine import decoding
 from desktop_app.engine.drafters import ModelDrafter
-from desktop_app.engine.explain import duration_text, explain
+from desktop_app.engine.explain import explain
+from desktop_app.engine.number_text import duration_text
 from desktop_app.engine.loading import LoadCancelled, load_model
 
 from engine_helpers import prompt_tokens, run

@@ -420,7 +420,8 @@ def test_a_plain_reply_that_looked_for_drafts_quotes_its_own_rate_beside_plain_d
     The sentence quoted plain decoding's 20.9 tok/s beside the panel's Speed of 20.7 for the same reply
     (a window-shot): it now says what the search took and the reply's own rate, as the panel shows it."""
     from desktop_app.engine.events import GenerationStats
-    from desktop_app.engine.explain import explain, rate_text
+    from desktop_app.engine.explain import explain
+    from desktop_app.engine.number_text import rate_text
 
     # 48 tokens and the end token in 49 passes of 46 ms, 0.1 s between passes, 20 ms choosing
     looked = GenerationStats(n_tokens=48, n_rounds=49, n_plain_rounds=49, t_verify_s=49 * 0.046, t_draft_s=0.02,

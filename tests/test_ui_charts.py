@@ -17,7 +17,8 @@ from desktop_app.engine import (GREEDY, Controls, FinishEvent, LoadOptions, Mode
 from desktop_app.engine.costs import DIP_MAX, WIN_MARGIN
 from desktop_app.engine.events import GenerationStats, StopReason, TokenKind
 from desktop_app.engine.metrics import plain_rate_so_far
-from desktop_app.engine.explain import duration_text, measured_text, rate_text, rates_finer
+from desktop_app.engine.explain import measured_text
+from desktop_app.engine.number_text import duration_text, rate_text, rates_finer
 from desktop_app.ui.charts import PLAIN_EARLIER, PLAIN_ESTIMATE_MIN, LiveCharts, rolling_rate
 from desktop_app.ui.spec_panel import SpecPanel
 from desktop_app.ui.pay_curve import ABOVE_THE_CURVE, LABEL_INSET, PayCurve

@@ -16,7 +16,7 @@ from desktop_app.chat.line_breaks import keep_line_breaks
 from desktop_app.chat.reply_footer import footer_forms, footer_text, made_with, reply_note, version_line
 from desktop_app.chat.token_origins import TokenOrigin, align, kind_counts, origins_from_rounds
 from desktop_app.engine.events import GenerationStats, RoundEvent, TokenKind
-from desktop_app.engine.explain import rate_text, rates_finer
+from desktop_app.engine.number_text import rate_text, rates_finer
 from desktop_app.engine.sampling import SamplingParams
 from desktop_app.engine.settings import SpecSettings
 from desktop_app.ui.chat_view import ChatView

@@ -10,8 +10,8 @@ from PySide6.QtCore import QPoint, Qt
 from desktop_app.engine.auto_policy import FIRST_PROBE
 from desktop_app.engine.events import GenerationStats, RoundEvent, StopReason, TokenEvent, TokenKind
 from desktop_app.engine.settings import SpecSettings
-from desktop_app.engine.explain import (alpha_text, duration_text, explain, measured_text, predicted_text, rate_text,
-                                        rates_finer, share_text)
+from desktop_app.engine.explain import explain, measured_text, predicted_text
+from desktop_app.engine.number_text import alpha_text, duration_text, rate_text, rates_finer, share_text
 from desktop_app.ui.main_window import MainWindow
 from desktop_app.ui.round_strip import (BONUS, CORRECTION, DISCARDED, END, KEPT, PLAIN, REJECTED, Colours,
                                         RoundStrip, round_chips, visible)

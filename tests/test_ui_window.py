@@ -12,7 +12,7 @@ from PySide6.QtGui import QAction
 
 from desktop_app.chat.history import HistoryStore
 from desktop_app.engine.events import GenerationStats, RoundEvent
-from desktop_app.engine.explain import rate_text, rates_finer
+from desktop_app.engine.number_text import rate_text, rates_finer
 from desktop_app.chat.rules import LEFT_OUT_NOTE
 from desktop_app.chat.session import DEFAULT_TITLE
 from desktop_app.ui.main_window import MainWindow

@@ -8,7 +8,7 @@ from typing import Callable
 from desktop_app.chat.template import ChatTemplate, Message
 from desktop_app.engine import Controls, FinishEvent, ModelPair, SamplingParams, SpecSettings
 from desktop_app.engine.auto_policy import AUTO_GAMMA_MAX
-from desktop_app.engine.explain import alpha_text
+from desktop_app.engine.number_text import alpha_text
 from desktop_app.engine.lookup_ceiling import lookup_ceiling
 from desktop_app.engine.threads import cpus, crowded
 from desktop_app.bench.prompts import BenchPrompt

@@ -21,7 +21,7 @@ from desktop_app.chat.conversation_file import FORMAT, VERSION, checked
 from desktop_app.chat.earlier_replies import EarlierReplies, bring_back
 from desktop_app.chat.reply_footer import reply_note
 from desktop_app.chat.rules import LEFT_OUT_NOTE
-from desktop_app.engine.explain import share_text
+from desktop_app.engine.number_text import share_text
 from desktop_app.chat.history_file import HistoryError, NewerSchema, open_history, reports  # noqa: F401 (HistoryError: re-exported)
 from desktop_app.chat.history_rows import (BODY, ConversationInfo, StoredMessage, pack_rounds, pack_tokens,
                                            stored)

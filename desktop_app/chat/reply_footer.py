@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from desktop_app.engine.events import GenerationStats, PromptEvent
 from desktop_app.counts import count
-from desktop_app.engine.explain import rate_text, rates_finer, threads_text
+from desktop_app.engine.explain import threads_text
+from desktop_app.engine.number_text import rate_text, rates_finer
 
 DRAFTER_LABELS = {"model": "draft model", "lookup": "prompt lookup", "server": "llama-server",
                   "none": "plain decoding"}

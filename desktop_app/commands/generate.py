@@ -284,9 +284,8 @@ def _print_stats(finish, k: int, n: int, rounds: list, spec, seed: int | None, l
     window's, and it did not say, a new user's try), and the seed where sampling drew on one (with
     --samples, said before the reply). `spec`: the SpecSettings it ran with; `limit`: -n."""
     from desktop_app.counts import count
-    from desktop_app.engine.explain import (alpha_text, duration_text, end_text, fewer_threads, rate_text,
-                                            passed_copies, rates_finer, repeats, share_text, stopped_by,
-                                            unused_draft)
+    from desktop_app.engine.explain import end_text, fewer_threads, passed_copies, repeats, stopped_by, unused_draft
+    from desktop_app.engine.number_text import alpha_text, duration_text, rate_text, rates_finer, share_text
     from desktop_app.chat.reply_footer import DRAFTER_LABELS
     from desktop_app.engine.events import StopReason
 

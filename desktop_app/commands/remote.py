@@ -102,7 +102,7 @@ def _stopped_by(finish, limit: int, stops: bool) -> str:
 
 def _print_stats(finish, reply, k: int, n: int, limit: int, stops: bool) -> None:
     from desktop_app.counts import count
-    from desktop_app.engine.explain import duration_text, share_text
+    from desktop_app.engine.number_text import duration_text, share_text
 
     s = finish.stats
     head = f"[sample {k + 1}/{n}] " if n > 1 else ""

@@ -15,7 +15,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QPalette
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from desktop_app.engine.events import GenerationStats, RoundEvent
-from desktop_app.engine.explain import rate_number, rates_finer
+from desktop_app.engine.number_text import rate_number, rates_finer
 from desktop_app.engine.metrics import plain_rate_so_far
 from desktop_app.ui.elided import ElidedLabel
 

@@ -13,7 +13,8 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFrame, QGridLayout, Q
 
 from desktop_app.chat.compare import CompareResult, CompareRun, marked, shown
 from desktop_app.counts import count
-from desktop_app.engine.explain import duration_text, rate_number, rate_text, share_text, stopped_by
+from desktop_app.engine.explain import stopped_by
+from desktop_app.engine.number_text import duration_text, rate_number, rate_text, share_text
 from desktop_app.ui.sentence_label import SentenceLabel
 
 ROWS = (("ttft", "Time to first token"), ("speed", "Tokens per second"), ("total", "Total time"),

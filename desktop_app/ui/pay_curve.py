@@ -17,7 +17,8 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from desktop_app.counts import count
 from desktop_app.engine.costs import WIN_MARGIN, best_gamma, speedup_curve
 from desktop_app.engine.events import GenerationStats
-from desktop_app.engine.explain import alpha_text, check_passes, reply_checks_text
+from desktop_app.engine.explain import check_passes, reply_checks_text
+from desktop_app.engine.number_text import alpha_text
 from desktop_app.engine.settings import DRAFT_MAX_LIMIT
 from desktop_app.ui.charts import label_backing, quiet_plot, stats_from
 from desktop_app.ui.sentence_label import SentenceLabel

@@ -20,7 +20,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QPalette, QPen
 from PySide6.QtWidgets import QAbstractItemView, QListView, QStyle, QStyledItemDelegate, QToolTip
 
 from desktop_app.engine.events import RoundEvent
-from desktop_app.engine.explain import duration_text
+from desktop_app.engine.number_text import duration_text
 from desktop_app.ui.follow_bottom import FollowBottom
 
 # -- what a row shows (no Qt: tests and other views can use it)

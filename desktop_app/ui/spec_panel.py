@@ -17,8 +17,8 @@ from desktop_app.chat.rules import reply_status
 from desktop_app.counts import count
 from desktop_app.engine.auto_policy import FIRST_PROBE
 from desktop_app.engine.events import GenerationStats, PromptEvent, RoundEvent, StopReason
-from desktop_app.engine.explain import (ALPHA_TIP, alpha_text, brief, duration_text, end_text, explain, measured_text,
-                                        predicted_text, rate_text, rates_finer, share_text)
+from desktop_app.engine.explain import ALPHA_TIP, brief, end_text, explain, measured_text, predicted_text
+from desktop_app.engine.number_text import alpha_text, duration_text, rate_text, rates_finer, share_text
 from desktop_app.engine.metrics import StatsRecorder
 from desktop_app.remote.rounds import DRAFTER as SERVER_DRAFTER
 from desktop_app.ui.charts import PLAIN_EARLIER, PLAIN_ESTIMATE_MIN, PLAIN_SO_FAR, LiveCharts

@@ -512,3 +512,22 @@ def test_the_list_takes_a_title_as_soon_as_its_message_is_stored(qtbot, recorded
     w.store.rename(cid, "What is the capital of New Zealand?")   # (what the worker's edit did, in the history)
     w._on_message_stored(cid)
     assert w.sidebar.list.currentItem().text() == "What is the capital of New Zealand?"
+
+
+def test_regenerate_and_compare_are_off_while_the_last_message_is_edited(qtbot, recorded):
+    """They answer the message as stored: Regenerate during an edit wrote a third reply to the old
+    message, the edited text still in the box and the banner still saying "Editing …" (a new user's try)."""
+    w = recorded
+    cats, _ = cats_and_dogs(w)
+    w.open_conversation(cats, show=True)
+    assert w.regenerate_button.isEnabled() and w.compare_button.isEnabled() and w.regenerate_action.isEnabled()
+    w.edit_last()
+    w.composer.setPlainText("Tell me about lions.")
+    assert not w.regenerate_button.isEnabled() and not w.regenerate_action.isEnabled()
+    assert not w.compare_button.isEnabled()
+    w.regenerate()                                        # (as Ctrl+R would, were it on)
+    w.compare()
+    assert not w.sent and not w.busy and w.editing and w.banner.kind == "edit"
+    assert [m.content for m in w.store.messages(cats)] == ["Tell me about cats.", "Cats purr."]
+    w._cancel_edit()
+    assert w.regenerate_button.isEnabled() and w.compare_button.isEnabled() and w.regenerate_action.isEnabled()

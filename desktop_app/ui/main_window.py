@@ -285,7 +285,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
         if self.busy and self.current_id is not None:
             self.say_busy("Regenerate")
             return
-        if self.current_id is None or not self.loaded:
+        if self.current_id is None or not self.loaded or self.editing:
             return
         messages = self._history(self.store.messages, self.current_id, default=[])
         if not can_regenerate(messages):
@@ -314,7 +314,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
     def compare(self) -> None:
         """Answer the last user message with speculation off, then on, in the Compare dialog (nothing is
         stored; the worker is busy meanwhile, and Stop cancels it)."""
-        if self.busy or self.current_id is None or not self.loaded or not self._has_user_message():
+        if self.busy or self.editing or self.current_id is None or not self.loaded or not self._has_user_message():
             return
         if self.compare_dialog is None:
             self.compare_dialog = CompareDialog(self)
@@ -416,12 +416,12 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
         # (Send stays enabled before any model is loaded: it does what Enter does, and the banner says how
         # to load one and send; greyed out, it looked as if the message could not be sent: a user's try)
         in_one = self.current_id is not None
-        regen_ok = ready and in_one and can_regenerate(self.chat.messages)
+        regen_ok = ready and in_one and can_regenerate(self.chat.messages) and not self.editing
         can_edit = in_one and self._has_user_message()
         self.regenerate_button.setEnabled(regen_ok and not self.busy)
         self.edit_button.setEnabled(can_edit and ready and not self.busy)
         self.show_versions(not self.busy)        # (a model is not needed to read them)
-        can_compare = can_edit and ready and not self.busy
+        can_compare = can_edit and ready and not self.busy and not self.editing
         self.compare_button.setEnabled(can_compare)
         self._update_menu(regen_ok, can_edit, can_compare, writing_here)
         self.sidebar.set_writing(self.generating_id if self.busy else None)

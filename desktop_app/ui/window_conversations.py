@@ -72,6 +72,19 @@ class ConversationsMixin:
         self.refresh_conversations()
         self.composer.setFocus()
 
+    @property
+    def editing(self) -> bool:
+        """Whether Enter replaces the last message (edit_last). Meanwhile Regenerate and Compare are off:
+        they answer the message as stored, not as edited (a new user's try: Regenerate during an edit
+        wrote a third reply to the old message, the edit still in the box and the banner on)."""
+        return self._editing
+
+    @editing.setter
+    def editing(self, on: bool) -> None:
+        self._editing = on
+        if getattr(self, "regenerate_button", None) is not None:     # (not while the window is built)
+            self._update_buttons()
+
     def edit_last(self, *, note: str = "") -> None:
         """The last message of the conversation open, into the box to be edited (Enter resends it).
         `note`: said after the banner's "Editing …" (why the message is to be edited). (Keyword only:

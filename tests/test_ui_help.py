@@ -40,7 +40,7 @@ def test_the_panel_help_names_every_colour_of_the_legend(qtbot, window):
     shown = dialog.text.toPlainText()
     for label in ("γ", "Acceptance α", "vs plain (measured)", "Predicted (cost model)", "Does it pay?"):
         assert label in shown
-    from desktop_app.ui.spec_panel import STATS     # every row of the grid, and the charts (Kept per drafted
+    from desktop_app.ui.panel_rows import STATS     # every row of the grid, and the charts (Kept per drafted
     for _, title, _ in STATS:                       # round, Draft / target time and the charts were nowhere in
         assert title in shown, title               # it: a new user's try)
     assert "Charts" in shown and '"other"' in shown and "#12 lookup γ5" in shown

@@ -466,7 +466,8 @@ def test_strip_rows_are_the_rounds_and_new_switch_delete_clear_the_panel(qtbot, 
     check_rows(strip, events)
     reply = stored(w)[-1]
     title = w.store.conversation(w.current_id).title
-    assert panel.header.text().startswith("Reply of ") and f"in '{title}'" in panel.header.text()
+    assert panel.header.text().startswith("Reply of ")     # (named as the history names it: below)
+    assert panel.header.text().endswith(f"in '{title}' (message 2, {'cut off' if events[-1].end == 'max_tokens' else 'finished'})")
     # nothing past the reply's end: the rounds' tokens are the reply's tokens, the last row ends it
     tokens = [t for r in events for t in r.emitted]
     assert tokens == reply.token_ids and len(tokens) == reply.stats["n_tokens"]

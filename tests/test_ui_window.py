@@ -455,7 +455,7 @@ def test_opening_a_conversation_shows_its_last_reply_in_the_panel(qtbot, window)
     """The panel said "No reply selected" beside a conversation of replies, until a footer was clicked
     (a new user's try): it shows the conversation's last reply that has rounds, as that click does."""
     from desktop_app.engine.events import RoundEvent, TokenKind
-    from desktop_app.ui.spec_panel import stored_header
+    from desktop_app.ui.panel_rows import stored_header
 
     w = window
     round_ = RoundEvent(index=0, drafter="lookup", drafted=(5, 6), drafted_text=(" b", " c"), q=(1.0, 1.0),
@@ -1127,6 +1127,17 @@ def test_the_engine_process_dying_mid_reply_keeps_the_window_and_the_reply(qtbot
     assert db[-1].role == "assistant" and db[-1].status == "interrupted" and len(db[-1].content) > 40
     assert w.chat.messages[-1].text == db[-1].content
     assert "interrupted" in w.chat.messages[-1].status.text()
+    # The panel names the reply as the history does, and opened again it shows what its rounds say, as it
+    # did when the engine died (every number read "–" beside a full strip and charts: a new user's try).
+    panel, shown = w.spec_panel, ("speed", "accepted", "alpha", "per_round")
+    live = {key: panel.labels[key].text() for key in shown}
+    assert panel.header.text().endswith(" (message 2, interrupted)") and live["speed"].endswith(" tok/s")
+    w.new_conversation()
+    w.open_conversation(cid)
+    assert panel.header.text().endswith(" (message 2, interrupted)")
+    assert {key: panel.labels[key].text() for key in shown} == live and panel.labels["tokens"].text() != "–"
+    assert panel.verdict.text() == ("Interrupted before its statistics were recorded: the figures here are "
+                                    "counted from its rounds.")
     # A message already on its way when the engine died is refused by the worker: it is not stored,
     # and it comes back to the box.
     w._start(GenerateRequest("send", cid, "Lost in the race?", w._options()))

@@ -132,6 +132,21 @@ class StatsRecorder:
         return flat, measured
 
 
+def from_rounds(rounds: Sequence[RoundEvent]) -> GenerationStats:
+    """What a reply's rounds alone say of it, for one stored without its statistics (the engine died
+    while it was written): counts, acceptance, draft and verify seconds, and its speed as the live
+    panel counts it, its rounds' tokens over their seconds (the panel read "–" once such a reply was
+    opened again, where it had shown 21.0 tok/s and 147 tokens as the engine died: a new user's try)."""
+    recorder = StatsRecorder(0, 0)
+    for r in rounds:
+        recorder.add_round(r, r.gamma)
+    s = recorder.so_far()
+    s.n_tokens = sum(r.n_reply_tokens for r in rounds)
+    seconds = sum(r.t_round_s for r in rounds)
+    s.tokens_per_s = s.n_tokens / seconds if seconds > 0 else 0.0
+    return s
+
+
 class PlainPass:
     """Plain decoding's single-token pass, per token of a reply (GenerationStats.t_plain_pass_s), from its
     rounds: the mean of its plain steps' own passes, times how much dearer the engine's price of a pass

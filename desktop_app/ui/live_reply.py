@@ -64,7 +64,8 @@ class LiveReply:
         self.bar.show_round(event)
         self.chat.record_round(event)
 
-    def interrupt(self, why: str) -> None:
-        """The engine died mid-reply: the panel keeps what it saw and says so."""
+    def interrupt(self, why: str, number: int | None = None) -> None:
+        """The engine died mid-reply: the panel keeps what it saw and says so. `number`: the reply's
+        place in its conversation (SpecPanel.finish's)."""
         if self.active and self.panel.live:
-            self.panel.interrupt(why)
+            self.panel.interrupt(why, number)

@@ -383,11 +383,11 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
     def _on_finished(self, conversation_id: int, event: FinishEvent) -> None:
         if self._closing:          # already-queued worker signals after close
             return
-        self.spec_panel.finish(event.stats, event.end_after_rounds, event.broke_off)
+        stored = self._history(self.store.messages, conversation_id, default=[])
+        self.spec_panel.finish(event.stats, event.end_after_rounds, event.broke_off, len(stored) or None)
         if self.loaded is not None and self.loaded.server is not None:      # it now knows more of itself
             self.spec_bar.set_remote(self.loaded.server.speculation(), self.loaded.server.command_hint())
         if conversation_id == self.current_id:
-            stored = self._history(self.store.messages, conversation_id, default=[])
             last = stored[-1] if stored else None
             self.chat.end_reply(event.text, last.status if last else reply_status(event.stop_reason, event.broke_off),
                                 last.id if last else None, bool(last and last.rounds),

@@ -14,14 +14,14 @@ from PySide6.QtWidgets import (QGridLayout, QGroupBox, QLabel, QSplitter, QTabWi
 
 from desktop_app.chat.reply_footer import ending, reading_note
 from desktop_app.chat.rules import reply_status
-from desktop_app.counts import count
 from desktop_app.engine.auto_policy import FIRST_PROBE
 from desktop_app.engine.events import GenerationStats, PromptEvent, RoundEvent, StopReason
-from desktop_app.engine.explain import ALPHA_TIP, brief, end_text, explain, measured_text, predicted_text
+from desktop_app.engine.explain import brief, end_text, explain, measured_text, predicted_text
 from desktop_app.engine.number_text import alpha_text, duration_text, rate_text, rates_finer, share_text
-from desktop_app.engine.metrics import StatsRecorder
+from desktop_app.engine.metrics import StatsRecorder, from_rounds
 from desktop_app.remote.rounds import DRAFTER as SERVER_DRAFTER
 from desktop_app.ui.charts import PLAIN_EARLIER, PLAIN_ESTIMATE_MIN, PLAIN_SO_FAR, LiveCharts
+from desktop_app.ui.panel_rows import STATS, reply_header, stored_header, tokens_forms
 from desktop_app.ui.pay_curve import PayCurve
 from desktop_app.ui.round_strip import Colours, RoundStrip
 from desktop_app.ui.sentence_label import SentenceLabel
@@ -29,52 +29,6 @@ from desktop_app.ui.stat_label import StatLabel
 
 NO_REPLY = "No reply selected"
 GENERATING = "Generating…"       # after reading_note's (this with "Tokens –" for a minute read as stuck)
-STATS = [("speed", "Speed", "This reply's tokens per second (prompt evaluation excluded)"),
-         ("vs_plain", "vs plain (measured)", "This reply's speed over plain decoding's on this machine, "
-                                             "measured: one single-token target pass per token, timed on this "
-                                             "reply's plain steps, or (\"earlier\") last timed before it, at "
-                                             "load or in an earlier reply: a machine busier now than then "
-                                             "makes this reply look slower. Every pass slows as the "
-                                             "context grows, so the tokens of a round that drafted are priced "
-                                             "at a pass as slow as the checks around them show it, and plain's "
-                                             "rate tends to fall from reply to reply"),
-         ("tokens", "Tokens", "Tokens this reply wrote, in how many rounds: a round is one target pass, a plain step "
-                              "or a check of drafts (numbered in the strip); \"+ end\": and the reply's end, not text"),
-         ("first", "First token", "How long the reply's first token took: reading the prompt (what the conversation "
-                                  "had not read before), then the first round. While the reply is written, "
-                                  "\"≈\": when the token reached this panel; at its end, the engine's own time"),
-         ("accepted", "Drafts kept", "Drafted tokens the target kept: kept / drafted (the acceptance rate)"),
-         ("alpha", "Acceptance α", ALPHA_TIP),
-         ("per_round", "Kept per drafted round", "Drafts kept of drafts made, per round that drafted (plain steps left out)"),
-         ("split", "Draft / target time", "Seconds choosing and making drafts (the draft model's steps, finding "
-                                           "copies of earlier text, auto's choice: a reply that drafted nothing "
-                                           "spends some too) / in the target's passes (checking drafts, and the "
-                                           "plain steps)"),
-         ("c", "Draft step cost", "c: one draft step's time relative to one single-token target pass; \"not "
-                                  "drafted\": the price auto weighed the draft model at, from its steps timed at "
-                                  "load and since, so it moves a little from reply to reply"),
-         ("predicted", "Predicted (cost model)", "What the cost model predicts for this reply's rounds as they "
-                                                 "ran, from each drafter's α and costs (a plain round: one token "
-                                                 "per pass): a prediction, not a measurement")]
-
-
-def _tokens_forms(tokens: str, rounds: int) -> tuple[str, ...]:
-    """The Tokens row, "38 + end in 39 rounds", and its narrower form, "38 + end (39 rounds)", whose
-    parenthesis StatLabel leaves out before it cuts a number ("38 + end in 3…" in a 300-px panel); the
-    rounds as the strip numbers them ("#473" beside "Tokens 559" read as a token's number, a new user's
-    try). A llama-server's replies are untimed: no rounds."""
-    if not rounds:
-        return (tokens,)
-    return f"{tokens} in {count(rounds, 'round')}", f"{tokens} ({count(rounds, 'round')})"
-
-
-def stored_header(title: str, created_at: float, number: int, status: str = "done", stats: dict | None = None) -> str:
-    """The header for a reply from the history: how it ended too, as when it had just ended ("(stopped)"
-    became "(message 6)" once it was opened again: a new user's try)."""
-    when = time.strftime("%H:%M", time.localtime(created_at)) if created_at else "?"
-    return f"Reply of {when} in '{title}' (message {number}, {ending(status, stats)})"
-
-
 class RoundsBox(QWidget):
     """The legend over the round strip. Its minimum height counts the legend as wrapped at the width
     it has: a layout counts a wrapped label's one-line height, and the splitter would then clip the
@@ -163,6 +117,7 @@ class SpecPanel(QWidget):
         self._live_title = ""
         self._live_conversation: int | None = None
         self._live_began = time.localtime()
+        self._live_number: int | None = None
         self._shown: tuple | None = None   # the header's reply: ("live",) or ("stored", conversation,
                                            # title, created_at, number, status, stats); None: none
         self._live_stats: GenerationStats | None = None
@@ -225,8 +180,7 @@ class SpecPanel(QWidget):
         else:                       # how it ended ("just finished" stayed on minutes later, and was said
             s = self._live_stats    # of stopped, interrupted and cut-off replies: users' tries)
             status = "interrupted" if s is None else reply_status(s.stop_reason, self._broke_off)
-            self.header.setText(f"Reply of {time.strftime('%H:%M', self._live_began)} in '{self._live_title}' "
-                                f"({ending(status, s)})")
+            self.header.setText(reply_header(self._live_title, self._live_began, self._live_number, ending(status, s)))
 
     # -- live
     def begin(self, title: str = "", conversation_id: int | None = None) -> None:
@@ -234,6 +188,7 @@ class SpecPanel(QWidget):
         self._live_title = title
         self._live_conversation = conversation_id
         self._live_began = time.localtime()      # (the history dates a reply from its start, as here)
+        self._live_number = None                  # its place in the conversation, once it has ended
         self._live_stats, self._broke_off = None, False
         self._round_s, self._round_tokens = 0.0, 0
         self._first_token_at = self._last_token_at = None
@@ -311,7 +266,7 @@ class SpecPanel(QWidget):
             self.labels["first"].setText(f"≈ {duration_text(self._first_token_at - self._began_at)}")
         rounds = len(self._live_rounds)
         tokens = str(self._n_tokens)
-        self.labels["tokens"].setText(*_tokens_forms(tokens, rounds))
+        self.labels["tokens"].setText(*tokens_forms(tokens, rounds))
         so_far = self._recorder.so_far()
         if not so_far.n_drafted:
             if self._live_rounds:                # (plain rounds so far: "–" beside the time chart's bars, a
@@ -328,10 +283,12 @@ class SpecPanel(QWidget):
         until it times plain steps of its own."""
         self._plain_known = rate or None
 
-    def finish(self, stats: GenerationStats, end: str = "", broke_off: bool = False) -> None:
+    def finish(self, stats: GenerationStats, end: str = "", broke_off: bool = False, number: int | None = None) -> None:
         """`end`: FinishEvent.end_after_rounds, the mark the last round gets (as the history stores it);
         `broke_off`: FinishEvent.broke_off (a llama-server's reply whose connection broke read "stopped"
-        in the panel, as if the user had stopped it, where the chat said "interrupted")."""
+        in the panel, as if the user had stopped it, where the chat said "interrupted"); `number`: the
+        reply's place in its conversation, as the history has it (None: not known)."""
+        self._live_number = number
         self._flush()
         if self._live_rounds and end and not self._live_rounds[-1].end:
             last = self._live_rounds[-1] = replace(self._live_rounds[-1], end=end)
@@ -360,8 +317,10 @@ class SpecPanel(QWidget):
     def live(self) -> bool:          # a reply is streaming into the panel
         return self._streaming
 
-    def interrupt(self, why: str) -> None:
-        """The reply ended without its statistics (the engine stopped): keep what was seen, say so."""
+    def interrupt(self, why: str, number: int | None = None) -> None:
+        """The reply ended without its statistics (the engine stopped): keep what was seen, say so.
+        `number`: as finish's."""
+        self._live_number = number
         self._flush()
         self._timer.stop()
         self._streaming = False
@@ -391,7 +350,7 @@ class SpecPanel(QWidget):
         L["speed"].setText(rate_text(s.tokens_per_s if s.n_tokens else None, finer))      # (no token: no rate)
         m = s.measured_speedup
         L["vs_plain"].setText(measured_text(s), f"{m:.2f}× of {rate_text(s.plain_tokens_per_s, finer)}" if m else "")
-        L["tokens"].setText(*_tokens_forms(f"{s.n_tokens}{end_text(s)}", s.n_rounds))   # ("13 + end": the rounds
+        L["tokens"].setText(*tokens_forms(f"{s.n_tokens}{end_text(s)}", s.n_rounds))   # ("13 + end": the rounds
                                                                                       # wrote the end too)
         # (the first token's time in a row of its own: beside the rounds, one or the other was left out in a
         # narrow panel, "37 + end in 38 (first 1.64 s)" reading "38 what?", new users' tries)
@@ -438,6 +397,13 @@ class SpecPanel(QWidget):
             self.show_stats(parsed)
             if status == "interrupted" and not parsed.n_tokens:   # (stats kept: a connection that broke; an
                 self._show_broke_off(parsed)                     # engine that died keeps none)
+        elif events:                              # (none kept: what its rounds say, as the panel said live)
+            s = from_rounds(events)
+            self.labels["speed"].setText(rate_text(s.tokens_per_s) if s.tokens_per_s else "–")
+            self.labels["tokens"].setText(*tokens_forms(str(s.n_tokens), s.n_rounds))
+            self._show_drafts(s) if s.n_drafted else self._show_split(s)
+            self.verdict.setText(f"{ending(status, None).capitalize()} before its statistics were recorded: the "
+                                 "figures here are counted from its rounds.")
 
     @property
     def rounds_shown(self) -> list[RoundEvent]:

@@ -43,7 +43,8 @@ class FaultsMixin:
             self.lost_pair = (self.loaded.target, self.loaded.draft)
         elif self.lost_pair is None:
             self.lost_pair = (self.model_bar.target_path(), self.model_bar.draft_path())
-        self.reply.interrupt("Interrupted: the model engine stopped before this reply was finished.")
+        number = len(self._history(self.store.messages, conversation_id, default=[])) if conversation_id >= 0 else 0
+        self.reply.interrupt("Interrupted: the model engine stopped before this reply was finished.", number or None)
         self.loaded = None
         self.spec_bar.set_draft_available(None)            # the bar says nothing runs until a reload
         self.reply.end()

@@ -74,7 +74,9 @@ def test_a_file_that_is_not_an_export_is_not_imported_and_says_why(qtbot, window
             ("deep.json", "[" * 100_000, not_one), ("other.json", json.dumps({"format": "other"}), not_one),
             ("list.json", "[1, 2]", not_one),
             ("newer.json", json.dumps({"format": "tandem-conversation", "version": 99, "messages": []}),
-             f"{not_one} (it was written by a newer Tandem (format version 99; this one reads 1))"),
+             "it was written by a newer Tandem (format version 99; this one reads 1): a newer Tandem can import it."),
+            ("odd.json", json.dumps({"format": "tandem-conversation", "version": "2", "messages": []}),
+             f"{not_one} (its format version is '2', not a number)"),
             ("half.json", json.dumps({"format": "tandem-conversation", "title": "Half", "messages":
                                       [{"role": "user", "content": "Hi"}, {"role": "system"}]}),
              f"{not_one} (message 2 has the role 'system')")):

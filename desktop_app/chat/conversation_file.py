@@ -21,13 +21,21 @@ NOT_AN_EXPORT = "not a Tandem conversation export"
 ENDED = ("done", "interrupted", "cancelled", "error")     # a reply's statuses once it is no longer written
 
 
+class NewerExport(ValueError):
+    """A Tandem export, of a format version newer than this Tandem reads (its import said "it is not a
+    conversation exported by Tandem" of one that is: a new user's try)."""
+
+
 def checked(doc) -> dict:
     """`doc` with every field of the type the history stores, or ValueError naming what is wrong."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ValueError(NOT_AN_EXPORT)
     version = doc.get("version", VERSION)
-    if not isinstance(version, int) or isinstance(version, bool) or version > VERSION:
-        raise ValueError(f"it was written by a newer Tandem (format version {version!r}; this one reads {VERSION})")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ValueError(f"its format version is {version!r}, not a number")
+    if version > VERSION:
+        raise NewerExport(f"it was written by a newer Tandem (format version {version}; this one reads {VERSION}): "
+                          "a newer Tandem can import it")
     messages = doc.get("messages")
     if not isinstance(messages, list):
         raise ValueError("it has no list of messages")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
-from desktop_app.chat.conversation_file import NOT_AN_EXPORT
+from desktop_app.chat.conversation_file import NOT_AN_EXPORT, NewerExport
 from desktop_app.chat.history import HistoryError
 from desktop_app.json_file import write_atomic, write_text_atomic
 
@@ -42,6 +42,8 @@ def _why_not(exc: BaseException) -> str:
         return exc.strerror or str(exc)
     if isinstance(exc, json.JSONDecodeError):      # ("not an export" of a damaged one misled: a new user's try)
         return f"it is not valid JSON (line {exc.lineno}: {exc.msg}); an export cut short or changed, or {not_one}"
+    if isinstance(exc, NewerExport):
+        return str(exc)
     if isinstance(exc, (UnicodeDecodeError, RecursionError)) or str(exc) == NOT_AN_EXPORT:   # (not text; nested
         return not_one                                                                     # past Python's depth)
     return f"{not_one} ({exc})"                    # (conversation_file.checked's why)

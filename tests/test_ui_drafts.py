@@ -531,3 +531,22 @@ def test_regenerate_and_compare_are_off_while_the_last_message_is_edited(qtbot, 
     assert [m.content for m in w.store.messages(cats)] == ["Tell me about cats.", "Cats purr."]
     w._cancel_edit()
     assert w.regenerate_button.isEnabled() and w.compare_button.isEnabled() and w.regenerate_action.isEnabled()
+
+
+def test_a_context_raised_but_still_too_small_keeps_the_ways_on(qtbot, recorded):
+    """After Apply and reload, the banner says whether the context now holds what the conversation needs:
+    where it does, its choices are past (they stayed beside "press Send": a new user's try); where it
+    does not, they stay, and it says how far short it is."""
+    w = recorded
+    cats = exchange(w, "Cats", "Tell me about cats.", "Cats purr.")
+    w.open_conversation(cats, show=True)
+    w._on_overflow(cats, "The conversation does not fit.", True, "And lions?", needed=5000)
+    w._overflow_after_load(4096)
+    assert w.banner.label.text() == ("The context now holds 4096 tokens (it held 2048), still short of the 5000 "
+                                     "tokens this conversation needs.")
+    shown = [b.text() for b in w.banner.buttons if b.isVisibleTo(w.banner)]
+    assert shown == ["Leave out oldest turns and send", "New conversation", "Raise the context size…"]
+    w._overflow_after_load(8192)
+    assert w.banner.label.text() == ("The context now holds 8192 tokens (it held 4096), enough for the 5000 tokens "
+                                     "this conversation needs: press Send to send the message in the box.")
+    assert not [b for b in w.banner.buttons if b.isVisibleTo(w.banner)] and w.composer.toPlainText() == "And lions?"

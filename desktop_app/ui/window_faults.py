@@ -90,12 +90,13 @@ class FaultsMixin:
         self.new_conversation(take_box=True)
 
     def _on_overflow(self, conversation_id: int, message: str, can_drop: bool, text: str = "",
-                     only_last: bool = False) -> None:
+                     only_last: bool = False, needed: int = 0) -> None:
         """The conversation does not fit in the context. A message just sent (`text`) was taken back out
         of the history: it goes back to the box, and the banner's choices send it on (found by a user's
         try: it had stayed stored, unanswered, and "New conversation" left it behind). `only_last`:
         leaving turns out leaves only the last message, which the button says, beside a larger context
-        (it read "Leave out oldest turns and send", and the model saw the new message alone)."""
+        (it read "Leave out oldest turns and send", and the model saw the new message alone). `needed`:
+        the context it needs (0: not known)."""
         if self._closing:          # already-queued worker signals after close
             return
         self.reply.end()
@@ -120,7 +121,7 @@ class FaultsMixin:
             actions = [("Edit the message", self._shorten if text or edited else lambda: self.edit_last(note=message),
                         True)] + self._larger_context()
         self.banner.show_message(message, actions, about=conversation_id, kind="overflow")
-        self._overflow = (self.loaded.n_ctx if self.loaded is not None else 0, actions)
+        self._overflow = (self.loaded.n_ctx if self.loaded is not None else 0, actions, needed)
         if conversation_id == self.current_id:
             self.open_conversation(conversation_id)
         if text:                       # (taken back, a first message took its title along: the list named the
@@ -130,14 +131,20 @@ class FaultsMixin:
         """Models loaded with a larger context while the banner says the conversation does not fit: its
         numbers are of the context before ("the context holds 256" stayed up after Apply and reload had
         raised it to 1024, a new user's try), so it says the size now and the way on, its choices kept (it
-        may not fit yet)."""
-        before, actions = getattr(self, "_overflow", (0, []))
+        may not fit yet). Where it now fits, the choices go ("Edit the message" and "Raise the context
+        size…" stayed beside "press Send": a new user's try)."""
+        before, actions, needed = getattr(self, "_overflow", (0, [], 0))
         if self.banner.kind != "overflow" or self.banner.isHidden() or not before or n_ctx <= before:
             return
         way = "press Send to send the message in the box" if self.composer.toPlainText().strip() else "try again"
-        self.banner.show_message(f"The context now holds {n_ctx} tokens (it held {before}): {way}.", actions,
-                                 about=self.banner.about, kind="overflow")
-        self._overflow = (n_ctx, actions)
+        said = f"The context now holds {n_ctx} tokens (it held {before})"
+        if needed > n_ctx:
+            said += f", still short of the {needed} tokens this conversation needs."
+        else:
+            said += f", enough for the {needed} tokens this conversation needs: {way}." if needed else f": {way}."
+            actions = [] if needed else actions
+        self.banner.show_message(said, actions, about=self.banner.about, kind="overflow")
+        self._overflow = (n_ctx, actions, needed)
 
     def _larger_context(self) -> list:
         """The banner's way to a larger context: the Settings tab at its Context size (local models;

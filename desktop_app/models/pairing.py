@@ -155,11 +155,8 @@ def _info(stamp: tuple[str, float, int]) -> GGUFInfo | None:
         return None
 
 
-def suggest_pair(files: Iterable[str]) -> tuple[str, str | None] | None:
-    """A target and a draft among `files` (newest first): the largest model that has a much smaller
-    model of the same tokenizer that pairs with it (not one _no_smaller warns of), with the smallest
-    such draft; else the newest readable model alone (its largest file, where the same model is there in
-    several: the Q4_1 of a Q4_1 and its Q2_K copy); None when there is none. Reads headers only."""
+def _readable(files: Iterable[str]) -> list[GGUFInfo]:
+    """The headers of `files` (the first MAX_FILES_PAIRED) that can be read, in their order."""
     infos = []
     for path in list(files)[:MAX_FILES_PAIRED]:
         try:
@@ -168,16 +165,42 @@ def suggest_pair(files: Iterable[str]) -> tuple[str, str | None] | None:
             continue
         if info is not None:
             infos.append(info)
+    return infos
+
+
+def _smallest_draft(t: GGUFInfo, infos: list[GGUFInfo]) -> str | None:
+    """The path of the smallest of `infos` that pairs with `t` and is much smaller (not one _no_smaller
+    warns of), or None."""
+    drafts = sorted((d for d in infos if d.path != t.path and d.tokenizer_model == t.tokenizer_model
+                     and abs((d.vocab_size or 0) - (t.vocab_size or 0)) <= VOCAB_MAX_SIZE_DIFFERENCE
+                     and not _no_smaller(t, d)), key=_weight)
+    return next((d.path for d in drafts if check_headers(t.path, d.path).ok), None)
+
+
+def draft_for(target: str, files: Iterable[str]) -> str | None:
+    """The draft suggest_pair would give `target` among `files`, or None (none pairs, or it cannot be
+    read): what the model bar chooses where a target is chosen that the draft chosen cannot pair with."""
+    infos = [i for i in _readable(files) if i.path != target]
+    try:
+        t = _info(_stamp(target))
+    except OSError:
+        return None
+    return _smallest_draft(t, infos) if t is not None else None
+
+
+def suggest_pair(files: Iterable[str]) -> tuple[str, str | None] | None:
+    """A target and a draft among `files` (newest first): the largest model that has a much smaller
+    model of the same tokenizer that pairs with it (not one _no_smaller warns of), with the smallest
+    such draft; else the newest readable model alone (its largest file, where the same model is there in
+    several: the Q4_1 of a Q4_1 and its Q2_K copy); None when there is none. Reads headers only."""
+    infos = _readable(files)
     if not infos:
         return None
 
     for t in sorted(infos, key=_weight, reverse=True):
-        drafts = sorted((d for d in infos if d.path != t.path and d.tokenizer_model == t.tokenizer_model
-                         and abs((d.vocab_size or 0) - (t.vocab_size or 0)) <= VOCAB_MAX_SIZE_DIFFERENCE
-                         and not _no_smaller(t, d)), key=_weight)
-        for d in drafts:
-            if check_headers(t.path, d.path).ok:
-                return t.path, d.path
+        d = _smallest_draft(t, infos)
+        if d is not None:
+            return t.path, d
     newest = infos[0]                          # (of its model's files, the largest: not a Q2_K copy of a Q4)
     same = [i for i in infos if (i.n_params, i.vocab_size, i.tokenizer_model)
             == (newest.n_params, newest.vocab_size, newest.tokenizer_model)]

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QGridLayout, QHBoxLayout,
 
 from desktop_app.models.discovery import distinct_names
 from desktop_app.models.gguf_info import GGUFError, read_info
-from desktop_app.models.pairing import PairVerdict, check_headers
+from desktop_app.models.pairing import PairVerdict, check_headers, draft_for
 from desktop_app.models.store import models_dir
 from desktop_app.ui.backend_row import BackendRow
 
@@ -137,6 +137,7 @@ class ModelBar(QWidget):
         grid.setColumnStretch(1, 1)
         self.target.currentIndexChanged.connect(self._update_info)
         self.draft.currentIndexChanged.connect(self._update_info)
+        self.target.activated.connect(self._draft_to_match)   # (before the window hears of the choice)
         self.target.activated.connect(self.userChose)
         self.draft.activated.connect(self.userChose)
         self.draft.addItem(NO_DRAFT, None)
@@ -270,7 +271,18 @@ class ModelBar(QWidget):
                                               "GGUF models (*.gguf);;All files (*)")
         if path:
             combo.setCurrentIndex(self._ensure(combo, path))
+            if combo is self.target:
+                self._draft_to_match()
             self.userChose.emit()
+
+    def _draft_to_match(self) -> None:
+        """A target chosen that the draft chosen cannot pair with: the draft, among those listed, that
+        a pair would be suggested with, else none (the draft stayed, under a red "cannot pair", and Load
+        refused: a new user's try)."""
+        t, d = self.target_path(), self.draft_path()
+        if t and d and check_headers(t, d).ok is False:
+            better = draft_for(t, [self.draft.itemData(i) for i in range(1, self.draft.count())])
+            self.draft.setCurrentIndex(self.draft.findData(better) if better else 0)
 
     def _start_folder(self, combo: QComboBox) -> str:
         """Where choosing a file starts: the folder of the file chosen in `combo` (else the target's), else

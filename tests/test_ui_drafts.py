@@ -3,6 +3,7 @@ half-typed message followed them into another conversation, and was sent there).
 from __future__ import annotations
 
 import pytest
+from PySide6.QtCore import Qt
 
 from desktop_app.ui.window_conversations import EDIT_NOTE, Draft
 from desktop_app.ui.worker import GenerateRequest, LoadedPair
@@ -550,3 +551,20 @@ def test_a_context_raised_but_still_too_small_keeps_the_ways_on(qtbot, recorded)
     assert w.banner.label.text() == ("The context now holds 8192 tokens (it held 4096), enough for the 5000 tokens "
                                      "this conversation needs: press Send to send the message in the box.")
     assert not [b for b in w.banner.buttons if b.isVisibleTo(w.banner)] and w.composer.toPlainText() == "And lions?"
+
+
+def test_esc_in_another_conversation_says_which_reply_it_stopped(qtbot, recorded):
+    """Esc where no reply is written stops the one written elsewhere, as the busy note says ("stop it
+    (Esc)"): it was stopped out of sight, and nothing said so (a new user's try)."""
+    w = recorded
+    cats, dogs = cats_and_dogs(w)
+    w.open_conversation(cats, show=True)
+    enter(w, "And lions?")
+    assert w.generating_id == cats
+    w.open_conversation(dogs, show=True)
+    w._escape()
+    assert w.banner.label.text() == "Stopped the reply in 'Cats'." and w.banner.buttons[0].text() == "Open it"
+    qtbot.mouseClick(w.banner.buttons[0], Qt.LeftButton)
+    assert w.current_id == cats
+    w._escape()                                           # (in its own conversation: Stop says nothing more)
+    assert w.banner.isHidden()

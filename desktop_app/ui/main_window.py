@@ -299,7 +299,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
         comparing = self.compare_dialog is not None and self.compare_dialog.running
         if self.busy and (self.generating_id is not None or comparing):
             if comparing or not self.stop_came_late():
-                self.worker.cancel()
+                self.cancel_run(comparing)
             return True
         return False
 

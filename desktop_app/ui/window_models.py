@@ -323,6 +323,17 @@ class ModelsMixin:
                                      "since (what you typed is kept in its conversation's box). Send it again "
                                      "when you are ready.", about=conversation)   # (not over the next one's)
 
+    def cancel_run(self, comparing: bool) -> None:
+        """Stop the reply or compare running (`comparing`). A reply written in another conversation than
+        the one open (Esc there stops it) is said to be stopped, with a way to open it: it was stopped
+        out of sight, and nothing said so (a new user's try)."""
+        self.worker.cancel()
+        there = self.generating_id
+        if not comparing and there is not None and there != self.current_id:
+            self.banner.show_message(f"Stopped the reply in '{self._title(there)}'.",
+                                     [("Open it", lambda: self.open_conversation(there, show=True))],
+                                     about=self.current_id)
+
     def stop_came_late(self) -> bool:
         """A Stop (the button, Esc) that reached the window within STOP_GRACE_S of a waiting message's reply
         beginning by itself as the reply before it ended: meant for that one, which has ended. Said, and

@@ -60,6 +60,9 @@ def test_broken_files_are_refused_with_file_and_reason(tmp_path, test_model_path
         ModelPair.load(str(text))
     with pytest.raises(ModelLoadError, match=r"missing.gguf: file not found"):
         ModelPair.load(str(tmp_path / "missing.gguf"))
+    (tmp_path / "empty.gguf").write_bytes(b"")          # ("not a GGUF file" of it: a new user's try)
+    with pytest.raises(ModelLoadError, match=r"empty.gguf: empty \(0 bytes\): a download or copy that did not finish"):
+        ModelPair.load(str(tmp_path / "empty.gguf"))
     truncated = tmp_path / "truncated.gguf"
     with open(test_model_path, "rb") as src, open(truncated, "wb") as dst:
         dst.write(src.read(20_000_000))

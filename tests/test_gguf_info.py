@@ -123,7 +123,7 @@ DAMAGES = {
     "version 1": (lambda h: put(h.data, 4, 4, 1), "unsupported GGUF version 1"),
     "big-endian version": (lambda h: put(h.data, 4, 4, 3 << 24), "big-endian"),
     "not GGUF": (lambda h: b"GGML" + h.data[4:], "not a GGUF file"),
-    "empty": (lambda h: b"", "not a GGUF file"),
+    "empty": (lambda h: b"", r"is empty \(0 bytes\): a download or copy that did not finish"),
     "signature only": (lambda h: b"GGUF", "ends inside its header"),
     "cut inside the counts": (lambda h: h.data[:12], "ends inside its header"),
     "cut soon after the vocabulary's count": (lambda h: h.data[:_kv_value_offset(h, "tokenizer.ggml.tokens") + 200],

@@ -29,6 +29,10 @@ def test_a_conversation_exported_as_markdown_and_as_json_comes_back_whole(qtbot,
     text = (tmp_path / "cats.md").read_text(encoding="utf-8")
     assert text.startswith("# Cats: a study / part 1\n") and "Tell me about cats." in text and "Cats purr." in text
     assert w.banner.label.text() == f"Exported to {tmp_path / 'cats.md'}."
+    dogs = stored_exchange(w, "Dogs", "Tell me about dogs.", "Dogs bark.")
+    w.open_conversation(dogs, show=True)
+    assert w.banner.isHidden()                  # (it stayed over the next conversation opened: a new user's try)
+    w.open_conversation(cats, show=True)
     offered = tmp_path / "Cats a study part 1.md"
     answer(monkeypatch, "getSaveFileName", offered, TANDEM_JSON)   # (the name offered, the JSON filter: it was
     w.export_conversation()                                        # written as .md, a review's find)

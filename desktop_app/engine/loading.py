@@ -24,6 +24,8 @@ def check_gguf_header(path: str) -> None:
             head = fh.read(8)
     except OSError as exc:
         raise ModelLoadError(path, f"cannot be read ({exc.strerror})") from None
+    if not head:
+        raise ModelLoadError(path, "empty (0 bytes): a download or copy that did not finish?")
     if len(head) < 8 or head[:4] != GGUF_MAGIC:
         raise ModelLoadError(path, "not a GGUF file (it does not start with the GGUF signature)")
     version = struct.unpack("<I", head[4:8])[0]

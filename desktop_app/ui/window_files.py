@@ -74,7 +74,7 @@ class FilesMixin:
             self.banner.show_message(f"{exc}." if isinstance(exc, HistoryError) else
                                      f"The conversation could not be written to {target}: {exc.strerror or exc}.")
             return
-        self.banner.show_message(f"Exported to {target}.")
+        self.banner.show_message(f"Exported to {target}.", about=self.current_id)   # (not over the next one opened)
 
     def import_conversation(self) -> None:
         """A Tandem JSON export, as a new conversation, opened; a file that is not one says why."""

@@ -526,10 +526,8 @@ def test_the_welcome_page_offers_only_what_can_load_and_follows_the_file_chosen(
     assert w.first_run.offered is None and w.first_run.load_button.isHidden() and w.first_run.fetch_button.isVisible()
     assert f"<br>{notes} cannot be loaded: its line in the bar above says why." in w.first_run.text.text()
     monkeypatch.setattr(model_bar.QFileDialog, "getOpenFileName", staticmethod(lambda *a: (test_model_path, "")))
-    w.model_bar.browse_target()
-    assert w.first_run.offered == (test_model_path, None) and "alone (the draft gemma" in w.first_run.text.text()
-    w.model_bar.draft.setCurrentIndex(0)               # (no draft model), as the user would: the page follows
-    w.model_bar.draft.activated.emit(0)
+    w.model_bar.browse_target()                        # (the draft that cannot pair with it goes: none pairs)
+    assert w.model_bar.draft_path() is None
     assert w.first_run.offered == (test_model_path, None) and "alone" not in w.first_run.text.text()
     assert w.first_run.load_button.isVisible() and w.first_run.load_button.text() == "Load this model"
 

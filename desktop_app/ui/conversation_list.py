@@ -1,9 +1,10 @@
 """The sidebar: conversations, newest first, with search, new, rename and delete."""
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import QEvent, QPoint, Qt, Signal
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget, QListWidgetItem,
-                               QMessageBox, QPushButton, QSizePolicy, QVBoxLayout, QWidget)
+                               QMenu, QMessageBox, QPushButton, QSizePolicy, QVBoxLayout, QWidget)
 
 from desktop_app.chat.history import ConversationInfo
 
@@ -39,6 +40,11 @@ class ConversationList(QWidget):
         self.list.itemClicked.connect(lambda item: self._current_changed(item, None))   # (the current one, too)
         self.list.itemActivated.connect(lambda _item: self.activated.emit())
         self.search.installEventFilter(self)     # (Down goes from the search to the list)
+        self.list.setContextMenuPolicy(Qt.CustomContextMenu)   # (right-click opened a conversation, no more:
+        self.list.customContextMenuRequested.connect(self._menu_at)   # a new user's try; the window adds
+        self.delete_action = QAction("Delete conversation…", self)   # its Rename and Export, list.actions())
+        self.delete_action.triggered.connect(lambda: self.delete_current())
+        self.menu: QMenu | None = None                  # the last one shown
         layout.addWidget(self.list, 1)
         row = QHBoxLayout()
         row.setSpacing(4)
@@ -115,8 +121,23 @@ class ConversationList(QWidget):
             self.selected.emit(int(item.data(Qt.UserRole)))
 
     def _enable_buttons(self) -> None:
-        for b in (self.rename_button, self.delete_button):
+        for b in (self.rename_button, self.delete_button, self.delete_action):
             b.setEnabled(self.list.currentItem() is not None)
+
+    def _menu_at(self, pos: QPoint) -> None:
+        """Right-click on a conversation: it is chosen (as a click chooses it), and its menu shown."""
+        item = self.list.itemAt(pos)
+        if item is not None:
+            self.list.setCurrentItem(item)
+            self.menu = self.context_menu()
+            self.menu.popup(self.list.viewport().mapToGlobal(pos))
+
+    def context_menu(self) -> QMenu:
+        """What can be done with the conversation chosen: the list's actions (the window's Rename and
+        Export, then Delete)."""
+        menu = QMenu(self.list)
+        menu.addActions(self.list.actions())
+        return menu
 
     def rename_current(self) -> None:
         item = self.list.currentItem()

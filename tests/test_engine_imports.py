@@ -8,7 +8,7 @@ import textwrap
 
 import desktop_app.engine as engine
 
-PURE = ("rejection", "sampling", "events", "settings", "costs", "metrics", "explain", "pair_rules",
+PURE = ("rejection", "sampling", "events", "settings", "costs", "metrics", "explain", "number_text", "pair_rules",
         "auto_policy", "replaced_tokens")   # (explain quotes when auto first weighs a draft model)
 
 

@@ -541,15 +541,16 @@ def test_a_context_raised_but_still_too_small_keeps_the_ways_on(qtbot, recorded)
     w = recorded
     cats = exchange(w, "Cats", "Tell me about cats.", "Cats purr.")
     w.open_conversation(cats, show=True)
-    w._on_overflow(cats, "The conversation does not fit.", True, "And lions?", needed=5000)
-    w._overflow_after_load(4096)
-    assert w.banner.label.text() == ("The context now holds 4096 tokens (it held 2048), still short of the 5000 "
-                                     "tokens this conversation needs.")
+    w.settings_panel.max_tokens.setValue(1024)
+    w._on_overflow(cats, "The conversation does not fit.", True, "And lions?", n_prompt=3700)
+    w._overflow_after_load(4096)        # (3700 + 256 would fit, but a reply's room grows with the context: 512)
+    assert w.banner.label.text() == ("The context now holds 4096 tokens (it held 2048), still short of the prompt's "
+                                     "3700 tokens plus 512 to begin a reply.")
     shown = [b.text() for b in w.banner.buttons if b.isVisibleTo(w.banner)]
     assert shown == ["Leave out oldest turns and send", "New conversation", "Raise the context size…"]
     w._overflow_after_load(8192)
-    assert w.banner.label.text() == ("The context now holds 8192 tokens (it held 4096), enough for the 5000 tokens "
-                                     "this conversation needs: press Send to send the message in the box.")
+    assert w.banner.label.text() == ("The context now holds 8192 tokens (it held 4096), enough for the prompt's "
+                                     "3700 tokens plus 1024 to begin a reply: press Send to send the message in the box.")
     assert not [b for b in w.banner.buttons if b.isVisibleTo(w.banner)] and w.composer.toPlainText() == "And lions?"
 
 

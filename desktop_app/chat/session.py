@@ -103,7 +103,7 @@ class ChatSession:
         return settings.get("target") == os.path.basename(self.pair.target.path)
 
     def _reserve(self, options: GenerationOptions) -> int:
-        return min(options.max_tokens, max(16, self.n_ctx // 8))
+        return reply_room(self.n_ctx, options.max_tokens)
 
     def fits(self, conversation: ConversationInfo, options: GenerationOptions) -> bool:
         return len(self.prompt_tokens(conversation)) + self._reserve(options) <= self.n_ctx
@@ -314,6 +314,12 @@ class ChatSession:
                                       token_ids=tokens if self.keeps_tokens else None, rounds=rounds)
         except HistoryError:
             pass
+
+
+def reply_room(n_ctx: int, max_tokens: int) -> int:
+    """The tokens a prompt must leave free in a context of `n_ctx` for its reply to begin: an eighth of
+    the context (16 at least), no more than the reply may write."""
+    return min(max_tokens, max(16, n_ctx // 8))
 
 
 def _title_from(text: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from PySide6.QtGui import QTextCursor
 
 from desktop_app.chat.rules import last_user_message
+from desktop_app.chat.session import reply_room
 from desktop_app.engine.events import FinishEvent, StopReason
 from desktop_app.ui.window_conversations import Draft
 from desktop_app.ui.worker import GenerateRequest
@@ -90,13 +91,13 @@ class FaultsMixin:
         self.new_conversation(take_box=True)
 
     def _on_overflow(self, conversation_id: int, message: str, can_drop: bool, text: str = "",
-                     only_last: bool = False, needed: int = 0) -> None:
+                     only_last: bool = False, n_prompt: int = 0) -> None:
         """The conversation does not fit in the context. A message just sent (`text`) was taken back out
         of the history: it goes back to the box, and the banner's choices send it on (found by a user's
         try: it had stayed stored, unanswered, and "New conversation" left it behind). `only_last`:
         leaving turns out leaves only the last message, which the button says, beside a larger context
-        (it read "Leave out oldest turns and send", and the model saw the new message alone). `needed`:
-        the context it needs (0: not known)."""
+        (it read "Leave out oldest turns and send", and the model saw the new message alone). `n_prompt`:
+        the prompt's tokens (0: not known)."""
         if self._closing:          # already-queued worker signals after close
             return
         self.reply.end()
@@ -121,7 +122,7 @@ class FaultsMixin:
             actions = [("Edit the message", self._shorten if text or edited else lambda: self.edit_last(note=message),
                         True)] + self._larger_context()
         self.banner.show_message(message, actions, about=conversation_id, kind="overflow")
-        self._overflow = (self.loaded.n_ctx if self.loaded is not None else 0, actions, needed)
+        self._overflow = (self.loaded.n_ctx if self.loaded is not None else 0, actions, n_prompt)
         if conversation_id == self.current_id:
             self.open_conversation(conversation_id)
         if text:                       # (taken back, a first message took its title along: the list named the
@@ -133,18 +134,20 @@ class FaultsMixin:
         raised it to 1024, a new user's try), so it says the size now and the way on, its choices kept (it
         may not fit yet). Where it now fits, the choices go ("Edit the message" and "Raise the context
         size…" stayed beside "press Send": a new user's try)."""
-        before, actions, needed = getattr(self, "_overflow", (0, [], 0))
+        before, actions, n_prompt = getattr(self, "_overflow", (0, [], 0))
         if self.banner.kind != "overflow" or self.banner.isHidden() or not before or n_ctx <= before:
             return
         way = "press Send to send the message in the box" if self.composer.toPlainText().strip() else "try again"
         said = f"The context now holds {n_ctx} tokens (it held {before})"
-        if needed > n_ctx:
-            said += f", still short of the {needed} tokens this conversation needs."
+        room = reply_room(n_ctx, self._options().max_tokens)     # (as the next try will price it: more, in more)
+        need = f"the prompt's {n_prompt} tokens plus {room} to begin a reply"
+        if n_prompt + room > n_ctx:
+            said += f", still short of {need}."
         else:
-            said += f", enough for the {needed} tokens this conversation needs: {way}." if needed else f": {way}."
-            actions = [] if needed else actions
+            said += f", enough for {need}: {way}." if n_prompt else f": {way}."
+            actions = [] if n_prompt else actions
         self.banner.show_message(said, actions, about=self.banner.about, kind="overflow")
-        self._overflow = (n_ctx, actions, needed)
+        self._overflow = (n_ctx, actions, n_prompt)
 
     def _larger_context(self) -> list:
         """The banner's way to a larger context: the Settings tab at its Context size (local models;

@@ -90,7 +90,7 @@ class EngineWorker(QObject):
     contextOverflow = Signal(int, str, bool, str, bool, int)  # conversation id, message, whether dropping
                                             # turns helps, the user's message taken back for the box ("":
                                             # none), whether dropping them leaves only the last message, and
-                                            # the context it needs (its prompt and room to begin a reply)
+                                            # the prompt's tokens (it needs session.reply_room's more)
     busyChanged = Signal(bool)
     engineDied = Signal(int, str)           # conversation id whose reply it interrupted (-1: none), message
     modelsReleased = Signal()               # a load let the loaded models go first (to change RPC servers)
@@ -325,7 +325,7 @@ class EngineWorker(QObject):
                 taken = sent if self.session.take_back(cid, sent) else ""
             except HistoryError:
                 pass                             # (it stays stored, as before: the banner still says why)
-        self.contextOverflow.emit(cid, str(exc), exc.can_drop_turns, taken, exc.only_last, exc.n_prompt + exc.reserve)
+        self.contextOverflow.emit(cid, str(exc), exc.can_drop_turns, taken, exc.only_last, exc.n_prompt)
 
     @Slot(int, object, str)
     def drop_oldest_turns(self, conversation_id: int, options: GenerationOptions, text: str = "") -> None:

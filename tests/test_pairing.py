@@ -1,7 +1,6 @@
 """The pair check from GGUF headers alone (models/pairing.py): the vocabulary's texts read fast and
 exactly, damaged files refused, and verdicts that agree with the engine's own check on the loaded
-vocabularies (engine/compat.py), padded vocabularies included; and the draft the model bar chooses for
-a target its draft cannot pair with."""
+vocabularies (engine/compat.py), padded vocabularies included."""
 from __future__ import annotations
 
 import shutil
@@ -11,7 +10,7 @@ import pytest
 
 from desktop_app.engine.compat import VOCAB_MAX_SIZE_DIFFERENCE, check_pair
 from desktop_app.models.gguf_info import GGUFError, read_info, read_vocabulary
-from desktop_app.models.pairing import CHOOSE, check_headers, draft_for, suggest_pair
+from desktop_app.models.pairing import CHOOSE, check_headers, suggest_pair
 
 from gguf_padding import pad_vocabulary
 
@@ -127,34 +126,6 @@ def test_suggest_pair_takes_the_larger_file_as_target(test_model_path, q2k_draft
     assert suggest_pair([q2k_draft_path, gemma_path, test_model_path, qwen_draft_path]) == (test_model_path, None)
     assert suggest_pair([gemma_path, qwen_draft_path]) == (gemma_path, None)     # no pair: the newest alone
     assert suggest_pair([]) is None
-
-
-def test_a_target_chosen_gets_the_draft_a_pair_would_be_suggested_with(qtbot, test_model_path, q2k_draft_path,
-                                                                      shallow_draft_path, gemma_path, qwen_draft_path):
-    """A target chosen in the bar that the draft chosen cannot pair with: the bar chooses the draft it pairs
-    with, else none (a new user's try: the Qwen draft stayed beside SmolLM2, under a red "These two cannot
-    pair", and Load refused). A draft that pairs, or a choice made by the program, is left alone."""
-    from desktop_app.ui.model_bar import ModelBar
-    files = [q2k_draft_path, gemma_path, shallow_draft_path, test_model_path, qwen_draft_path]
-    assert draft_for(test_model_path, files) == shallow_draft_path          # (as suggest_pair's)
-    assert draft_for(gemma_path, files) is None and draft_for(qwen_draft_path, files) is None
-    bar = ModelBar()
-    qtbot.addWidget(bar)
-    bar.set_choices(files, [], False)
-
-    def choose_target(path):                        # as a click in the list does
-        bar.target.setCurrentIndex(bar.target.findData(path))
-        bar.target.activated.emit(bar.target.currentIndex())
-
-    bar.select(test_model_path, gemma_path)         # (the program's choice stays as it is)
-    assert bar.draft_path() == gemma_path and bar.pair_verdict.ok is False
-    choose_target(test_model_path)
-    assert bar.draft_path() == shallow_draft_path and bar.pair_verdict.ok
-    choose_target(qwen_draft_path)
-    assert bar.draft_path() is None and bar.pair_verdict is None
-    bar.select(gemma_path, q2k_draft_path)
-    choose_target(test_model_path)                  # (a draft that pairs is the user's choice: kept)
-    assert bar.draft_path() == q2k_draft_path
 
 
 def test_strings_longer_than_a_read_chunk_are_skipped_and_read(tmp_path):

@@ -155,10 +155,10 @@ def _info(stamp: tuple[str, float, int]) -> GGUFInfo | None:
         return None
 
 
-def _readable(files: Iterable[str]) -> list[GGUFInfo]:
-    """The headers of `files` (the first MAX_FILES_PAIRED) that can be read, in their order."""
+def _readable(files: Iterable[str], most: int | None = MAX_FILES_PAIRED) -> list[GGUFInfo]:
+    """The headers of `files` (the first `most`; None: all) that can be read, in their order."""
     infos = []
-    for path in list(files)[:MAX_FILES_PAIRED]:
+    for path in list(files)[:most]:
         try:
             info = _info(_stamp(os.fspath(path)))
         except OSError:
@@ -180,7 +180,7 @@ def _smallest_draft(t: GGUFInfo, infos: list[GGUFInfo]) -> str | None:
 def draft_for(target: str, files: Iterable[str]) -> str | None:
     """The draft suggest_pair would give `target` among `files`, or None (none pairs, or it cannot be
     read): what the model bar chooses where a target is chosen that the draft chosen cannot pair with."""
-    infos = [i for i in _readable(files) if i.path != target]
+    infos = [i for i in _readable(files, None) if i.path != target]     # (one choice: every file listed)
     try:
         t = _info(_stamp(target))
     except OSError:

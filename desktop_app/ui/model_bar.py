@@ -137,8 +137,10 @@ class ModelBar(QWidget):
         grid.setColumnStretch(1, 1)
         self.target.currentIndexChanged.connect(self._update_info)
         self.draft.currentIndexChanged.connect(self._update_info)
+        self._draft_wanted: str | None = None     # the draft last chosen, by the user or select(): _draft_to_match
         self.target.activated.connect(self._draft_to_match)   # (before the window hears of the choice)
         self.target.activated.connect(self.userChose)
+        self.draft.activated.connect(lambda: setattr(self, "_draft_wanted", self.draft_path()))
         self.draft.activated.connect(self.userChose)
         self.draft.addItem(NO_DRAFT, None)
         self._fit(self.draft)
@@ -222,6 +224,7 @@ class ModelBar(QWidget):
         return index
 
     def select(self, target: str | None, draft: str | None) -> None:
+        self._draft_wanted = draft
         if target:
             self.target.setCurrentIndex(self._ensure(self.target, target))
         self.draft.setCurrentIndex(self._ensure(self.draft, draft) if draft else 0)
@@ -271,18 +274,19 @@ class ModelBar(QWidget):
                                               "GGUF models (*.gguf);;All files (*)")
         if path:
             combo.setCurrentIndex(self._ensure(combo, path))
-            if combo is self.target:
-                self._draft_to_match()
-            self.userChose.emit()
+            combo.activated.emit(combo.currentIndex())     # (as a choice in its list: the draft follows a target)
 
     def _draft_to_match(self) -> None:
-        """A target chosen that the draft chosen cannot pair with: the draft, among those listed, that
-        a pair would be suggested with, else none (the draft stayed, under a red "cannot pair", and Load
-        refused: a new user's try)."""
-        t, d = self.target_path(), self.draft_path()
-        if t and d and check_headers(t, d).ok is False:
-            better = draft_for(t, [self.draft.itemData(i) for i in range(1, self.draft.count())])
-            self.draft.setCurrentIndex(self.draft.findData(better) if better else 0)
+        """A target chosen: the draft last chosen where it pairs with it, else the draft among those
+        listed that a pair would be suggested with, else none (the draft stayed, under a red "cannot
+        pair", and Load refused: a new user's try). The draft chosen comes back with a target it pairs
+        with, as the wheel or the arrow keys pass over others."""
+        t, wanted = self.target_path(), self._draft_wanted
+        if not (t and wanted):
+            return
+        if check_headers(t, wanted).ok is False:
+            wanted = draft_for(t, [self.draft.itemData(i) for i in range(1, self.draft.count())])
+        self.draft.setCurrentIndex(max(0, self.draft.findData(wanted)) if wanted else 0)
 
     def _start_folder(self, combo: QComboBox) -> str:
         """Where choosing a file starts: the folder of the file chosen in `combo` (else the target's), else

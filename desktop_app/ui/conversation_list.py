@@ -1,4 +1,5 @@
-"""The sidebar: conversations, newest first, with search, new, rename and delete."""
+"""The sidebar: conversations, newest first, with search, new, rename and delete (the buttons, and a
+right-click's menu)."""
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QPoint, Qt, Signal
@@ -40,11 +41,11 @@ class ConversationList(QWidget):
         self.list.itemClicked.connect(lambda item: self._current_changed(item, None))   # (the current one, too)
         self.list.itemActivated.connect(lambda _item: self.activated.emit())
         self.search.installEventFilter(self)     # (Down goes from the search to the list)
-        self.list.setContextMenuPolicy(Qt.CustomContextMenu)   # (right-click opened a conversation, no more:
-        self.list.customContextMenuRequested.connect(self._menu_at)   # a new user's try; the window adds
-        self.delete_action = QAction("Delete conversation…", self)   # its Rename and Export, list.actions())
+        self.list.setContextMenuPolicy(Qt.CustomContextMenu)   # (a right-click offered nothing: a new user's
+        self.list.customContextMenuRequested.connect(self._menu_at)   # try; the window adds its Rename and
+        self.delete_action = QAction("Delete conversation…", self)   # Export to list.actions())
         self.delete_action.triggered.connect(lambda: self.delete_current())
-        self.menu: QMenu | None = None                  # the last one shown
+        self.menu = QMenu(self.list)                    # (one, filled as it is shown)
         layout.addWidget(self.list, 1)
         row = QHBoxLayout()
         row.setSpacing(4)
@@ -129,15 +130,14 @@ class ConversationList(QWidget):
         item = self.list.itemAt(pos)
         if item is not None:
             self.list.setCurrentItem(item)
-            self.menu = self.context_menu()
-            self.menu.popup(self.list.viewport().mapToGlobal(pos))
+            self.context_menu().popup(self.list.viewport().mapToGlobal(pos))
 
     def context_menu(self) -> QMenu:
         """What can be done with the conversation chosen: the list's actions (the window's Rename and
         Export, then Delete)."""
-        menu = QMenu(self.list)
-        menu.addActions(self.list.actions())
-        return menu
+        self.menu.clear()
+        self.menu.addActions(self.list.actions())
+        return self.menu
 
     def rename_current(self) -> None:
         item = self.list.currentItem()

@@ -382,7 +382,8 @@ class SpecPanel(QWidget):
     def show_stored(self, rounds: list[dict] | None, stats: dict | None, conversation_id: int, title: str,
                     created_at: float, number: int, status: str = "done") -> None:
         """A reply from the history (message `number` of conversation `conversation_id`, titled
-        `title`, stored with `status`): its stored rounds and statistics."""
+        `title`, stored with `status`): its stored rounds and statistics, or where it has none (the
+        engine died as it was written) what its rounds say."""
         self._attached = False
         self._pending = []
         self._shown = ("stored", conversation_id, title, created_at, number, status, stats)
@@ -401,9 +402,10 @@ class SpecPanel(QWidget):
             s = from_rounds(events)
             self.labels["speed"].setText(rate_text(s.tokens_per_s) if s.tokens_per_s else "–")
             self.labels["tokens"].setText(*tokens_forms(str(s.n_tokens), s.n_rounds))
-            self._show_drafts(s) if s.n_drafted else self._show_split(s)
-            self.verdict.setText(f"{ending(status, None).capitalize()} before its statistics were recorded: the "
-                                 "figures here are counted from its rounds.")
+            (self._show_drafts if s.n_drafted else self._show_split)(s)
+            why = ("Its statistics were not kept" if status == "done"     # (an import that left them out)
+                   else f"{ending(status, None).capitalize()} before its statistics were recorded")
+            self.verdict.setText(f"{why}: the figures here are counted from its rounds.")
 
     @property
     def rounds_shown(self) -> list[RoundEvent]:

@@ -332,7 +332,7 @@ class ModelsMixin:
         if not comparing and there is not None and there != self.current_id:
             self.banner.show_message(f"Stopped the reply in '{self._title(there)}'.",
                                      [("Open it", lambda: self.open_conversation(there, show=True))],
-                                     about=self.current_id)
+                                     about=-1 if self.current_id is None else self.current_id)   # (not app-wide)
 
     def stop_came_late(self) -> bool:
         """A Stop (the button, Esc) that reached the window within STOP_GRACE_S of a waiting message's reply

@@ -30,6 +30,33 @@ def can_regenerate(messages: Sequence[_Message]) -> bool:
     return bool(messages) and messages[-1].role == "assistant"
 
 
+CONTINUABLE = ("cancelled", "interrupted", "error")   # stored statuses of a reply that ended before its end
+CUT_AT_LIMIT = ("max_tokens",)                          # ... and the stop reasons of a "done" one that did
+
+
+def can_continue(messages: Sequence[_Message]) -> bool:
+    """The last reply can be continued (written on from where it ended): continuable(), of the last
+    stored message."""
+    if not messages:
+        return False
+    last = messages[-1]
+    return continuable(last.role, last.content, getattr(last, "status", "done"), getattr(last, "stats", None))
+
+
+def continuable(role: str, text: str, status: str, stats) -> bool:
+    """Whether a reply (`stats`: its GenerationStats, or their JSON) can be continued: it has text and
+    ended before its own end: stopped, interrupted (the engine died), failed, or cut off at Max tokens.
+    Not one that ended by itself, at a stop string, or where the context was full (nothing more fits).
+    A new user typed "continue" after a cut-off reply, and the rest came as a second reply that began
+    again."""
+    if role != "assistant" or not text.strip():
+        return False
+    if status in CONTINUABLE:
+        return True
+    stop = stats.get("stop_reason") if isinstance(stats, dict) else getattr(stats, "stop_reason", None)
+    return status == "done" and stop in CUT_AT_LIMIT
+
+
 def last_user_message(messages: Sequence[_Message]) -> _Message | None:
     """The message an edit replaces and a Compare answers again (None: nothing to edit)."""
     return next((m for m in reversed(messages) if m.role == "user"), None)

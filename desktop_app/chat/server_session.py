@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from desktop_app.chat.history import ConversationInfo, HistoryStore
-from desktop_app.chat.session import FLUSH_INTERVAL_S, ChatSession, ContextOverflow, GenerationOptions
+from desktop_app.chat.session import FLUSH_INTERVAL_S, CannotContinue, ChatSession, ContextOverflow, GenerationOptions
 from desktop_app.engine.settings import Controls
 from desktop_app.remote.server import LlamaServer, ServerError
 
@@ -63,6 +63,10 @@ class ServerChatSession(ChatSession):
                                   only_last=turns == 2,              # (a drop here is one turn: of two, the
                                   alone=exc.n_prompt if turns <= 1 else 0) from None   # last message is left alone)
         return self._store_reply(conversation_id, events, settings)
+
+    def continue_reply(self, conversation_id: int, options: GenerationOptions) -> Iterator:
+        raise CannotContinue("Continue writes on with models Tandem runs itself: a llama-server's chat only "
+                             "writes new replies. Regenerate, or ask it to go on")
 
     def drop_oldest_turns(self, conversation_id: int, options: GenerationOptions = GenerationOptions()) -> int:
         """Leave out the oldest turn (the server counts tokens, Tandem cannot): the next reply tries again."""

@@ -14,10 +14,12 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Iterator
 
 from desktop_app.chat.history import ConversationInfo, HistoryError, HistoryStore
-from desktop_app.chat.rules import can_regenerate, last_user_message, reply_status
+from desktop_app.chat.history_rows import StoredMessage
+from desktop_app.chat.rules import can_continue, can_regenerate, last_user_message, reply_status
 from desktop_app.chat.template import ChatTemplate, Message
 
-from desktop_app.engine.events import FinishEvent, RoundEvent, StopReason, TokenEvent
+from desktop_app.engine.events import FinishEvent, GenerationStats, RoundEvent, StopReason, TokenEvent
+from desktop_app.engine.metrics import continued, from_rounds
 from desktop_app.engine.process.protocol import EngineCrashed
 from desktop_app.engine.sampling import SamplingParams
 from desktop_app.engine.settings import Controls, SpecSettings
@@ -60,6 +62,10 @@ class ContextOverflow(RuntimeError):
         super().__init__(f"{text}, but the context holds {n_ctx}: {choices}.")
 
 
+class CannotContinue(ValueError):
+    """The last reply cannot be continued (the message says why)."""
+
+
 @dataclass
 class GenerationOptions:
     sampling: SamplingParams = field(default_factory=SamplingParams)
@@ -83,13 +89,15 @@ class ChatSession:
         return self.pair.n_ctx
 
     # -- prompts
-    def prompt_tokens(self, conversation: ConversationInfo) -> list[int]:
+    def prompt_tokens(self, conversation: ConversationInfo, open_last: bool = False) -> list[int]:
+        """The conversation's prompt, for a reply after it; `open_last`: for writing on its last reply
+        (ChatTemplate.tokenize's)."""
         messages = [Message("system", conversation.system_prompt)] if conversation.system_prompt else []
         for m in conversation.messages[conversation.first_turn:]:
             tokens = tuple(m.token_ids) if (m.role == "assistant" and m.token_ids is not None
                                             and self._own_tokens(m.settings)) else None
             messages.append(Message(m.role, m.content, tokens))
-        return self.template.tokenize(messages)
+        return self.template.tokenize(messages, open_last=open_last)
 
     def _own_tokens(self, settings: dict | None) -> bool:
         """Whether a reply made with `settings` has token ids this target reads as its text: made by a
@@ -239,7 +247,23 @@ class ChatSession:
                                   alone=0 if can_drop else self._alone(conversation))
         return self._stream(conversation_id, prompt, options)
 
-    def _stream(self, conversation_id: int, prompt: list[int], options: GenerationOptions) -> Iterator:
+    def continue_reply(self, conversation_id: int, options: GenerationOptions) -> Iterator:
+        """Write on where the last reply ended (rules.can_continue: stopped, interrupted, failed, or cut
+        off at Max tokens), into the same message: the model reads the conversation with that reply's
+        turn left open, and what it writes, its tokens and its rounds are added to the reply's, with
+        statistics over both runs (metrics.continued). Max tokens allows as many again."""
+        conversation = self.store.conversation(conversation_id)
+        if not can_continue(conversation.messages):
+            raise CannotContinue("The last reply ended by itself (or there is none): there is nothing to continue")
+        prompt = self.prompt_tokens(conversation, open_last=True)
+        if len(prompt) >= self.n_ctx:       # (with room for a few tokens, it goes on until the context is full)
+            raise CannotContinue(f"The conversation with this reply fills the context ({len(prompt)} of {self.n_ctx} "
+                         "tokens): there is no room to continue it. Raise the context size in Settings (Apply "
+                         "and reload), or start a new conversation")
+        return self._stream(conversation_id, prompt, options, into=conversation.messages[-1])
+
+    def _stream(self, conversation_id: int, prompt: list[int], options: GenerationOptions,
+                into: StoredMessage | None = None) -> Iterator:
         self.controls.reset_cancel()
         self.controls.set(options.spec)
         sampling = options.sampling           # (a seed drawn here is stored with the reply, which can then be
@@ -251,14 +275,25 @@ class ChatSession:
                     "max_tokens": options.max_tokens}
         events = self.pair.generate(prompt, sampling, self.controls, options.max_tokens,
                                     self.template.stops(options.stop))
-        return self._store_reply(conversation_id, events, settings)
+        return self._store_reply(conversation_id, events, settings, into)
 
-    def _store_reply(self, conversation_id: int, events: Iterator, settings: dict) -> Iterator:
+    def _store_reply(self, conversation_id: int, events: Iterator, settings: dict,
+                     into: StoredMessage | None = None) -> Iterator:
         """Write the reply as `events` stream it (at least every flush interval), and keep what came
-        when it ends early; yields the events on."""
-        message = self.store.add_message(conversation_id, "assistant", "", status="streaming",
-                                         token_ids=[] if self.keeps_tokens else None, settings=settings)
-        text, tokens, rounds = "", [], []
+        when it ends early; yields the events on. `into`: the reply continued (continue_reply): the new
+        text, tokens and rounds are added to its own, and its FinishEvent is of the whole reply."""
+        keeps_tokens = self.keeps_tokens and (into is None or (into.token_ids is not None
+                                                                and self._own_tokens(into.settings)))
+        if into is None:
+            message = self.store.add_message(conversation_id, "assistant", "", status="streaming",
+                                             token_ids=[] if keeps_tokens else None, settings=settings)
+            text, tokens, rounds = "", [], []
+        else:
+            message = into
+            settings = _continued_settings(into.settings, settings)
+            self.store.update_message(into.id, status="streaming", settings=settings)
+            text, tokens, rounds = into.content, list(into.token_ids or []), list(into.rounds or [])
+        n_before = len(tokens)
         last_flush = time.monotonic()
         finished = False
         try:
@@ -268,7 +303,7 @@ class ChatSession:
                     tokens.append(event.token)
                     if time.monotonic() - last_flush >= self.flush_interval_s:
                         self.store.update_message(message.id, content=text,
-                                                  token_ids=tokens if self.keeps_tokens else None)
+                                                  token_ids=tokens if keeps_tokens else None)
                         last_flush = time.monotonic()
                 elif isinstance(event, RoundEvent):
                     rounds.append(event.to_record())
@@ -276,8 +311,10 @@ class ChatSession:
                     status = reply_status(event.stop_reason, event.broke_off)
                     if rounds and event.end_after_rounds and not rounds[-1].get("end"):   # (the strip's mark)
                         rounds[-1]["end"] = event.end_after_rounds
+                    if into is not None:              # (the whole reply, as the history now holds it)
+                        event = self._whole(event, into, rounds, tokens[:n_before], keeps_tokens)
                     # after a stop string the last tokens hold text that was cut: re-tokenise next turn
-                    keep_tokens = self.keeps_tokens and event.stop_reason != StopReason.STOP_STRING
+                    keep_tokens = keeps_tokens and event.stop_reason != StopReason.STOP_STRING
                     self.store.update_message(message.id, content=event.text, status=status,
                                               token_ids=list(event.tokens) if keep_tokens else None,
                                               stats=event.stats.to_json(), rounds=rounds,
@@ -288,13 +325,13 @@ class ChatSession:
             raise
         except GeneratorExit:          # the consumer walked away: keep what was streamed
             if not finished:
-                self._keep(message.id, text, tokens, rounds, "cancelled")
+                self._keep(message.id, text, tokens, rounds, "cancelled", keeps_tokens)
             raise
         except EngineCrashed:          # the engine process died: the reply so far is kept, as incomplete
-            self._keep(message.id, text, tokens, rounds, "interrupted")
+            self._keep(message.id, text, tokens, rounds, "interrupted", keeps_tokens)
             raise
         except Exception:
-            self._keep(message.id, text, tokens, rounds, "error")
+            self._keep(message.id, text, tokens, rounds, "error", keeps_tokens)
             raise
 
     def _changed_while_running(self, settings: dict) -> dict:
@@ -306,20 +343,46 @@ class ChatSession:
             return {}
         return {"settings": {**settings, "spec_end": end}}
 
-    def _keep(self, message_id: int, text: str, tokens: list[int], rounds: list, status: str) -> None:
+    def _keep(self, message_id: int, text: str, tokens: list[int], rounds: list, status: str,
+              keeps_tokens: bool) -> None:
         """Save a reply that ended early, as far as the history lets us (the error that ended it is
-        what gets reported)."""
+        what gets reported). A continued reply that ended so keeps the statistics of its first run(s)
+        no more: they no longer describe it, and its rounds say what it was."""
         try:
             self.store.update_message(message_id, content=text, status=status,
-                                      token_ids=tokens if self.keeps_tokens else None, rounds=rounds)
+                                      token_ids=tokens if keeps_tokens else None, rounds=rounds, stats=None)
         except HistoryError:
             pass
+
+    @staticmethod
+    def _whole(event: FinishEvent, into: StoredMessage, rounds: list, tokens_before: list[int],
+               keeps_tokens: bool) -> FinishEvent:
+        """A continuation's FinishEvent made the whole reply's: the text and tokens it had before first,
+        and statistics over both runs."""
+        records = [RoundEvent.from_record(i, r) for i, r in enumerate(rounds)]
+        first = GenerationStats.from_json(into.stats) or from_rounds(records[:len(into.rounds or [])])
+        tokens = (*tokens_before, *event.tokens)
+        return replace(event, text=into.content + event.text, tokens=tokens,
+                       stats=continued(first, event.stats, records, tokens if keeps_tokens else None))
 
 
 def reply_room(n_ctx: int, max_tokens: int) -> int:
     """The tokens a prompt must leave free in a context of `n_ctx` for its reply to begin: an eighth of
     the context (16 at least), no more than the reply may write."""
     return min(max_tokens, max(16, n_ctx // 8))
+
+
+def _continued_settings(before: dict | None, now: dict) -> dict:
+    """The settings of a reply continued: this run's (`now`), with "parts" (in how many runs it was
+    written) one more, and where its speculation settings differ from those it began with, those first
+    and this run's as "spec_end" (the footer then says "draft model, then auto", as of settings changed
+    while a reply ran)."""
+    before = before if isinstance(before, dict) else {}
+    parts = before.get("parts")
+    out = {**now, "parts": (parts if isinstance(parts, int) and parts > 0 else 1) + 1}
+    if isinstance(before.get("spec"), dict) and before["spec"] != now["spec"]:
+        out["spec"], out["spec_end"] = before["spec"], now["spec"]
+    return out
 
 
 def _title_from(text: str) -> str:

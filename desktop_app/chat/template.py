@@ -77,11 +77,14 @@ class ChatTemplate:
             messages=[{"role": m.role, "content": c} for m, c in zip(messages, contents)],
             add_generation_prompt=add_generation_prompt, bos_token=bos, eos_token=eos)
 
-    def tokenize(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
-        """The prompt's tokens, with users' text never parsed for special tokens."""
+    def tokenize(self, messages: Sequence[Message], add_generation_prompt: bool = True,
+                 open_last: bool = False) -> list[int]:
+        """The prompt's tokens, with users' text never parsed for special tokens. `open_last`: the last
+        message (a reply) is left open, to be written on (Continue): what the template writes after its
+        text (the end of its turn) is left out, as Hugging Face's `continue_final_message` does."""
         tag = uuid.uuid4().hex
         markers = [f"\x00{tag}:{i}\x00" for i in range(len(messages))]
-        rendered = self.render(messages, add_generation_prompt, markers)
+        rendered = self.render(messages, add_generation_prompt and not open_last, markers)
         add_bos = self.model.add_bos
         bos_text = self.model.special_piece(self.model.bos).decode("utf-8", "replace") if add_bos else ""
         if add_bos and bos_text and rendered.startswith(bos_text):
@@ -103,8 +106,9 @@ class ChatTemplate:
                 plan.append(len(parts))
                 parts.append((messages[i].content, False))
             rest = after
-        plan.append(len(parts))
-        parts.append((rest, True))
+        if not open_last:
+            plan.append(len(parts))
+            parts.append((rest, True))
         pieces = self.model.tokenize_many(parts)
         tokens: list[int] = [self.model.bos] if add_bos else []
         for step in plan:

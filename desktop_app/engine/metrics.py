@@ -224,3 +224,72 @@ def repeated_share(reply: Sequence[int], n: int = REPEAT_RUN) -> float:
         repeated += run in seen
         seen.add(run)
     return repeated / len(reply) if reply else 0.0
+
+
+_ADDED_UP = ("n_tokens", "t_total_s", "n_rounds", "n_plain_rounds", "t_plain_s", "n_drafted", "n_accepted",
+             "t_draft_s", "t_verify_s", "t_other_s", "t_catch_up_s", "n_copies_passed", "n_copies_passed_right",
+             "n_copies_passed_kept")
+
+
+def continued(first: GenerationStats, second: GenerationStats, rounds: Sequence[RoundEvent],
+              tokens: Sequence[int] | None = None) -> GenerationStats:
+    """The statistics of a reply written in two runs (Continue): `first` of the reply as it was, `second`
+    of the run that wrote on, `rounds` both runs' rounds in order, `tokens` the whole reply's (None: not
+    kept). Counts and seconds add up; each ratio is taken over the sums (the speed: all its tokens over
+    both runs' decoding time, prompts left out; a draft step over both runs' steps; α and the kept
+    share by position from all its rounds, as the strip shows them); the prompt and the time to first
+    token are the first run's, how it ended and the machine's costs the second's."""
+    s = replace(second)
+    for name in _ADDED_UP:
+        setattr(s, name, getattr(first, name) + getattr(second, name))
+    s.n_prompt_tokens, s.n_prompt_evaluated = first.n_prompt_tokens, first.n_prompt_evaluated
+    s.n_prompt_unread, s.ttft_s = first.n_prompt_unread, first.ttft_s
+    decode_s = sum(x.n_tokens / x.tokens_per_s for x in (first, second) if x.tokens_per_s)
+    s.tokens_per_s = s.n_tokens / decode_s if decode_s > 0 else 0.0
+    recorder = StatsRecorder(0, 0)
+    for r in rounds:
+        recorder.add_round(r, 0)
+    by_rounds = recorder.so_far()
+    if (by_rounds.n_drafted, by_rounds.n_accepted) == (s.n_drafted, s.n_accepted):
+        for name in ("acceptance_rate", "alpha", "mean_accepted", "mean_drafted", "mean_written",
+                     "position_acceptance"):
+            setattr(s, name, getattr(by_rounds, name))
+    else:                                       # (rounds missing: what the counts alone say)
+        s.acceptance_rate = s.n_accepted / s.n_drafted if s.n_drafted else None
+        s.alpha = s.mean_accepted = s.mean_drafted = s.mean_written = None
+        s.position_acceptance = []
+    steps = [(x.t_draft_s / x.t_draft_step_s, x.t_draft_step_s) for x in (first, second) if x.t_draft_step_s]
+    s.t_draft_step_s = _weighted(steps)
+    s.t_target_step_s = _weighted([(max(1, x.n_plain_rounds), x.t_target_step_s) for x in (first, second)
+                                   if x.t_target_step_s])   # (a run with no plain step: the engine's price)
+    s.t_plain_pass_s = _weighted([(x.n_tokens, x.t_plain_pass_s) for x in (first, second) if x.t_plain_pass_s])
+    plain = s.plain_pass_s
+    s.c = s.t_draft_step_s / plain if s.t_draft_step_s and plain else (0.0 if s.n_drafted else None)
+    s.unused_draft_c = None if steps else (second.unused_draft_c or first.unused_draft_c)
+    for name in ("predicted_speedup", "predicted_speedup_measured"):
+        setattr(s, name, _speedup_over(first, second, name))
+    s.repeated_share = (repeated_share(tokens) if tokens is not None
+                        else _weighted([(x.n_tokens, x.repeated_share) for x in (first, second)]) or 0.0)
+    counts = [x.threads for x in (first, second) if x.threads]
+    s.threads = min(counts, default=0)
+    s.threads_most = max(first.threads_most, second.threads_most)
+    s.threads_mixed = first.threads_mixed or second.threads_mixed or len(set(counts)) > 1
+    cpus = [x.others_cpus for x in (first, second) if x.others_cpus is not None]
+    s.others_cpus = max(cpus) if cpus else None
+    return s
+
+
+def _weighted(pairs: Sequence[tuple[float, float]]) -> float | None:
+    """The mean of the values of (weight, value) pairs, by weight (None: no weight)."""
+    total = sum(w for w, _ in pairs)
+    return sum(w * v for w, v in pairs) / total if total > 0 else None
+
+
+def _speedup_over(first: GenerationStats, second: GenerationStats, name: str) -> float | None:
+    """A predicted speed-up (`name`) over both runs: plain decoding's time of each over the predicted
+    time of each (a run that drafted nothing is predicted at plain's speed); None where neither has one."""
+    if getattr(first, name) is None and getattr(second, name) is None:
+        return None
+    plain_s = [x.n_tokens * (x.plain_pass_s or 0.0) for x in (first, second)]
+    predicted_s = sum(p / (getattr(x, name) or 1.0) for p, x in zip(plain_s, (first, second)))
+    return sum(plain_s) / predicted_s if predicted_s > 0 else None

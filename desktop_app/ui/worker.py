@@ -22,7 +22,7 @@ from desktop_app.chat.compare import compare as run_compare
 from desktop_app.chat.history import HistoryError, HistoryStore
 from desktop_app.chat.rules import can_regenerate
 from desktop_app.chat.server_session import ServerChatSession
-from desktop_app.chat.session import ChatSession, ContextOverflow, GenerationOptions
+from desktop_app.chat.session import CannotContinue, ChatSession, ContextOverflow, GenerationOptions
 from desktop_app.engine.errors import IncompatiblePair, LoadCancelled, ModelLoadError
 from desktop_app.engine.events import FinishEvent, PromptEvent, RoundEvent, TokenEvent
 from desktop_app.engine.load_options import LoadOptions
@@ -67,8 +67,9 @@ class ServerRequest:
 
 @dataclass(frozen=True)
 class GenerateRequest:
-    kind: str                      # "send", "regenerate", "edit", "reply" (to the history as it is; its
-                                   # text, if any, the user's message just stored, taken back on overflow)
+    kind: str                      # "send", "regenerate", "edit", "continue" (the last reply, written on),
+                                   # "reply" (to the history as it is; its text, if any, the user's
+                                   # message just stored, taken back on overflow)
     conversation_id: int
     text: str
     options: GenerationOptions
@@ -288,6 +289,8 @@ class EngineWorker(QObject):
                 events = session.reply(cid, request.options)
             elif request.kind == "regenerate":
                 events = session.regenerate(cid, request.options)
+            elif request.kind == "continue":
+                events = session.continue_reply(cid, request.options)
             else:
                 events = session.reply(cid, request.options)
             self.generationStarted.emit(cid)
@@ -304,6 +307,8 @@ class EngineWorker(QObject):
             self._overflowed(exc, cid, request.text if stored and request.kind in ("send", "reply") else "")
         except EngineCrashed as exc:
             self._report_death(exc, cid)
+        except CannotContinue as exc:
+            self.generationFailed.emit(cid, f"{exc}.")
         except HistoryError as exc:              # say exactly what is, and is not, saved
             if request.text and not stored:
                 self.generationFailed.emit(cid, f"{exc}. Your message was not saved: it is still in the box.")

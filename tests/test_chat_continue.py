@@ -1,0 +1,105 @@
+"""Continue: a reply that ended before its end (cut off at Max tokens, stopped) written on, into the same
+message, on the real test pair."""
+from __future__ import annotations
+
+import pytest
+
+from desktop_app.chat.history import HistoryStore
+from desktop_app.chat.rules import can_continue
+from desktop_app.chat.session import CannotContinue, ChatSession, GenerationOptions
+from desktop_app.engine import GREEDY, FinishEvent, LoadOptions, ModelPair, RoundEvent, SpecSettings, StopReason
+
+pytestmark = pytest.mark.network      # every test here needs a fetched model
+
+PLAIN = SpecSettings(enabled=False)
+PROMPT = "Write a short poem about the sea."
+
+
+@pytest.fixture(scope="module")
+def pair(test_model_path, q2k_draft_path):
+    with ModelPair.load(test_model_path, q2k_draft_path, LoadOptions(n_ctx=2048, n_threads=2)) as p:
+        yield p
+
+
+@pytest.fixture
+def session(pair, tmp_path):
+    store = HistoryStore(tmp_path / "history.db")
+    yield ChatSession(pair, store, flush_interval_s=0.0)
+    store.close()
+
+
+def options(max_tokens: int, spec: SpecSettings = PLAIN) -> GenerationOptions:
+    return GenerationOptions(sampling=GREEDY, spec=spec, max_tokens=max_tokens)
+
+
+def finish_of(events) -> FinishEvent:
+    return [e for e in events if isinstance(e, FinishEvent)][-1]
+
+
+def test_a_reply_cut_off_is_written_on_as_one_reply_would_have_been(session, pair):
+    cid = session.store.create_conversation()
+    list(session.send(cid, PROMPT, options(12)))
+    first = session.store.messages(cid)[-1]
+    assert first.stats["stop_reason"] == "max_tokens" and can_continue(session.store.messages(cid))
+    # the prompt leaves the reply's turn open: the conversation's prompt, then the reply's own tokens
+    conversation = session.store.conversation(cid)
+    opened = session.prompt_tokens(conversation, open_last=True)
+    conversation.messages = conversation.messages[:-1]
+    assert opened == session.prompt_tokens(conversation) + first.token_ids
+    evaluated = pair.target_ctx.n_evaluated
+    finish = finish_of(session.continue_reply(cid, options(12)))
+    messages = session.store.messages(cid)
+    assert len(messages) == 2                                   # the same reply, not a second one
+    whole = messages[-1]
+    assert whole.id == first.id and whole.content.startswith(first.content) and len(whole.content) > len(first.content)
+    assert whole.token_ids[:12] == first.token_ids and len(whole.token_ids) == 24
+    assert (finish.text, list(finish.tokens)) == (whole.content, whole.token_ids)   # the window's event: the whole
+    assert whole.settings["parts"] == 2 and whole.status == "done"
+    # read from the cache: the context held the reply's tokens but the last, which the first step reads
+    assert pair.target_ctx.n_evaluated - evaluated == 12
+    # greedy plain decoding: exactly the reply written in one run of 24 tokens
+    list(session.regenerate(cid, options(24)))
+    again = session.store.messages(cid)[-1]
+    assert (again.content, again.token_ids) == (whole.content, whole.token_ids)
+
+
+def test_the_statistics_are_of_the_whole_reply(session):
+    cid = session.store.create_conversation()
+    spec = SpecSettings(drafter="model", draft_max=3)
+    list(session.send(cid, PROMPT, options(10, spec)))
+    first = session.store.messages(cid)[-1]
+    list(session.continue_reply(cid, options(14, spec)))
+    whole = session.store.messages(cid)[-1]
+    s, rounds = whole.stats, whole.rounds
+    assert s["n_tokens"] == 24 == len(whole.token_ids)
+    assert s["n_rounds"] == len(rounds) > len(first.rounds)
+    assert rounds[:len(first.rounds)] == first.rounds          # its first run's rounds, then the second's
+    assert s["n_drafted"] == sum(len(r["d"]) for r in rounds) and s["n_accepted"] == sum(r["a"] for r in rounds)
+    assert s["acceptance_rate"] == pytest.approx(s["n_accepted"] / s["n_drafted"])
+    assert s["ttft_s"] == first.stats["ttft_s"] and s["n_prompt_tokens"] == first.stats["n_prompt_tokens"]
+    assert s["t_draft_s"] > first.stats["t_draft_s"] and s["t_total_s"] > first.stats["t_total_s"]
+    # its speed: all its tokens over both runs' decoding time
+    second_s = s["n_tokens"] / s["tokens_per_s"] - first.stats["n_tokens"] / first.stats["tokens_per_s"]
+    assert 0 < second_s < s["t_total_s"] - first.stats["t_total_s"]
+    assert s["stop_reason"] == "max_tokens"
+
+
+def test_a_stopped_reply_is_continued_and_a_finished_one_is_not(session):
+    cid = session.store.create_conversation()
+    events = session.send(cid, "Write a long story about a dragon.", options(400))
+    for ev in events:
+        if isinstance(ev, RoundEvent) and ev.index == 5:
+            session.controls.cancel()
+    stopped = session.store.messages(cid)[-1]
+    assert stopped.status == "cancelled" and can_continue(session.store.messages(cid))
+    finish = finish_of(session.continue_reply(cid, options(6)))
+    whole = session.store.messages(cid)[-1]
+    assert whole.status == "done" and finish.stop_reason == StopReason.MAX_TOKENS
+    assert whole.content.startswith(stopped.content) and len(whole.token_ids) == len(stopped.token_ids) + 6
+    assert whole.rounds[len(stopped.rounds) - 1]["end"] == "cancelled"   # (the strip marks where it was stopped)
+    # a reply that ended by itself has nothing to continue
+    list(session.send(cid, "Say hello.", options(200)))
+    assert session.store.messages(cid)[-1].stats["stop_reason"] == "eos"
+    assert not can_continue(session.store.messages(cid))
+    with pytest.raises(CannotContinue):
+        session.continue_reply(cid, options(10))

@@ -182,4 +182,7 @@ def made_with(settings: dict | None) -> str:
                          + (f"seed {seed}" if seed is not None else "random seed"))
     if isinstance(settings.get("max_tokens"), int):
         lines.append(f"Max tokens: {settings['max_tokens']}")
+    parts = settings.get("parts")
+    if isinstance(parts, int) and parts > 1 and lines:    # (ChatSession.continue_reply's)
+        lines.append(f"Written in {parts} runs (Continue): the settings above are the last run's")
     return "\n".join(lines)

@@ -6,6 +6,7 @@ where each token came from."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
@@ -21,6 +22,8 @@ from desktop_app.ui.message_text import MessageText
 from desktop_app.ui.reply_versions import VersionSwitch
 
 
+CONTINUE_TIP = ("Write on from where this reply ended (Ctrl+Shift+Enter): the rest is added to this reply, "
+                "with as many tokens again as Max tokens allows")
 COPIED_MS = 1500                 # how long a message's Copy button reads "Copied" after a click
 EMPTY_NOTE = ("Write a message below to start. Under each reply a line says how it was made and how fast; "
               "the speculation panel shows its rounds: the drafts the target kept, the one it rejected, "
@@ -29,6 +32,7 @@ EMPTY_NOTE = ("Write a message below to start. Under each reply a line says how 
 
 class MessageWidget(QFrame):
     showRounds = Signal(int)        # message id
+    continueClicked = Signal()
 
     def __init__(self, role: str, text: str, status: str = "done", message_id: int | None = None,
                  has_rounds: bool = False, parent=None, *, stats: dict | GenerationStats | None = None,
@@ -63,6 +67,11 @@ class MessageWidget(QFrame):
         self._copied.timeout.connect(lambda: self.copy_button.setText("Copy"))
         self.versions = VersionSwitch()           # (the last reply's, once regenerated: the window sets it)
         head.addWidget(self.versions)
+        self.continue_button = QPushButton("Continue", objectName="continueButton", toolTip=CONTINUE_TIP)
+        self.continue_button.setFlat(True)        # (the last reply's, where it ended before its end: the
+        self.continue_button.hide()               # window shows it, ChatView.set_continuable)
+        self.continue_button.clicked.connect(self.continueClicked)
+        head.addWidget(self.continue_button)
         head.addWidget(self.copy_button)
         layout.addLayout(head)
         self.body = MessageText(self)
@@ -195,6 +204,15 @@ class MessageWidget(QFrame):
     def text(self) -> str:
         return self._text
 
+    @property
+    def reply_status(self) -> str:
+        """How the reply ended, as the history stores it ("done", "cancelled", …; "streaming" while written)."""
+        return self._status
+
+    @property
+    def stats(self) -> dict | GenerationStats | None:
+        return self._stats
+
 
 _clock = time.perf_counter       # (tests give renders a cost)
 
@@ -213,6 +231,7 @@ class ChatView(QScrollArea):
     RENDER_DUTY = 25             # renders take at most about 1/25 of a core
     showRounds = Signal(int)
     versionStep = Signal(int)          # the last reply's ‹ (-1) or › (+1)
+    continueRequested = Signal()       # the last reply's Continue
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -238,6 +257,7 @@ class ChatView(QScrollArea):
         self._follow = FollowBottom(self, margin=8)
         self._highlight = False
         self._live: list[TokenOrigin] = []          # the origins of the reply being generated
+        self._live_base, self._round_base = 0, 0    # ... those it had before, when it is continued (continue_from)
         self._round: RoundEvent | None = None
         self._round_i = 0
         self._timer = QTimer(self)
@@ -260,15 +280,24 @@ class ChatView(QScrollArea):
         for w in self.messages:
             w.set_highlight(on)
 
+    def continue_from(self, origins: list[TokenOrigin]) -> None:
+        """The reply about to be generated continues one whose tokens came from `origins` ([]: a new
+        reply): its tokens follow them, its rounds numbered on from theirs."""
+        self._live = list(origins)
+        self._live_base = len(origins)
+        self._round_base = max((o.round for o in origins), default=-1) + 1
+
     def record_round(self, event: RoundEvent) -> None:
         """A round of the reply being generated (whichever conversation is shown): its tokens follow."""
         if event.index == 0:
-            self._live = []
+            del self._live[self._live_base:]
+        if self._round_base:
+            event = replace(event, index=event.index + self._round_base)
         self._round, self._round_i = event, 0
 
     def record_token(self, event: TokenEvent) -> None:
-        if event.index == 0 and self._live:               # (a reply whose first round was not seen)
-            self._live = []
+        if event.index == 0 and len(self._live) > self._live_base:   # (a reply whose first round was not seen)
+            del self._live[self._live_base:]
         r = self._round
         if r is not None and self._round_i < len(r.kinds):
             self._live.append(origin(r, self._round_i, event.text))
@@ -319,16 +348,33 @@ class ChatView(QScrollArea):
         """A message; a stored reply passes its stats, settings and rounds (the footer, the origins)."""
         w = MessageWidget(role, text, status, message_id, has_rounds, self._container, stats=stats,
                           settings=settings, rounds=rounds, highlight=self._highlight)
+        if self.messages:
+            self.messages[-1].continue_button.hide()     # (Continue is the last reply's)
         w.showRounds.connect(self.showRounds)
+        w.continueClicked.connect(self.continueRequested)
         w.versions.step.connect(self.versionStep)
         self._layout.insertWidget(self._layout.count() - 1, w)
         self.messages.append(w)
         self.empty_note.hide()
         return w
 
-    def begin_reply(self) -> MessageWidget:
+    def set_continuable(self, on: bool) -> None:
+        """Offer Continue under the last message where `on` (the window's rules.continuable), nowhere else."""
+        for w in self.messages:
+            w.continue_button.setVisible(on and w is self.messages[-1] and w.role == "assistant")
+
+    def begin_reply(self, resume: bool = False) -> MessageWidget:
+        """A reply streams in from now: a new one, or with `resume` the last one, written on (Continue)."""
         self._follow.on = True
-        self._streaming = self.add_message("assistant", "", "streaming")
+        if resume and self._streaming is not None and self._streaming is self.messages[-1]:
+            return self._streaming                    # (already: the window began it as it asked)
+        if resume and self.messages and self.messages[-1].role == "assistant":
+            self._streaming = w = self.messages[-1]
+            w.continue_button.hide()
+            w.set_stats(None, w._settings)       # (its footer told the reply as it was, under the text growing)
+            w.set_status("streaming")
+        else:
+            self._streaming = self.add_message("assistant", "", "streaming")
         self._pending = ""
         self._timer.start(self.REPAINT_MS)
         return self._streaming
@@ -359,11 +405,11 @@ class ChatView(QScrollArea):
             w.message_id = message_id
             w.has_rounds = has_rounds
             w._origins = self._live
-            self._live = []
             w.set_stats(stats, settings)
             w.set_text(text)
             w.set_status(status)
         self._streaming = None
+        self._live, self._live_base, self._round_base = [], 0, 0
 
     @property
     def streaming(self) -> MessageWidget | None:

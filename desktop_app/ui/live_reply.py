@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import time
 
+from typing import TYPE_CHECKING
+
 from desktop_app.engine.events import PromptEvent, RoundEvent, TokenEvent
+
+if TYPE_CHECKING:
+    from desktop_app.ui.chat_view import MessageWidget
 
 
 class LiveReply:
@@ -14,6 +19,7 @@ class LiveReply:
         self.conversation_id: int | None = None     # the conversation a reply is being generated for
         self.text = ""                               # its text so far
         self.reading: PromptEvent | None = None      # how far its prompt has been read, until its first round
+        self.continuing = False                      # it writes on the conversation's last reply (Continue)
         self.started_at = self.ended_at = 0.0        # when the last one was asked for, and ended (monotonic;
                                                      # while one runs, ended_at is the one before it's end)
 
@@ -21,10 +27,13 @@ class LiveReply:
     def active(self) -> bool:
         return self.conversation_id is not None
 
-    def start(self, conversation_id: int) -> None:
-        """A request went to the worker for `conversation_id` (its reply has not begun yet)."""
+    def start(self, conversation_id: int, continuing: MessageWidget | None = None) -> None:
+        """A request went to the worker for `conversation_id` (its reply has not begun yet). `continuing`:
+        the reply it writes on (Continue), whose text and tokens' origins come first."""
         self.conversation_id = conversation_id
-        self.text = ""
+        self.continuing = continuing is not None
+        self.text = continuing.text if continuing is not None else ""
+        self.chat.continue_from(continuing.origins if continuing is not None else [])
         self.reading = None
         self.started_at = time.monotonic()
 
@@ -35,14 +44,15 @@ class LiveReply:
         self.conversation_id = None
         self.text = ""
         self.reading = None
+        self.continuing = False
         self.bar.end_reply()
 
     def began(self, conversation_id: int, shown_id: int | None, title: str) -> None:
         """The worker started the reply: the chat gets a reply to stream into if its conversation is the
         one shown, and the panel starts following it."""
         if conversation_id == shown_id:
-            self.chat.begin_reply()
-        self.panel.begin(title, conversation_id)
+            self.chat.begin_reply(resume=self.continuing)
+        self.panel.begin(title, conversation_id, self.continuing)
 
     def token(self, event: TokenEvent, shown_id: int | None) -> None:
         self.text += event.text

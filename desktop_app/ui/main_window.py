@@ -31,12 +31,13 @@ from desktop_app.ui.window_faults import FaultsMixin
 from desktop_app.ui.window_files import FilesMixin
 from desktop_app.ui.window_layout import CENTER, PANEL, SIDEBAR, LayoutMixin, side_tabs
 from desktop_app.ui.window_models import ModelsMixin
+from desktop_app.ui.window_replies import RepliesMixin
 from desktop_app.ui.worker import EngineWorker, GenerateRequest, LoadedPair
 
 CLOSE_GRACE_S = 3.0             # how long closing waits for the engine to stop a request by itself
 
 
-class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, FilesMixin, QMainWindow):
+class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, RepliesMixin, FaultsMixin, FilesMixin, QMainWindow):
     requestLoad = Signal(object)
     requestServer = Signal(object)
     requestGenerate = Signal(object)
@@ -157,6 +158,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
         self.chat.setObjectName("chatView")
         self.chat.showRounds.connect(self._show_rounds)
         self.chat.versionStep.connect(self._step_version)
+        self.chat.continueRequested.connect(self.continue_reply)
         self.stack = QStackedWidget()
         self.stack.addWidget(self.first_run)
         self.stack.addWidget(self.chat)
@@ -281,18 +283,6 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
         self._update_buttons()
         self.requestGenerate.emit(request)
 
-    def regenerate(self) -> None:
-        if self.busy and self.current_id is not None:
-            self.say_busy("Regenerate")
-            return
-        if self.current_id is None or not self.loaded or self.editing:
-            return
-        messages = self._history(self.store.messages, self.current_id, default=[])
-        if not can_regenerate(messages):
-            return
-        self.chat.truncate(len(self.chat.messages) - 1)
-        self._start(GenerateRequest("regenerate", self.current_id, "", self._options()))
-
     def stop(self) -> bool:
         """Stop the reply or compare running (Esc, Stop): not a load, which the model bar's Cancel stops.
         Whether there was one."""
@@ -393,6 +383,8 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
                                 last.id if last else None, bool(last and last.rounds),
                                 event.stats, last.settings if last else None)
             self.mark_left_out(conversation_id)         # (turns left out for this reply: the line moves)
+            if self.reply.continuing:       # (the panel followed the run that wrote on: now the whole reply)
+                self._show_last_reply(conversation_id, self._title(conversation_id), stored)
         self._say_why_it_ended(event, conversation_id)
         self.reply.end()
         self.model_bar.error_is_past()
@@ -424,6 +416,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, FaultsMixin, File
         can_compare = can_edit and ready and not self.busy and not self.editing
         self.compare_button.setEnabled(can_compare)
         self._update_menu(regen_ok, can_edit, can_compare, writing_here)
+        self._update_continue(not self.busy)
         self.sidebar.set_writing(self.generating_id if self.busy else None)
         self.settings_panel.set_writing(self.busy and self.generating_id is not None)
 

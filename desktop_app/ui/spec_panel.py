@@ -115,6 +115,7 @@ class SpecPanel(QWidget):
         self._attached = False        # the strip shows the live reply (not a stored one, not cleared)
         self._streaming = False
         self._live_title = ""
+        self._live_continuing = False
         self._live_conversation: int | None = None
         self._live_began = time.localtime()
         self._live_number: int | None = None
@@ -176,15 +177,19 @@ class SpecPanel(QWidget):
         if self._shown[0] == "stored":
             self.header.setText(stored_header(*self._shown[2:]))
         elif self._streaming:
-            self.header.setText(f"Live: reply in '{self._live_title}'")
+            what = "continuing the reply" if self._live_continuing else "reply"
+            self.header.setText(f"Live: {what} in '{self._live_title}'")
         else:                       # how it ended ("just finished" stayed on minutes later, and was said
             s = self._live_stats    # of stopped, interrupted and cut-off replies: users' tries)
             status = "interrupted" if s is None else reply_status(s.stop_reason, self._broke_off)
             self.header.setText(reply_header(self._live_title, self._live_began, self._live_number, ending(status, s)))
 
     # -- live
-    def begin(self, title: str = "", conversation_id: int | None = None) -> None:
+    def begin(self, title: str = "", conversation_id: int | None = None, continuing: bool = False) -> None:
+        """A reply begins (`continuing`: the run that writes on a reply, Continue: the panel follows that
+        run, and the window shows the whole reply once it ends)."""
         self._live_rounds, self._pending = [], []
+        self._live_continuing = continuing
         self._live_title = title
         self._live_conversation = conversation_id
         self._live_began = time.localtime()      # (the history dates a reply from its start, as here)

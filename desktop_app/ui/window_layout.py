@@ -57,6 +57,7 @@ class LayoutMixin:
                 ("Search conversations", QKeySequence.Find, lambda: self.sidebar.search.setFocus()),
                 ("Stop", Qt.Key_Escape, self._escape),
                 ("Regenerate", "Ctrl+R", self.regenerate),
+                ("Continue the reply", "Ctrl+Shift+Return", self.continue_reply),
                 ("Earlier version of the reply", "Alt+Left", lambda: self._step_version(-1)),
                 ("Later version of the reply", "Alt+Right", lambda: self._step_version(1)),
                 ("Edit last message", "Ctrl+E", self.edit_last),
@@ -81,6 +82,7 @@ class LayoutMixin:
         self.composer.textChanged.connect(self._unsent_note_is_past)
         self.compare_action = actions["Compare with and without speculation"]
         self.regenerate_action, self.edit_action = actions["Regenerate"], actions["Edit last message"]
+        self.continue_action = actions["Continue the reply"]
         self.copy_reply_action, self.export_action = actions["Copy last reply"], actions["Export conversation…"]
         self.version_actions = (actions["Earlier version of the reply"], actions["Later version of the reply"])
         self.sidebar.list.addActions([actions["Rename conversation"], self.export_action, self.sidebar.delete_action])
@@ -89,7 +91,8 @@ class LayoutMixin:
         for title, names in (("&File", ("New conversation", "Next conversation", "Previous conversation",
                                         "Search conversations", None, "Open target model…", None, "Export conversation…",
                                         "Import conversation…", None, "Quit")),
-                             ("&Chat", ("Regenerate", "Earlier version of the reply", "Later version of the reply",
+                             ("&Chat", ("Regenerate", "Continue the reply", "Earlier version of the reply",
+                                        "Later version of the reply",
                                         "Edit last message", "Copy last reply", None,
                                         "Compare with and without speculation")),
                              ("&Help", ("Keyboard shortcuts", "Reading the speculation panel", None,

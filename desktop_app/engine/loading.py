@@ -8,7 +8,7 @@ from typing import Callable
 from desktop_app.engine import backend, repack, rpc
 from desktop_app.engine.errors import LoadCancelled, ModelLoadError  # noqa: F401 (re-exported)
 from desktop_app.engine.load_options import LoadOptions
-from desktop_app.models.gguf_info import GGUFError, check_whole
+from desktop_app.models.gguf_info import EMPTY, GGUFError, check_whole
 
 GGUF_MAGIC = b"GGUF"
 
@@ -25,7 +25,7 @@ def check_gguf_header(path: str) -> None:
     except OSError as exc:
         raise ModelLoadError(path, f"cannot be read ({exc.strerror})") from None
     if not head:
-        raise ModelLoadError(path, "empty (0 bytes): a download or copy that did not finish?")
+        raise ModelLoadError(path, EMPTY)
     if len(head) < 8 or head[:4] != GGUF_MAGIC:
         raise ModelLoadError(path, "not a GGUF file (it does not start with the GGUF signature)")
     version = struct.unpack("<I", head[4:8])[0]

@@ -250,10 +250,13 @@ def _open(path: str, name: str) -> tuple[BinaryIO, int]:
         raise GGUFError(f"{name} cannot be read ({exc.strerror or exc})") from exc
 
 
+EMPTY = "empty (0 bytes): a download or copy that did not finish?"   # (the model bar's line and a load's)
+
+
 def _read_header(r: _Reader, name: str) -> tuple[dict, int, list[tuple[int, int, int]]]:
     """The metadata, the parameter count, and each tensor's (elements, ggml type, data offset)."""
     if r.size == 0:                           # ("not a GGUF file" of an empty one: a new user's try)
-        raise GGUFError(f"{name} is empty (0 bytes): a download or copy that did not finish?")
+        raise GGUFError(f"{name} is {EMPTY}")
     if r.size < 4 or r.read(4, "the signature") != b"GGUF":
         raise GGUFError(f"{name} is not a GGUF file")
     version = r.take("<I", "the version")

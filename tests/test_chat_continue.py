@@ -2,12 +2,16 @@
 message, on the real test pair."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from desktop_app.chat.history import HistoryStore
 from desktop_app.chat.rules import can_continue
+from desktop_app.chat.server_session import ServerChatSession
 from desktop_app.chat.session import CannotContinue, ChatSession, GenerationOptions
 from desktop_app.engine import GREEDY, FinishEvent, LoadOptions, ModelPair, RoundEvent, SpecSettings, StopReason
+from desktop_app.engine.events import TokenEvent
 
 pytestmark = pytest.mark.network      # every test here needs a fetched model
 
@@ -103,3 +107,73 @@ def test_a_stopped_reply_is_continued_and_a_finished_one_is_not(session):
     assert not can_continue(session.store.messages(cid))
     with pytest.raises(CannotContinue):
         session.continue_reply(cid, options(10))
+
+
+def test_a_character_cut_in_two_at_the_seam_is_whole(session):
+    """Cut off between the bytes of one character, the reply's text left it out; the run that writes on
+    reads the reply's last tokens first, so the character comes whole (decoded alone, its last bytes
+    read "��")."""
+    cid = session.store.create_conversation()
+    list(session.send(cid, "Write the word hello in Japanese characters.", options(3)))
+    cut = session.store.messages(cid)[-1]
+    pieces = b"".join(session.pair.target.piece(t) for t in cut.token_ids)
+    with pytest.raises(UnicodeDecodeError):                     # (the cut falls inside a character)
+        pieces.decode("utf-8")
+    list(session.continue_reply(cid, options(7)))
+    whole = session.store.messages(cid)[-1]
+    list(session.regenerate(cid, options(10)))
+    one_run = session.store.messages(cid)[-1]
+    assert whole.token_ids == one_run.token_ids
+    assert whole.content == one_run.content and "\ufffd" not in whole.content
+
+
+def test_a_run_that_writes_nothing_leaves_the_reply_as_it_was(session):
+    cid = session.store.create_conversation()
+    list(session.send(cid, PROMPT, options(12)))
+    before = session.store.messages(cid)[-1]
+    # stopped before its first round
+    session.controls.cancel()
+    events = session.continue_reply(cid, options(12))
+    session.controls.cancel()                                   # (continue_reply's run resets it: Esc at once)
+    finish = finish_of(events)
+    after = session.store.messages(cid)[-1]
+    assert dataclasses.astuple(after) == dataclasses.astuple(before)
+    assert finish.text == before.content and finish.stats.n_tokens == 12
+    # walked away from between a round and its tokens (the window closing, say)
+    events = session.continue_reply(cid, options(12))
+    assert isinstance(next(events), RoundEvent)
+    events.close()
+    assert dataclasses.astuple(session.store.messages(cid)[-1]) == dataclasses.astuple(before)
+    # ... and after a few tokens: kept, as stopped, written in two runs, its figures left to its rounds
+    events = session.continue_reply(cid, options(12))
+    n = 0
+    for event in events:
+        n += isinstance(event, TokenEvent)
+        if n == 3:
+            break
+    events.close()
+    kept = session.store.messages(cid)[-1]
+    assert kept.status == "cancelled" and kept.stats is None and kept.settings["parts"] == 2
+    assert kept.content.startswith(before.content) and len(kept.token_ids) == 15
+    assert len(kept.rounds) > len(before.rounds)
+
+
+def test_replies_whose_tokens_are_not_kept(session):
+    cid = session.store.create_conversation()
+    list(session.send(cid, PROMPT, options(12)))
+    reply = session.store.messages(cid)[-1]
+    # another model's reply (another vocabulary): its ids are not this target's, so its text is read,
+    # and the reply keeps no ids, not even while it is written
+    session.store.update_message(reply.id, settings={**reply.settings, "vocab": "another"})
+    events = session.continue_reply(cid, options(6))
+    next(e for e in events if isinstance(e, TokenEvent))
+    assert session.store.messages(cid)[-1].token_ids is None
+    list(events)
+    whole = session.store.messages(cid)[-1]
+    assert whole.token_ids is None and whole.content.startswith(reply.content) and whole.stats["n_tokens"] == 18
+    # a llama-server's reply: its statistics are a server's; and a llama-server writes only new replies
+    session.store.update_message(reply.id, settings={"server": "http://127.0.0.1:8080"})
+    with pytest.raises(CannotContinue, match="llama-server"):
+        session.continue_reply(cid, options(6))
+    with pytest.raises(CannotContinue, match="llama-server"):
+        ServerChatSession(None, session.store).continue_reply(cid, options(6))

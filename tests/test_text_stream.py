@@ -40,3 +40,15 @@ def test_earliest_of_several_stop_strings_wins():
     stream = TextStream(["bb", "a"])
     stream.push(b"xxbbya")
     assert stream.text == "xx"
+
+
+def test_a_primed_stream_goes_on_from_the_text_before_it():
+    """Continue: the reply's last tokens are read first, as text already shown. A character they end in
+    the middle of comes whole, and a stop string that began in them ends the reply."""
+    s = TextStream()
+    s.prime([b"Hi \xe3", b"\x81"])                  # (お is e3 81 8a: its last byte is the next token's)
+    assert s.push(b"\x8a!") == "お!" and s.text == "お!"
+    s = TextStream(["\n\nUser:"])
+    s.prime([b"Done.\n\nUs"])
+    assert s.push(b"er: hi") == "" and s.stopped and s.text == ""
+    assert s.finish() == ""

@@ -2,11 +2,14 @@
 written on in its own place, and every view then tells the whole reply."""
 from __future__ import annotations
 
+import dataclasses
+import time
+
 import pytest
 from PySide6.QtCore import Qt
 
 from desktop_app.chat.history import HistoryStore
-from desktop_app.engine.events import GenerationStats
+from desktop_app.engine.events import GenerationStats, RoundEvent
 from desktop_app.chat.reply_footer import footer_forms
 
 pytestmark = pytest.mark.network
@@ -69,6 +72,11 @@ def test_continue_writes_on_in_the_same_reply(qtbot, loaded):
     qtbot.waitUntil(lambda: len(stored(w)[-1].token_ids) == 36 and not w.busy, timeout=TIMEOUT_MS)
     assert w.composer.toPlainText() == ""                        # (the keys went to the action, not the box)
     assert stored(w)[-1].settings["parts"] == 3 and len(w.chat.messages) == 2
+    # not while the last message is edited (Continue writes on the conversation as stored)
+    w.edit_last()
+    assert w.editing and not reply.continue_button.isVisible() and not w.continue_action.isEnabled()
+    w._cancel_edit()
+    assert reply.continue_button.isVisible()
 
 
 def test_continue_is_not_offered_for_a_reply_that_ended_by_itself(qtbot, loaded):
@@ -79,3 +87,28 @@ def test_continue_is_not_offered_for_a_reply_that_ended_by_itself(qtbot, loaded)
     wait_idle(qtbot, w)
     assert stored(w)[-1].stats["stop_reason"] == "eos"
     assert not w.chat.messages[-1].continue_button.isVisible() and not w.continue_action.isEnabled()
+
+
+def test_the_live_panel_tells_the_whole_reply_while_it_is_continued(qtbot, loaded):
+    """A Continue's rounds follow the reply's earlier ones in the panel as they come: its numbers, tokens
+    and time from the reply's start (it showed the new run alone, "24 in 24 rounds" from #1, and
+    "120 in 120 rounds" once it ended: a new user's try)."""
+    w = loaded
+    w.composer.setPlainText("Write a short poem about the sea.")
+    qtbot.keyClick(w.composer, Qt.Key_Return)
+    wait_idle(qtbot, w)
+    [_, cut] = stored(w)
+    earlier = [RoundEvent.from_record(i, r) for i, r in enumerate(cut.rounds)]
+    panel = w.spec_panel
+    panel.begin("A poem", w.current_id, earlier, cut.created_at)
+    panel._flush()
+    assert panel.header.text().startswith("Live: continuing the reply in 'A poem'")
+    assert len(panel.rounds_shown) == len(earlier)
+    assert panel.labels["tokens"].text().startswith(f"12 in {len(earlier)} round")
+    panel.add_round(dataclasses.replace(earlier[-1], index=0, end=""))
+    panel.add_token()
+    panel._flush()
+    assert len(panel.rounds_shown) == len(earlier) + 1 and panel.rounds_shown[-1].index == len(earlier)   # (#13)
+    assert panel.labels["tokens"].text().startswith(f"13 in {len(earlier) + 1} round")
+    panel.finish(GenerationStats.from_json(cut.stats), number=2)
+    assert time.strftime("%H:%M", time.localtime(cut.created_at)) in panel.header.text()

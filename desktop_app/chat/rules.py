@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence
 
-from desktop_app.engine.events import StopReason
+from desktop_app.engine.events import GenerationStats, StopReason
 
 
 LEFT_OUT_NOTE = ("The turns above are left out of what the model reads, to make room in its context; "
@@ -31,7 +31,8 @@ def can_regenerate(messages: Sequence[_Message]) -> bool:
 
 
 CONTINUABLE = ("cancelled", "interrupted", "error")   # stored statuses of a reply that ended before its end
-CUT_AT_LIMIT = ("max_tokens",)                          # ... and the stop reasons of a "done" one that did
+CUT_AT_LIMIT = (StopReason.MAX_TOKENS.value, StopReason.CONTEXT_FULL.value)   # ... and the stop reasons of a
+                                                                             # "done" one that did
 
 
 def can_continue(messages: Sequence[_Message]) -> bool:
@@ -45,16 +46,16 @@ def can_continue(messages: Sequence[_Message]) -> bool:
 
 def continuable(role: str, text: str, status: str, stats) -> bool:
     """Whether a reply (`stats`: its GenerationStats, or their JSON) can be continued: it has text and
-    ended before its own end: stopped, interrupted (the engine died), failed, or cut off at Max tokens.
-    Not one that ended by itself, at a stop string, or where the context was full (nothing more fits).
-    A new user typed "continue" after a cut-off reply, and the rest came as a second reply that began
-    again."""
+    ended before its own end: stopped, interrupted (the engine died), failed, or cut off (at Max tokens,
+    or by a full context, which a larger one then holds: where it does not, Continue says so). Not one
+    that ended by itself or at a stop string. A new user typed "continue" after a cut-off reply, and
+    the rest came as a second reply that began again."""
     if role != "assistant" or not text.strip():
         return False
     if status in CONTINUABLE:
         return True
-    stop = stats.get("stop_reason") if isinstance(stats, dict) else getattr(stats, "stop_reason", None)
-    return status == "done" and stop in CUT_AT_LIMIT
+    parsed = GenerationStats.from_json(stats)
+    return status == "done" and parsed is not None and parsed.stop_reason in CUT_AT_LIMIT
 
 
 def last_user_message(messages: Sequence[_Message]) -> _Message | None:

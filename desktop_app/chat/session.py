@@ -255,15 +255,22 @@ class ChatSession:
         conversation = self.store.conversation(conversation_id)
         if not can_continue(conversation.messages):
             raise CannotContinue("The last reply ended by itself (or there is none): there is nothing to continue")
+        last = conversation.messages[-1]
+        if isinstance(last.settings, dict) and last.settings.get("server"):   # (its statistics are a server's)
+            raise CannotContinue("This reply was written by a llama-server: connect to it again to continue it, "
+                                 "or regenerate it here")
         prompt = self.prompt_tokens(conversation, open_last=True)
         if len(prompt) >= self.n_ctx:       # (with room for a few tokens, it goes on until the context is full)
             raise CannotContinue(f"The conversation with this reply fills the context ({len(prompt)} of {self.n_ctx} "
                          "tokens): there is no room to continue it. Raise the context size in Settings (Apply "
                          "and reload), or start a new conversation")
-        return self._stream(conversation_id, prompt, options, into=conversation.messages[-1])
+        kept = self._kept_tokens(last)     # (the prompt ends with these, or with its text's tokens: fewer than
+                                           # its characters; the engine reads at most its last PRIMER)
+        return self._stream(conversation_id, prompt, options, into=last,
+                            primed=len(kept) if kept is not None else len(last.content))
 
     def _stream(self, conversation_id: int, prompt: list[int], options: GenerationOptions,
-                into: StoredMessage | None = None) -> Iterator:
+                into: StoredMessage | None = None, primed: int = 0) -> Iterator:
         self.controls.reset_cancel()
         self.controls.set(options.spec)
         sampling = options.sampling           # (a seed drawn here is stored with the reply, which can then be
@@ -274,26 +281,28 @@ class ChatSession:
                     "sampling": asdict(sampling), "spec": asdict(options.spec),
                     "max_tokens": options.max_tokens}
         events = self.pair.generate(prompt, sampling, self.controls, options.max_tokens,
-                                    self.template.stops(options.stop))
+                                    self.template.stops(options.stop), primed)
         return self._store_reply(conversation_id, events, settings, into)
 
     def _store_reply(self, conversation_id: int, events: Iterator, settings: dict,
                      into: StoredMessage | None = None) -> Iterator:
         """Write the reply as `events` stream it (at least every flush interval), and keep what came
         when it ends early; yields the events on. `into`: the reply continued (continue_reply): the new
-        text, tokens and rounds are added to its own, and its FinishEvent is of the whole reply."""
-        keeps_tokens = self.keeps_tokens and (into is None or (into.token_ids is not None
-                                                                and self._own_tokens(into.settings)))
+        text, tokens and rounds are added to its own, and its FinishEvent is of the whole reply; a run
+        that adds no token, however it ends, leaves the reply exactly as it was."""
+        keeps_tokens = self.keeps_tokens and (into is None or self._kept_tokens(into) is not None)
         if into is None:
             message = self.store.add_message(conversation_id, "assistant", "", status="streaming",
                                              token_ids=[] if keeps_tokens else None, settings=settings)
             text, tokens, rounds = "", [], []
-        else:
+        else:                          # (its statistics, and ids another model wrote, no longer tell it)
             message = into
+            self.store.update_message(into.id, status="streaming", stats=None,
+                                      **({} if keeps_tokens else {"token_ids": None}))
+            text, tokens, rounds = into.content, list(into.token_ids) if keeps_tokens else [], list(into.rounds or [])
             settings = _continued_settings(into.settings, settings)
-            self.store.update_message(into.id, status="streaming", settings=settings)
-            text, tokens, rounds = into.content, list(into.token_ids or []), list(into.rounds or [])
         n_before = len(tokens)
+        wrote = False                  # a token came (a continued reply then is no longer as it was)
         last_flush = time.monotonic()
         finished = False
         try:
@@ -301,12 +310,16 @@ class ChatSession:
                 if isinstance(event, TokenEvent):
                     text += event.text
                     tokens.append(event.token)
+                    wrote = True
                     if time.monotonic() - last_flush >= self.flush_interval_s:
                         self.store.update_message(message.id, content=text,
                                                   token_ids=tokens if keeps_tokens else None)
                         last_flush = time.monotonic()
                 elif isinstance(event, RoundEvent):
                     rounds.append(event.to_record())
+                elif isinstance(event, FinishEvent) and into is not None and not wrote:
+                    event = self._as_it_was(event, into)
+                    finished = True
                 elif isinstance(event, FinishEvent):
                     status = reply_status(event.stop_reason, event.broke_off)
                     if rounds and event.end_after_rounds and not rounds[-1].get("end"):   # (the strip's mark)
@@ -315,24 +328,44 @@ class ChatSession:
                         event = self._whole(event, into, rounds, tokens[:n_before], keeps_tokens)
                     # after a stop string the last tokens hold text that was cut: re-tokenise next turn
                     keep_tokens = keeps_tokens and event.stop_reason != StopReason.STOP_STRING
+                    changed = self._changed_while_running(settings)
                     self.store.update_message(message.id, content=event.text, status=status,
                                               token_ids=list(event.tokens) if keep_tokens else None,
                                               stats=event.stats.to_json(), rounds=rounds,
-                                              **self._changed_while_running(settings))
+                                              **(changed or ({"settings": settings} if into is not None else {})))
                     finished = True
                 yield event
         except HistoryError:           # the history refused a write (a full disk): nothing more to try
             raise
-        except GeneratorExit:          # the consumer walked away: keep what was streamed
+        except BaseException as exc:   # (walked away from: GeneratorExit; the engine died: EngineCrashed)
             if not finished:
-                self._keep(message.id, text, tokens, rounds, "cancelled", keeps_tokens)
+                status = ("cancelled" if isinstance(exc, GeneratorExit) else
+                          "interrupted" if isinstance(exc, EngineCrashed) else "error")
+                if into is not None and not wrote:
+                    self._as_it_was(None, into)
+                else:
+                    self._keep(message.id, text, tokens if keeps_tokens else None, rounds, status,
+                               settings if into is not None else None)
             raise
-        except EngineCrashed:          # the engine process died: the reply so far is kept, as incomplete
-            self._keep(message.id, text, tokens, rounds, "interrupted", keeps_tokens)
-            raise
-        except Exception:
-            self._keep(message.id, text, tokens, rounds, "error", keeps_tokens)
-            raise
+
+    def _as_it_was(self, event: FinishEvent | None, into: StoredMessage) -> FinishEvent | None:
+        """A continued reply's run that added no token (stopped before one, failed, the engine dead): the
+        reply is stored as it was, status, statistics and settings included; `event` (its FinishEvent)
+        made the reply's as it was."""
+        try:
+            self.store.update_message(into.id, content=into.content, status=into.status, token_ids=into.token_ids,
+                                      stats=into.stats, rounds=into.rounds, settings=into.settings)
+        except HistoryError:
+            pass                       # (what ended the reply is what gets reported)
+        if event is None:
+            return None
+        stats = GenerationStats.from_json(into.stats) or from_rounds(
+            [RoundEvent.from_record(i, r) for i, r in enumerate(into.rounds or [])])
+        return replace(event, text=into.content, tokens=tuple(into.token_ids or ()), stats=stats)
+
+    def _kept_tokens(self, message: StoredMessage) -> list[int] | None:
+        """A reply's token ids where this target reads them as its text (_own_tokens), else None."""
+        return message.token_ids if message.token_ids is not None and self._own_tokens(message.settings) else None
 
     def _changed_while_running(self, settings: dict) -> dict:
         """{"settings": …} with the speculation settings the reply ended with ("spec_end"), where the user
@@ -343,14 +376,13 @@ class ChatSession:
             return {}
         return {"settings": {**settings, "spec_end": end}}
 
-    def _keep(self, message_id: int, text: str, tokens: list[int], rounds: list, status: str,
-              keeps_tokens: bool) -> None:
+    def _keep(self, message_id: int, text: str, tokens: list[int] | None, rounds: list, status: str,
+              settings: dict | None = None) -> None:
         """Save a reply that ended early, as far as the history lets us (the error that ended it is
-        what gets reported). A continued reply that ended so keeps the statistics of its first run(s)
-        no more: they no longer describe it, and its rounds say what it was."""
+        what gets reported); `settings`: a continued reply's, now that it was written on."""
         try:
-            self.store.update_message(message_id, content=text, status=status,
-                                      token_ids=tokens if keeps_tokens else None, rounds=rounds, stats=None)
+            self.store.update_message(message_id, content=text, status=status, token_ids=tokens, rounds=rounds,
+                                      **({"settings": settings} if settings is not None else {}))
         except HistoryError:
             pass
 

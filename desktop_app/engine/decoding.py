@@ -40,6 +40,7 @@ from desktop_app.engine.threads import ThreadCount
 Event = RoundEvent | TokenEvent | FinishEvent | PromptEvent
 PROMPT_PIECE_S = 1.0        # a long prompt pass says how far it is about this often (_prompt_piece) ...
 PROMPT_PIECE_MIN = 128      # ... in pieces of at least this many tokens
+PRIMER = 32                 # a continued reply's last tokens read into the text stream first (generate)
 
 
 @dataclass
@@ -142,12 +143,17 @@ class SpeculativeDecoder:
         return self.drafters.get(settings.drafter, self.drafters["none"])
 
     def generate(self, prompt: Sequence[int], sampling: SamplingParams, controls: Controls | None = None,
-                 max_tokens: int = 256, stop: Sequence[str] = ()) -> Iterator[Event]:
+                 max_tokens: int = 256, stop: Sequence[str] = (), primed: int = 0) -> Iterator[Event]:
         """Continue `prompt` (token ids, template already applied). Yields PromptEvents while a long
         prompt is read, then RoundEvent, the round's TokenEvents, ..., and one FinishEvent last,
-        whatever the reason for stopping."""
+        whatever the reason for stopping. `primed`: the prompt's last tokens are this many of a reply
+        that this one writes on (Continue): its text begins with theirs (TextStream.prime, from the
+        last PRIMER of them)."""
         controls = controls or Controls()
-        reply = Reply(list(prompt), TextStream(stop), np.random.default_rng(sampling.seed), time.perf_counter(),
+        stream = TextStream(stop)
+        if primed > 0:
+            stream.prime([self.model.piece(t) for t in prompt[len(prompt) - min(primed, PRIMER, len(prompt)):]])
+        reply = Reply(list(prompt), stream, np.random.default_rng(sampling.seed), time.perf_counter(),
                       stop=lambda: controls.cancelled)
         if not reply.tokens:
             raise ValueError("the prompt is empty")

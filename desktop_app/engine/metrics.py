@@ -142,7 +142,8 @@ def from_rounds(rounds: Sequence[RoundEvent]) -> GenerationStats:
         recorder.add_round(r, r.gamma)
     s = recorder.so_far()
     s.n_tokens = sum(r.n_reply_tokens for r in rounds)
-    seconds = sum(r.t_round_s for r in rounds)
+    s.n_plain_rounds, s.t_plain_s = recorder._plain_rounds, recorder._plain_round_s
+    s.t_total_s = seconds = sum(r.t_round_s for r in rounds)      # (its prompt's time not known: none counted)
     s.tokens_per_s = s.n_tokens / seconds if seconds > 0 else 0.0
     return s
 

@@ -17,12 +17,22 @@ class TextStream:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._text = ""
         self._released = 0
+        self._base = 0                 # where this stream's own text begins (after a primer)
         self.stopped = False
+
+    def prime(self, pieces: Sequence[bytes]) -> None:
+        """Read the bytes of tokens that come before this stream's (the reply it continues) as text
+        already shown: a character cut in two at their end is completed by this stream's first piece
+        (decoded alone, its last bytes read "��"), and a stop string that began in them ends the
+        reply as soon as it completes (the part shown before stays)."""
+        for piece in pieces:
+            self._text += self._decoder.decode(piece)
+        self._released = self._base = len(self._text)
 
     @property
     def text(self) -> str:
         """Everything released so far (the reply as the user sees it)."""
-        return self._text[:self._released]
+        return self._text[self._base:self._released]
 
     def push(self, piece: bytes) -> str:
         """Add one token's bytes; return the newly releasable text ('' when nothing is yet)."""

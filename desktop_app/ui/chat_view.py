@@ -134,6 +134,9 @@ class MessageWidget(QFrame):
     def stream(self, text: str, origins: list[TokenOrigin]) -> None:
         """The streaming reply so far: its text and the origins of its tokens. Highlighted, the new
         tokens are appended as they come (MessageText.append_spans); the reply's end renders it."""
+        if self._read is not None and self._text:     # (a reply continued: no longer reading the prompt)
+            self._read = None
+            self._update_footer()
         if not self.highlight:
             self._origins = origins
             self.set_text(text)                  # (its note then says it is no longer reading the prompt)
@@ -171,7 +174,8 @@ class MessageWidget(QFrame):
     def _update_footer(self) -> None:
         # (before its first token a reply's prompt is read: on a busy CPU "writing…" over an empty reply
         # for a minute read as stuck, a new user's try)
-        reading = self._status == "streaming" and not self._text
+        # (a reply written on, Continue, has text while its prompt is read: after a restart, all of it)
+        reading = self._status == "streaming" and (not self._text or self._read is not None)
         note = reading_note(self._read) if reading else reply_note(self._status, self._stats)
         self.status.setText(note, *filter(None, [SHORT_NOTES.get(note)]))
         self.status.setToolTip(note)
@@ -280,12 +284,12 @@ class ChatView(QScrollArea):
         for w in self.messages:
             w.set_highlight(on)
 
-    def continue_from(self, origins: list[TokenOrigin]) -> None:
-        """The reply about to be generated continues one whose tokens came from `origins` ([]: a new
-        reply): its tokens follow them, its rounds numbered on from theirs."""
+    def continue_from(self, origins: list[TokenOrigin], n_rounds: int = 0) -> None:
+        """The reply about to be generated continues one whose tokens came from `origins` in `n_rounds`
+        rounds ([] and 0: a new reply): its tokens follow them, its rounds numbered on from theirs."""
         self._live = list(origins)
         self._live_base = len(origins)
-        self._round_base = max((o.round for o in origins), default=-1) + 1
+        self._round_base = n_rounds
 
     def record_round(self, event: RoundEvent) -> None:
         """A round of the reply being generated (whichever conversation is shown): its tokens follow."""
@@ -371,6 +375,8 @@ class ChatView(QScrollArea):
         if resume and self.messages and self.messages[-1].role == "assistant":
             self._streaming = w = self.messages[-1]
             w.continue_button.hide()
+            w.has_rounds = False                 # (a click showed the stored reply, as it was, until the end)
+            w._read = None
             w.set_stats(None, w._settings)       # (its footer told the reply as it was, under the text growing)
             w.set_status("streaming")
         else:

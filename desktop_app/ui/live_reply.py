@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from desktop_app.engine.events import PromptEvent, RoundEvent, TokenEvent
@@ -13,13 +14,23 @@ if TYPE_CHECKING:
     from desktop_app.ui.chat_view import MessageWidget
 
 
+@dataclass(frozen=True)
+class Continued:
+    """The reply a Continue writes on: its place in the chat (its text and its tokens' origins come
+    first), and as the history holds it, its rounds and when it began (the panel tells the whole reply)."""
+
+    widget: MessageWidget
+    rounds: list[RoundEvent]
+    created_at: float
+
+
 class LiveReply:
     def __init__(self, chat, panel, bar):
         self.chat, self.panel, self.bar = chat, panel, bar
         self.conversation_id: int | None = None     # the conversation a reply is being generated for
         self.text = ""                               # its text so far
         self.reading: PromptEvent | None = None      # how far its prompt has been read, until its first round
-        self.continuing = False                      # it writes on the conversation's last reply (Continue)
+        self.continuing: Continued | None = None     # the reply it writes on (Continue)
         self.started_at = self.ended_at = 0.0        # when the last one was asked for, and ended (monotonic;
                                                      # while one runs, ended_at is the one before it's end)
 
@@ -27,13 +38,16 @@ class LiveReply:
     def active(self) -> bool:
         return self.conversation_id is not None
 
-    def start(self, conversation_id: int, continuing: MessageWidget | None = None) -> None:
+    def start(self, conversation_id: int, continuing: Continued | None = None) -> None:
         """A request went to the worker for `conversation_id` (its reply has not begun yet). `continuing`:
-        the reply it writes on (Continue), whose text and tokens' origins come first."""
+        the reply it writes on (Continue), whose text, tokens and rounds come first."""
         self.conversation_id = conversation_id
-        self.continuing = continuing is not None
-        self.text = continuing.text if continuing is not None else ""
-        self.chat.continue_from(continuing.origins if continuing is not None else [])
+        self.continuing = continuing
+        self.text = continuing.widget.text if continuing is not None else ""
+        if continuing is not None:
+            self.chat.continue_from(continuing.widget.origins, len(continuing.rounds))
+        else:
+            self.chat.continue_from([], 0)
         self.reading = None
         self.started_at = time.monotonic()
 
@@ -44,15 +58,18 @@ class LiveReply:
         self.conversation_id = None
         self.text = ""
         self.reading = None
-        self.continuing = False
+        self.continuing = None
         self.bar.end_reply()
 
     def began(self, conversation_id: int, shown_id: int | None, title: str) -> None:
         """The worker started the reply: the chat gets a reply to stream into if its conversation is the
         one shown, and the panel starts following it."""
         if conversation_id == shown_id:
-            self.chat.begin_reply(resume=self.continuing)
-        self.panel.begin(title, conversation_id, self.continuing)
+            self.chat.begin_reply(resume=self.continuing is not None)
+        if self.continuing is not None:          # (the panel tells the whole reply, its earlier rounds first)
+            self.panel.begin(title, conversation_id, self.continuing.rounds, self.continuing.created_at)
+        else:
+            self.panel.begin(title, conversation_id)
 
     def token(self, event: TokenEvent, shown_id: int | None) -> None:
         self.text += event.text

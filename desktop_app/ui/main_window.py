@@ -277,8 +277,9 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, RepliesMixin, Fau
         self.chat.add_message("user", text)
         self._start(GenerateRequest(kind, self.current_id, text, self._options()))
 
-    def _start(self, request: GenerateRequest) -> None:
-        self.reply.start(request.conversation_id)
+    def _start(self, request: GenerateRequest, continuing=None) -> None:
+        """Ask the worker for `request`'s reply; `continuing`: the reply it writes on (LiveReply.start's)."""
+        self.reply.start(request.conversation_id, continuing)
         self.busy = True
         self._update_buttons()
         self.requestGenerate.emit(request)
@@ -383,8 +384,6 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, RepliesMixin, Fau
                                 last.id if last else None, bool(last and last.rounds),
                                 event.stats, last.settings if last else None)
             self.mark_left_out(conversation_id)         # (turns left out for this reply: the line moves)
-            if self.reply.continuing:       # (the panel followed the run that wrote on: now the whole reply)
-                self._show_last_reply(conversation_id, self._title(conversation_id), stored)
         self._say_why_it_ended(event, conversation_id)
         self.reply.end()
         self.model_bar.error_is_past()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Sequence
 
 from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtGui import QPalette
@@ -116,6 +117,7 @@ class SpecPanel(QWidget):
         self._streaming = False
         self._live_title = ""
         self._live_continuing = False
+        self._round_base = 0
         self._live_conversation: int | None = None
         self._live_began = time.localtime()
         self._live_number: int | None = None
@@ -185,25 +187,35 @@ class SpecPanel(QWidget):
             self.header.setText(reply_header(self._live_title, self._live_began, self._live_number, ending(status, s)))
 
     # -- live
-    def begin(self, title: str = "", conversation_id: int | None = None, continuing: bool = False) -> None:
-        """A reply begins (`continuing`: the run that writes on a reply, Continue: the panel follows that
-        run, and the window shows the whole reply once it ends)."""
-        self._live_rounds, self._pending = [], []
-        self._live_continuing = continuing
+    def begin(self, title: str = "", conversation_id: int | None = None, earlier: Sequence[RoundEvent] = (),
+              began: float | None = None) -> None:
+        """A reply begins. Continued (Continue), it is the reply that began at `began` (epoch seconds)
+        with the rounds `earlier`: the panel tells the whole of it as the new rounds come, their
+        numbers, tokens, speed and acceptance (the first run's first token, at its end)."""
+        self._live_rounds, self._pending = list(earlier), []
+        self._live_continuing = bool(earlier)
+        self._round_base = len(earlier)           # (the new rounds are numbered on from them)
         self._live_title = title
         self._live_conversation = conversation_id
-        self._live_began = time.localtime()      # (the history dates a reply from its start, as here)
+        self._live_began = time.localtime(began)  # (the history dates a reply from its start, as here)
         self._live_number = None                  # its place in the conversation, once it has ended
         self._live_stats, self._broke_off = None, False
-        self._round_s, self._round_tokens = 0.0, 0
+        self._round_s = sum(r.t_round_s for r in earlier)
+        self._round_tokens = sum(r.n_reply_tokens for r in earlier)
         self._first_token_at = self._last_token_at = None
         self._began_at = time.monotonic()        # (the first token's time, live, until the engine's at the end)
-        self._n_tokens = 0
+        self._n_tokens = self._round_tokens
         self._read = None
         self._recorder = StatsRecorder(0, 0)
+        for r in earlier:
+            self._recorder.add_round(r, r.gamma)
         self._streaming = self._attached = True
-        self.strip.clear()
-        self.charts.begin(self._plain_known)
+        if earlier:
+            self.strip.set_rounds(self._live_rounds)
+            self.charts.show_stored(self._live_rounds, None, self._plain_known)
+        else:
+            self.strip.clear()
+            self.charts.begin(self._plain_known)
         self.pay.waiting()
         self._shown = ("live",)
         self._show_header()
@@ -231,6 +243,8 @@ class SpecPanel(QWidget):
             self.verdict.setText(reading_note(read).capitalize())
 
     def add_round(self, r: RoundEvent) -> None:
+        if self._round_base:
+            r = replace(r, index=r.index + self._round_base)
         self._read = None
         self._live_rounds.append(r)
         self._recorder.add_round(r, r.gamma)
@@ -267,7 +281,7 @@ class SpecPanel(QWidget):
         elif self._first_token_at is not None and self._n_tokens > 1 and self._last_token_at > self._first_token_at:
             elapsed = self._last_token_at - self._first_token_at   # (no rounds yet: as the tokens came)
             self.labels["speed"].setText(rate_text((self._n_tokens - 1) / elapsed))
-        if self._first_token_at is not None:
+        if self._first_token_at is not None and not self._live_continuing:   # (its first run's: at the end)
             self.labels["first"].setText(f"≈ {duration_text(self._first_token_at - self._began_at)}")
         rounds = len(self._live_rounds)
         tokens = str(self._n_tokens)
@@ -360,8 +374,8 @@ class SpecPanel(QWidget):
         # (the first token's time in a row of its own: beside the rounds, one or the other was left out in a
         # narrow panel, "37 + end in 38 (first 1.64 s)" reading "38 what?", new users' tries)
         first = duration_text(s.ttft_s)
-        if s.n_tokens:
-            L["first"].setText(first)
+        if s.n_tokens:                            # (none known: a reply continued after the engine died)
+            L["first"].setText(first if s.ttft_s else "–")
         else:                     # (no first token came: "first after 4.01 s" read as if one had, a new user's try)
             L["first"].setText(f"none ({'stopped' if s.stop_reason == StopReason.CANCELLED.value else 'ended'} "
                                f"after {first})")

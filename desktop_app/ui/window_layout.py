@@ -83,6 +83,7 @@ class LayoutMixin:
         self.compare_action = actions["Compare with and without speculation"]
         self.regenerate_action, self.edit_action = actions["Regenerate"], actions["Edit last message"]
         self.continue_action = actions["Continue the reply"]
+        self.continue_action.setShortcuts([QKeySequence("Ctrl+Shift+Enter"), QKeySequence("Ctrl+Shift+Return")])
         self.copy_reply_action, self.export_action = actions["Copy last reply"], actions["Export conversation…"]
         self.version_actions = (actions["Earlier version of the reply"], actions["Later version of the reply"])
         self.sidebar.list.addActions([actions["Rename conversation"], self.export_action, self.sidebar.delete_action])

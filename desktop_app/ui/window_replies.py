@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from desktop_app.chat.rules import can_regenerate, continuable
+from desktop_app.engine.events import RoundEvent
+from desktop_app.ui.live_reply import Continued
 from desktop_app.ui.worker import GenerateRequest
 
 
@@ -38,12 +40,13 @@ class RepliesMixin:
             return
         if self.banner.about == self.current_id:     # (what it said of this reply, "cut off…", is past)
             self.banner.hide()
-        request = GenerateRequest("continue", self.current_id, "", self._options())
-        self.reply.start(request.conversation_id, continuing=self.chat.messages[-1])
+        stored = self._history(self.store.messages, self.current_id, default=[])
+        if not stored:
+            return
+        rounds = [RoundEvent.from_record(i, r) for i, r in enumerate(stored[-1].rounds or [])]
+        self._start(GenerateRequest("continue", self.current_id, "", self._options()),
+                    Continued(self.chat.messages[-1], rounds, stored[-1].created_at))
         self.chat.begin_reply(resume=True)           # (at once: its footer told the reply as it was)
-        self.busy = True
-        self._update_buttons()
-        self.requestGenerate.emit(request)
 
     def _update_continue(self, idle: bool) -> None:
         """Continue is offered (button, Chat menu) where it applies and nothing runs (`idle`)."""

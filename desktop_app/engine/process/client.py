@@ -314,7 +314,7 @@ class RemotePair:
         self.last_transfer: P.Transfer | None = None      # what streaming the last reply cost the engine
 
     def generate(self, prompt: Sequence[int], sampling: SamplingParams, controls: Controls | None = None,
-                 max_tokens: int = 256, stop: Sequence[str] = ()) -> Iterator:
+                 max_tokens: int = 256, stop: Sequence[str] = (), primed: int = 0) -> Iterator:
         """The engine's events, as `ModelPair.generate` yields them. Cancelling `controls`, or changing
         its settings, reaches the engine at once; closing the iterator early cancels the reply."""
         engine = self.engine
@@ -330,7 +330,8 @@ class RemotePair:
         try:
             child = engine._current()
             engine.stage = "reading the prompt"
-            child.send(P.Generate(rid, tuple(prompt), sampling, controls.settings, max_tokens, tuple(stop)), engine.stage)
+            child.send(P.Generate(rid, tuple(prompt), sampling, controls.settings, max_tokens, tuple(stop), primed),
+                       engine.stage)
             sent = True
             if controls.cancelled:
                 engine.cancel(rid)

@@ -160,7 +160,7 @@ class Host:
         last_sent = time.perf_counter()
         try:
             for event in self.pair.generate(list(message.prompt), message.sampling, controls, message.max_tokens,
-                                            message.stop):
+                                            message.stop, message.primed):
                 batch.append(event)
                 if isinstance(event, RoundEvent):
                     transfer.rounds += 1

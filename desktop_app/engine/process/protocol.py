@@ -68,6 +68,7 @@ class Generate:
     spec: SpecSettings
     max_tokens: int
     stop: tuple[str, ...] = ()
+    primed: int = 0                  # the prompt ends with this many tokens of a reply written on (Continue)
 
 
 @dataclass(frozen=True)

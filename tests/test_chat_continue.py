@@ -177,3 +177,33 @@ def test_replies_whose_tokens_are_not_kept(session):
         session.continue_reply(cid, options(6))
     with pytest.raises(CannotContinue, match="llama-server"):
         ServerChatSession(None, session.store).continue_reply(cid, options(6))
+
+
+def test_a_reply_cut_just_before_its_end_is_ended_by_continue(session):
+    """Cut off exactly where the model would have ended it, Continue's first token is the end: the reply
+    is then finished (not left "cut off", offering Continue again for nothing)."""
+    cid = session.store.create_conversation()
+    list(session.send(cid, "Say hello.", options(200)))
+    n = session.store.messages(cid)[-1].stats["n_tokens"]
+    list(session.regenerate(cid, options(n)))
+    cut = session.store.messages(cid)[-1]
+    assert cut.stats["stop_reason"] == "max_tokens" and can_continue(session.store.messages(cid))
+    finish = finish_of(session.continue_reply(cid, options(20)))
+    ended = session.store.messages(cid)[-1]
+    assert finish.stop_reason == StopReason.EOS and ended.content == cut.content and ended.token_ids == cut.token_ids
+    assert ended.status == "done" and ended.stats["stop_reason"] == "eos" and ended.stats["n_tokens"] == n
+    assert len(ended.rounds) == len(cut.rounds) + 1 and ended.settings["parts"] == 2
+    assert not can_continue(session.store.messages(cid))
+
+
+def test_ids_kept_as_a_reply_broke_off_are_not_read_where_stop_strings_apply(session):
+    """Its last tokens' text may have been held back for a stop string and lost with the engine: the
+    reply's text is read instead of its ids."""
+    cid = session.store.create_conversation()
+    list(session.send(cid, PROMPT, options(12)))
+    reply = session.store.messages(cid)[-1]
+    session.store.update_message(reply.id, status="interrupted", stats=None)
+    stopping = dataclasses.replace(options(6), stop=("zebra crossing",))
+    list(session.continue_reply(cid, stopping))
+    whole = session.store.messages(cid)[-1]
+    assert whole.content.startswith(reply.content) and whole.token_ids is None and whole.stats["n_tokens"] == 18

@@ -54,3 +54,6 @@ def test_which_replies_can_be_continued(tmp_path):
     assert not continuable("assistant", "The sea", "done", None)
     assert not continuable("user", "Write a poem.", "cancelled", None)
     assert not continuable("assistant", "The sea", "streaming", None)
+    # a llama-server's reply: its statistics are the server's, which a run here would not add up with
+    assert not continuable("assistant", "The sea", "cancelled", None, {"server": "http://127.0.0.1:8080"})
+    assert continuable("assistant", "The sea", "cancelled", None, {"target": "a.gguf"})

@@ -112,3 +112,25 @@ def test_the_live_panel_tells_the_whole_reply_while_it_is_continued(qtbot, loade
     assert panel.labels["tokens"].text().startswith(f"13 in {len(earlier) + 1} round")
     panel.finish(GenerationStats.from_json(cut.stats), number=2)
     assert time.strftime("%H:%M", time.localtime(cut.created_at)) in panel.header.text()
+
+
+def test_the_reading_note_goes_with_the_first_text(qtbot):
+    """A reply's note said "reading the prompt… N of M tokens" over its first text until the next repaint;
+    a continued one, whose text is there from the start, says it while its prompt is read."""
+    from desktop_app.engine.events import PromptEvent
+    from desktop_app.ui.chat_view import ChatView
+
+    view = ChatView()
+    qtbot.addWidget(view)
+    new = view.begin_reply()
+    new.set_reading(PromptEvent(512, 2048))
+    assert new.status.toolTip().startswith("reading the prompt… 512 of 2,048")
+    new.stream("Hello", [])
+    assert new.status.toolTip() == "writing…"
+    view.end_reply("Hello", "cancelled", 7, False)
+    old = view.begin_reply(resume=True)
+    assert old is new and new.status.toolTip() == "writing…"
+    new.set_reading(PromptEvent(512, 2048))
+    assert new.status.toolTip().startswith("reading the prompt… 512 of 2,048")
+    new.stream("Hello there", [])
+    assert new.status.toolTip() == "writing…"

@@ -41,16 +41,18 @@ def can_continue(messages: Sequence[_Message]) -> bool:
     if not messages:
         return False
     last = messages[-1]
-    return continuable(last.role, last.content, getattr(last, "status", "done"), getattr(last, "stats", None))
+    return continuable(last.role, last.content, getattr(last, "status", "done"), getattr(last, "stats", None),
+                       getattr(last, "settings", None))
 
 
-def continuable(role: str, text: str, status: str, stats) -> bool:
+def continuable(role: str, text: str, status: str, stats, settings: dict | None = None) -> bool:
     """Whether a reply (`stats`: its GenerationStats, or their JSON) can be continued: it has text and
     ended before its own end: stopped, interrupted (the engine died), failed, or cut off (at Max tokens,
     or by a full context, which a larger one then holds: where it does not, Continue says so). Not one
-    that ended by itself or at a stop string. A new user typed "continue" after a cut-off reply, and
-    the rest came as a second reply that began again."""
-    if role != "assistant" or not text.strip():
+    that ended by itself or at a stop string, nor one a llama-server wrote (`settings`: the reply's; its
+    statistics are the server's, which a run here would not add up with). A new user typed "continue"
+    after a cut-off reply, and the rest came as a second reply that began again."""
+    if role != "assistant" or not text.strip() or (isinstance(settings, dict) and settings.get("server")):
         return False
     if status in CONTINUABLE:
         return True

@@ -253,24 +253,30 @@ class ChatSession:
         turn left open, and what it writes, its tokens and its rounds are added to the reply's, with
         statistics over both runs (metrics.continued). Max tokens allows as many again."""
         conversation = self.store.conversation(conversation_id)
+        last = conversation.messages[-1] if conversation.messages else None
+        if last is not None and isinstance(last.settings, dict) and last.settings.get("server"):
+            raise CannotContinue("This reply was written by a llama-server: connect to it again to continue it, "
+                                 "or regenerate it here")         # (its statistics are a server's)
         if not can_continue(conversation.messages):
             raise CannotContinue("The last reply ended by itself (or there is none): there is nothing to continue")
-        last = conversation.messages[-1]
-        if isinstance(last.settings, dict) and last.settings.get("server"):   # (its statistics are a server's)
-            raise CannotContinue("This reply was written by a llama-server: connect to it again to continue it, "
-                                 "or regenerate it here")
+        # The prompt ends with the reply's own ids where this target reads them, else with its text's tokens.
+        # Not with ids kept as it broke off (no statistics) where stop strings apply: its last tokens' text
+        # may have been held back for one, and lost with it.
+        kept = self._kept_tokens(last)
+        if kept is not None and last.stats is None and self.template.stops(options.stop):
+            kept = None
+        if kept is None:
+            conversation.messages[-1] = replace(last, token_ids=None)
         prompt = self.prompt_tokens(conversation, open_last=True)
         if len(prompt) >= self.n_ctx:       # (with room for a few tokens, it goes on until the context is full)
             raise CannotContinue(f"The conversation with this reply fills the context ({len(prompt)} of {self.n_ctx} "
-                         "tokens): there is no room to continue it. Raise the context size in Settings (Apply "
-                         "and reload), or start a new conversation")
-        kept = self._kept_tokens(last)     # (the prompt ends with these, or with its text's tokens: fewer than
-                                           # its characters; the engine reads at most its last PRIMER)
-        return self._stream(conversation_id, prompt, options, into=last,
-                            primed=len(kept) if kept is not None else len(last.content))
+                                 "tokens): there is no room to continue it. Raise the context size in Settings "
+                                 "(Apply and reload), or start a new conversation")
+        return self._stream(conversation_id, prompt, options, into=last, kept=kept,   # (the engine reads at most
+                            primed=len(kept) if kept is not None else len(last.content))   # PRIMER of them)
 
     def _stream(self, conversation_id: int, prompt: list[int], options: GenerationOptions,
-                into: StoredMessage | None = None, primed: int = 0) -> Iterator:
+                into: StoredMessage | None = None, kept: list[int] | None = None, primed: int = 0) -> Iterator:
         self.controls.reset_cancel()
         self.controls.set(options.spec)
         sampling = options.sampling           # (a seed drawn here is stored with the reply, which can then be
@@ -282,24 +288,25 @@ class ChatSession:
                     "max_tokens": options.max_tokens}
         events = self.pair.generate(prompt, sampling, self.controls, options.max_tokens,
                                     self.template.stops(options.stop), primed)
-        return self._store_reply(conversation_id, events, settings, into)
+        return self._store_reply(conversation_id, events, settings, into, kept)
 
     def _store_reply(self, conversation_id: int, events: Iterator, settings: dict,
-                     into: StoredMessage | None = None) -> Iterator:
+                     into: StoredMessage | None = None, kept: list[int] | None = None) -> Iterator:
         """Write the reply as `events` stream it (at least every flush interval), and keep what came
-        when it ends early; yields the events on. `into`: the reply continued (continue_reply): the new
-        text, tokens and rounds are added to its own, and its FinishEvent is of the whole reply; a run
-        that adds no token, however it ends, leaves the reply exactly as it was."""
-        keeps_tokens = self.keeps_tokens and (into is None or self._kept_tokens(into) is not None)
+        when it ends early; yields the events on. `into`: the reply continued (continue_reply), `kept`
+        its token ids where they go on (None: its text was read): the new text, tokens and rounds are
+        added to its own, and its FinishEvent is of the whole reply. A run that adds nothing, stopped
+        or failed before a token, leaves the reply exactly as it was; one whose model ends the reply
+        at once ends it."""
+        keeps_tokens = self.keeps_tokens and (into is None or kept is not None)
         if into is None:
             message = self.store.add_message(conversation_id, "assistant", "", status="streaming",
                                              token_ids=[] if keeps_tokens else None, settings=settings)
             text, tokens, rounds = "", [], []
-        else:                          # (its statistics, and ids another model wrote, no longer tell it)
+        else:
             message = into
-            self.store.update_message(into.id, status="streaming", stats=None,
-                                      **({} if keeps_tokens else {"token_ids": None}))
-            text, tokens, rounds = into.content, list(into.token_ids) if keeps_tokens else [], list(into.rounds or [])
+            self.store.update_message(into.id, status="streaming")
+            text, tokens, rounds = into.content, list(kept) if keeps_tokens else [], list(into.rounds or [])
             settings = _continued_settings(into.settings, settings)
         n_before = len(tokens)
         wrote = False                  # a token came (a continued reply then is no longer as it was)
@@ -308,6 +315,8 @@ class ChatSession:
         try:
             for event in events:
                 if isinstance(event, TokenEvent):
+                    if into is not None and not wrote:      # (its statistics, and ids not read, no longer tell it)
+                        self.store.update_message(into.id, stats=None, **({} if keeps_tokens else {"token_ids": None}))
                     text += event.text
                     tokens.append(event.token)
                     wrote = True
@@ -317,7 +326,8 @@ class ChatSession:
                         last_flush = time.monotonic()
                 elif isinstance(event, RoundEvent):
                     rounds.append(event.to_record())
-                elif isinstance(event, FinishEvent) and into is not None and not wrote:
+                elif isinstance(event, FinishEvent) and into is not None and not wrote and event.stop_reason not in (
+                        StopReason.EOS, StopReason.STOP_STRING):
                     event = self._as_it_was(event, into)
                     finished = True
                 elif isinstance(event, FinishEvent):

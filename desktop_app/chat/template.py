@@ -59,13 +59,15 @@ class ChatTemplate:
         return tuple(dict.fromkeys([*stop, *(() if self.has_template else FALLBACK_STOPS)]))
 
     def render(self, messages: Sequence[Message], add_generation_prompt: bool = True,
-               markers: Sequence[str] | None = None) -> str:
+               markers: Sequence[str] | None = None, open_last: bool = False) -> str:
         contents = list(markers) if markers is not None else [m.content for m in messages]
         if self._compiled is None:
             parts = []
-            for m, c in zip(messages, contents):
+            for i, (m, c) in enumerate(zip(messages, contents)):
                 if m.role == "system":
                     parts.append(f"{c}\n\n")
+                elif open_last and i == len(messages) - 1:      # (as the reply was written: after "Assistant:")
+                    parts.append(f"Assistant:{c}")
                 else:
                     parts.append(f"{'User' if m.role == 'user' else 'Assistant'}: {c}\n\n")
             if add_generation_prompt:
@@ -84,7 +86,7 @@ class ChatTemplate:
         text (the end of its turn) is left out, as Hugging Face's `continue_final_message` does."""
         tag = uuid.uuid4().hex
         markers = [f"\x00{tag}:{i}\x00" for i in range(len(messages))]
-        rendered = self.render(messages, add_generation_prompt and not open_last, markers)
+        rendered = self.render(messages, add_generation_prompt and not open_last, markers, open_last)
         add_bos = self.model.add_bos
         bos_text = self.model.special_piece(self.model.bos).decode("utf-8", "replace") if add_bos else ""
         if add_bos and bos_text and rendered.startswith(bos_text):

@@ -134,7 +134,7 @@ class MessageWidget(QFrame):
     def stream(self, text: str, origins: list[TokenOrigin]) -> None:
         """The streaming reply so far: its text and the origins of its tokens. Highlighted, the new
         tokens are appended as they come (MessageText.append_spans); the reply's end renders it."""
-        if self._read is not None and self._text:     # (a reply continued: no longer reading the prompt)
+        if self._read is not None and text:           # (text came: no longer reading the prompt)
             self._read = None
             self._update_footer()
         if not self.highlight:
@@ -207,6 +207,10 @@ class MessageWidget(QFrame):
     @property
     def text(self) -> str:
         return self._text
+
+    @property
+    def settings(self) -> dict | None:
+        return self._settings
 
     @property
     def reply_status(self) -> str:
@@ -377,7 +381,7 @@ class ChatView(QScrollArea):
             w.continue_button.hide()
             w.has_rounds = False                 # (a click showed the stored reply, as it was, until the end)
             w._read = None
-            w.set_stats(None, w._settings)       # (its footer told the reply as it was, under the text growing)
+            w.set_stats(None, w.settings)        # (its footer told the reply as it was, under the text growing)
             w.set_status("streaming")
         else:
             self._streaming = self.add_message("assistant", "", "streaming")

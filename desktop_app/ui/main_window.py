@@ -382,8 +382,10 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, RepliesMixin, Fau
             last = stored[-1] if stored else None
             self.chat.end_reply(event.text, last.status if last else reply_status(event.stop_reason, event.broke_off),
                                 last.id if last else None, bool(last and last.rounds),
-                                event.stats, last.settings if last else None)
+                                last.stats if last else event.stats, last.settings if last else None)
             self.mark_left_out(conversation_id)         # (turns left out for this reply: the line moves)
+            if self.reply.continuing is not None:       # (as stored: a run that added nothing left it as it was)
+                self._show_last_reply(conversation_id, self._title(conversation_id), stored)
         self._say_why_it_ended(event, conversation_id)
         self.reply.end()
         self.model_bar.error_is_past()

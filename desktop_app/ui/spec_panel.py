@@ -117,7 +117,7 @@ class SpecPanel(QWidget):
         self._streaming = False
         self._live_title = ""
         self._live_continuing = False
-        self._round_base = 0
+        self._round_base = self._tokens_base = 0     # (a continued reply's earlier rounds and tokens: begin)
         self._live_conversation: int | None = None
         self._live_began = time.localtime()
         self._live_number: int | None = None
@@ -204,7 +204,7 @@ class SpecPanel(QWidget):
         self._round_tokens = sum(r.n_reply_tokens for r in earlier)
         self._first_token_at = self._last_token_at = None
         self._began_at = time.monotonic()        # (the first token's time, live, until the engine's at the end)
-        self._n_tokens = self._round_tokens
+        self._n_tokens = self._tokens_base = self._round_tokens
         self._read = None
         self._recorder = StatsRecorder(0, 0)
         for r in earlier:
@@ -239,7 +239,7 @@ class SpecPanel(QWidget):
     def reading(self, read: PromptEvent) -> None:
         """How far the live reply's prompt has been read."""
         self._read = read
-        if self._attached and self._streaming and not (self._live_rounds or self._n_tokens):
+        if self._attached and self._streaming and not self._run_began:
             self.verdict.setText(reading_note(read).capitalize())
 
     def add_round(self, r: RoundEvent) -> None:
@@ -253,6 +253,11 @@ class SpecPanel(QWidget):
         if self._attached:
             self._pending.append(r)
             self.charts.add_round(r)
+
+    @property
+    def _run_began(self) -> bool:
+        """The running reply's run has a round or a token (a continued reply's earlier ones not counted)."""
+        return len(self._live_rounds) > self._round_base or self._n_tokens > self._tokens_base
 
     def add_token(self) -> None:
         self._last_token_at = time.monotonic()
@@ -268,7 +273,7 @@ class SpecPanel(QWidget):
             self._pending = []
         if not self._streaming:
             return
-        if (self._live_rounds or self._n_tokens) and self.verdict.text() != GENERATING:
+        if self._run_began and self.verdict.text() != GENERATING:
             self.verdict.setText(GENERATING)
         if self._round_s > 0 and self._round_tokens:        # as the tokens/s chart counts them
             speed = self._round_tokens / self._round_s

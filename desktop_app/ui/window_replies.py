@@ -29,7 +29,7 @@ class RepliesMixin:
         last = self.chat.messages[-1] if self.chat.messages else None
         return (last is not None and self.current_id is not None and self.loaded is not None
                 and self.loaded.server is None and not self.editing
-                and continuable(last.role, last.text, last.reply_status, last.stats))
+                and continuable(last.role, last.text, last.reply_status, last.stats, last.settings))
 
     def continue_reply(self) -> None:
         """Continue (the last reply's button, Ctrl+Shift+Enter): the reply streams on in its own place."""

@@ -146,6 +146,7 @@ class MainWindow(LayoutMixin, ModelsMixin, ConversationsMixin, RepliesMixin, Fau
         # (direct: a queued call would wait for the worker's thread, busy with the very load it cancels)
         self.model_bar.cancelRequested.connect(self.worker.cancel_load, Qt.DirectConnection)
         self.model_bar.folderAdded.connect(self.add_model_folder)
+        self.model_bar.folderRemoved.connect(self.remove_model_folder)
         self.model_bar.choiceChanged.connect(self._choice_changed)
         self.model_bar.userChose.connect(self._offer_bar_choice)
         self.banner = Banner()

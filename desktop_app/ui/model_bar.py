@@ -7,7 +7,7 @@ from functools import lru_cache
 
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QGridLayout, QHBoxLayout, QLabel, QMenu, QProgressBar,
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QGridLayout, QHBoxLayout, QLabel, QProgressBar,
                                QPushButton, QStyle, QStyleOptionComboBox, QWidget)
 
 from desktop_app.models.discovery import distinct_names
@@ -15,6 +15,7 @@ from desktop_app.models.gguf_info import GGUFError, read_info
 from desktop_app.models.pairing import PairVerdict, check_headers, draft_for
 from desktop_app.models.store import models_dir
 from desktop_app.ui.backend_row import BackendRow
+from desktop_app.ui.pairs_menu import PairsMenu
 
 NO_DRAFT = "(no draft model)"
 NO_MODEL = "No model loaded."
@@ -47,6 +48,7 @@ class ModelBar(QWidget):
     loadRequested = Signal(str, object)     # target path, draft path or None
     demoRequested = Signal()
     folderAdded = Signal(str)
+    folderRemoved = Signal(str)
     cancelRequested = Signal()
     serverRequested = Signal(str, str)      # llama-server URL, API key
     choiceChanged = Signal()                # another target or draft chosen (or the same one, read again)
@@ -80,8 +82,12 @@ class ModelBar(QWidget):
             b.setFixedWidth(32)
         self.recent = QPushButton("Pairs")
         self.recent.setObjectName("pairsButton")
-        self.recent.setToolTip("Recent pairs, the demo pair, and adding a models folder")
-        self.recent_menu = QMenu(self)
+        self.recent.setToolTip("Recent pairs, the demo pair, and adding or removing a models folder")
+        self.recent_menu = PairsMenu(self)
+        self.recent_menu.demoRequested.connect(self.demoRequested)
+        self.recent_menu.loadRequested.connect(self.loadRequested)
+        self.recent_menu.addFolderRequested.connect(self._add_folder)
+        self.recent_menu.folderRemoved.connect(self.folderRemoved)
         self.recent.setMenu(self.recent_menu)
         self.load_button = QPushButton("Load")
         self.load_button.setObjectName("loadButton")
@@ -182,9 +188,8 @@ class ModelBar(QWidget):
 
     # -- choices
     def set_choices(self, files: list[str], recent_pairs: list[dict], demo_available: bool,
-                    demo_pair: tuple[str, str | None] | None = None) -> None:
-        """`demo_pair`: the demo pair's paths, which its own entry loads (a recent pair equal to it is
-        not listed again)."""
+                    demo_pair: tuple[str, str | None] | None = None, folders: list[str] = ()) -> None:
+        """`demo_pair`, `folders`: as PairsMenu.fill's."""
         current_t, current_d = self.target_path(), self.draft_path()
         self.target.blockSignals(True)
         self.draft.blockSignals(True)
@@ -203,18 +208,7 @@ class ModelBar(QWidget):
         self.target.blockSignals(False)
         self.draft.blockSignals(False)
         self.select(current_t, current_d)
-        self.recent_menu.clear()
-        demo = self.recent_menu.addAction("Demo pair: Qwen2.5-Coder 1.5B + 0.5B"
-                                          + ("" if demo_available else " (fetch 1.6 GB)"))
-        demo.triggered.connect(self.demoRequested)
-        self.recent_menu.addAction("Add a models folder…").triggered.connect(self._add_folder)
-        recent_pairs = [p for p in recent_pairs if (p.get("target"), p.get("draft")) != demo_pair]
-        if recent_pairs:
-            self.recent_menu.addSeparator()
-        for pair in recent_pairs:
-            t, d = pair.get("target"), pair.get("draft")
-            action = self.recent_menu.addAction(os.path.basename(t) + (f" + {os.path.basename(d)}" if d else ""))
-            action.triggered.connect(lambda _=False, t=t, d=d: self.loadRequested.emit(t, d))
+        self.recent_menu.fill(recent_pairs, demo_available, demo_pair, list(folders))
 
     def _ensure(self, combo: QComboBox, path: str) -> int:
         index = combo.findData(path)

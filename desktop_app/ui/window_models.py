@@ -40,7 +40,7 @@ class ModelsMixin:
         files = [str(p) for p in find_gguf_files(self.settings["model_folders"])]
         chosen = self.model_bar.target_path()
         self.model_bar.set_choices(files, self.settings["recent_pairs"], all(d.verified for d in demo),
-                                   tuple(d.path for d in demo))
+                                   tuple(d.path for d in demo), self.settings["model_folders"])
         if chosen is None:      # (the last pair at the start; later the bar keeps the user's choice: adding a
             self.model_bar.select(self.settings["last_target"], self.settings["last_draft"])   # models folder
             # put the last loaded pair back in the boxes, and a draft chosen there was gone: a new user's try)
@@ -85,6 +85,14 @@ class ModelsMixin:
     def add_model_folder(self, folder: str) -> None:
         if folder not in self.settings["model_folders"]:
             self.settings["model_folders"].append(folder)
+            self._say(self._save_settings())
+        self.refresh_models()
+
+    def remove_model_folder(self, folder: str) -> None:
+        """Take an added models folder off the lists (its files stay where they are). A file chosen or
+        loaded from it stays in its box (the boxes list the files chosen too)."""
+        if folder in self.settings["model_folders"]:
+            self.settings["model_folders"].remove(folder)
             self._say(self._save_settings())
         self.refresh_models()
 

@@ -4,7 +4,6 @@ and the speculation bar. The window decides what to show; this owns the reply in
 from __future__ import annotations
 
 import time
-
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 

@@ -369,9 +369,7 @@ class ChatSession:
             pass                       # (what ended the reply is what gets reported)
         if event is None:
             return None
-        stats = GenerationStats.from_json(into.stats) or from_rounds(
-            [RoundEvent.from_record(i, r) for i, r in enumerate(into.rounds or [])])
-        return replace(event, text=into.content, tokens=tuple(into.token_ids or ()), stats=stats)
+        return replace(event, text=into.content, tokens=tuple(into.token_ids or ()), stats=_stats_of(into))
 
     def _kept_tokens(self, message: StoredMessage) -> list[int] | None:
         """A reply's token ids where this target reads them as its text (_own_tokens), else None."""
@@ -402,10 +400,16 @@ class ChatSession:
         """A continuation's FinishEvent made the whole reply's: the text and tokens it had before first,
         and statistics over both runs."""
         records = [RoundEvent.from_record(i, r) for i, r in enumerate(rounds)]
-        first = GenerationStats.from_json(into.stats) or from_rounds(records[:len(into.rounds or [])])
         tokens = (*tokens_before, *event.tokens)
         return replace(event, text=into.content + event.text, tokens=tokens,
-                       stats=continued(first, event.stats, records, tokens if keeps_tokens else None))
+                       stats=continued(_stats_of(into), event.stats, records, tokens if keeps_tokens else None))
+
+
+def _stats_of(message: StoredMessage) -> GenerationStats:
+    """A stored reply's statistics, or where it has none (the engine died as it was written) what its
+    rounds say (metrics.from_rounds)."""
+    return GenerationStats.from_json(message.stats) or from_rounds(
+        [RoundEvent.from_record(i, r) for i, r in enumerate(message.rounds or [])])
 
 
 def reply_room(n_ctx: int, max_tokens: int) -> int:

@@ -152,7 +152,7 @@ class SpeculativeDecoder:
         controls = controls or Controls()
         stream = TextStream(stop)
         if primed > 0:
-            stream.prime([self.model.piece(t) for t in prompt[len(prompt) - min(primed, PRIMER, len(prompt)):]])
+            stream.prime([self.model.piece(t) for t in prompt[-min(primed, PRIMER):]])
         reply = Reply(list(prompt), stream, np.random.default_rng(sampling.seed), time.perf_counter(),
                       stop=lambda: controls.cancelled)
         if not reply.tokens:

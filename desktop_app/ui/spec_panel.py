@@ -116,8 +116,8 @@ class SpecPanel(QWidget):
         self._attached = False        # the strip shows the live reply (not a stored one, not cleared)
         self._streaming = False
         self._live_title = ""
-        self._live_continuing = False
-        self._round_base = self._tokens_base = 0     # (a continued reply's earlier rounds and tokens: begin)
+        self._round_base = self._tokens_base = 0     # a continued reply's earlier rounds and tokens (begin;
+                                                     # 0: a reply not continued)
         self._live_conversation: int | None = None
         self._live_began = time.localtime()
         self._live_number: int | None = None
@@ -179,7 +179,7 @@ class SpecPanel(QWidget):
         if self._shown[0] == "stored":
             self.header.setText(stored_header(*self._shown[2:]))
         elif self._streaming:
-            what = "continuing the reply" if self._live_continuing else "reply"
+            what = "continuing the reply" if self._round_base else "reply"
             self.header.setText(f"Live: {what} in '{self._live_title}'")
         else:                       # how it ended ("just finished" stayed on minutes later, and was said
             s = self._live_stats    # of stopped, interrupted and cut-off replies: users' tries)
@@ -193,7 +193,6 @@ class SpecPanel(QWidget):
         with the rounds `earlier`: the panel tells the whole of it as the new rounds come, their
         numbers, tokens, speed and acceptance (the first run's first token, at its end)."""
         self._live_rounds, self._pending = list(earlier), []
-        self._live_continuing = bool(earlier)
         self._round_base = len(earlier)           # (the new rounds are numbered on from them)
         self._live_title = title
         self._live_conversation = conversation_id
@@ -286,7 +285,7 @@ class SpecPanel(QWidget):
         elif self._first_token_at is not None and self._n_tokens > 1 and self._last_token_at > self._first_token_at:
             elapsed = self._last_token_at - self._first_token_at   # (no rounds yet: as the tokens came)
             self.labels["speed"].setText(rate_text((self._n_tokens - 1) / elapsed))
-        if self._first_token_at is not None and not self._live_continuing:   # (its first run's: at the end)
+        if self._first_token_at is not None and not self._round_base:   # (a continued one's: its first run's, at the end)
             self.labels["first"].setText(f"≈ {duration_text(self._first_token_at - self._began_at)}")
         rounds = len(self._live_rounds)
         tokens = str(self._n_tokens)
